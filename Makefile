@@ -1,0 +1,55 @@
+# hpcvar: two commands do all the set-up on a fresh machine.
+#   make demo   create .venv, install everything (Python deps, an MPI, the native build), run the main job
+#   make test   the same set-up, then the whole test suite (what CI runs)
+# Options: MPI=mpich|openmpi|system (system: the MPI whose mpicc is on PATH or in $MPICC),
+#          PYTHON=python3.11, VENV=.venv, PYTEST_ARGS="-k latency".
+
+PYTHON ?= python3
+VENV ?= .venv
+MPI ?= mpich
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.hpcvar-installed-$(MPI)
+WERROR := $(if $(filter true,$(CI)),ON,OFF)
+SOURCES := $(shell find src native CMakeLists.txt pyproject.toml -type f \( -name '*.py' -o -name '*.c' -o -name '*.h' -o -name 'CMakeLists.txt' -o -name '*.toml' -o -name '*.html' -o -name '*.j2' \) 2>/dev/null)
+
+ifeq ($(MPI),system)
+  MPI_PIP :=
+  EXTRAS := test
+  MPICC_FOR_BUILD := $(or $(MPICC),$(shell command -v mpicc 2>/dev/null))
+else
+  MPI_PIP := $(MPI)
+  EXTRAS := test,$(MPI)
+  MPICC_FOR_BUILD := $(abspath $(BIN))/mpicc
+endif
+
+.PHONY: demo test install clean native-dev
+
+demo: $(STAMP)
+	$(BIN)/hpcvar demo
+
+test: $(STAMP)
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+install: $(STAMP)
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(sys.version_info < (3, 11))' || \
+	  { echo "error: hpcvar needs Python >= 3.11 ($(PYTHON) is older). Run: make PYTHON=python3.11"; exit 1; }
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): $(BIN)/python $(SOURCES)
+	$(BIN)/python -m pip install -q --disable-pip-version-check "scikit-build-core>=0.10" $(MPI_PIP)
+	@command -v cmake >/dev/null 2>&1 || $(BIN)/python -m pip install -q --disable-pip-version-check cmake
+	@test -n "$(MPICC_FOR_BUILD)" || echo "warning: no mpicc found: MPI benchmarks will be unavailable (MPI=mpich installs one)"
+	MPICC="$(MPICC_FOR_BUILD)" HPCVAR_WERROR=$(WERROR) $(BIN)/python -m pip install -q --disable-pip-version-check \
+	  --no-build-isolation -e ".[$(EXTRAS)]"
+	@rm -f $(VENV)/.hpcvar-installed-*
+	@touch $@
+
+# A developer's CMake build of the native programs (use with HPCVAR_NATIVE_DIR=build/dev/bin).
+native-dev: $(STAMP)
+	PATH="$(abspath $(BIN)):$$PATH" cmake -S . -B build/dev -DHPCVAR_WERROR=ON >/dev/null
+	cmake --build build/dev -j2
+
+clean:
+	rm -rf build $(VENV)

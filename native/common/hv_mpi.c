@@ -1,0 +1,172 @@
+#include "hv_mpi.h"
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static int world_rank(void) {
+    int inited = 0, r = -1;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    return r;
+}
+
+void hv_mpi_fail(const char *call, int rc, const char *file, int line) {
+    char msg[MPI_MAX_ERROR_STRING] = "";
+    int len = 0;
+    MPI_Error_string(rc, msg, &len);
+    fprintf(stderr, "hpcvar[rank %d]: %s failed: %s (%s:%d)\n", world_rank(), call, msg, file, line);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    abort();
+}
+
+void hv_die(const char *file, int line, const char *fmt, ...) {
+    va_list ap;
+    fprintf(stderr, "hpcvar[rank %d]: ", world_rank());
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, " (%s:%d)\n", file, line);
+    fflush(stderr);
+    int inited = 0;
+    MPI_Initialized(&inited);
+    if (inited) MPI_Abort(MPI_COMM_WORLD, 1);
+    exit(1);
+}
+
+void *hv_malloc_touched(size_t bytes) {
+    long page = sysconf(_SC_PAGESIZE);
+    void *p = NULL;
+    if (posix_memalign(&p, (size_t)page, bytes ? bytes : 1) != 0) HV_DIE("out of memory allocating %zu bytes", bytes);
+    memset(p, 0x5a, bytes);
+    return p;
+}
+
+static double wtime(void) { return MPI_Wtime(); }
+
+void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts) {
+    memset(ctx, 0, sizeof *ctx);
+    ctx->prog = prog;
+    if (MPI_Init(argc, argv) != MPI_SUCCESS) {
+        fprintf(stderr, "hpcvar[rank -1]: MPI_Init failed (%s)\n", prog);
+        exit(1);
+    }
+    ctx->comm = MPI_COMM_WORLD;
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    HV_MPI_CHECK(MPI_Comm_rank(ctx->comm, &ctx->rank));
+    HV_MPI_CHECK(MPI_Comm_size(ctx->comm, &ctx->size));
+
+    char err[512];
+    if (hv_args_parse(*argc, *argv, opts, nopts, err, sizeof err) != 0) HV_DIE("%s: %s", prog, err);
+    const char *tname = hv_args_get(opts, nopts, "timer");
+    hv_timer_kind kind = hv_cpu_has_invariant_tsc() == 1 ? HV_TIMER_TSC : HV_TIMER_MONO;
+    if (tname && hv_timer_parse(tname, &kind) != 0) HV_DIE("%s: unknown --timer '%s' (tsc, mono or wtime)", prog, tname);
+    {
+        hv_timer t;
+        hv_timer_kind k = kind;
+        if (k == HV_TIMER_WTIME) {
+            /* initialise as MONO then switch the read function: resolution
+             * and cost are then measured on MPI_Wtime itself */
+            if (hv_timer_init(&t, HV_TIMER_MONO, err, sizeof err) != 0) HV_DIE("%s: %s", prog, err);
+            t.kind = HV_TIMER_WTIME;
+            t.wtime = wtime;
+            t.ticks_per_ns = 1.0;
+            uint64_t prev = hv_ticks(&t), start = prev, minstep = UINT64_MAX;
+            for (int i = 0; i < 20000; i++) {
+                uint64_t now = hv_ticks(&t);
+                if (now > prev && now - prev < minstep) minstep = now - prev;
+                prev = now;
+            }
+            t.cost_ns = (double)(prev - start) / 20000.0;
+            t.resolution_ns = minstep == UINT64_MAX ? 0.0 : (double)minstep;
+        } else if (hv_timer_init(&t, k, err, sizeof err) != 0) {
+            HV_DIE("%s: %s", prog, err);
+        }
+        ctx->timer = t;
+    }
+
+    /* host of every rank, for the metadata (ranks per node, placement) */
+    char host[64] = {0};
+    gethostname(host, sizeof host - 1);
+    char *hosts = ctx->rank == 0 ? malloc((size_t)ctx->size * sizeof host) : NULL;
+    if (ctx->rank == 0) HV_ALLOC_CHECK(hosts);
+    HV_MPI_CHECK(MPI_Gather(host, sizeof host, MPI_CHAR, hosts, sizeof host, MPI_CHAR, 0, ctx->comm));
+    double res_max = ctx->timer.resolution_ns, cost_max = ctx->timer.cost_ns;
+    HV_MPI_CHECK(MPI_Reduce(&ctx->timer.resolution_ns, &res_max, 1, MPI_DOUBLE, MPI_MAX, 0, ctx->comm));
+    HV_MPI_CHECK(MPI_Reduce(&ctx->timer.cost_ns, &cost_max, 1, MPI_DOUBLE, MPI_MAX, 0, ctx->comm));
+
+    if (ctx->rank == 0) {
+        const char *path = hv_args_get(opts, nopts, "out");
+        const char *bin = hv_args_get(opts, nopts, "binary");
+        if (hv_out_open(&ctx->out, path ? path : "-", bin && strcmp(bin, "0") != 0) != 0)
+            HV_DIE("%s: cannot open --out '%s' for writing", prog, path ? path : "-");
+        char lib[MPI_MAX_LIBRARY_VERSION_STRING] = "";
+        int len = 0;
+        MPI_Get_library_version(lib, &len);
+        for (char *p = lib; *p; p++)
+            if (*p == '\n' || *p == '\r') *p = ' ';
+        int vmaj = 0, vmin = 0;
+        MPI_Get_version(&vmaj, &vmin);
+        hv_out_meta(&ctx->out, "program", "%s", prog);
+        hv_out_meta(&ctx->out, "mpi_library", "%s", lib);
+        hv_out_meta(&ctx->out, "mpi_standard", "%d.%d", vmaj, vmin);
+        hv_out_meta(&ctx->out, "nranks", "%d", ctx->size);
+        hv_out_meta(&ctx->out, "timer", "%s", hv_timer_name(ctx->timer.kind));
+        hv_out_meta(&ctx->out, "timer_tsc_hz", "%.1f", ctx->timer.tsc_hz);
+        hv_out_meta(&ctx->out, "timer_calib_spread_ppm", "%.3f", ctx->timer.calib_spread_ppm);
+        hv_out_meta(&ctx->out, "timer_invariant_tsc", "%d", ctx->timer.invariant_tsc);
+        hv_out_meta(&ctx->out, "timer_resolution_ns", "%.3f", ctx->timer.resolution_ns);
+        hv_out_meta(&ctx->out, "timer_cost_ns", "%.3f", ctx->timer.cost_ns);
+        hv_out_meta(&ctx->out, "timer_resolution_ns_max_rank", "%.3f", res_max);
+        hv_out_meta(&ctx->out, "timer_cost_ns_max_rank", "%.3f", cost_max);
+        fputs("#@hosts=", ctx->out.f);
+        for (int r = 0; r < ctx->size; r++) fprintf(ctx->out.f, "%s%s", r ? "," : "", hosts + (size_t)r * sizeof host);
+        fputc('\n', ctx->out.f);
+        for (size_t i = 0; i < nopts; i++)
+            if (opts[i].value && strcmp(opts[i].name, "out") != 0)
+                fprintf(ctx->out.f, "#@arg.%s=%s\n", opts[i].name, opts[i].value);
+        free(hosts);
+    }
+}
+
+void hv_gather_point(hv_ctx *ctx, const char *desc, const double *rows, size_t nrows) {
+    int ncols = ctx->rank == 0 ? ctx->out.ncols : 0;
+    HV_MPI_CHECK(MPI_Bcast(&ncols, 1, MPI_INT, 0, ctx->comm));
+    long long mine = (long long)nrows * ncols;
+    if (mine > 0x7fffffffLL) HV_DIE("point '%s' too large to gather (%lld values)", desc, mine);
+    int count = (int)mine;
+    int *counts = NULL, *displs = NULL;
+    double *all = NULL;
+    long long total = 0;
+    if (ctx->rank == 0) {
+        counts = malloc((size_t)ctx->size * sizeof *counts);
+        displs = malloc((size_t)ctx->size * sizeof *displs);
+        HV_ALLOC_CHECK(counts);
+        HV_ALLOC_CHECK(displs);
+    }
+    HV_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->comm));
+    if (ctx->rank == 0) {
+        for (int r = 0; r < ctx->size; r++) {
+            displs[r] = (int)total;
+            total += counts[r];
+        }
+        if (total > 0x7fffffffLL) HV_DIE("point '%s' too large to gather (%lld values)", desc, total);
+        all = malloc((size_t)(total ? total : 1) * sizeof *all);
+        HV_ALLOC_CHECK(all);
+    }
+    HV_MPI_CHECK(MPI_Gatherv(rows, count, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, ctx->comm));
+    if (ctx->rank == 0) {
+        if (hv_out_point(&ctx->out, desc, all, ncols ? (size_t)(total / ncols) : 0) != 0)
+            HV_DIE("%s: writing the raw output failed", ctx->prog);
+        free(all);
+        free(counts);
+        free(displs);
+    }
+}
+
+void hv_ctx_finish(hv_ctx *ctx) {
+    if (ctx->rank == 0 && hv_out_close(&ctx->out) != 0) HV_DIE("%s: closing the raw output failed", ctx->prog);
+    MPI_Finalize();
+}

@@ -1,0 +1,48 @@
+/* hv_mpi: the frame every MPI benchmark shares.
+ *  - HV_MPI_CHECK(call): a failed MPI call prints
+ *      hpcvar[rank R]: MPI_Send(...) failed: <MPI error string> (file.c:line)
+ *    and calls MPI_Abort (never MPI_Finalize, which would deadlock the others).
+ *  - hv_die(ctx-free): the same for our own checks (allocation, bad values).
+ *  - hv_ctx_init: MPI_Init, strict option parsing (common options below),
+ *    timer calibration on every rank, and the raw output header on rank 0.
+ *  - hv_gather_point: collect rows from all ranks to rank 0 and write them as
+ *    one point (outside any timed loop).
+ * Common options: --out FILE (raw output, default "-"), --timer tsc|mono|wtime
+ * (default tsc where invariant, else mono), --binary (binary rows). */
+#ifndef HV_MPI_H
+#define HV_MPI_H
+#include <mpi.h>
+#include <stddef.h>
+#include "hv_args.h"
+#include "hv_out.h"
+#include "hv_timer.h"
+
+#define HV_COMMON_OPTS \
+    {"out", NULL, 0, "raw output file ('-' for stdout)"}, \
+    {"timer", NULL, 0, "tsc|mono|wtime"}, \
+    {"binary", NULL, 1, "write rows as float64 binary"}
+
+typedef struct {
+    MPI_Comm comm;
+    int rank, size;
+    hv_timer timer;
+    hv_out out;       /* open on rank 0 only */
+    const char *prog;
+} hv_ctx;
+
+void hv_mpi_fail(const char *call, int rc, const char *file, int line) __attribute__((noreturn));
+void hv_die(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
+#define HV_MPI_CHECK(call) do { int hv_rc_ = (call); \
+    if (hv_rc_ != MPI_SUCCESS) hv_mpi_fail(#call, hv_rc_, __FILE__, __LINE__); } while (0)
+#define HV_DIE(...) hv_die(__FILE__, __LINE__, __VA_ARGS__)
+#define HV_ALLOC_CHECK(p) do { if (!(p)) HV_DIE("out of memory allocating %s", #p); } while (0)
+
+/* Allocates, touches every page (so that page faults stay out of timed loops) and checks. */
+void *hv_malloc_touched(size_t bytes);
+
+void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts);
+/* Collective over ctx->comm: every rank passes its rows (nrows may be 0). */
+void hv_gather_point(hv_ctx *ctx, const char *desc, const double *rows, size_t nrows);
+/* Rank 0 closes the output; MPI_Finalize. */
+void hv_ctx_finish(hv_ctx *ctx);
+#endif

@@ -1,0 +1,3 @@
+from hpcvar.cli import main
+
+main()

@@ -1,0 +1,62 @@
+"""Finding the native programs and the build information.
+
+The programs are installed inside the package (``hpcvar/_bin``) by the CMake
+build. ``HPCVAR_NATIVE_DIR`` overrides the place (a developer's CMake build
+directory, e.g. ``build/dev/bin``).
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import os
+from pathlib import Path
+
+import hpcvar
+from hpcvar.errors import MissingToolError
+
+
+def native_dirs() -> list[Path]:
+    dirs = []
+    env = os.environ.get("HPCVAR_NATIVE_DIR")
+    if env:
+        dirs.append(Path(env))
+    dirs.extend(Path(p) / "_bin" for p in hpcvar.__path__)
+    return dirs
+
+
+@functools.cache
+def build_info() -> dict:
+    """What the build found: MPI compiler and its directory, compiler flags."""
+    for d in native_dirs():
+        f = d / "build_info.json"
+        if f.is_file():
+            info = json.loads(f.read_text())
+            info["native_dir"] = str(d)
+            return info
+    return {"mpi_found": False, "native_dir": None}
+
+
+def find_program(name: str, needs_mpi: bool = False) -> Path:
+    """The path of a native program (``hv_latency``), or MissingToolError with the remedy."""
+    for d in native_dirs():
+        p = d / name
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+    if needs_mpi and not build_info().get("mpi_found"):
+        raise MissingToolError(
+            f"hpcvar was built without MPI, so '{name}' is not available", None,
+            "Install an MPI (pip install 'hpcvar[mpich]', or load your system MPI so that mpicc is on PATH "
+            "or MPICC names it) and reinstall hpcvar (make install)")
+    raise MissingToolError(f"the native program '{name}' is not installed", None,
+                           "Reinstall hpcvar (make install), or set HPCVAR_NATIVE_DIR to a CMake build's bin/")
+
+
+def find_library(name: str) -> Path:
+    """The path of a native shared library (``libhv_jitsim.so``)."""
+    for d in native_dirs():
+        p = d / name
+        if p.is_file():
+            return p
+    raise MissingToolError(f"the native library '{name}' is not installed", None,
+                           "Reinstall hpcvar (make install), or set HPCVAR_NATIVE_DIR to a CMake build's bin/")

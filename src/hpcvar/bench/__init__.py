@@ -1,0 +1,1 @@
+"""MPI benchmarks: one module per benchmark, all run through bench.runner."""

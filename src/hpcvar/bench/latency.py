@@ -1,0 +1,84 @@
+"""Ping-pong latency and bandwidth between ranks 0 and 1 (native/bench/latency.c).
+
+One-way latency = round trip / 2; bandwidth = size / one-way median.
+Every iteration's round trip is kept; the summary is robust (hpcvar.stats).
+This is also the "latency micro-experiment" of the jitter simulator (same-node
+vs cross-node message cost).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from hpcvar.bench.runner import BenchContext, Benchmark
+from hpcvar.errors import UsageError
+from hpcvar.results import RawFile
+from hpcvar.stats import summarize
+
+MAX_SIZE = 1 << 30  # 1 GiB: the benchmark allocates one buffer of the largest size per rank
+
+
+class Latency(Benchmark):
+    name = "latency"
+    program = "hv_latency"
+
+    def point_fields(self) -> list[str]:
+        return ["size"]
+
+    def points(self, params: dict) -> list[dict]:
+        return [{"size": s} for s in params["sizes"]]
+
+    def validate(self, params: dict, ctx: BenchContext) -> None:
+        super().validate(params, ctx)
+        for s in params["sizes"]:
+            if s < 0 or s > MAX_SIZE:
+                raise UsageError(f"message size {s} is outside [0, {MAX_SIZE}] bytes", "--sizes",
+                                 "Give sizes up to 1GiB")
+        if params["iters"] < 1:
+            raise UsageError("--iters must be at least 1", "--iters", "Use --iters 1000")
+        if params["min_iters"] > params["iters"]:
+            raise UsageError(f"--min-iters {params['min_iters']} is above --iters {params['iters']}",
+                             "--min-iters", "Lower --min-iters")
+
+    def argv(self, params: dict, points: list[dict]) -> list[str]:
+        return ["--sizes", ",".join(str(p["size"]) for p in points), "--iters", str(params["iters"]),
+                "--min-iters", str(params["min_iters"]), "--warmup", str(params["warmup"]),
+                "--time-per-size", repr(float(params["time_per_size_s"]))]
+
+    def estimate_s(self, params: dict, points: list[dict]) -> float:
+        # warm-up plus the time budget per size, plus MPI start-up
+        return 3.0 + len(points) * (params["time_per_size_s"] * 1.5 + 0.5)
+
+    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
+        frames = []
+        for raw in raws:
+            for p in raw.points:
+                rtt = raw.column(p, "rtt_ns")
+                frames.append(pd.DataFrame({"size_bytes": np.full(rtt.size, int(p.params["size"]), dtype=np.int64),
+                                            "iter": raw.column(p, "iter").astype(np.int64),
+                                            "rtt_ns": rtt, "oneway_ns": rtt / 2.0}))
+        samples = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(
+            {"size_bytes": [], "iter": [], "rtt_ns": [], "oneway_ns": []})
+        rows = []
+        for size, grp in samples.groupby("size_bytes", sort=True):
+            s = summarize(grp["oneway_ns"].to_numpy())
+            rows.append({
+                "size_bytes": int(size), "n": s["n"], "median_ns": s["median"], "mean_ns": s["mean"],
+                "min_ns": s["min"], "max_ns": s["max"], "p90_ns": s["p90"], "p99_ns": s["p99"],
+                "p99_9_ns": s["p99_9"], "mad_ns": s["mad"], "cv": s["cv"],
+                "median_ci_lo_ns": s["median_ci_lo"], "median_ci_hi_ns": s["median_ci_hi"],
+                "outliers": s["outliers"],
+                "bw_bytes_per_s": size / (s["median"] * 1e-9) if size and s["median"] > 0 else 0.0,
+            })
+        return {"latency.samples": samples, "latency.summary": pd.DataFrame(rows)}
+
+    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+        summ = tables["latency.summary"]
+        sizes = []
+        for r in summ.to_dict("records"):
+            sizes.append({"size": r["size_bytes"], "n": r["n"], "median_ns": r["median_ns"], "p99_ns": r["p99_ns"],
+                          "p99_9_ns": r["p99_9_ns"], "mean_ns": r["mean_ns"], "min_ns": r["min_ns"],
+                          "max_ns": r["max_ns"], "median_ci_ns": [r["median_ci_lo_ns"], r["median_ci_hi_ns"]],
+                          "outliers": r["outliers"], "bw_bytes_per_s": r["bw_bytes_per_s"]})
+        return {"benchmark": "latency", "sizes": sizes}

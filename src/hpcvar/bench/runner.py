@@ -1,0 +1,214 @@
+"""The one path every MPI benchmark takes:
+
+    Params -> validate -> points -> argv -> launch (timeout, progress) -> raw files
+           -> tidy tables (Parquet) -> result (JSON) -> terminal table
+
+A benchmark module only supplies a ``Benchmark`` subclass. Points are the
+units of resumption: each is written to the raw file by the native program as
+soon as it is measured, so ``--resume RUN`` re-launches only what is missing.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from hpcvar import metadata
+from hpcvar._native import find_program
+from hpcvar.errors import LaunchError, UsageError
+from hpcvar.launch import LaunchSpec, Launcher, oversubscription_warning
+from hpcvar.results import RawFile, RawPoint, Run, read_raw, resolve_run
+
+
+@dataclass
+class BenchContext:
+    """How to run: launcher, ranks, where to store, limits. Built by the CLI."""
+
+    launcher: Launcher
+    np: int = 2
+    runs_dir: str | None = None
+    timeout_s: float | None = None
+    resume: str | None = None
+    launcher_args: list[str] = field(default_factory=list)
+    ranks_per_node: int | None = None
+    timer: str | None = None
+    progress: bool = True
+    console: object = None  # rich Console on stderr for progress and warnings
+    argv: list[str] | None = None
+
+
+class Benchmark(ABC):
+    """One MPI benchmark: a native program plus the Python that reads its output."""
+
+    name: str = ""  # "latency"
+    program: str = ""  # "hv_latency"
+    min_np: int = 2
+
+    @abstractmethod
+    def points(self, params: dict) -> list[dict]:
+        """The measured points, each a dict of the parameters that identify it (all str/int/float)."""
+
+    @abstractmethod
+    def argv(self, params: dict, points: list[dict]) -> list[str]:
+        """Arguments of the native program for these points (without --out / --timer)."""
+
+    @abstractmethod
+    def estimate_s(self, params: dict, points: list[dict]) -> float:
+        """A generous estimate of the job's duration (sets the default timeout)."""
+
+    @abstractmethod
+    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
+        """Tidy tables (declared in results.schema) from every complete raw point."""
+
+    @abstractmethod
+    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+        """The JSON result printed by --json and kept in run.json."""
+
+    def validate(self, params: dict, ctx: BenchContext) -> None:
+        """Refuse bad parameters before launch (UsageError naming the flag)."""
+        if ctx.np < self.min_np:
+            raise UsageError(f"this benchmark needs at least {self.min_np} ranks, got {ctx.np}", "--np",
+                             f"Use --np {self.min_np} or more")
+
+    def point_key(self, point: dict) -> str:
+        return " ".join(f"{k}={point[k]}" for k in sorted(point))
+
+    def raw_point_key(self, p: RawPoint) -> str:
+        """The key of a raw point: the same fields as ``points`` produces, read from its #@point line."""
+        return " ".join(f"{k}={p.params[k]}" for k in sorted(self.point_fields()))
+
+    @abstractmethod
+    def point_fields(self) -> list[str]:
+        """Names of the fields of a point (as in points() and in the raw #@point line)."""
+
+    def launches(self, params: dict, pending: list[dict]) -> list[list[dict]]:
+        """Split pending points into separate MPI jobs (default: one job)."""
+        return [pending] if pending else []
+
+    def env(self, params: dict) -> dict[str, str]:
+        """Extra environment for the ranks."""
+        return {}
+
+
+class _Progress:
+    """Counts '#@point_end' markers in a growing raw file to drive a progress bar."""
+
+    def __init__(self, bar, task, path: Path):
+        self.bar, self.task, self.path, self.offset, self.done = bar, task, path, 0, 0
+
+    def __call__(self) -> None:
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                chunk = f.read()
+        except OSError:
+            return
+        # keep a partial marker for the next read
+        cut = chunk.rfind(b"\n") + 1
+        self.offset += cut
+        n = chunk[:cut].count(b"#@point_end")
+        if n:
+            self.done += n
+            self.bar.advance(self.task, n)
+
+
+def _complete_keys(bench: Benchmark, raws: list[RawFile]) -> set[str]:
+    return {bench.raw_point_key(p) for r in raws for p in r.points}
+
+
+def load_raws(run: Run) -> list[RawFile]:
+    d = run.path / "raw"
+    return [read_raw(p) for p in sorted(d.glob("*.raw"))] if d.is_dir() else []
+
+
+def run_benchmark(bench: Benchmark, params: dict, ctx: BenchContext) -> tuple[Run, dict]:
+    """Run (or resume) a benchmark; returns the run and its JSON result."""
+    bench.validate(params, ctx)
+    exe = find_program(bench.program, needs_mpi=True)
+    points = bench.points(params)
+    command = f"bench {bench.name}"
+    if ctx.resume:
+        run = Run.open(resolve_run(ctx.resume, ctx.runs_dir))
+        if run.info.get("command") != command:
+            raise UsageError(f"run {run.id} is a '{run.info.get('command')}' run, not '{command}'", "--resume",
+                             "Resume it with its own command")
+        if json.loads(json.dumps(run.info.get("params"))) != json.loads(json.dumps(params)):
+            raise UsageError(f"the parameters differ from those of run {run.id}", "--resume",
+                             "Repeat the original command line with --resume, or start a new run")
+        run.info["status"] = "running"
+        run.save()
+    else:
+        meta = metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np,
+                                 "ranks_per_node": ctx.ranks_per_node})
+        run = Run.create(command, params, ctx.runs_dir, ctx.argv, meta)
+    warn = oversubscription_warning(ctx.np, ctx.launcher)
+    if warn:
+        run.warn(warn)
+        _say(ctx, f"[yellow]warning:[/] {warn}")
+
+    done = _complete_keys(bench, load_raws(run))
+    pending = [p for p in points if bench.point_key(p) not in done]
+    try:
+        for batch in bench.launches(params, pending):
+            _launch(bench, params, ctx, run, exe, batch)
+    except (LaunchError, KeyboardInterrupt) as e:
+        raws = load_raws(run)
+        stored = len(_complete_keys(bench, raws))
+        if stored:
+            _write_tables(bench, run, raws, params)
+        status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        run.finish(status, exit_status=1)
+        if isinstance(e, LaunchError):
+            e.todo = (e.todo or "") + (f"\n{stored} of {len(points)} points were stored in {run.path}; "
+                                       f"add --resume {run.id} to the same command to continue")
+        raise
+    raws = load_raws(run)
+    tables = _write_tables(bench, run, raws, params)
+    result = bench.result(tables, params)
+    result["run"] = str(run.path)
+    run.finish("complete", result)
+    return run, result
+
+
+def _write_tables(bench: Benchmark, run: Run, raws: list[RawFile], params: dict) -> dict:
+    tables = bench.tables(raws, params)
+    for name, df in tables.items():
+        run.write_table(name, df)
+    if raws:
+        run.info["metadata"]["native"] = {k: v for k, v in raws[-1].meta.items() if not k.startswith("arg.")}
+        run.save()
+    return tables
+
+
+def _launch(bench: Benchmark, params: dict, ctx: BenchContext, run: Run, exe: Path, batch: list[dict]) -> None:
+    k = len(list(run.raw_dir().glob("launch-*.raw"))) + 1
+    raw_path = run.raw_dir() / f"launch-{k:03d}.raw"
+    args = bench.argv(params, batch) + ["--out", str(raw_path.resolve())]
+    if ctx.timer:
+        args += ["--timer", ctx.timer]
+    timeout = ctx.timeout_s or (60.0 + 3.0 * bench.estimate_s(params, batch))
+    spec = LaunchSpec(np=ctx.np, exe=exe, args=args, env=bench.env(params), timeout_s=timeout,
+                      ranks_per_node=ctx.ranks_per_node, extra_args=ctx.launcher_args)
+    argv, _ = ctx.launcher.command(spec)
+    run.info["launches"].append({"label": raw_path.stem, "argv": argv, "timeout_s": timeout, "points": len(batch)})
+    run.save()
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = ctx.console
+    show = bool(ctx.progress and console is not None and getattr(console, "is_terminal", False))
+    with Progress(TextColumn(f"bench {bench.name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console, disable=not show, transient=True) as bar:
+        task = bar.add_task("points", total=len(batch))
+        res = ctx.launcher.run(spec, run.raw_dir(), raw_path.stem, poll=_Progress(bar, task, raw_path))
+    run.info["launches"][-1]["elapsed_s"] = round(res.elapsed_s, 3)
+    run.save()
+
+
+def _say(ctx: BenchContext, text: str) -> None:
+    if ctx.console is not None:
+        ctx.console.print(text)
+

@@ -1,0 +1,61 @@
+"""Typed errors of hpcvar.
+
+Library code raises these; the one CLI boundary (hpcvar.cli) prints
+``error: <what> (<where>). <what to do>`` and exits with ``exit_code``.
+``where`` names the flag (``--sizes``) or the place in a file (``scheme.txt:3:7``).
+"""
+
+from __future__ import annotations
+
+
+class HpcvarError(Exception):
+    """Base class: a failure with a place and a remedy."""
+
+    exit_code = 1
+
+    def __init__(self, what: str, where: str | None = None, todo: str | None = None):
+        super().__init__(what)
+        self.what = what
+        self.where = where
+        self.todo = todo
+
+    def render(self) -> str:
+        msg = f"error: {self.what}"
+        if self.where:
+            msg += f" ({self.where})"
+        msg += "."
+        if self.todo:
+            msg += f" {self.todo}"
+        return msg
+
+
+class UsageError(HpcvarError):
+    """The user's input is wrong (bad flag value, bad file content): exit code 2."""
+
+    exit_code = 2
+
+
+class InputFileError(UsageError):
+    """A file the user gave is malformed; ``where`` is ``path:line[:column]``."""
+
+    def __init__(self, what: str, path: str, line: int | None = None, column: int | None = None,
+                 todo: str | None = None):
+        where = str(path)
+        if line is not None:
+            where += f":{line}"
+            if column is not None:
+                where += f":{column}"
+        super().__init__(what, where, todo)
+        self.path, self.line, self.column = path, line, column
+
+
+class MissingToolError(HpcvarError):
+    """A program or library hpcvar needs is not installed."""
+
+
+class LaunchError(HpcvarError):
+    """An MPI job failed or timed out."""
+
+
+class ResultsError(HpcvarError):
+    """A run directory or results file cannot be used."""

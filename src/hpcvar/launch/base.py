@@ -1,0 +1,144 @@
+"""Launching MPI jobs: the spec, the launcher interface and the supervised run.
+
+A launcher turns a LaunchSpec into an argv and environment (``command``),
+which tests check against golden argv, and ``run`` executes it with a timeout,
+logs to files, and turns failures into LaunchError naming the failed rank and
+the last lines it printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hpcvar.errors import LaunchError
+
+RANK_ERROR = re.compile(r"hpcvar\[rank (-?\d+)\]: (.*)")
+
+
+@dataclass
+class LaunchSpec:
+    np: int
+    exe: Path
+    args: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)  # extra variables for the ranks
+    timeout_s: float = 120.0
+    ranks_per_node: int | None = None
+    extra_args: list[str] = field(default_factory=list)  # user's own launcher options (--launcher-args)
+
+
+@dataclass
+class LaunchResult:
+    argv: list[str]
+    returncode: int
+    elapsed_s: float
+    stdout_path: Path
+    stderr_path: Path
+
+    def stdout(self) -> str:
+        return self.stdout_path.read_text(errors="replace")
+
+
+def tail(path: Path, n: int = 10) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+class Launcher(ABC):
+    """Turns a spec into a command; subclasses: local, srun, template, testbed."""
+
+    name = "launcher"
+
+    @abstractmethod
+    def command(self, spec: LaunchSpec) -> tuple[list[str], dict[str, str]]:
+        """The argv and the *extra* environment for this spec (no shell ever)."""
+
+    def describe(self) -> dict:
+        """Metadata of this launcher for run.json."""
+        return {"launcher": self.name}
+
+    def slots(self) -> int | None:
+        """How many ranks fit without oversubscription, if known."""
+        return os.cpu_count()
+
+    def prepare(self, spec: LaunchSpec) -> None:
+        """Hook before the run (the testbed checks its hosts here)."""
+
+    def run(self, spec: LaunchSpec, log_dir: Path, label: str = "launch",
+            poll: Callable[[], None] | None = None) -> LaunchResult:
+        """Run the job; raise LaunchError on timeout or failure."""
+        self.prepare(spec)
+        argv, extra_env = self.command(spec)
+        env = dict(os.environ)
+        env.update(extra_env)
+        log_dir.mkdir(parents=True, exist_ok=True)
+        out_p, err_p = log_dir / f"{label}.stdout", log_dir / f"{label}.stderr"
+        t0 = time.monotonic()
+        with open(out_p, "wb") as out, open(err_p, "wb") as err:
+            try:
+                proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
+                                        start_new_session=True)
+            except OSError as e:
+                raise LaunchError(f"cannot start '{argv[0]}': {e.strerror}", "--launcher",
+                                  "Check that the MPI launcher is installed and on PATH") from None
+            try:
+                while True:
+                    try:
+                        proc.wait(timeout=0.25)
+                        break
+                    except subprocess.TimeoutExpired:
+                        if poll:
+                            poll()
+                        if time.monotonic() - t0 > spec.timeout_s:
+                            _kill_group(proc)
+                            raise LaunchError(
+                                f"the MPI job did not finish within {spec.timeout_s:.0f} s and was stopped",
+                                "--timeout",
+                                "Increase --timeout if the work is large; a hang often means ranks cannot reach "
+                                f"each other. Last lines of stderr:\n{tail(err_p) or '(none)'}")
+            except KeyboardInterrupt:
+                _kill_group(proc)
+                raise
+        if poll:
+            poll()
+        elapsed = time.monotonic() - t0
+        res = LaunchResult(argv, proc.returncode, elapsed, out_p, err_p)
+        if proc.returncode != 0:
+            raise failure_error(res)
+        return res
+
+
+def failure_error(res: LaunchResult) -> LaunchError:
+    """A LaunchError that names the failed rank(s) and what they printed."""
+    text = res.stderr_path.read_text(errors="replace") if res.stderr_path.exists() else ""
+    ranks = RANK_ERROR.findall(text)
+    last = tail(res.stderr_path) or tail(res.stdout_path) or "(no output)"
+    if ranks:
+        rank, msg = ranks[0]
+        return LaunchError(f"rank {rank} failed: {msg}", None,
+                           f"Exit code {res.returncode}; full log in {res.stderr_path}")
+    return LaunchError(f"the MPI job failed with exit code {res.returncode}", None,
+                       f"Last lines of its output:\n{last}\n(full log in {res.stderr_path})")
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    for sig, wait in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue

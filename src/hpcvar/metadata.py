@@ -1,0 +1,142 @@
+"""Metadata collected automatically for every run (DESIGN.md, after pyperf).
+
+Host, CPU model and frequency, governor, kernel, cores, virtualization,
+isolation settings, hpcvar version and git SHA, the build's MPI and the timer
+probe. Every reader tolerates missing files: a field that cannot be known is
+None, never guessed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import platform
+import re
+import socket
+import subprocess
+from pathlib import Path
+
+from hpcvar import __version__
+from hpcvar._native import build_info, find_program
+from hpcvar.errors import MissingToolError
+
+
+def _read(path: str) -> str | None:
+    try:
+        return Path(path).read_text().strip()
+    except OSError:
+        return None
+
+
+def cpu_model() -> str | None:
+    text = _read("/proc/cpuinfo") or ""
+    m = re.search(r"^model name\s*:\s*(.+)$", text, re.M)
+    return m.group(1).strip() if m else platform.processor() or None
+
+
+def cpu_flags() -> set[str]:
+    text = _read("/proc/cpuinfo") or ""
+    m = re.search(r"^flags\s*:\s*(.+)$", text, re.M)
+    return set(m.group(1).split()) if m else set()
+
+
+def in_vm() -> bool | None:
+    """True when the CPU reports a hypervisor (cpuinfo flag), None when unknown."""
+    flags = cpu_flags()
+    if not flags:
+        return None
+    return "hypervisor" in flags
+
+
+def governor() -> str | None:
+    return _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+
+
+def cpu_mhz() -> float | None:
+    text = _read("/proc/cpuinfo") or ""
+    m = re.search(r"^cpu MHz\s*:\s*([0-9.]+)$", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def isolation() -> dict:
+    cmdline = _read("/proc/cmdline") or ""
+    out = {}
+    for key in ("isolcpus", "nohz_full", "rcu_nocbs", "irqaffinity"):
+        m = re.search(rf"\b{key}=(\S+)", cmdline)
+        out[key] = m.group(1) if m else None
+    return out
+
+
+def smt_active() -> bool | None:
+    v = _read("/sys/devices/system/cpu/smt/active")
+    return None if v is None else v == "1"
+
+
+def clocksource() -> str | None:
+    return _read("/sys/devices/system/clocksource/clocksource0/current_clocksource")
+
+
+@functools.cache
+def git_sha() -> str | None:
+    """The git SHA of the hpcvar source tree, when it is a checkout."""
+    src = Path(__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(src), "rev-parse", "HEAD"], capture_output=True, text=True,
+                             timeout=5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+@functools.cache
+def timer_probe() -> dict:
+    """Calibrated TSC frequency and timer resolution/cost from the hv_probe program."""
+    try:
+        exe = find_program("hv_probe")
+    except MissingToolError:
+        return {}
+    try:
+        out = subprocess.run([str(exe)], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    info = {}
+    for line in out.stdout.splitlines():
+        k, _, v = line.partition("=")
+        try:
+            info[k] = float(v) if "." in v or v.isdigit() else v
+        except ValueError:
+            info[k] = v
+    return info
+
+
+def collect(extra: dict | None = None) -> dict:
+    """All machine metadata of this host (the one running hpcvar)."""
+    u = platform.uname()
+    meta = {
+        "host": socket.gethostname(),
+        "kernel": f"{u.system} {u.release}",
+        "kernel_version": u.version,
+        "arch": u.machine,
+        "cpu_model": cpu_model(),
+        "cpu_mhz": cpu_mhz(),
+        "cores": os.cpu_count(),
+        "cores_available": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "governor": governor(),
+        "virtualized": in_vm(),
+        "smt_active": smt_active(),
+        "clocksource": clocksource(),
+        "isolation": isolation(),
+        "python": platform.python_version(),
+        "hpcvar_version": __version__,
+        "git_sha": git_sha(),
+        "build": build_info(),
+        "timer_probe": timer_probe(),
+    }
+    if extra:
+        meta.update(extra)
+    return meta
+
+
+def machine_key(meta: dict) -> tuple:
+    """What must match for two runs to be 'the same machine' (compare refuses otherwise)."""
+    return (meta.get("host"), meta.get("cpu_model"), meta.get("cores"))

@@ -1,0 +1,1 @@
+"""OS jitter: trace model and formats (trace.py), collector front end, analysis."""

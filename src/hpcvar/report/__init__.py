@@ -1,0 +1,1 @@
+"""Showing results: terminal tables, plots, the HTML report."""

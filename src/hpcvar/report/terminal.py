@@ -1,0 +1,43 @@
+"""Rich tables for the terminal, one renderer per result kind."""
+
+from __future__ import annotations
+
+from rich.console import Console
+from rich.table import Table
+
+from hpcvar.units import format_rate_bytes, format_size, format_time_ns
+
+
+def format_interval_ns(lo: float, hi: float) -> str:
+    """'1.70-1.79 us': both ends in the unit of the upper end."""
+    unit = format_time_ns(hi).split()[-1]
+    scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]
+    return f"{lo / scale:.3g}-{hi / scale:.3g} {unit}"
+
+
+def render_latency(console: Console, result: dict) -> None:
+    t = Table(title="Ping-pong, one-way latency", title_justify="left")
+    for col in ("size", "n", "median", "95% CI", "p99", "p99.9", "max", "bandwidth"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in result["sizes"]:
+        t.add_row(format_size(r["size"]), str(r["n"]), format_time_ns(r["median_ns"]),
+                  format_interval_ns(*r["median_ci_ns"]), format_time_ns(r["p99_ns"]),
+                  format_time_ns(r["p99_9_ns"]), format_time_ns(r["max_ns"]),
+                  format_rate_bytes(r["bw_bytes_per_s"]) if r["size"] else "-")
+    console.print(t)
+    if result.get("run"):
+        console.print(f"stored in {result['run']}")
+
+
+# command -> renderer; commands without one are printed as JSON
+RENDERERS = {"bench latency": render_latency}
+
+
+def render_result(console: Console, command: str, result: dict) -> None:
+    fn = RENDERERS.get(command)
+    if fn:
+        fn(console, result)
+    else:
+        from rich.pretty import Pretty
+
+        console.print(Pretty(result))

@@ -1,0 +1,115 @@
+"""Reading the raw output of the native programs (format: native/common/hv_out.h).
+
+A raw file is a header of ``#@key=value`` lines, a ``#@columns=`` line, then
+points: ``#@point k=v ...``, rows (CSV, or ``#@rows_binary=N`` + float64
+bytes), ``#@point_end rows=N``. A trailing point without its end marker (the
+job was killed while writing it) is dropped and counted in ``incomplete``.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from hpcvar.errors import InputFileError
+
+
+@dataclass
+class RawPoint:
+    params: dict[str, str]
+    rows: np.ndarray  # shape (n, ncols), float64
+
+    def param(self, key: str, conv=int):
+        return conv(self.params[key])
+
+
+@dataclass
+class RawFile:
+    path: Path
+    meta: dict[str, str] = field(default_factory=dict)
+    columns: list[str] = field(default_factory=list)
+    points: list[RawPoint] = field(default_factory=list)
+    incomplete: int = 0
+
+    def column(self, point: RawPoint, name: str) -> np.ndarray:
+        return point.rows[:, self.columns.index(name)]
+
+
+def _parse_kv(text: str, path, lineno) -> dict[str, str]:
+    out = {}
+    for tok in text.split():
+        k, sep, v = tok.partition("=")
+        if not sep:
+            raise InputFileError(f"'{tok}' is not key=value", str(path), lineno)
+        out[k] = v
+    return out
+
+
+def read_raw(path) -> RawFile:
+    """Parse one raw file; malformed content raises InputFileError with file:line."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise InputFileError(f"cannot read raw output: {e.strerror}", str(path)) from None
+    raw = RawFile(path)
+    pos, lineno, n = 0, 0, len(data)
+    cur: dict | None = None
+    cur_rows: list = []
+    cur_bin: np.ndarray | None = None
+
+    def next_line():
+        nonlocal pos, lineno
+        end = data.find(b"\n", pos)
+        if end < 0:
+            end = n
+        line = data[pos:end].decode("utf-8", errors="replace")
+        pos = end + 1
+        lineno += 1
+        return line
+
+    if not data.startswith(b"#@hpcvar_raw="):
+        raise InputFileError("not an hpcvar raw file (no '#@hpcvar_raw=' header)", str(path), 1)
+    while pos < n:
+        start_line = lineno + 1
+        line = next_line()
+        if line.startswith("#@point_end"):
+            if cur is None:
+                raise InputFileError("'#@point_end' without '#@point'", str(path), start_line)
+            ncols = len(raw.columns)
+            if cur_bin is not None:
+                rows = cur_bin
+            elif cur_rows:
+                rows = np.loadtxt(io.StringIO("\n".join(cur_rows)), delimiter=",", ndmin=2)
+            else:
+                rows = np.zeros((0, ncols))
+            if rows.shape[1] != ncols:
+                raise InputFileError(f"point has {rows.shape[1]} columns, header says {ncols}", str(path), start_line)
+            raw.points.append(RawPoint(cur, rows))
+            cur, cur_rows, cur_bin = None, [], None
+        elif line.startswith("#@point"):
+            cur = _parse_kv(line[len("#@point"):], path, start_line)
+            cur_rows, cur_bin = [], None
+        elif line.startswith("#@rows_binary="):
+            count = int(line.split("=", 1)[1])
+            nbytes = count * len(raw.columns) * 8
+            if pos + nbytes > n:
+                break  # truncated binary block: incomplete point
+            cur_bin = np.frombuffer(data, dtype="<f8", count=count * len(raw.columns), offset=pos).reshape(
+                count, len(raw.columns)).copy()
+            pos += nbytes + 1  # the block ends with a newline
+        elif line.startswith("#@columns="):
+            raw.columns = line.split("=", 1)[1].split(",")
+        elif line.startswith("#@"):
+            k, _, v = line[2:].partition("=")
+            raw.meta[k] = v
+        elif line.strip():
+            if cur is None:
+                raise InputFileError("data row outside a point", str(path), start_line)
+            cur_rows.append(line)
+    if cur is not None:
+        raw.incomplete += 1
+    return raw

@@ -1,0 +1,13 @@
+"""Robust statistics used by every benchmark summary (see summary.py)."""
+
+from hpcvar.stats.summary import (
+    PERCENTILES,
+    jain_index,
+    mad,
+    median_ci,
+    outlier_mask,
+    summarize,
+    variance_components,
+)
+
+__all__ = ["PERCENTILES", "jain_index", "mad", "median_ci", "outlier_mask", "summarize", "variance_components"]

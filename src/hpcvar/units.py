@@ -1,0 +1,161 @@
+"""Parsing and formatting of quantities with units.
+
+Every flag that takes a size, a time, a rate or a list goes through here, so
+that ``1MiB``, ``2us``, ``200mbit`` and ``1..1M`` mean the same everywhere.
+
+Sizes (bytes): plain integers, ``KiB MiB GiB TiB`` (powers of 1024), ``kB MB GB``
+(powers of 1000), and the short forms ``K M G`` (``k`` too), which are powers of
+1024 as in the usual MPI benchmarks (``-m 4M``). ``B`` is optional.
+Times: ``ns us ms s m h`` (``µs`` too); a plain number is in the unit the caller says.
+Rates (bits per second, tc style): ``bit kbit mbit gbit`` (powers of 1000) and
+``bps`` / ``Bps`` families are not accepted, to avoid the bits/bytes trap.
+Lists: comma separated items; an item ``a..b`` is a doubling range from a to b
+(inclusive when hit), ``a..b:xk`` a geometric range of factor k, ``a..b:s`` an
+arithmetic range of step s.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable
+
+from hpcvar.errors import UsageError
+
+_SIZE_UNITS = {
+    "": 1, "b": 1,
+    "k": 1024, "kib": 1024, "kb": 1000,
+    "m": 1024**2, "mib": 1024**2, "mb": 1000**2,
+    "g": 1024**3, "gib": 1024**3, "gb": 1000**3,
+    "t": 1024**4, "tib": 1024**4, "tb": 1000**4,
+}
+_TIME_UNITS_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
+_NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+
+
+def parse_size(text: str, flag: str = "size") -> int:
+    """Bytes from '4MiB', '1k', '512'. Raises UsageError naming ``flag``."""
+    m = re.fullmatch(_NUM + r"\s*([A-Za-z]*)", text.strip())
+    unit = m.group(2).lower() if m else None
+    if not m or unit not in _SIZE_UNITS:
+        raise UsageError(f"'{text}' is not a size", flag,
+                         "Use bytes or a unit: 8, 1KiB, 4MiB, 1GiB (K/M/G are powers of 1024, kB/MB/GB of 1000)")
+    value = float(m.group(1)) * _SIZE_UNITS[unit]
+    if value != int(value):
+        raise UsageError(f"'{text}' is not a whole number of bytes", flag, "Give an integer number of bytes")
+    return int(value)
+
+
+def parse_time(text: str, flag: str = "time", default_unit: str = "s") -> float:
+    """Seconds from '2us', '10s', '1h', '50ms'; a plain number is in ``default_unit``."""
+    m = re.fullmatch(_NUM + r"\s*([a-zµ]*)", text.strip())
+    unit = (m.group(2) or default_unit) if m else None
+    if not m or unit not in _TIME_UNITS_S:
+        raise UsageError(f"'{text}' is not a time", flag, "Use a number with a unit: 500ns, 2us, 1ms, 10s, 1h")
+    return float(m.group(1)) * _TIME_UNITS_S[unit]
+
+
+def parse_rate(text: str, flag: str = "rate") -> float:
+    """Bits per second from '200mbit', '1gbit' (tc units, powers of 1000)."""
+    m = re.fullmatch(_NUM + r"\s*([a-z]+)", text.strip().lower())
+    if not m or m.group(2) not in _RATE_UNITS:
+        raise UsageError(f"'{text}' is not a rate", flag, "Use tc units: 100mbit, 1gbit, 500kbit")
+    return float(m.group(1)) * _RATE_UNITS[m.group(2)]
+
+
+def parse_list(text: str, item: Callable[[str], float], flag: str) -> list:
+    """A comma list of items with ranges (see the module doc); order kept, duplicates removed."""
+    out: list = []
+    for raw in text.split(","):
+        part = raw.strip()
+        if not part:
+            raise UsageError(f"empty item in '{text}'", flag, "Write a comma list such as 8,1KiB,1MiB")
+        if ".." in part:
+            out.extend(_parse_range(part, item, flag))
+        else:
+            out.append(item(part))
+    seen, uniq = set(), []
+    for v in out:
+        if v not in seen:
+            seen.add(v)
+            uniq.append(v)
+    return uniq
+
+
+def _parse_range(part: str, item: Callable[[str], float], flag: str) -> list:
+    span, _, step = part.partition(":")
+    lo_s, _, hi_s = span.partition("..")
+    lo, hi = item(lo_s), item(hi_s)
+    if hi < lo:
+        raise UsageError(f"range '{part}' goes down", flag, "Write ranges as low..high")
+    values = []
+    if not step or step.startswith("x"):
+        factor = float(step[1:]) if step else 2.0
+        if factor <= 1:
+            raise UsageError(f"range factor in '{part}' must be above 1", flag, "Use a..b:x2")
+        if lo <= 0:
+            values.append(lo)
+            lo = 1 if hi >= 1 else hi
+        v = lo
+        while v <= hi * (1 + 1e-12):
+            values.append(type(lo)(round(v)) if isinstance(lo, int) else v)
+            v *= factor
+        if len(values) > 100000:
+            raise UsageError(f"range '{part}' has too many values", flag, "Use a coarser step")
+    else:
+        s = item(step)
+        if s <= 0:
+            raise UsageError(f"range step in '{part}' must be positive", flag, "Use a..b:step")
+        n = int(math.floor((hi - lo) / s + 1e-9)) + 1
+        if n > 100000:
+            raise UsageError(f"range '{part}' has too many values", flag, "Use a larger step")
+        values = [lo + i * s for i in range(n)]
+    return values
+
+
+def parse_int(text: str, flag: str, lo: int | None = None, hi: int | None = None) -> int:
+    """An integer (with size suffixes allowed: 1K = 1024, 1M = 1048576 tasks)."""
+    try:
+        value = parse_size(text, flag)
+    except UsageError:
+        raise UsageError(f"'{text}' is not an integer", flag, "Give a whole number") from None
+    check_range(value, flag, lo, hi)
+    return value
+
+
+def check_range(value, flag: str, lo=None, hi=None, unit: str = "") -> None:
+    if (lo is not None and value < lo) or (hi is not None and value > hi):
+        bounds = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]{unit}"
+        raise UsageError(f"{value}{unit} is outside {bounds}", flag, f"Give a value in {bounds}")
+
+
+def format_size(n: float) -> str:
+    """1048576 -> '1MiB', 1000 -> '1000B', 1536 -> '1.5KiB'."""
+    for unit, mult in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
+        if n >= mult:
+            v = n / mult
+            return f"{v:.0f}{unit}" if v == int(v) else f"{v:.3g}{unit}"
+    return f"{int(n)}B"
+
+
+def format_time_ns(ns: float) -> str:
+    """A time in ns with a readable unit: 512 -> '512 ns', 2.5e6 -> '2.50 ms'."""
+    if not math.isfinite(ns):
+        return str(ns)
+    a = abs(ns)
+    if a < 1e3:
+        return f"{ns:.0f} ns" if a >= 100 else f"{ns:.3g} ns"
+    if a < 1e6:
+        return f"{ns / 1e3:.3g} us"
+    if a < 1e9:
+        return f"{ns / 1e6:.3g} ms"
+    return f"{ns / 1e9:.3g} s"
+
+
+def format_rate_bytes(bps: float) -> str:
+    """Bytes per second: 1.2e9 -> '1.20 GB/s' (decimal, as bandwidths are quoted)."""
+    for unit, mult in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
+        if bps >= mult:
+            return f"{bps / mult:.3g} {unit}"
+    return f"{bps:.3g} B/s"

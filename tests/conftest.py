@@ -1,0 +1,59 @@
+"""Shared fixtures: an isolated runs directory, markers that skip with a reason."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from hpcvar._native import build_info
+
+
+def hpcvar_cmd() -> list[str]:
+    """The CLI as a subprocess (the installed console script's module)."""
+    return [sys.executable, "-m", "hpcvar"]
+
+
+def run_cli(args: list[str], env: dict | None = None, timeout: float = 300, check: bool = False):
+    e = dict(os.environ)
+    e.setdefault("COLUMNS", "120")
+    if env:
+        e.update(env)
+    res = subprocess.run(hpcvar_cmd() + args, capture_output=True, text=True, env=e, timeout=timeout)
+    if check and res.returncode != 0:
+        raise AssertionError(f"hpcvar {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
+    return res
+
+
+@pytest.fixture
+def runs_dir(tmp_path, monkeypatch):
+    d = tmp_path / "runs"
+    monkeypatch.setenv("HPCVAR_RUNS", str(d))
+    return d
+
+
+def pytest_collection_modifyitems(config, items):
+    have_mpi = bool(build_info().get("mpi_found"))
+    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    have_ip = shutil.which("ip") is not None and shutil.which("tc") is not None
+    skip_mpi = pytest.mark.skip(reason="hpcvar was built without MPI (make MPI=mpich installs one)")
+    skip_root = pytest.mark.skip(reason="needs root for network namespaces (run the tests as root, as CI does)")
+    skip_ip = pytest.mark.skip(reason="needs iproute2 (ip, tc): apt-get install iproute2")
+    for item in items:
+        if "mpi" in item.keywords and not have_mpi:
+            item.add_marker(skip_mpi)
+        if "root" in item.keywords:
+            if not is_root:
+                item.add_marker(skip_root)
+            elif not have_ip:
+                item.add_marker(skip_ip)
+
+
+def mpi_available() -> bool:
+    return bool(build_info().get("mpi_found"))
+
+
+__all__ = ["run_cli", "mpi_available", "subprocess"]
