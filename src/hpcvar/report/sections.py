@@ -35,6 +35,17 @@ class Section:
 
 SECTION_BUILDERS: dict[str, Callable] = {}
 
+# modules whose import registers section builders (one line per area)
+SECTION_MODULES = [
+]
+
+
+def load_all() -> None:
+    import importlib
+
+    for m in SECTION_MODULES:
+        importlib.import_module(m)
+
 
 def register(command: str):
     def deco(fn):
@@ -45,5 +56,6 @@ def register(command: str):
 
 
 def section_for(run) -> Section | None:
+    load_all()
     fn = SECTION_BUILDERS.get(run.info.get("command", ""))
     return fn(run) if fn else None
