@@ -4,10 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.bench.latency import Latency
-from hpcvar.bench.runner import run_benchmark
 from hpcvar.cli.common import DURATION, SIZE_LIST, bench_context, emit, launch_options, output_options
-from hpcvar.report.terminal import render_latency
 
 
 @click.command("latency")
@@ -30,6 +27,10 @@ def cli(sizes, iters, min_iters, warmup, time_per_size, as_json, **kw):
     p99, p99.9, and bandwidth = size / one-way median in bytes/s. Every round
     trip is stored.
     """
+    from hpcvar.bench.latency import Latency
+    from hpcvar.bench.runner import run_benchmark
+    from hpcvar.report.terminal import render_latency
+
     ctx = bench_context(kw)
     params = {"sizes": sizes, "iters": iters, "min_iters": min_iters, "warmup": warmup,
               "time_per_size_s": time_per_size}

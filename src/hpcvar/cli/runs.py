@@ -6,7 +6,7 @@ import click
 from rich.table import Table
 
 from hpcvar.cli.common import output_options, print_json, stdout_console
-from hpcvar.results import Run, list_runs, resolve_run, runs_root
+from hpcvar.results.store import Run, list_runs, resolve_run, runs_root
 
 
 @click.group("runs")

@@ -26,7 +26,8 @@ class MpiFlavor:
 
 def parse_version_text(text: str) -> MpiFlavor:
     """Family and version from ``mpiexec --version`` output."""
-    m = re.search(r"\(Open MPI\)\s+([0-9][0-9.a-z]*)", text) or re.search(r"Open MPI[^0-9]*([0-9][0-9.]*)", text)
+    m = (re.search(r"\((?:Open MPI|OpenRTE)\)\s+([0-9][0-9.a-z]*)", text)
+         or re.search(r"Open MPI[^0-9]*([0-9][0-9.]*)", text))
     if m:
         return MpiFlavor("openmpi", m.group(1))
     if "HYDRA" in text or "MPICH" in text or "hydra" in text:

@@ -10,8 +10,6 @@ Version history:
 
 from __future__ import annotations
 
-import pandas as pd
-
 from hpcvar.errors import ResultsError
 
 SCHEMA_VERSION = 1
@@ -45,7 +43,7 @@ TABLES: dict[str, dict[str, str]] = {
 }
 
 
-def check_table(name: str, df: pd.DataFrame) -> None:
+def check_table(name: str, df) -> None:
     """Raise ResultsError unless ``df`` has every column declared for ``name``."""
     cols = TABLES.get(name)
     if cols is None:

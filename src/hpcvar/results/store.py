@@ -19,12 +19,14 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-
-import pandas as pd
+from typing import TYPE_CHECKING
 
 from hpcvar import __version__
 from hpcvar.errors import ResultsError, UsageError
 from hpcvar.results.schema import SCHEMA_VERSION, check_table, check_version
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 RUNS_ENV = "HPCVAR_RUNS"
 DEFAULT_RUNS_DIR = "hpcvar-runs"
@@ -144,7 +146,7 @@ class Run:
         d.mkdir(exist_ok=True)
         return d
 
-    def write_table(self, name: str, df: pd.DataFrame) -> Path:
+    def write_table(self, name: str, df: "pd.DataFrame") -> Path:
         """Write a declared table atomically as <name>.parquet."""
         check_table(name, df)
         import pyarrow as pa
@@ -159,7 +161,9 @@ class Run:
             self.save()
         return target
 
-    def read_table(self, name: str) -> pd.DataFrame:
+    def read_table(self, name: str) -> "pd.DataFrame":
+        import pandas as pd
+
         f = self.path / f"{name}.parquet"
         if not f.is_file():
             raise ResultsError(f"run has no table '{name}'", str(self.path),

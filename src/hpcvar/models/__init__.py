@@ -1,0 +1,1 @@
+"""Models: bandwidth sharing (scheme language, gige / myrinet / maxmin, fitting)."""

@@ -1,0 +1,67 @@
+"""The one error boundary: one line, the flag named, exit 2 for usage errors."""
+
+import pytest
+
+from tests.conftest import run_cli
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["bench", "latency", "--sizes", "8,abc"], "--sizes"),
+    (["bench", "latency", "--np", "1"], "--np"),
+    (["bench", "latency", "--time-per-size", "soon"], "--time-per-size"),
+    (["bench", "latency", "--iters", "0"], "--iters"),
+    (["bench", "latency", "--sizes", "2GiB"], "--sizes"),
+    (["bench", "latency", "--launcher", "template"], "--template"),
+    (["bench", "latency", "--min-iters", "50", "--iters", "10"], "--min-iters"),
+])
+def test_bad_values_name_the_flag(args, flag, runs_dir):
+    res = run_cli(args)
+    assert res.returncode == 2, res.stderr
+    lines = res.stderr.strip().splitlines()
+    assert lines[0].startswith("error: ") and f"({flag})" in lines[0]
+    assert res.stdout == ""
+
+
+def test_unknown_option_and_command():
+    res = run_cli(["bench", "latency", "--bogus"])
+    assert res.returncode == 2 and "error: no such option (--bogus)" in res.stderr
+    res = run_cli(["nosuch"])
+    assert res.returncode == 2 and res.stderr.startswith("error: ")
+
+
+def test_help_lists_groups_and_units():
+    res = run_cli(["--help"])
+    for group in ("bench", "noise", "sim", "model", "trace", "testbed", "report", "runs", "info", "demo"):
+        assert f"  {group}" in res.stdout
+    res = run_cli(["bench", "latency", "--help"])
+    assert res.returncode == 0 and "bytes" in res.stdout and "ns" in res.stdout
+
+
+def test_runs_show_unknown_run(runs_dir):
+    res = run_cli(["runs", "show", "nope"])
+    assert res.returncode == 2 and "(RUN)" in res.stderr
+
+
+def test_python_m_hpcvar_works():
+    res = run_cli(["--version"])
+    assert res.returncode == 0 and "hpcvar" in res.stdout
+
+
+def test_info_json():
+    import json
+
+    res = run_cli(["info", "--json"])
+    assert res.returncode == 0
+    info = json.loads(res.stdout)
+    assert "build" in info and "machine" in info and info["machine"]["cores"] >= 1
+
+
+def test_cli_start_up_does_not_import_heavy_libraries():
+    """--help must stay fast: command modules import pandas/scipy/matplotlib lazily."""
+    import subprocess
+    import sys
+
+    code = ("import sys, hpcvar.cli; heavy = [m for m in ('pandas', 'scipy', 'matplotlib', 'pyarrow') "
+            "if m in sys.modules]; print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""

@@ -1,0 +1,118 @@
+import json
+import os
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hpcvar.errors import InputFileError, ResultsError, UsageError
+from hpcvar.results import SCHEMA_VERSION, Run, atomic_write_text, list_runs, read_raw, resolve_run
+from hpcvar.results.schema import check_table
+
+
+def _latency_frames():
+    s = pd.DataFrame({"size_bytes": [8, 8], "iter": [0, 1], "rtt_ns": [2.0, 4.0], "oneway_ns": [1.0, 2.0]})
+    return s
+
+
+def test_run_round_trip(runs_dir):
+    run = Run.create("bench latency", {"sizes": [8]}, argv=["hpcvar", "bench", "latency"], metadata={"host": "h"})
+    assert run.path.parent == runs_dir and run.path.name.endswith("-bench-latency")
+    run.write_table("latency.samples", _latency_frames())
+    run.finish("complete", {"sizes": []})
+    again = Run.open(run.path)
+    assert again.info["schema_version"] == SCHEMA_VERSION
+    assert again.info["status"] == "complete" and again.info["params"] == {"sizes": [8]}
+    pd.testing.assert_frame_equal(again.read_table("latency.samples"), _latency_frames())
+    assert [r.id for r in list_runs()] == [run.id]
+    assert resolve_run("latest") == run.path
+    assert resolve_run(run.id) == run.path
+
+
+def test_two_runs_in_the_same_second_get_distinct_directories(runs_dir):
+    a = Run.create("bench latency", {})
+    b = Run.create("bench latency", {})
+    assert a.path != b.path
+
+
+def test_unknown_schema_version_is_an_error(runs_dir):
+    run = Run.create("bench latency", {})
+    info = json.loads((run.path / "run.json").read_text())
+    info["schema_version"] = 999
+    (run.path / "run.json").write_text(json.dumps(info))
+    with pytest.raises(ResultsError) as e:
+        Run.open(run.path)
+    assert "999" in e.value.what and "run.json" in e.value.where
+
+
+def test_undeclared_or_incomplete_tables_are_refused(runs_dir):
+    run = Run.create("bench latency", {})
+    with pytest.raises(ResultsError):
+        run.write_table("no.such.table", pd.DataFrame({"a": [1]}))
+    with pytest.raises(ResultsError):
+        check_table("latency.samples", pd.DataFrame({"size_bytes": [1]}))
+
+
+def test_atomic_write_leaves_old_file_on_failure(tmp_path, monkeypatch):
+    target = tmp_path / "f.txt"
+    atomic_write_text(target, "old")
+
+    def boom(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", boom)
+    with pytest.raises(OSError):
+        atomic_write_text(target, "new")
+    assert target.read_text() == "old"
+    assert [p.name for p in tmp_path.iterdir()] == ["f.txt"]  # no temporary left behind
+
+
+def test_resolve_unknown_run(runs_dir):
+    with pytest.raises(UsageError):
+        resolve_run("nope")
+
+
+RAW = """#@hpcvar_raw=1
+#@encoding=csv
+#@program=hv_test
+#@columns=iter,rtt_ns
+#@point size=8 iters=2
+0,10.5
+1,11
+#@point_end rows=2
+#@point size=64 iters=2
+0,1
+"""
+
+
+def test_raw_reader_keeps_complete_points_only(tmp_path):
+    p = tmp_path / "a.raw"
+    p.write_text(RAW)
+    raw = read_raw(p)
+    assert raw.meta["program"] == "hv_test"
+    assert raw.columns == ["iter", "rtt_ns"]
+    assert len(raw.points) == 1 and raw.incomplete == 1
+    assert raw.points[0].params == {"size": "8", "iters": "2"}
+    np.testing.assert_array_equal(raw.column(raw.points[0], "rtt_ns"), [10.5, 11.0])
+
+
+def test_raw_reader_binary_rows(tmp_path):
+    rows = np.array([[0, 1.25], [1, 2.5]], dtype="<f8")
+    data = (b"#@hpcvar_raw=1\n#@encoding=binary\n#@columns=iter,rtt_ns\n#@point size=8\n#@rows_binary=2\n"
+            + rows.tobytes() + b"\n#@point_end rows=2\n")
+    p = tmp_path / "b.raw"
+    p.write_bytes(data)
+    raw = read_raw(p)
+    np.testing.assert_array_equal(raw.points[0].rows, rows)
+
+
+def test_raw_reader_errors_name_file_and_line(tmp_path):
+    p = tmp_path / "c.raw"
+    p.write_text("#@hpcvar_raw=1\n#@columns=a\n1\n")
+    with pytest.raises(InputFileError) as e:
+        read_raw(p)
+    assert e.value.where == f"{p}:3"
+    q = tmp_path / "d.raw"
+    q.write_text("hello\n")
+    with pytest.raises(InputFileError):
+        read_raw(q)
