@@ -15,7 +15,8 @@ from hpcvar import __version__
 from hpcvar.errors import HpcvarError
 
 # command modules, each exposing ``cli`` (a click command or group)
-COMMAND_MODULES = ["bench", "noise", "sim", "model", "trace", "testbed", "report", "runs", "info", "demo"]
+COMMAND_MODULES = ["bench", "noise", "sim", "model", "trace", "testbed", "characterize", "report", "compare", "runs",
+                   "info", "demo"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})

@@ -1,10 +1,27 @@
-"""hpcvar report."""
+"""hpcvar report: one self-contained HTML file (or Markdown) from runs."""
 
 from __future__ import annotations
 
 import click
 
 
-@click.group("report")
-def cli() -> None:
-    """Reports: one self-contained HTML file (or Markdown) from runs."""
+@click.command("report")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("-o", "--output", "output", default="report.html", show_default=True, type=click.Path(dir_okay=False),
+              help="Output file; the format follows the extension: .html (self-contained) or .md.")
+@click.option("--title", default="hpcvar report", show_default=True, help="Title of the report.")
+@click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
+              help="Root of the results store (default: $HPCVAR_RUNS or ./hpcvar-runs).")
+def cli(runs, output, title, runs_dir):
+    """Write a report of RUNS (run directories, names, or 'latest'; a characterization
+    includes all its steps): summary numbers with their uncertainty, warnings with
+    remedies, then one section per run with plots, tables, parameters and metadata."""
+    from hpcvar.report.document import write_report
+    from hpcvar.results.store import Run, resolve_run
+
+    loaded = []
+    for ref in runs:
+        run = Run.open(resolve_run(ref, runs_dir))
+        loaded.extend(run.children() if run.info.get("command") == "characterize" else [run])
+    out = write_report(loaded, output, title)
+    click.echo(f"report written to {out}")

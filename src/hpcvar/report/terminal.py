@@ -32,6 +32,23 @@ def render_latency(console: Console, result: dict) -> None:
 # command -> renderer; commands without one are printed as JSON
 RENDERERS = {"bench latency": render_latency}
 
+from hpcvar.report.sharing_render import render_sharing  # noqa: E402
+
+RENDERERS["bench sharing"] = render_sharing
+
+from hpcvar.report.sec_queues import render_queues_posted, render_queues_unexpected  # noqa: E402
+
+RENDERERS["bench queues posted"] = render_queues_posted
+RENDERERS["bench queues unexpected"] = render_queues_unexpected
+
+from hpcvar.report.sec_ace import render_ace  # noqa: E402
+
+RENDERERS["bench ace"] = render_ace
+
+from hpcvar.report.fanin import render_fanin  # noqa: E402
+
+RENDERERS["bench fanin"] = render_fanin
+
 
 def render_result(console: Console, command: str, result: dict) -> None:
     fn = RENDERERS.get(command)

@@ -190,6 +190,16 @@ class Run:
     def id(self) -> str:
         return self.path.name
 
+    def steps_dir(self) -> Path:
+        """Where a composite run (characterize) keeps the runs of its steps."""
+        d = self.path / "steps"
+        d.mkdir(exist_ok=True)
+        return d
+
+    def children(self) -> list["Run"]:
+        """The runs of a composite run's steps, oldest first."""
+        return list_runs(self.path / "steps") if (self.path / "steps").is_dir() else []
+
 
 def resolve_run(ref: str, runs_dir=None) -> Path:
     """A run given as a path, a directory name under the runs root, or 'latest'."""

@@ -1,0 +1,126 @@
+"""Comparing two runs (or two characterizations) metric by metric.
+
+For every metric both runs have, the raw samples are compared with the
+two-sided Mann-Whitney U test (scipy), the effect size is Cliff's delta
+(= rank-biserial correlation, 2U/(n1 n2) - 1; |d| >= 0.33 is "medium" after
+Romano et al. 2006), and p-values are corrected for the number of metrics with
+Holm's step-down method. A metric is a *degradation* when all three hold:
+  corrected p < alpha (default 0.01),
+  the median moved in the bad direction by more than --threshold (default 10%),
+  |Cliff's delta| >= --min-effect (default 0.33).
+The last two keep thousands of samples from flagging differences too small to matter
+(two runs of the same machine differ by a few percent).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from hpcvar.errors import UsageError
+from hpcvar.metadata import machine_key
+from hpcvar.results.schema import SCHEMA_VERSION
+
+
+@dataclass
+class Metric:
+    name: str  # unique within a run, e.g. "latency oneway_ns size=8"
+    samples: np.ndarray
+    higher_is_worse: bool = True
+    unit: str = ""
+
+
+METRIC_BUILDERS: dict[str, Callable] = {}
+
+
+def register_metrics(command: str):
+    def deco(fn):
+        METRIC_BUILDERS[command] = fn
+        return fn
+
+    return deco
+
+
+def metrics_of(run) -> dict[str, Metric]:
+    from hpcvar.report.sections import load_all
+
+    load_all()  # section modules also register their metrics
+    if run.info.get("command") == "characterize":
+        out = {}
+        for child in run.children():
+            step = child.info.get("params", {}).get("step") or child.info.get("command")
+            for name, m in metrics_of(child).items():
+                out[f"{step}: {name}"] = Metric(f"{step}: {name}", m.samples, m.higher_is_worse, m.unit)
+        return out
+    fn = METRIC_BUILDERS.get(run.info.get("command", ""))
+    return {m.name: m for m in fn(run)} if fn else {}
+
+
+def cliffs_delta_from_u(u: float, n1: int, n2: int) -> float:
+    return 2.0 * u / (n1 * n2) - 1.0
+
+
+def holm(pvalues: list[float]) -> list[float]:
+    """Holm's step-down adjusted p-values (monotone, capped at 1)."""
+    m = len(pvalues)
+    order = np.argsort(pvalues)
+    adj = np.empty(m)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (m - rank) * pvalues[i]))
+        adj[i] = running
+    return adj.tolist()
+
+
+def check_comparable(base, cur, force: bool) -> list[str]:
+    """Reasons the two runs should not be compared (empty when fine)."""
+    reasons = []
+    for r in (base, cur):
+        if r.info.get("schema_version") != SCHEMA_VERSION:
+            reasons.append(f"run {r.id} has schema version {r.info.get('schema_version')}, not {SCHEMA_VERSION}")
+    mb, mc = base.info.get("metadata", {}), cur.info.get("metadata", {})
+    if machine_key(mb) != machine_key(mc):
+        reasons.append(f"the runs come from different machines ({machine_key(mb)} vs {machine_key(mc)})")
+    if base.info.get("command") != cur.info.get("command"):
+        reasons.append(f"the runs are of different commands ({base.info.get('command')} vs "
+                       f"{cur.info.get('command')})")
+    if reasons and not force:
+        raise UsageError("; ".join(reasons), "BASELINE CURRENT", "Compare runs of one machine and command, or add "
+                         "--force to compare anyway")
+    return reasons
+
+
+def compare_runs(base, cur, alpha: float = 0.01, threshold: float = 0.10, min_effect: float = 0.33,
+                 force: bool = False) -> dict:
+    from scipy.stats import mannwhitneyu
+
+    forced = check_comparable(base, cur, force)
+    mb, mc = metrics_of(base), metrics_of(cur)
+    names = [n for n in mb if n in mc and mb[n].samples.size > 1 and mc[n].samples.size > 1]
+    if not names:
+        raise UsageError("the two runs have no metric in common", "BASELINE CURRENT",
+                         "Compare two runs of the same benchmark or two characterizations")
+    rows, pvals = [], []
+    for n in names:
+        a, b = mb[n].samples, mc[n].samples
+        res = mannwhitneyu(b, a, alternative="two-sided")
+        delta = cliffs_delta_from_u(float(res.statistic), b.size, a.size)  # > 0: current tends to be larger
+        med_a, med_b = float(np.median(a)), float(np.median(b))
+        change = (med_b - med_a) / med_a if med_a else float("inf") if med_b else 0.0
+        rows.append({"metric": n, "unit": mb[n].unit, "baseline_median": med_a, "current_median": med_b,
+                     "change_pct": 100.0 * change, "cliffs_delta": delta, "p_value": float(res.pvalue),
+                     "n_baseline": int(a.size), "n_current": int(b.size), "higher_is_worse": mb[n].higher_is_worse})
+        pvals.append(float(res.pvalue))
+    for row, padj in zip(rows, holm(pvals)):
+        row["p_holm"] = padj
+        sign = 1.0 if row["higher_is_worse"] else -1.0
+        worse = sign * row["change_pct"] / 100.0 > threshold and sign * row["cliffs_delta"] >= min_effect
+        better = -sign * row["change_pct"] / 100.0 > threshold and -sign * row["cliffs_delta"] >= min_effect
+        sig = padj < alpha
+        row["verdict"] = "degraded" if sig and worse else "improved" if sig and better else "unchanged"
+    return {"baseline": str(base.path), "current": str(cur.path), "alpha": alpha, "threshold_pct": 100 * threshold,
+            "min_effect": min_effect, "forced_despite": forced, "metrics": rows,
+            "degraded": [r["metric"] for r in rows if r["verdict"] == "degraded"],
+            "improved": [r["metric"] for r in rows if r["verdict"] == "improved"]}

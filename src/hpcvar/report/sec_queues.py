@@ -1,0 +1,196 @@
+"""Plots, report sections and terminal tables of `bench queues posted|unexpected` runs.
+
+Plots (the views of the paper's Figures 3 to 5):
+  queues_posted_heatmap_<size>   median one-way latency over (length, % traversed), one per size
+  queues_posted_vs_entries       median latency against traversed entries, with the fitted line
+  queues_unexpected_vs_length    median (95% CI) and p99 latency against unexpected-queue length
+Matplotlib is imported only when drawing, so the terminal renderers stay light.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hpcvar.report.sections import Headline, Section, register
+from hpcvar.units import format_size, format_time_ns
+
+
+def _interval(lo, hi) -> str:
+    if lo is None or hi is None:
+        return "-"
+    from hpcvar.report.terminal import format_interval_ns
+
+    return format_interval_ns(lo, hi)
+
+
+def _slope_text(slope, ci) -> str:
+    if slope is None:
+        return "not identifiable (the sweep does not vary the entries)"
+    text = f"{slope:.3g} ns/entry"
+    if ci and ci[0] is not None:
+        text += f" [95% CI {ci[0]:.3g}, {ci[1]:.3g}]"
+    else:
+        text += " (no CI: too few points)"
+    return text
+
+
+# --- plots ------------------------------------------------------------------------------------------------
+
+def plot_posted(run) -> list[tuple[str, object]]:
+    from hpcvar.report.plots import figure, save
+
+    summ = run.read_table("queues_posted.summary")
+    fits = run.read_table("queues_posted.fit")
+    figs = []
+    if summ.empty:
+        return figs
+    for size, grp in summ.groupby("size_bytes", sort=True):
+        lengths = sorted(grp["length"].unique())
+        pcts = sorted(grp["traversed_pct"].unique())
+        grid = np.full((len(lengths), len(pcts)), np.nan)
+        for r in grp.itertuples():
+            grid[lengths.index(r.length), pcts.index(r.traversed_pct)] = r.median_ns / 1e3
+        fig, ax = figure()
+        im = ax.imshow(grid, origin="lower", aspect="auto", cmap="viridis")
+        ax.set_xticks(range(len(pcts)), [str(p) for p in pcts])
+        ax.set_yticks(range(len(lengths)), [str(n) for n in lengths])
+        ax.set_xlabel("percent of the posted queue traversed")
+        ax.set_ylabel("posted-queue length (receives)")
+        ax.grid(False)
+        if grid.size <= 64:
+            for (i, j), v in np.ndenumerate(grid):
+                if np.isfinite(v):
+                    ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7, color="w")
+        fig.colorbar(im, ax=ax, label="median one-way latency (us)")
+        ax.set_title(f"{format_size(size)} messages")
+        figs.append((f"Median one-way latency (us) over queue length and percent traversed, "
+                     f"{format_size(size)} messages (the paper's Figures 3-4 as a heat map)",
+                     save(fig, run.plots_dir() / f"queues_posted_heatmap_{int(size)}")[0]))
+    fig, ax = figure()
+    for size, grp in summ.groupby("size_bytes", sort=True):
+        grp = grp.sort_values("entries")
+        line = ax.plot(grp["entries"], grp["median_ns"] / 1e3, "o", label=f"{format_size(size)} median")[0]
+        f = fits[fits["size_bytes"] == size]
+        if len(f) and np.isfinite(f.iloc[0]["slope_ns_per_entry"]):
+            x = np.array([0, grp["entries"].max()])
+            extra = 0.0
+            if np.isfinite(f.iloc[0]["untraversed_slope_ns_per_entry"]):
+                extra = f.iloc[0]["untraversed_slope_ns_per_entry"] * grp["untraversed"].mean()
+            y = f.iloc[0]["intercept_ns"] + extra + f.iloc[0]["slope_ns_per_entry"] * x
+            ax.plot(x, y / 1e3, "-", color=line.get_color(), alpha=0.6,
+                    label=f"fit {f.iloc[0]['slope_ns_per_entry']:.3g} ns/entry")
+    ax.set_xlabel("traversed posted receives (entries in front of the match)")
+    ax.set_ylabel("median one-way latency (us)")
+    ax.legend(fontsize=8)
+    figs.append(("Median one-way latency against traversed entries, with the least-squares line per size",
+                 save(fig, run.plots_dir() / "queues_posted_vs_entries")[0]))
+    return figs
+
+
+def plot_unexpected(run) -> list[tuple[str, object]]:
+    from hpcvar.report.plots import figure, save
+
+    summ = run.read_table("queues_unexpected.summary")
+    fits = run.read_table("queues_unexpected.fit")
+    if summ.empty:
+        return []
+    fig, ax = figure()
+    for size, grp in summ.groupby("size_bytes", sort=True):
+        grp = grp.sort_values("length")
+        line = ax.plot(grp["length"], grp["median_ns"] / 1e3, "o-", label=f"{format_size(size)} median")[0]
+        ax.fill_between(grp["length"], grp["median_ci_lo_ns"] / 1e3, grp["median_ci_hi_ns"] / 1e3,
+                        color=line.get_color(), alpha=0.25)
+        ax.plot(grp["length"], grp["p99_ns"] / 1e3, "s:", color=line.get_color(), alpha=0.6,
+                label=f"{format_size(size)} p99")
+        f = fits[fits["size_bytes"] == size]
+        if len(f) and np.isfinite(f.iloc[0]["slope_ns_per_entry"]):
+            x = np.array([0, grp["length"].max()])
+            ax.plot(x, (f.iloc[0]["intercept_ns"] + f.iloc[0]["slope_ns_per_entry"] * x) / 1e3, "--",
+                    color=line.get_color(), alpha=0.6, label=f"fit {f.iloc[0]['slope_ns_per_entry']:.3g} ns/entry")
+    ax.set_xlabel("unexpected-queue length (messages waiting)")
+    ax.set_ylabel("one-way latency (us)")
+    ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    return [("One-way latency (receive post included) against unexpected-queue length: median with 95% CI, "
+             "p99 and the least-squares line (the paper's Figure 5)",
+             save(fig, run.plots_dir() / "queues_unexpected_vs_length")[0])]
+
+
+# --- report sections -----------------------------------------------------------------------------------------
+
+def _section(run, title: str, table: str, per: str, plot) -> Section:
+    sec = Section(title=title)
+    summ = run.read_table(f"{table}.summary")
+    if summ.empty:
+        sec.notes.append("The run stored no complete point.")
+        return sec
+    fits = run.read_table(f"{table}.fit")
+    for f in fits.itertuples():
+        ci = (f.slope_ci_lo, f.slope_ci_hi) if np.isfinite(f.slope_ci_lo) else None
+        slope = f.slope_ns_per_entry if np.isfinite(f.slope_ns_per_entry) else None
+        sec.headlines.append(Headline(f"cost per {per}, {format_size(f.size_bytes)}", _slope_text(slope, ci),
+                                      f"least squares over {f.points} point medians (one-way latency)"))
+        if np.isfinite(f.baseline_ns):
+            sec.headlines.append(Headline(f"baseline, {format_size(f.size_bytes)}", format_time_ns(f.baseline_ns),
+                                          "median one-way latency with an empty queue"))
+    sec.figures.extend(plot(run))
+    cols = [c for c in summ.columns if c not in ("mean_ns", "min_ns", "mad_ns")]
+    sec.tables.append(("One-way latency per point (ns)", summ[cols]))
+    sec.tables.append(("Least-squares fits per message size", fits))
+    native = run.info.get("metadata", {}).get("native", {})
+    if native:
+        sec.notes.append(f"MPI: {native.get('mpi_library', '?')[:80]}. Timer {native.get('timer')}: resolution "
+                         f"{native.get('timer_resolution_ns')} ns.")
+    return sec
+
+
+@register("bench queues posted")
+def posted_section(run) -> Section:
+    sec = _section(run, "Latency under a long posted-receive queue", "queues_posted", "traversed entry",
+                   plot_posted)
+    if run.info.get("params", {}).get("any_source"):
+        sec.notes.append("Receives were posted with MPI_ANY_SOURCE (the wildcard that defeats hashed matching).")
+    return sec
+
+
+@register("bench queues unexpected")
+def unexpected_section(run) -> Section:
+    return _section(run, "Latency under a long unexpected-message queue", "queues_unexpected",
+                    "unexpected message", plot_unexpected)
+
+
+# --- terminal ------------------------------------------------------------------------------------------------
+
+def _render(console, result: dict, title: str, posted: bool) -> None:
+    from rich.table import Table
+
+    t = Table(title=title, title_justify="left")
+    cols = ["length"] + (["% trav.", "entries"] if posted else []) + ["size", "n", "median", "95% CI", "p99"]
+    for c in cols:
+        t.add_column(c, justify="right", no_wrap=True)
+    for p in result["points"]:
+        row = [str(p["length"])] + ([str(p["traversed_pct"]), str(p["entries"])] if posted else [])
+        row += [format_size(p["size"]), str(p["n"]), format_time_ns(p["median_ns"]), _interval(*p["median_ci_ns"]),
+                format_time_ns(p["p99_ns"])]
+        t.add_row(*row)
+    console.print(t)
+    per = "traversed posted receive" if posted else "unexpected message"
+    for f in result.get("fits", []):
+        ci = (f["slope_ci_lo"], f["slope_ci_hi"])
+        line = f"{format_size(f['size_bytes'])}: per {per} {_slope_text(f['slope_ns_per_entry'], ci)}"
+        if f.get("baseline_ns") is not None:
+            line += f"; baseline {format_time_ns(f['baseline_ns'])}"
+        if posted and f.get("untraversed_slope_ns_per_entry") is not None:
+            line += f"; per untraversed entry {f['untraversed_slope_ns_per_entry']:.3g} ns"
+        console.print(line)
+    if result.get("run"):
+        console.print(f"stored in {result['run']}")
+
+
+def render_queues_posted(console, result: dict) -> None:
+    wild = " (MPI_ANY_SOURCE receives)" if result.get("any_source") else ""
+    _render(console, result, f"One-way latency under a posted-receive queue{wild}", True)
+
+
+def render_queues_unexpected(console, result: dict) -> None:
+    _render(console, result, "One-way latency under an unexpected-message queue (receive post timed)", False)
