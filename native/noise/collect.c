@@ -1,8 +1,8 @@
 /* hv_noise_collect: the TraceCollector (jitSim paper, section 3.1), one pinned
  * thread per CPU reading the TSC in a tight loop.
  *
- * Per thread (pinned before it starts, buffers allocated, touched and mlocked
- * on its own CPU):
+ * Per thread (pinned before it starts, SCHED_FIFO --rt-prio where asked and
+ * allowed, buffers allocated, touched and mlocked on its own CPU):
  *   1. t_min = the smallest difference between two back-to-back rdtsc reads
  *      (minimum over --tmin-samples reads); threshold = --threshold-ns, or
  *      max(9 * t_min, 100 ns) when it is 0.
@@ -113,7 +113,7 @@ typedef struct {
     uint64_t t_min, t_min_end, threshold, iters, length;
     uint64_t mig_events;
     unsigned flags, aux_start, aux_end;
-    int mlocked, rt_err;
+    int mlocked, rt;
     long vcs0, nvcs0, vcs1, nvcs1;
     pthread_t th;
 } cpu_state;
@@ -123,6 +123,7 @@ static atomic_int g_go;
 static uint64_t g_t0, g_t1;
 static double g_threshold_ns;
 static long g_tmin_samples;
+static int g_rt_prio;
 static double g_ticks_per_ns;
 
 static uint64_t measure_tmin(long samples) {
@@ -156,6 +157,10 @@ static void *collector(void *arg) {
     memset(c->delta, 0, c->cap * sizeof *c->delta);
     c->mlocked = mlock(c->start, c->cap * sizeof *c->start) == 0 && mlock(c->delta, c->cap * sizeof *c->delta) == 0;
 
+    if (g_rt_prio > 0) {
+        struct sched_param sp = {.sched_priority = g_rt_prio};
+        c->rt = pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
+    }
     unsigned aux;
     __rdtscp(&aux);
     c->aux_start = aux;
@@ -228,13 +233,14 @@ int main(int argc, char **argv) {
         {"tmin-samples", NULL, 0, "back-to-back reads for t_min (default 1000000)"},
         {"out", NULL, 0, "output .jtr path"},
         {"argv", NULL, 0, "the user's command line, stored in the metadata"},
+        {"rt-prio", NULL, 0, "SCHED_FIFO priority of the collector threads (0: normal scheduler)"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     char err[256];
     int64_t *cpus;
     size_t ncpu;
     double duration, thr_ns = 0;
-    long max_events, tmin_samples = 1000000;
+    long max_events, tmin_samples = 1000000, rt_prio = 0;
     if (hv_args_parse(argc, argv, opts, nopts, err, sizeof err) ||
         hv_args_list(opts, nopts, "cpus", &cpus, &ncpu, err, sizeof err) ||
         hv_args_double(opts, nopts, "duration", 1e-3, 1e7, &duration, err, sizeof err) ||
@@ -242,7 +248,9 @@ int main(int argc, char **argv) {
         (hv_args_get(opts, nopts, "threshold-ns") &&
          hv_args_double(opts, nopts, "threshold-ns", 0, 1e9, &thr_ns, err, sizeof err)) ||
         (hv_args_get(opts, nopts, "tmin-samples") &&
-         hv_args_long(opts, nopts, "tmin-samples", 1000, 1L << 40, &tmin_samples, err, sizeof err)))
+         hv_args_long(opts, nopts, "tmin-samples", 1000, 1L << 40, &tmin_samples, err, sizeof err)) ||
+        (hv_args_get(opts, nopts, "rt-prio") &&
+         hv_args_long(opts, nopts, "rt-prio", 0, 99, &rt_prio, err, sizeof err)))
         DIE("%s", err);
     const char *out = hv_args_get(opts, nopts, "out");
     if (!out) DIE("option '--out' is required");
@@ -255,6 +263,7 @@ int main(int argc, char **argv) {
     g_ticks_per_ns = tm.ticks_per_ns;
     g_threshold_ns = thr_ns;
     g_tmin_samples = tmin_samples;
+    g_rt_prio = (int)rt_prio;
 
     cpu_state *cs = calloc(ncpu, sizeof *cs);
     if (!cs) DIE("out of memory");
@@ -351,6 +360,7 @@ int main(int argc, char **argv) {
         jb_key(&cm, "migrations"); jb_printf(&cm, "%llu", (unsigned long long)c->mig_events);
         jb_key(&cm, "aux_cpu_start"); jb_printf(&cm, "%u", c->aux_start & 0xfffu);
         jb_key(&cm, "aux_cpu_end"); jb_printf(&cm, "%u", c->aux_end & 0xfffu);
+        jb_key(&cm, "rt_prio"); jb_printf(&cm, "%d", c->rt ? g_rt_prio : 0);
         jb_key(&cm, "mlocked"); jb_put(&cm, c->mlocked ? "true" : "false", c->mlocked ? 4 : 5);
         jb_key(&cm, "voluntary_ctxt_switches"); jb_printf(&cm, "%ld", c->vcs1 >= 0 && c->vcs0 >= 0 ? c->vcs1 - c->vcs0 : -1);
         jb_key(&cm, "nonvoluntary_ctxt_switches"); jb_printf(&cm, "%ld", c->nvcs1 >= 0 && c->nvcs0 >= 0 ? c->nvcs1 - c->nvcs0 : -1);

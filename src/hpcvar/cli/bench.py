@@ -6,7 +6,7 @@ import importlib
 
 import click
 
-BENCH_MODULES = ["latency"]
+BENCH_MODULES = ["latency", "sharing", "queues", "ace", "fanin"]
 
 
 @click.group("bench")

@@ -1,10 +1,235 @@
-"""hpcvar model."""
+"""hpcvar model: bandwidth-sharing models (penalties), fitting and evaluation (docs/models.md)."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
+
+from hpcvar.cli.common import DURATION, RATE, SIZE, emit, output_options, print_json, stdout_console
+from hpcvar.errors import ResultsError, UsageError
 
 
 @click.group("model")
 def cli() -> None:
     """Bandwidth-sharing models: penalties, fitting, evaluation against measurements."""
+
+
+def _model_params(model: str, beta, gamma_in, gamma_out, params_file, method, max_states, samples, seed) -> dict:
+    from hpcvar.models.sharing import check_params, load_params
+
+    params: dict = {}
+    if params_file:
+        fmodel, fparams = load_params(params_file)
+        if fmodel != model:
+            raise UsageError(f"the parameter file is for model '{fmodel}', not '{model}'", "--params",
+                             f"Use --model {fmodel} or a file fitted for {model}")
+        params.update(fparams)
+    given = {"beta": beta, "gamma_in": gamma_in, "gamma_out": gamma_out}
+    if model != "gige":
+        for k, v in given.items():
+            if v is not None:
+                raise UsageError(f"--{k.replace('_', '-')} is a parameter of the gige model", f"--{k.replace('_', '-')}",
+                                 "Use it with --model gige")
+    params.update({k: v for k, v in given.items() if v is not None})
+    if model == "myrinet":
+        params.update({"method": method, "max_states": max_states, "samples": samples, "seed": seed})
+    return check_params(model, params) if params else check_params(model, None)
+
+
+def _param_options(f):
+    opts = [
+        click.option("--beta", type=float, default=None, help="gige: penalty per concurrent communication (paper 0.75)."),
+        click.option("--gamma-in", type=float, default=None, help="gige: incoming correction (paper 0.036)."),
+        click.option("--gamma-out", type=float, default=None, help="gige: outgoing correction (paper 0.115)."),
+        click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
+                     help="Parameter file written by 'hpcvar model fit'."),
+        click.option("--myrinet-method", "method", type=click.Choice(["exact", "sample"]), default="exact",
+                     show_default=True, help="myrinet: enumerate every Stop&Go state, or sample them (bounded)."),
+        click.option("--max-states", type=click.IntRange(1), default=200_000, show_default=True,
+                     help="myrinet exact: refuse a conflict component with more states than this."),
+        click.option("--samples", type=click.IntRange(1), default=20_000, show_default=True,
+                     help="myrinet sample: sampled states per conflict component."),
+        click.option("--seed", type=int, default=1, show_default=True, help="myrinet sample: random seed."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+@cli.command("penalties")
+@click.argument("scheme")
+@click.option("--model", type=click.Choice(["gige", "myrinet", "maxmin"]), required=True, help="Sharing model.")
+@_param_options
+@click.option("--t-ref", type=DURATION, default=None, help="Time of one communication alone: predicts T = p x t_ref.")
+@click.option("--size", type=SIZE, default=None, help="Bytes per communication (with --bandwidth).")
+@click.option("--bandwidth", type=RATE, default=None, help="Link rate alone, e.g. 200mbit: predicts T = p x size / rate.")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+def penalties_cmd(scheme, model, beta, gamma_in, gamma_out, params_file, method, max_states, samples, seed,
+                  t_ref, size, bandwidth, as_json):
+    """Penalty (slowdown >= 1) of every communication of SCHEME under a sharing model.
+
+    SCHEME is a scheme file or inline text such as 'a: 0->1; b: 0->2; c: 3->2'.
+    """
+    from hpcvar.models.scheme import load_scheme
+    from hpcvar.models.sharing import explain
+    from hpcvar.report.sharing_render import render_penalties
+
+    sch = load_scheme(scheme)
+    params = _model_params(model, beta, gamma_in, gamma_out, params_file, method, max_states, samples, seed)
+    if t_ref is not None and bandwidth is not None:
+        raise UsageError("--t-ref and --bandwidth both predict times", "--t-ref", "Give only one of them")
+    if bandwidth is not None and size is None and any(c.size_bytes is None for c in sch.comms):
+        raise UsageError("--bandwidth needs the communication sizes", "--size", "Add --size 20MiB")
+    rows = explain(sch.pairs(), model, params)
+    comms = []
+    for c, r in zip(sch.comms, rows):
+        d = {"name": c.name, "src": c.src, "dst": c.dst, **r}
+        if t_ref is not None:
+            d["t_predicted_s"] = r["penalty"] * t_ref
+        elif bandwidth is not None:
+            nbytes = c.size_bytes or size
+            d["size_bytes"] = nbytes
+            d["t_predicted_s"] = r["penalty"] * nbytes * 8.0 / bandwidth
+        comms.append(d)
+    shown = {k: v for k, v in params.items() if model == "gige" or k == "method"}
+    result = {"model": model, "params": shown, "scheme": scheme, "communications": comms}
+    emit(result, as_json, render_penalties)
+
+
+def _load_sharing_run(ref: str, runs_dir):
+    from hpcvar.results.store import Run, resolve_run
+
+    run = Run.open(resolve_run(ref, runs_dir))
+    if run.info.get("command") != "bench sharing":
+        raise UsageError(f"run {run.id} is a '{run.info.get('command')}' run, not 'bench sharing'", "RUN",
+                         "Give runs of 'hpcvar bench sharing' (see 'hpcvar runs list')")
+    if not run.has_table("sharing.summary"):
+        raise ResultsError(f"run {run.id} has no measured penalties", str(run.path), "Rerun it, or --resume it")
+    summ = run.read_table("sharing.summary").sort_values("comm_index")
+    if summ.empty:
+        raise ResultsError(f"run {run.id} has no measured penalties", str(run.path), "Rerun it, or --resume it")
+    return run, summ
+
+
+@cli.command("fit")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--model", type=click.Choice(["gige"]), default="gige", show_default=True,
+              help="Model to fit (myrinet and maxmin have no parameters).")
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default="gige-params.json", show_default=True,
+              help="Parameter file to write (read by 'model penalties --params' and the simulator).")
+@output_options
+def fit_cmd(runs, model, out_path, as_json, runs_dir):
+    """Fit beta, gamma_in, gamma_out of the gige model to 'bench sharing' RUNS.
+
+    beta comes from pure outgoing/incoming conflicts (e.g. examples/schemes/fig2-2, fig2-3);
+    the gammas from schemes with strongly slowed sets (examples/schemes/fig4.scheme).
+    """
+    from hpcvar.models.fit import Observation, fit_gige
+    from hpcvar.models.sharing import write_params
+
+    obs = []
+    for ref in runs:
+        run, summ = _load_sharing_run(ref, runs_dir)
+        obs.append(Observation(run.id, list(zip(summ.src.astype(str), summ.dst.astype(str))), list(summ.comm),
+                               [float(x) for x in summ.penalty]))
+    fit = fit_gige(obs)
+    write_params(Path(out_path), model, fit["params"], {"quality": fit["quality"], "identifiable": fit["identifiable"],
+                                                        "runs": [o.label for o in obs]})
+    result = {"model": model, "out": str(out_path), **fit}
+    if as_json:
+        print_json(result)
+        return
+    con = stdout_console()
+    p, q = fit["params"], fit["quality"]
+    con.print(f"gige fit from {len(obs)} runs ({q['communications']} communications):")
+    con.print(f"  beta      = {p['beta']:.4f}  (from {q['beta_points']} pure-conflict communications, "
+              f"rms relative error {q['beta_rms_rel_pct']:.1f}%)")
+    for g in ("gamma_out", "gamma_in"):
+        note = "" if fit["identifiable"][g] else "  (no run depends on it: paper's value kept)"
+        con.print(f"  {g:9} = {p[g]:.4f}{note}")
+    con.print(f"  E_abs over all runs = {q['e_abs_pct']:.1f}%")
+    for s in fit["per_scheme"]:
+        con.print(f"    {s['label']}: E_abs {s['e_abs_pct']:.1f}%")
+    con.print(f"parameters written to {out_path}")
+
+
+@cli.command("evaluate")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--model", "models", type=click.Choice(["gige", "myrinet", "maxmin"]), multiple=True,
+              help="Models to compare (repeatable; default: all three side by side).")
+@click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
+              help="gige parameter file from 'model fit' (default: the paper's values).")
+@click.option("--no-plot", is_flag=True, help="Do not write the figure.")
+@output_options
+def evaluate_cmd(runs, models, params_file, no_plot, as_json, runs_dir):
+    """Predicted vs measured times of 'bench sharing' RUNS: E_rel per communication, E_abs per scheme.
+
+    T_p = model penalty x measured T_ref; E_rel = (T_p - T_m) / T_m x 100; E_abs = mean |E_rel|
+    (Vienne et al. section VI-B), as in the paper's Figure 7, every model side by side.
+    """
+    from hpcvar.models.sharing import load_params
+    from hpcvar.report.sharing_render import render_evaluation
+
+    models = list(models) or ["gige", "myrinet", "maxmin"]
+    gparams = None
+    if params_file:
+        fmodel, gparams = load_params(params_file)
+        if fmodel != "gige":
+            raise UsageError(f"the parameter file is for '{fmodel}'", "--params", "Give a gige parameter file")
+    results = []
+    for ref in runs:
+        run, summ = _load_sharing_run(ref, runs_dir)
+        res = evaluate_run(run, summ, models, gparams)
+        if not no_plot:
+            res["plots"] = [str(p) for p in plot_evaluation(run, res)]
+        results.append(res)
+    if as_json:
+        print_json(results[0] if len(results) == 1 else {"runs": results})
+        return
+    for res in results:
+        emit(res, False, render_evaluation)
+
+
+def evaluate_run(run, summ, models: list[str], gige_params: dict | None) -> dict:
+    from hpcvar.models.fit import e_abs_pct, e_rel_pct
+    from hpcvar.models.sharing import explain
+
+    pairs = list(zip(summ.src.astype(str), summ.dst.astype(str)))
+    t_ref = summ.t_ref_median_ns.to_numpy(float) * summ.size_bytes.to_numpy(float) / float(summ.size_bytes.iloc[0])
+    comms = [{"name": n, "src": s, "dst": d, "t_measured_ns": float(t), "penalty_measured": float(p), "predicted": {}}
+             for n, (s, d), t, p in zip(summ.comm, pairs, summ.t_median_ns, summ.penalty)]
+    e_abs = {}
+    for m in models:
+        rows = explain(pairs, m, gige_params if m == "gige" else None)
+        errs = []
+        for c, r, tr in zip(comms, rows, t_ref):
+            tp = r["penalty"] * tr
+            e = e_rel_pct(tp, c["t_measured_ns"])
+            errs.append(e)
+            c["predicted"][m] = {"penalty": r["penalty"], "t_ns": tp, "e_rel_pct": e}
+        e_abs[m] = e_abs_pct(errs)
+    return {"run_id": run.id, "run": str(run.path), "models": models, "params": {"gige": gige_params or "paper"},
+            "communications": comms, "e_abs_pct": e_abs}
+
+
+def plot_evaluation(run, res: dict) -> list[Path]:
+    import numpy as np
+
+    from hpcvar.report.plots import figure, save
+
+    fig, ax = figure()
+    names = [c["name"] for c in res["communications"]]
+    x = np.arange(len(names))
+    k = len(res["models"]) + 1
+    w = 0.8 / k
+    ax.bar(x, [c["t_measured_ns"] / 1e6 for c in res["communications"]], w, label="measured", color="0.3")
+    for i, m in enumerate(res["models"], start=1):
+        ax.bar(x + i * w, [c["predicted"][m]["t_ns"] / 1e6 for c in res["communications"]], w,
+               label=f"{m} (E_abs {res['e_abs_pct'][m]:.1f}%)")
+    ax.set_xticks(x + w * (k - 1) / 2, names)
+    ax.set_xlabel("communication")
+    ax.set_ylabel("time (ms)")
+    ax.set_title(f"Predicted vs measured, run {res['run_id']}")
+    ax.legend(fontsize=8)
+    return save(fig, run.plots_dir() / "sharing-evaluation")

@@ -1,10 +1,259 @@
-"""hpcvar noise."""
+"""hpcvar noise: record, inject, synth, convert, report."""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import click
+
+from hpcvar.cli.common import DURATION, output_options, print_json, stderr_console, stdout_console
+
+FORMAT_CHOICE = click.Choice(["jtr", "text", "loggopsim", "csv"])
+
+
+def _freq(text: str | None, flag: str = "--freq") -> float | None:
+    """'2.4GHz', '2400MHz', '1e9' -> Hz."""
+    import re
+
+    from hpcvar.errors import UsageError
+
+    if text is None:
+        return None
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)\s*(hz|khz|mhz|ghz)?\s*", text.lower())
+    if not m or float(m.group(1)) <= 0:
+        raise UsageError(f"'{text}' is not a frequency", flag, "Give e.g. 2.4GHz, 2400MHz or 2.4e9")
+    return float(m.group(1)) * {None: 1, "hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}[m.group(2)]
 
 
 @click.group("noise")
 def cli() -> None:
     """Record, inject, synthesize, convert and analyse OS jitter traces."""
+
+
+@cli.command("record")
+@click.option("--cpus", default="all", show_default=True, help="CPUs to record on: all, 0,1 or 0-3.")
+@click.option("--duration", type=DURATION, default="10s", show_default=True, help="Recording time (e.g. 2s, 10m, 1h).")
+@click.option("--threshold", default=None,
+              help="Detour threshold (e.g. 200ns); default max(9 x t_min, 100 ns) per CPU.")
+@click.option("--max-rate", type=click.FloatRange(1), default=50000, show_default=True,
+              help="Event buffer per CPU, in events per second of --duration (16 bytes each, locked in RAM).")
+@click.option("--rt-prio", type=click.IntRange(0, 99), default=0, show_default=True,
+              help="Run the collector threads SCHED_FIFO at this priority (0: normal scheduler). Other user "
+                   "processes then cannot preempt it: the trace shows kernel and real-time noise only.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also copy the .jtr trace here.")
+@click.option("--plots/--no-plots", default=True, show_default=True, help="Draw the PNG/SVG figures.")
+@output_options
+def record(cpus, duration, threshold, max_rate, rt_prio, out, plots, as_json, runs_dir):
+    """Record OS jitter: one pinned TSC-reading thread per CPU (the paper's TraceCollector).
+
+    Stores the trace (trace.jtr), per-CPU statistics, periodic sources and /proc attribution in a run.
+    """
+    import shutil
+
+    from hpcvar import metadata
+    from hpcvar.errors import UsageError
+    from hpcvar.noise import analysis, collector
+    from hpcvar.noise.formats import read_jtr
+    from hpcvar.results import Run
+    from hpcvar.units import parse_time
+
+    cpu_list = collector.parse_cpus(cpus)
+    if duration <= 0:
+        raise UsageError("the duration must be positive", "--duration", "Give e.g. 10s")
+    thr_ns = parse_time(threshold, "--threshold", default_unit="ns") * 1e9 if threshold else 0.0
+    mem = 16 * len(cpu_list) * (duration * max_rate + 4096)
+    if mem > 4 << 30:
+        raise UsageError(f"the event buffers would take {mem / 2**30:.1f} GiB", "--max-rate",
+                         "Lower --max-rate or --duration")
+    argv = ["hpcvar", *sys.argv[1:]]
+    params = {"cpus": cpu_list, "duration_s": duration, "threshold_ns": thr_ns, "max_rate": max_rate,
+              "rt_prio": rt_prio}
+    run = Run.create("noise record", params, runs_dir, argv=argv, metadata=metadata.collect())
+    err = stderr_console()
+    err.print(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} into {run.path}")
+    jtr = run.path / "trace.jtr"
+    try:
+        res = collector.collect(cpu_list, duration, jtr, thr_ns, max_rate, argv, rt_prio)
+    except Exception:
+        run.finish("failed", exit_status=1)
+        raise
+    (run.raw_dir() / "collector.log").write_text(res.stderr)
+    trace = read_jtr(jtr)
+    report = analysis.analyze(trace)
+    for name, df in collector.tables(report).items():
+        run.write_table(name, df)
+    for q in report["quality"]["cpus"]:
+        if q.get("overflow"):
+            run.warn(f"CPU {q['cpu']}: the event buffer filled; raise --max-rate")
+        if rt_prio and not q.get("rt_prio"):
+            run.warn(f"CPU {q['cpu']}: SCHED_FIFO was refused; run as root or grant CAP_SYS_NICE")
+        if q.get("migrations"):
+            run.warn(f"CPU {q['cpu']}: the thread ran on another CPU after {q['migrations']} events")
+    if plots:
+        analysis.plot_all(trace, report, run.plots_dir())
+    if out:
+        shutil.copyfile(jtr, out)
+    result = collector.json_summary(report)
+    result["run"] = str(run.path)
+    result["trace"] = str(jtr)
+    run.finish("complete", result)
+    _emit(result, as_json)
+
+
+@cli.command("report")
+@click.argument("source")
+@click.option("--freq", default=None, help="Cycles per second, for text/CSV traces without a freq_hz header.")
+@click.option("--from", "fmt", type=FORMAT_CHOICE, default=None, help="Input format (default: extension/content).")
+@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
+              help="Write the figures (PNG+SVG) here; for a run, default its plots/ directory.")
+@click.option("--top", type=click.IntRange(1, 50), default=5, show_default=True, help="Periodic sources per CPU.")
+@output_options
+def report(source, freq, fmt, plots_dir, top, as_json, runs_dir):
+    """Statistics, periodic sources, attribution and collector quality of a trace.
+
+    SOURCE is a trace file (.jtr, text, LogGOPSim, CSV) or a 'noise record' run (path, name or 'latest').
+    """
+    from hpcvar.noise import analysis, collector
+    from hpcvar.noise.formats import load_trace
+    from hpcvar.results import Run, resolve_run
+
+    path = Path(source)
+    run = None
+    if path.is_file():
+        trace = load_trace(path, _freq(freq), fmt)
+    else:
+        run = Run.open(resolve_run(source, runs_dir))
+        trace = load_trace(run.path / "trace.jtr")
+    trace.validate(str(path))
+    rep = analysis.analyze(trace, top)
+    out_dir = Path(plots_dir) if plots_dir else (run.plots_dir() if run else None)
+    if out_dir:
+        analysis.plot_all(trace, rep, out_dir)
+    result = collector.json_summary(rep)
+    if run:
+        result["run"] = str(run.path)
+    _emit(result, as_json)
+
+
+@cli.command("convert")
+@click.argument("src")
+@click.argument("dst")
+@click.option("--from", "src_fmt", type=FORMAT_CHOICE, default=None, help="Input format (default: extension/content).")
+@click.option("--to", "dst_fmt", type=FORMAT_CHOICE, default=None, help="Output format (default: extension).")
+@click.option("--freq", default=None, help="Cycles per second of the input (text/CSV without a freq_hz header).")
+@click.option("--cpu", type=click.IntRange(0), default=None, help="Keep only this CPU (needed for LogGOPSim output "
+                                                                  "of a multi-CPU trace).")
+def convert(src, dst, src_fmt, dst_fmt, freq, cpu):
+    """Convert a jitter trace between .jtr, two-column text, LogGOPSim and CSV."""
+    from hpcvar.errors import UsageError
+    from hpcvar.noise.formats import load_trace, save_trace
+
+    trace = load_trace(src, _freq(freq), src_fmt)
+    idx = None
+    if cpu is not None:
+        ids = [c.cpu for c in trace.cpus]
+        if cpu not in ids:
+            raise UsageError(f"the trace has no CPU {cpu}", "--cpu", f"Choose one of {', '.join(map(str, ids))}")
+        idx = ids.index(cpu)
+    save_trace(trace, dst, dst_fmt, idx)
+    n = sum(c.events for c in (trace.cpus if idx is None else [trace.cpus[idx]]))
+    stderr_console().print(f"wrote {dst}: {n} events, {len(trace.cpus) if idx is None else 1} CPU(s), "
+                           f"freq {trace.freq_hz:.6g} Hz")
+
+
+@cli.command("synth")
+@click.argument("dst")
+@click.option("--periodic", multiple=True, metavar="FREQ:DUR[:PHASE]",
+              help="A periodic source, e.g. 250Hz:5us or 10Hz:2.5ms:1ms (repeatable).")
+@click.option("--poisson", multiple=True, metavar="RATE:DUR", help="A Poisson source, e.g. 100/s:20us (repeatable).")
+@click.option("--length", type=DURATION, default="10s", show_default=True, help="Trace length.")
+@click.option("--cpus", type=click.IntRange(1, 4096), default=1, show_default=True, help="Number of CPUs.")
+@click.option("--freq", default="1GHz", show_default=True, help="Cycles per second of the trace.")
+@click.option("--random-phase", is_flag=True, help="Give each CPU a random phase for the periodic sources.")
+@click.option("--seed", type=int, default=1, show_default=True, help="Seed of the random generator.")
+@click.option("--to", "dst_fmt", type=FORMAT_CHOICE, default=None, help="Output format (default: extension).")
+def synth(dst, periodic, poisson, length, cpus, freq, random_phase, seed, dst_fmt):
+    """Make a synthetic trace: periodic, Poisson, or a mix (overlapping detours merge)."""
+    from hpcvar.errors import UsageError
+    from hpcvar.noise import collector
+    from hpcvar.noise.formats import save_trace
+
+    comps = [collector.parse_component(f"periodic:{p}", "--periodic") for p in periodic]
+    comps += [collector.parse_component(f"poisson:{p}", "--poisson") for p in poisson]
+    if not comps:
+        raise UsageError("no noise source given", "--periodic", "Give --periodic 250Hz:5us and/or --poisson 100/s:20us")
+    trace = collector.synth(comps, length, cpus, _freq(freq), seed, random_phase)
+    save_trace(trace, dst, dst_fmt)
+    stderr_console().print(f"wrote {dst}: {sum(c.events for c in trace.cpus)} events on {cpus} CPU(s)")
+
+
+@cli.command("inject")
+@click.option("--cpus", required=True, help="CPUs to inject on: 1, 0,1, 0-3 or all.")
+@click.option("--period", type=DURATION, default=None, help="Time between bursts (e.g. 10ms for 100 Hz).")
+@click.option("--burn", type=DURATION, default=None, help="Length of one burst (e.g. 1ms).")
+@click.option("--phase", type=DURATION, default="0s", show_default=True, help="Offset of the first burst.")
+@click.option("--time", "time_s", type=DURATION, default="10s", show_default=True, help="How long to inject.")
+@click.option("--trace", "trace_path", type=click.Path(dir_okay=False, exists=True), default=None,
+              help="Replay this trace's detours instead (its CPU --trace-cpu, looped until --time).")
+@click.option("--trace-cpu", type=click.IntRange(0), default=None, help="CPU of --trace to replay (default: first).")
+@click.option("--freq", default=None, help="Cycles per second of --trace (text/CSV without freq_hz).")
+@click.option("--rt-prio", type=click.IntRange(0, 99), default=50, show_default=True,
+              help="SCHED_FIFO priority of the burner (0: normal scheduler).")
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+def inject(cpus, period, burn, phase, time_s, trace_path, trace_cpu, freq, rt_prio, as_json):
+    """Inject noise: wake every --period and burn --burn on each CPU, or replay a trace."""
+    import tempfile
+
+    from hpcvar.errors import UsageError
+    from hpcvar.noise import collector
+    from hpcvar.noise.formats import load_trace
+
+    cpu_list = collector.parse_cpus(cpus)
+    if trace_path:
+        if period or burn:
+            raise UsageError("--trace replays a trace; --period/--burn make periodic noise", "--trace",
+                             "Give one or the other")
+        tr = load_trace(trace_path, _freq(freq))
+        ids = [c.cpu for c in tr.cpus]
+        idx = 0 if trace_cpu is None else (ids.index(trace_cpu) if trace_cpu in ids else None)
+        if idx is None:
+            raise UsageError(f"the trace has no CPU {trace_cpu}", "--trace-cpu", f"Choose one of {ids}")
+        with tempfile.TemporaryDirectory() as td:
+            f = Path(td) / "replay.txt"
+            length_ns = collector.replay_file(tr, idx, f)
+            spec = collector.InjectSpec(cpu_list, time_s, rt_prio=rt_prio, replay=f, replay_length_ns=length_ns,
+                                        loop=True)
+            stderr_console().print(f"replaying {trace_path} (CPU {ids[idx]}) on CPU {cpus} for {time_s:g} s")
+            res = collector.inject(spec)
+    else:
+        if not period or not burn:
+            raise UsageError("periodic injection needs both --period and --burn", "--period",
+                             "Give e.g. --period 10ms --burn 1ms, or --trace FILE")
+        if burn >= period:
+            raise UsageError("--burn must be shorter than --period", "--burn", "Shorten --burn")
+        if period < 1e-6:
+            raise UsageError("--period below 1 us cannot be honoured", "--period", "Give 1us or more")
+        spec = collector.InjectSpec(cpu_list, time_s, period * 1e9, burn * 1e9, phase * 1e9, rt_prio)
+        stderr_console().print(f"injecting {1 / period:g} Hz x {burn * 1e6:g} us on CPU {cpus} for {time_s:g} s")
+        res = collector.inject(spec)
+    for r in res:
+        if rt_prio and not r["realtime"]:
+            stderr_console().print(f"warning: CPU {r['cpu']}: SCHED_FIFO refused; bursts may be delayed. "
+                                   "Run as root or grant CAP_SYS_NICE")
+    if as_json:
+        print_json({"cpus": res})
+    else:
+        for r in res:
+            stdout_console().print(f"CPU {r['cpu']}: {r['bursts']} bursts, {r['burned_ns'] / 1e6:.1f} ms burned, "
+                                   f"latest wake-up {r['late_ns_max'] / 1e3:.1f} us late, "
+                                   f"{'SCHED_FIFO' if r['realtime'] else 'normal scheduler'}")
+
+
+def _emit(result: dict, as_json: bool) -> None:
+    if as_json:
+        print_json(result)
+    else:
+        from hpcvar.noise.render import render_noise
+
+        render_noise(stdout_console(), result)

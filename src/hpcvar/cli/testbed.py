@@ -1,10 +1,180 @@
-"""hpcvar testbed."""
+"""hpcvar testbed: up, down, status, exec, noise."""
 
 from __future__ import annotations
 
+import os
+import sys
+from pathlib import Path
+
 import click
+
+from hpcvar.cli.common import DURATION, RATE, print_json, stderr_console, stdout_console
+from hpcvar.errors import UsageError
+
+STATE_HELP = "State file of the testbed (default: $HPCVAR_TESTBED_STATE or /run/hpcvar-testbed/state.json)."
+
+
+def _state(path: str | None) -> Path:
+    from hpcvar.testbed.plan import default_state_path
+
+    return Path(path) if path else default_state_path()
+
+
+def _mbit(bps: float | None) -> str:
+    return "-" if bps is None else f"{bps / 1e6:g} Mbit/s"
 
 
 @click.group("testbed")
 def cli() -> None:
-    """A virtual cluster of network namespaces with shaped links (needs root)."""
+    """A virtual cluster of network namespaces with shaped links (needs root).
+
+    Hosts h1..hN are network namespaces joined by a bridge (the switch); each
+    link is shaped with tbf in both directions. Run MPI on it with
+    '--launcher testbed'; see docs/testbed.md.
+    """
+
+
+@cli.command("up")
+@click.option("--hosts", type=click.IntRange(1, 250), default=2, show_default=True, help="Number of hosts.")
+@click.option("--rate", type=RATE, default="1gbit", show_default=True,
+              help="Rate of every host's link, each direction (tc units: 200mbit, 1gbit).")
+@click.option("--rate-of", multiple=True, metavar="HOST=RATE",
+              help="Another rate for one host's link, e.g. --rate-of h2=200mbit (repeatable).")
+@click.option("--switches", type=click.IntRange(1, 2), default=1, show_default=True,
+              help="2: two bridges joined by an uplink ('across the router'); h1..h(N/2 rounded up) on the first.")
+@click.option("--uplink-rate", type=RATE, default=None, help="Rate of the link between two switches (default --rate).")
+@click.option("--ranks-per-host", type=click.IntRange(1), default=1, show_default=True,
+              help="Default ranks per host for '--launcher testbed'.")
+@click.option("--intra-host", type=click.Choice(["shm", "tcp"]), default="shm", show_default=True,
+              help="Transport between ranks on the same host: shared memory, or TCP as well.")
+@click.option("--mtu", type=click.IntRange(576, 65000), default=1500, show_default=True, help="MTU of every link.")
+@click.option("--subnet", default=None, help="Private IPv4 subnet (default: the first of 10.213.7.0/24, "
+                                             "10.231.19.0/24, ... that the machine does not use).")
+@click.option("--prefix", default="hv-", show_default=True, help="Prefix of every namespace and interface created.")
+@click.option("--state", "state_path", default=None, help=STATE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the testbed as JSON.")
+def up_cmd(hosts, rate, rate_of, switches, uplink_rate, ranks_per_host, intra_host, mtu, subnet, prefix,
+           state_path, as_json):
+    """Create the testbed (replacing a recorded one)."""
+    from hpcvar.testbed import netns
+    from hpcvar.testbed.plan import make_plan, parse_rate_of
+
+    if uplink_rate is not None and switches != 2:
+        raise UsageError("--uplink-rate needs --switches 2", "--uplink-rate", "Add --switches 2 or drop it")
+    plan = make_plan(hosts, rate, parse_rate_of(rate_of, hosts), switches, uplink_rate, ranks_per_host, prefix,
+                     intra_host=intra_host, mtu=mtu)
+    err = stderr_console()
+    plan = netns.up(plan, _state(state_path), subnet, log=None if as_json else (lambda m: err.print(m)))
+    if as_json:
+        print_json(netns.status(_state(state_path)))
+        return
+    out = stdout_console()
+    out.print(f"testbed up: {len(plan.hosts)} hosts on {plan.subnet}, state in {_state(state_path)}")
+    out.print("try: hpcvar bench latency --launcher testbed --sizes 8,4MiB")
+
+
+@cli.command("down")
+@click.option("--state", "state_path", default=None, help=STATE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print what was removed as JSON.")
+def down_cmd(state_path, as_json):
+    """Remove exactly what 'up' recorded (idempotent; works after an interrupted 'up')."""
+    from hpcvar.testbed import netns
+
+    removed = netns.down(_state(state_path))
+    if as_json:
+        print_json({"removed_namespaces": removed})
+    elif removed:
+        stdout_console().print(f"removed {len(removed)} namespaces: {' '.join(removed)}")
+    else:
+        stdout_console().print("no testbed was up")
+
+
+@cli.command("status")
+@click.option("--state", "state_path", default=None, help=STATE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def status_cmd(state_path, as_json):
+    """Hosts, addresses, rates and the qdisc counters of every link."""
+    from hpcvar.testbed import netns
+
+    netns.check_root()
+    st = netns.status(_state(state_path))
+    if as_json:
+        print_json(st)
+        return
+    render_status(stdout_console(), st)
+
+
+def render_status(console, st: dict) -> None:
+    from rich.table import Table
+
+    if st["status"] == "down":
+        console.print(f"no testbed is up ({st['state']})")
+        return
+    console.print(f"testbed {st['status']}: prefix {st['prefix']}, subnet {st['subnet']}, "
+                  f"switch namespace {st['switch_ns']} ({'present' if st['switch_exists'] else 'MISSING'}), "
+                  f"intra-host {st['intra_host']}, mtu {st['mtu']}")
+    t = Table("host", "namespace", "address", "switch", "rate", "link", "up: sent / drops", "down: sent / drops")
+    for h in st["hosts"]:
+        def cnt(q):
+            return f"{q['bytes'] / 1e6:.1f} MB / {q['drops']}" if q.get("bytes") is not None else "-"
+
+        t.add_row(h["name"], h["ns"] + ("" if h["exists"] else " (MISSING)"), h["addr"], str(h["switch"]),
+                  _mbit(h["rate_bps"]), str(h["link"] or "-"), cnt(h["upload"]), cnt(h["download"]))
+    console.print(t)
+    if "uplink" in st:
+        console.print(f"uplink between switches: {_mbit(st['uplink']['rate_bps'])}")
+    for n in st.get("noise", []):
+        console.print(f"noise running: {n.get('flows')} (pids {n.get('pids')})")
+
+
+@cli.command("exec", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("host")
+@click.argument("cmd", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--state", "state_path", default=None, help=STATE_HELP)
+def exec_cmd(host, cmd, state_path):
+    """Run CMD inside HOST (its namespace and hostname): hpcvar testbed exec h2 -- ip addr."""
+    from hpcvar.testbed.netns import require_up
+    from hpcvar.testbed.plan import in_host_argv
+
+    plan = require_up(_state(state_path))
+    argv = in_host_argv(plan.host(host), list(cmd))
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvp(argv[0], argv)
+
+
+@cli.command("noise")
+@click.option("--from", "src", multiple=True, required=True, help="Sending host (repeatable: N-into-1).")
+@click.option("--to", "dst", required=True, help="Receiving host.")
+@click.option("--rate", type=RATE, default=None, help="Rate of each sender during on periods (default: as fast "
+                                                      "as the link takes).")
+@click.option("--on", "on_s", type=DURATION, default="1s", show_default=True, help="Length of on periods.")
+@click.option("--off", "off_s", type=DURATION, default="0s", show_default=True,
+              help="Length of off periods (0: always on).")
+@click.option("--duration", type=DURATION, default="10s", show_default=True,
+              help="Total length; the traffic stops by itself after it.")
+@click.option("--port", type=click.IntRange(1024, 65000), default=47000, show_default=True, help="First TCP port.")
+@click.option("--background", is_flag=True, help="Return at once; the traffic still stops after --duration "
+                                                 "('testbed down' stops it earlier).")
+@click.option("--state", "state_path", default=None, help=STATE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
+def noise_cmd(src, dst, rate, on_s, off_s, duration, port, background, state_path, as_json):
+    """Bounded cross traffic between testbed hosts, e.g. --from h3 --to h1 --rate 300mbit --on 50ms --off 200ms.
+
+    In the foreground, prints what each flow sent and the rate its receiver
+    measured (after 0.5 s of slow start).
+    """
+    from hpcvar.testbed.noise import Flow, run_flows
+
+    flows = [Flow(s, dst, rate or 0.0, on_s, off_s) for s in src]
+    res = run_flows(_state(state_path), flows, duration, port, background=background)
+    if as_json:
+        print_json(res)
+        return
+    out = stdout_console()
+    if res["background"]:
+        out.print(f"noise running in the background until it stops by itself (pids {res['pids']})")
+        return
+    for f in res["flows"]:
+        out.print(f"{f['from']} -> {f['to']}: sent {f['sent_bytes'] / 1e6:.1f} MB, received at "
+                  f"{_mbit(f['measured_bps'])} over {f['window_s']:.1f} s")

@@ -1,10 +1,153 @@
-"""hpcvar trace."""
+"""hpcvar trace: record MPI applications with the PMPI tracer, import and inspect event traces."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
 import click
+
+from hpcvar.cli.common import DURATION, print_json, stderr_console, stdout_console
+from hpcvar.errors import LaunchError, UsageError
 
 
 @click.group("trace")
 def cli() -> None:
     """Trace MPI applications (PMPI) and convert traces."""
+
+
+def _tracer_lib(lib: str | None) -> Path:
+    if lib:
+        p = Path(lib)
+        if not p.is_file():
+            raise UsageError(f"no tracer library at '{lib}'", "--lib",
+                             "Give the libhv_trace.so built against the application's MPI (docs/replay.md)")
+        return p.resolve()
+    from hpcvar._native import find_library
+
+    return find_library("libhv_trace.so").resolve()
+
+
+@cli.command("run", context_settings={"ignore_unknown_options": True})
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="Native event trace to write (Parquet), e.g. app.trace.")
+@click.option("--lib", default=None, help="Tracer library to preload (default: the one built with hpcvar; give "
+                                          "one built against the application's MPI, see docs/replay.md).")
+@click.option("--raw-dir", type=click.Path(file_okay=False), default=None,
+              help="Directory for the per-rank raw files (default: a temporary directory next to --output; it "
+                   "must be visible to every node). Kept when given.")
+@click.option("--clock", type=click.Choice(["auto", "tsc", "mono"]), default="auto", show_default=True,
+              help="Tracer clock: the cheaper exact one (auto), rdtsc, or clock_gettime.")
+@click.option("--timeout", type=DURATION, default=None, help="Stop the application after this long (e.g. 10m).")
+@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
+    """Run COMMAND (launcher and MPI application, after --) with the tracer preloaded; merge the ranks'
+    records into one native trace.
+
+    Example: hpcvar trace run -o lj.trace -- mpiexec -n 2 lmp -in in.lj
+
+    LD_PRELOAD and HV_TRACE_DIR are set in the launcher's environment; MPICH's mpiexec passes them to
+    every rank; Open MPI's mpirun passes them to local ranks, for remote ones add '-x LD_PRELOAD -x
+    HV_TRACE_DIR' to its options.
+    """
+    from hpcvar.traces.native import merge_raw, write_parquet
+
+    libp = _tracer_lib(lib)
+    if not shutil.which(command[0]):
+        raise UsageError(f"command '{command[0]}' not found", "COMMAND", "Give the launcher, e.g. -- mpiexec -n 2 ./app")
+    out = Path(output)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    keep = raw_dir is not None
+    rdir = Path(raw_dir) if keep else Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent.resolve()))
+    rdir.mkdir(parents=True, exist_ok=True)
+    for old in rdir.glob("rank.*.hvt"):
+        old.unlink()
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = f"{libp}:{env['LD_PRELOAD']}" if env.get("LD_PRELOAD") else str(libp)
+    env["HV_TRACE_DIR"] = str(rdir.resolve())
+    if clock != "auto":
+        env["HV_TRACE_CLOCK"] = clock
+    err = stderr_console()
+    err.print(f"tracing: {' '.join(command)}")
+    try:
+        res = subprocess.run(list(command), env=env, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise LaunchError(f"the application did not finish within {timeout:g} s", "--timeout",
+                          "Raise --timeout or shorten the run") from None
+    try:
+        if res.returncode != 0:
+            if not list(rdir.glob("rank.*.hvt")):
+                raise LaunchError(f"the application exited with status {res.returncode} and wrote no trace",
+                                  " ".join(command)[:80], "Run it without hpcvar first to check it works")
+            err.print(f"[yellow]warning: the application exited with status {res.returncode}; merging what the "
+                      "ranks wrote[/]")
+        trace = merge_raw(rdir, source=" ".join(command))
+        write_parquet(trace, out)
+    finally:
+        if not keep:
+            shutil.rmtree(rdir, ignore_errors=True)
+    summary = _summary(trace, out)
+    if as_json:
+        print_json(summary)
+    else:
+        _render_summary(summary)
+
+
+def _summary(trace, path) -> dict:
+    ev = trace.events
+    span = (ev.groupby("task")["t_end_ns"].max() - ev.groupby("task")["t_start_ns"].min()) * 1e-9
+    comm = ((ev["t_end_ns"] - ev["t_start_ns"]) * 1e-9).groupby(ev["task"]).sum()
+    return {"trace": str(path), "ntasks": trace.ntasks, "rows": int(len(ev)), "timed": trace.timed,
+            "ops": {k: int(v) for k, v in ev["op"].value_counts().items()},
+            "comms": len(trace.comms), "clock": trace.meta.get("clock"),
+            "tasks": [{"task": int(t), "span_s": float(span[t]), "mpi_s": float(comm.get(t, 0.0))}
+                      for t in range(trace.ntasks) if t in span.index]}
+
+
+def _render_summary(s: dict) -> None:
+    from rich.table import Table
+
+    c = stdout_console()
+    c.print(f"{s['trace']}: {s['ntasks']} tasks, {s['rows']} rows, {s['comms']} communicators"
+            + (f", clock {s['clock']}" if s.get("clock") else "") + ("" if s["timed"] else " (time-independent)"))
+    c.print("ops: " + ", ".join(f"{k} {v}" for k, v in s["ops"].items()))
+    t = Table("task", "span", "in MPI", box=None)
+    for r in s["tasks"]:
+        t.add_row(str(r["task"]), f"{r['span_s']:.6f} s", f"{r['mpi_s']:.6f} s")
+    c.print(t)
+
+
+@cli.command("import")
+@click.argument("source", type=click.Path(exists=True))
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Native trace to write.")
+@click.option("--format", "fmt", type=click.Choice(["auto", "tit", "otf2"]), default="auto", show_default=True,
+              help="Input format: SimGrid time-independent trace (tit) or OTF2 archive (the .otf2 anchor file).")
+@click.option("--flops-rate", type=float, default=1e9, show_default=True,
+              help="TIT: flop/s that turn 'compute FLOPS' into seconds.")
+@click.option("--json", "as_json", is_flag=True)
+def import_cmd(source, output, fmt, flops_rate, as_json):
+    """Convert an OTF2 or SimGrid TIT trace to the native format."""
+    from hpcvar.traces import load_trace
+    from hpcvar.traces.native import write_parquet
+
+    if fmt == "auto":
+        fmt = "otf2" if source.endswith(".otf2") else "tit"
+    trace = load_trace(source, fmt, flops_rate)
+    write_parquet(trace, output)
+    s = _summary(trace, output)
+    print_json(s) if as_json else _render_summary(s)
+
+
+@cli.command("show")
+@click.argument("trace_file", type=click.Path())
+@click.option("--json", "as_json", is_flag=True)
+def show_cmd(trace_file, as_json):
+    """Summarize a native trace: tasks, rows per op, time in MPI."""
+    from hpcvar.traces.native import read_parquet
+
+    s = _summary(read_parquet(trace_file), trace_file)
+    print_json(s) if as_json else _render_summary(s)

@@ -28,7 +28,7 @@ from hpcvar.errors import InputFileError, UsageError
 
 INLINE = "<inline>"
 _NODE = r"[A-Za-z0-9_][A-Za-z0-9_.\-]*"
-_TOKEN = re.compile(r"\s*(->|:|[A-Za-z0-9_.\-]+|\S)")
+_TOKEN = re.compile(r"\s*(->|:|(?:[A-Za-z0-9_.]|-(?!>))+|\S)")  # '0->1' is three tokens
 _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _NODE_RE = re.compile(_NODE)
 _KEYWORDS = {"nodes", "size"}

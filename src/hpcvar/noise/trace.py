@@ -101,3 +101,32 @@ def write_two_column(trace: JitterTrace, path, cpu_index: int = 0) -> None:
     c = trace.cpus[cpu_index]
     body = "".join(f"{a} {b}\n" for a, b in zip(c.duration.tolist(), c.gap.tolist()))
     atomic_write_text(Path(path), f"# hpcvar jitter trace, cpu {c.cpu}, freq_hz {trace.freq_hz}\n" + body)
+
+
+def cpu_trace_from_events(cpu: int, starts, durations, length: int, meta: dict | None = None) -> CpuTrace:
+    """The paper's (d, g) form from recorded events, preserving the trace length exactly.
+
+    ``starts`` (cycles from the start of the recording, increasing, non-overlapping),
+    ``durations`` (cycles) and the recorded ``length`` T give
+    ``g_k = s_{k+1} - s_k - d_k`` and, for the last event, ``g_{E-1} = T - s_{E-1} - d_{E-1} + s_0``:
+    the lead-in before the first event wraps onto the last gap, so that ``sum(d + g) = T`` and the
+    recorded starts are ``s_0 + S_k``. ``s_0`` is kept as ``meta["lead_in_cycles"]``.
+    """
+    s = np.asarray(starts, dtype=np.int64)
+    d = np.asarray(durations, dtype=np.int64)
+    if s.size == 0:
+        raise ValueError("no event")
+    end = s + d
+    if (np.diff(s) < 0).any() or (s[1:] < end[:-1]).any() or s[0] < 0 or end[-1] > length:
+        raise ValueError("events must be sorted, non-overlapping and inside [0, length]")
+    g = np.empty_like(d)
+    g[:-1] = s[1:] - end[:-1]
+    g[-1] = int(length) - int(end[-1]) + int(s[0])
+    m = dict(meta or {})
+    m["lead_in_cycles"] = int(s[0])
+    return CpuTrace(cpu, d, g, m)
+
+
+def recorded_starts(c: CpuTrace) -> np.ndarray:
+    """Event start cycles from the start of the recording: ``lead_in + S_k`` (0 lead-in if unknown)."""
+    return c.starts() + int(c.meta.get("lead_in_cycles", 0))

@@ -25,67 +25,73 @@ def _panels(points: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return out
 
 
-def plot_fanin(run, points: pd.DataFrame, bins: pd.DataFrame) -> list[Path]:
-    """Write the fan-in figures into run.plots_dir(); returns the PNG paths."""
+def plot_fanin(run, points: pd.DataFrame, bins: pd.DataFrame, by_ratio: bool = True) -> list[Path]:
+    """Write the fan-in figures into run.plots_dir(); returns the PNG paths.
+
+    fanin-bandwidth: mean aggregate bandwidth vs clients, one line per strategy and chatter setting
+    (the paper's Figures 5, 8, 9, 10). fanin-runs-<queues>-<depth>-<match>: per strategy, top row one
+    line per run (Figures 6, 7, 11), bottom row the root's receive rate over time at the largest
+    client count, one line per run. Chatter settings are ratios (chatter / clients) when ``by_ratio``.
+    """
+    from matplotlib.ticker import MaxNLocator
+
     from hpcvar.report.plots import figure, save
 
     if points.empty:
         return []
+    points = points.assign(cset=points["chatter"] / points["clients"] if by_ratio else points["chatter"])
     pngs: list[Path] = []
     d = run.plots_dir()
+
+    def cname(cset) -> str:
+        return "- chatter" if cset == 0 else (f"+ chatter {cset:g}:1" if by_ratio else f"+ {cset:g} chatter")
+
     panels = _panels(points)
-    # 1. mean aggregate bandwidth vs clients, one line per strategy (Figures 5, 8, 9, 10)
     fig, axes = figure(1, len(panels), figsize=(6.0 * len(panels), 4.0), squeeze=False)
     for ax, (title, sub) in zip(axes[0], panels):
-        mean = sub.groupby(["queues", "depth", "match", "chatter", "clients"])["aggregate_bytes_per_s"].mean()
-        for (q, dep, m, ch), s in mean.groupby(level=[0, 1, 2, 3]):
-            x = s.index.get_level_values("clients")
-            ax.plot(x, s.to_numpy() / 1e6, marker="o",
-                    label=f"{strategy_label(q, dep, m)} ({chatter_label(int(x[0]), int(ch))})")
+        mean = sub.groupby(["queues", "depth", "match", "cset", "clients"])["aggregate_bytes_per_s"].mean()
+        for (q, dep, m, cs), s in mean.groupby(level=[0, 1, 2, 3]):
+            ax.plot(s.index.get_level_values("clients"), s.to_numpy() / 1e6, marker="o",
+                    label=f"{strategy_label(q, dep, m)} ({cname(cs)})")
         ax.set(title=f"aggregate bandwidth at the root, {title}", xlabel="large-buffer clients", ylabel="MB/s")
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
         ax.set_ylim(bottom=0)
         ax.legend(fontsize=7)
     pngs.append(save(fig, d / "fanin-bandwidth")[0])
-    # 2. one line per run, per strategy (Figures 6, 7, 11)
+
+    full = bins[bins["full"]] if len(bins) else bins
     for (q, dep, m), strat in points.groupby(["queues", "depth", "match"], sort=True):
         sp = _panels(strat)
-        fig, axes = figure(1, len(sp), figsize=(6.0 * len(sp), 4.0), squeeze=False)
-        for ax, (title, sub) in zip(axes[0], sp):
-            for (rep, ch), s in sub.groupby(["rep", "chatter"]):
+        fig, axes = figure(2, len(sp), figsize=(6.0 * len(sp), 7.5), squeeze=False)
+        for col, (title, sub) in enumerate(sp):
+            ax = axes[0][col]
+            for (rep, cs), s in sub.groupby(["rep", "cset"]):
                 s = s.sort_values("clients")
                 ax.plot(s["clients"], s["aggregate_bytes_per_s"] / 1e6, marker=".", alpha=0.8,
-                        label=f"run {rep}" + (f", {ch} chatter" if ch else ""))
-            ax.set(title=f"{strategy_label(q, dep, m)}: runs, {title}", xlabel="large-buffer clients",
-                   ylabel="MB/s")
+                        label=f"run {rep}" + (f" ({cname(cs)})" if cs else ""))
+            ax.set(title=f"{strategy_label(q, dep, m)}: one line per run, {title}",
+                   xlabel="large-buffer clients", ylabel="aggregate MB/s")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
             ax.set_ylim(bottom=0)
             ax.legend(fontsize=7)
-        pngs.append(save(fig, d / f"fanin-runs-{q}-{dep}-{m}")[0])
-    # 3. the root's receive rate over time, at the largest client count
-    if len(bins):
-        top = int(points["clients"].max())
-        b = bins[(bins["clients"] == top) & bins["full"]]
-        bp = _panels(points[points["clients"] == top])
-        fig, axes = figure(1, max(len(bp), 1), figsize=(6.0 * max(len(bp), 1), 4.0), squeeze=False)
-        for ax, (title, sub) in zip(axes[0], bp):
-            n = 0
-            for r in sub.itertuples():
-                if n >= MAX_SERIES_LINES:
+            ax = axes[1][col]
+            top = int(sub["clients"].max())
+            for n, r in enumerate(sub[sub["clients"] == top].itertuples()):
+                if n >= MAX_SERIES_LINES or not len(full):
                     break
-                s = b[(b["rep"] == r.rep) & (b["chatter"] == r.chatter) & (b["queues"] == r.queues)
-                      & (b["depth"] == r.depth) & (b["match"] == r.match)]
+                s = full[(full["rep"] == r.rep) & (full["clients"] == top) & (full["chatter"] == r.chatter)
+                         & (full["queues"] == q) & (full["depth"] == dep) & (full["match"] == m)]
                 s = s.groupby("t_start_s")[["large_bytes_per_s", "small_bytes_per_s"]].sum()
                 if s.empty:
                     continue
-                line = ax.plot(s.index, s["large_bytes_per_s"] / 1e6, lw=1,
-                               label=f"{strategy_label(r.queues, r.depth, r.match)} run {r.rep}")[0]
+                line = ax.plot(s.index, s["large_bytes_per_s"] / 1e6, lw=1, label=f"run {r.rep}")[0]
                 if r.chatter:
                     ax.plot(s.index, s["small_bytes_per_s"] / 1e6, lw=1, ls=":", color=line.get_color())
-                n += 1
-            ax.set(title=f"root receive rate, {top} clients, {title}", xlabel="time since start (s)",
+            ax.set(title=f"root receive rate over time, {top} clients, {title}", xlabel="time since start (s)",
                    ylabel="MB/s (dotted: chatter)")
             ax.set_ylim(bottom=0)
             ax.legend(fontsize=7)
-        pngs.append(save(fig, d / "fanin-timeseries")[0])
+        pngs.append(save(fig, d / f"fanin-runs-{q}-{dep}-{m}")[0])
     return pngs
 
 
@@ -130,7 +136,7 @@ def render_fanin(console: Console, result: dict) -> None:
                       f"{r['drop_pct']:.1f}%")
         console.print(e)
     for p in result.get("plots", []):
-        console.print(f"plot: {p}")
+        console.print(f"plot: {p}", soft_wrap=True)
     if result.get("run"):
         console.print(f"stored in {result['run']}")
 

@@ -69,8 +69,10 @@ def plot_posted(run) -> list[tuple[str, object]]:
     fig, ax = figure()
     for size, grp in summ.groupby("size_bytes", sort=True):
         grp = grp.sort_values("entries")
-        line = ax.plot(grp["entries"], grp["median_ns"] / 1e3, "o", label=f"{format_size(size)} median")[0]
         f = fits[fits["size_bytes"] == size]
+        stat = f.iloc[0]["fit_stat"] if len(f) else "median"
+        col = {"median": "median_ns", "p10": "p10_ns", "min": "min_ns"}[stat]
+        line = ax.plot(grp["entries"], grp[col] / 1e3, "o", label=f"{format_size(size)} {stat}")[0]
         if len(f) and np.isfinite(f.iloc[0]["slope_ns_per_entry"]):
             x = np.array([0, grp["entries"].max()])
             extra = 0.0
@@ -80,9 +82,10 @@ def plot_posted(run) -> list[tuple[str, object]]:
             ax.plot(x, y / 1e3, "-", color=line.get_color(), alpha=0.6,
                     label=f"fit {f.iloc[0]['slope_ns_per_entry']:.3g} ns/entry")
     ax.set_xlabel("traversed posted receives (entries in front of the match)")
-    ax.set_ylabel("median one-way latency (us)")
+    ax.set_ylabel("one-way latency (us)")
     ax.legend(fontsize=8)
-    figs.append(("Median one-way latency against traversed entries, with the least-squares line per size",
+    figs.append(("One-way latency (the fitted per-point statistic) against traversed entries, with the "
+                 "least-squares line per size",
                  save(fig, run.plots_dir() / "queues_posted_vs_entries")[0]))
     return figs
 
@@ -129,10 +132,10 @@ def _section(run, title: str, table: str, per: str, plot) -> Section:
         ci = (f.slope_ci_lo, f.slope_ci_hi) if np.isfinite(f.slope_ci_lo) else None
         slope = f.slope_ns_per_entry if np.isfinite(f.slope_ns_per_entry) else None
         sec.headlines.append(Headline(f"cost per {per}, {format_size(f.size_bytes)}", _slope_text(slope, ci),
-                                      f"least squares over {f.points} point medians (one-way latency)"))
+                                      f"least squares over {f.points} per-point {f.fit_stat}s (one-way latency)"))
         if np.isfinite(f.baseline_ns):
             sec.headlines.append(Headline(f"baseline, {format_size(f.size_bytes)}", format_time_ns(f.baseline_ns),
-                                          "median one-way latency with an empty queue"))
+                                          f"{f.fit_stat} one-way latency with an empty queue"))
     sec.figures.extend(plot(run))
     cols = [c for c in summ.columns if c not in ("mean_ns", "min_ns", "mad_ns")]
     sec.tables.append(("One-way latency per point (ns)", summ[cols]))
@@ -175,6 +178,8 @@ def _render(console, result: dict, title: str, posted: bool) -> None:
         t.add_row(*row)
     console.print(t)
     per = "traversed posted receive" if posted else "unexpected message"
+    if result.get("fit_stat"):
+        console.print(f"fits on the per-point {result['fit_stat']} (--fit-stat)")
     for f in result.get("fits", []):
         ci = (f["slope_ci_lo"], f["slope_ci_hi"])
         line = f"{format_size(f['size_bytes'])}: per {per} {_slope_text(f['slope_ns_per_entry'], ci)}"

@@ -41,6 +41,10 @@ from hpcvar.report.sec_queues import render_queues_posted, render_queues_unexpec
 RENDERERS["bench queues posted"] = render_queues_posted
 RENDERERS["bench queues unexpected"] = render_queues_unexpected
 
+from hpcvar.sim.jitter_report import render_jitter  # noqa: E402
+
+RENDERERS["sim jitter"] = render_jitter
+
 from hpcvar.report.sec_ace import render_ace  # noqa: E402
 
 RENDERERS["bench ace"] = render_ace
@@ -48,6 +52,10 @@ RENDERERS["bench ace"] = render_ace
 from hpcvar.report.fanin import render_fanin  # noqa: E402
 
 RENDERERS["bench fanin"] = render_fanin
+
+from hpcvar.noise.render import render_noise  # noqa: E402
+
+RENDERERS["noise record"] = render_noise
 
 
 def render_result(console: Console, command: str, result: dict) -> None:

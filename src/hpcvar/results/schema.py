@@ -43,6 +43,228 @@ TABLES: dict[str, dict[str, str]] = {
 }
 
 
+# hpcvar bench sharing / hpcvar model evaluate (bandwidth sharing, docs/models.md)
+TABLES.update({
+    "sharing.samples": {
+        "rep": "repetition index",
+        "comm_index": "communication index in the scheme",
+        "comm": "communication name",
+        "src": "source node", "dst": "destination node",
+        "size_bytes": "message size (bytes)",
+        "t_ns": "duration of the blocking MPI_Send at the source, all communications at once (ns)",
+        "t_ref_ns": "duration of the reference transfer alone in the same repetition (ns)",
+        "penalty": "t_ns / (t_ref_ns scaled to size_bytes) (ratio)",
+    },
+    "sharing.summary": {
+        "comm_index": "communication index in the scheme",
+        "comm": "communication name",
+        "src": "source node", "dst": "destination node",
+        "size_bytes": "message size (bytes)",
+        "n": "repetitions",
+        "t_median_ns": "median duration with all communications at once (ns)",
+        "t_min_ns": "minimum duration (ns)", "t_max_ns": "maximum duration (ns)",
+        "t_ref_median_ns": "median duration of the reference transfer alone (ns)",
+        "penalty": "t_median_ns / t_ref_median_ns (size-scaled) (ratio)",
+        "penalty_rep_median": "median of the per-repetition penalties (ratio)",
+        "penalty_min": "smallest per-repetition penalty (ratio)",
+        "penalty_max": "largest per-repetition penalty (ratio)",
+        "penalty_mad": "median absolute deviation of per-repetition penalties (ratio)",
+        "penalty_ci_lo": "95% CI of the median per-repetition penalty, low (ratio)",
+        "penalty_ci_hi": "95% CI of the median per-repetition penalty, high (ratio)",
+        "penalty_cv": "coefficient of variation of per-repetition penalties",
+    },
+})
+
+
+# hpcvar bench queues posted / unexpected (hpcvar.bench.queues, docs/queues.md)
+_QUEUE_SUMMARY = {
+    "n": "number of samples (measured iterations)",
+    "median_ns": "median one-way latency (ns)",
+    "mean_ns": "mean one-way latency (ns)",
+    "min_ns": "minimum one-way latency (ns)",
+    "max_ns": "maximum one-way latency (ns)",
+    "p10_ns": "10th percentile of one-way latency (ns)",
+    "p90_ns": "90th percentile of one-way latency (ns)",
+    "p99_ns": "99th percentile of one-way latency (ns)",
+    "mad_ns": "median absolute deviation (ns)",
+    "median_ci_lo_ns": "95% CI of the median, low (ns)",
+    "median_ci_hi_ns": "95% CI of the median, high (ns)",
+    "outliers": "samples flagged by the modified z-score > 3.5",
+}
+_QUEUE_FIT = {
+    "size_bytes": "message size (bytes)",
+    "fit_stat": "per-point statistic the fit uses: median, p10 or min",
+    "points": "number of points (per-point medians) in the fit",
+    "dof": "residual degrees of freedom (points - parameters)",
+    "slope_ns_per_entry": "least-squares slope of the per-point one-way latency statistic per entry (ns/entry)",
+    "slope_ci_lo": "95% t-interval of the slope, low (ns/entry)",
+    "slope_ci_hi": "95% t-interval of the slope, high (ns/entry)",
+    "intercept_ns": "fitted latency at zero entries (ns)",
+    "r2": "coefficient of determination of the fit",
+    "baseline_ns": "fit_stat of the one-way latency over the length-0 samples (ns)",
+}
+TABLES.update({
+    "queues_posted.samples": {
+        "length": "posted-queue length: extra receives posted besides the latency receive",
+        "traversed_pct": "requested percent of the queue in front of the latency receive",
+        "entries": "extra receives in front of the latency receive = round(length * pct / 100)",
+        "size_bytes": "message size (bytes)",
+        "any_source": "receives posted with MPI_ANY_SOURCE",
+        "iter": "iteration index within the point",
+        "rtt_ns": "round-trip time of one ping-pong (ns)",
+        "oneway_ns": "one-way latency = rtt_ns / 2 (ns)",
+    },
+    "queues_posted.summary": {
+        "length": "posted-queue length",
+        "traversed_pct": "percent traversed",
+        "entries": "traversed entries",
+        "untraversed": "entries behind the latency receive = length - entries",
+        "size_bytes": "message size (bytes)",
+        **_QUEUE_SUMMARY,
+    },
+    "queues_posted.fit": {
+        **_QUEUE_FIT,
+        "untraversed_slope_ns_per_entry": "slope per untraversed entry when the sweep separates it (ns/entry)",
+        "untraversed_slope_ci_lo": "95% t-interval of the untraversed slope, low (ns/entry)",
+        "untraversed_slope_ci_hi": "95% t-interval of the untraversed slope, high (ns/entry)",
+    },
+    "queues_unexpected.samples": {
+        "length": "unexpected-queue length: messages waiting at each rank",
+        "size_bytes": "message size (bytes)",
+        "iter": "iteration index within the point",
+        "rtt_ns": "round-trip time of one ping-pong, receive post included (ns)",
+        "oneway_ns": "one-way latency = rtt_ns / 2 (ns)",
+    },
+    "queues_unexpected.summary": {
+        "length": "unexpected-queue length",
+        "size_bytes": "message size (bytes)",
+        **_QUEUE_SUMMARY,
+    },
+    "queues_unexpected.fit": dict(_QUEUE_FIT),
+})
+
+
+# hpcvar bench ace (application communication emulator, hpcvar.bench.ace, docs/ace.md)
+_ACE_DISP = {f"{w}_{k}_ns": f"{k} of per-cycle T_{w} over the EA's processes and cycles (ns; variance in ns^2)"
+             for w in ("comm", "comp", "barr") for k in ("mean", "stdev", "variance", "min", "p50", "p90", "p99", "max")}
+TABLES.update({
+    "ace.cycles": {
+        "point": "sweep point (one MPI launch)", "repeat": "repeat index of the point",
+        "ea": "EA index", "name": "EA name", "rank": "rank in the EA's communicator", "world_rank": "rank in the job",
+        "cycle": "cycle index", "size_bytes": "message size (bytes)",
+        "t_comp_req_ns": "requested busy-wait compute time (ns)", "t_comp_ns": "measured compute (busy-wait) time (ns)",
+        "t_comm_ns": "measured communication time (ns)", "t_barr_ns": "measured barrier time after the cycle (ns)",
+    },
+    "ace.bench": {
+        "point": "sweep point", "ea": "EA index", "rank": "rank in the EA", "world_rank": "rank in the job",
+        "iter": "repetition index", "size_bytes": "message size (bytes)",
+        "t_comm_ns": "phase-1 time of one exchange of the EA's pattern at 100% load (ns)",
+    },
+    "ace.fits": {
+        "point": "sweep point", "ea": "EA index", "rank": "rank in the EA", "world_rank": "rank in the job",
+        "alpha_ns": "this process's least-squares intercept per message (ns)",
+        "beta_ns_per_byte": "this process's least-squares slope per message (ns/byte)",
+    },
+    "ace.summary": {
+        "point": "sweep point", "repeat": "repeat index", "ea": "EA index", "name": "EA name",
+        "pattern": "communication pattern", "mode": "blocking or nonblocking", "ranks": "ranks of the EA",
+        "size_bytes": "message size (bytes)", "load_pct": "communication load L (%)", "cycles": "cycles",
+        "messages_per_cycle": "model messages per cycle m (T_comm = m (alpha + beta n))",
+        "fixed": "1 when alpha/beta were given (phase 1 skipped)",
+        "alpha_ns": "alpha used (EA average of the per-process fits, or given) (ns)",
+        "beta_ns_per_byte": "beta used (ns/byte)",
+        "native_t_comm_ns": "T_comm per cycle computed by the native program (ns)",
+        "pred_t_comm_ns": "predicted T_comm per cycle (ns)", "pred_t_comp_ns": "T_comp per cycle, eq. 6 (ns)",
+        "pred_t_run_ns": "predicted run time, eq. 4 (ns)",
+        "meas_t_run_ns": "measured run time: max over the EA's processes of the phase-2 wall time (ns)",
+        "meas_t_run_min_ns": "min over the EA's processes of the phase-2 wall time (ns)",
+        "error_pct": "run-time prediction error (measured - predicted) / predicted (%)",
+        "check_ok": "1 when every received buffer held the EA's own marker",
+        "stored_cycles": "cycle rows stored (ranks x cycles)",
+        "comp_req_ns": "requested busy-wait per cycle (ns)",
+        "comp_error_pct": "mean of (actual - requested) / requested busy-wait (%)",
+        "comp_error_median_pct": "median of (actual - requested) / requested busy-wait (%)",
+        "comp_error_p99_pct": "99th percentile of (actual - requested) / requested busy-wait (%)",
+        **_ACE_DISP,
+    },
+    "ace.variability": {
+        "name": "EA name", "size_bytes": "message size (bytes)", "load_pct": "communication load (%)",
+        "runs": "repeats", "run_mean_ns": "mean measured run time (ns)", "run_cv": "CV of the run time across repeats",
+        "error_pct_mean": "mean prediction error (%)",
+        "comm_within_var_ns2": "pooled within-run variance of per-cycle T_comm (ns^2)",
+        "comm_between_var_ns2": "variance of the run means of T_comm (ns^2)",
+        "comm_cv_between": "CV of the run means of T_comm",
+        "cycle_within_var_ns2": "pooled within-run variance of the cycle time (ns^2)",
+        "cycle_between_var_ns2": "variance of the run means of the cycle time (ns^2)",
+        "cycle_cv_between": "CV of the run means of the cycle time",
+    },
+})
+
+# hpcvar noise record (OS jitter, docs/noise.md)
+TABLES.update({
+    "noise.summary": {
+        "cpu": "CPU recorded on",
+        "t_min_ns": "smallest back-to-back TSC read difference before the run (ns)",
+        "t_min_end_ns": "the same after the run (ns)",
+        "threshold_ns": "detour threshold: a read difference above it is an event (ns)",
+        "events": "number of jitter events",
+        "length_s": "recorded length (s)",
+        "events_per_s": "events per second",
+        "noise_fraction": "sum of detour durations / recorded length (fraction of the CPU lost)",
+        "max_ns": "longest detour (ns)", "mean_ns": "mean detour (ns)",
+        "p50_ns": "median detour (ns)", "p90_ns": "90th percentile detour (ns)",
+        "p99_ns": "99th percentile detour (ns)", "p99_9_ns": "99.9th percentile detour (ns)",
+        "p99_99_ns": "99.99th percentile detour (ns)",
+        "gap_p50_ns": "median gap between detours (ns)", "gap_p99_ns": "99th percentile gap (ns)",
+        "migrations": "events after which rdtscp reported another CPU",
+        "overflow": "the event buffer filled and the CPU stopped early",
+    },
+    "noise.periods": {
+        "cpu": "CPU", "rank": "0 = strongest",
+        "hz": "fundamental frequency of a periodic source (Hz)",
+        "strength": "mean phase locking of the events over its harmonics (0..1)",
+        "harmonics": "harmonics above the peak threshold",
+    },
+    "noise.sources": {
+        "cpu": "CPU", "kind": "interrupt or softirq", "source": "/proc/interrupts or /proc/softirqs row",
+        "count": "increase over the recording window", "per_s": "count / window (1/s)",
+    },
+})
+
+
+# hpcvar sim jitter (jitSim, docs/jitter-sim.md); all times in cycles of the trace's frequency
+TABLES.update({
+    "jitter.points": {
+        "config": "trace (and alignment) of the configuration",
+        "tasks": "number of simulated tasks",
+        "replicas": "replicas (derived seeds)",
+        "total_cycles": "mean total time T after N phases (cycles)",
+        "total_ci_lo_cycles": "95% CI of T over replicas, low (cycles)",
+        "total_ci_hi_cycles": "95% CI of T over replicas, high (cycles)",
+        "baseline_cycles": "T0: the same workload without jitter (cycles)",
+        "slowdown": "T / T0 - 1",
+        "slowdown_ci_lo": "95% CI of the slowdown, low",
+        "slowdown_ci_hi": "95% CI of the slowdown, high",
+        "slowdown_vs_compute": "T / (N * W) - 1",
+        "coverage": "T / trace length (above 1: tasks see the same jitter again)",
+        "closed_form_slowdown": "closed-form expected slowdown for a periodic trace (NaN: none applies)",
+        "absorbed_mean_cycles": "mean over tasks of the jitter absorbed (cycles, mean over replicas)",
+        "absorbed_max_cycles": "max over tasks of the jitter absorbed (cycles, mean over replicas)",
+        "waiting_mean_cycles": "mean over tasks of the waiting: T_i - CPU work - absorbed (cycles)",
+        "waiting_max_cycles": "max over tasks of the waiting (cycles)",
+        "sim_s": "wall time of the C core over all replicas (s)",
+        "task_phases_per_s": "tasks x phases x replicas / sim_s",
+    },
+    "jitter.phases": {
+        "config": "configuration",
+        "tasks": "number of tasks",
+        "replica": "replica index",
+        "phase": "phase index",
+        "end_cycles": "latest start of the next phase over tasks (cycles)",
+        "duration_cycles": "end_cycles minus the previous phase's end (cycles)",
+    },
+})
+
 def check_table(name: str, df) -> None:
     """Raise ResultsError unless ``df`` has every column declared for ``name``."""
     cols = TABLES.get(name)
@@ -59,3 +281,84 @@ def check_version(version, where: str) -> None:
         raise ResultsError(
             f"schema version {version!r} is not the version this hpcvar reads ({SCHEMA_VERSION})", where,
             "Read it with the hpcvar version that wrote it (see run.json 'hpcvar_version')")
+
+# hpcvar bench fanin (docs/fanin.md). Key columns of every fanin table: rep (repetition = launch),
+# clients (large-buffer), chatter (small-buffer clients), queues (single|dual), depth ("deep" or a number,
+# as text), match (any|exact).
+_FANIN_KEY = {
+    "rep": "repetition index (one MPI launch each)",
+    "clients": "large-buffer clients in the point",
+    "chatter": "chatter (small-buffer) clients in the point",
+    "queues": "root receive queues: single or dual",
+    "depth": "posted receives per queue: 'deep' (one per client) or a number (text)",
+    "match": "root matching: any (wildcards) or exact (source and tag)",
+}
+TABLES.update({
+    "fanin.points": {
+        **_FANIN_KEY,
+        "servers": "roots in the job",
+        "large_bytes": "large-buffer message size (bytes)",
+        "small_bytes": "chatter message size (bytes)",
+        "placement": "rank-to-role mapping: fixed or shuffle",
+        "seed": "seed of the shuffled mapping of this launch",
+        "window_s": "measured window at the root (s)",
+        "large_bytes_total": "large-buffer bytes completed at the roots inside the window (bytes)",
+        "aggregate_bytes_per_s": "large-buffer bytes / window, summed over roots (bytes/s)",
+        "chatter_bytes_per_s": "chatter bytes completed at the roots / window (bytes/s)",
+        "jain_index": "Jain's index over the large-buffer clients' bytes in the window",
+        "chatter_jain_index": "Jain's index over the chatter clients' bytes in the window",
+        "chatter_rtt_n": "recorded chatter round trips",
+        "chatter_rtt_median_ns": "median chatter round trip: request + root's ack (ns)",
+        "chatter_rtt_p99_ns": "99th percentile chatter round trip (ns)",
+        "chatter_round_trips": "chatter round trips made (recorded or not)",
+        "rate_cv": "CV of the root's large-buffer receive rate over the full bins",
+        "receives_posted": "receives the roots posted at the start",
+        "receives_cancelled": "posted receives cancelled at the end (checked with MPI_Test_cancelled)",
+    },
+    "fanin.clients": {
+        **_FANIN_KEY,
+        "rank": "client rank",
+        "server_rank": "rank of its root",
+        "role": "large or chatter",
+        "bytes": "bytes its root completed inside the window (bytes)",
+        "messages": "messages its root completed inside the window",
+        "messages_total": "messages its root completed, window and drain",
+        "bw_bytes_per_s": "bytes / window (bytes/s)",
+    },
+    "fanin.bins": {
+        **_FANIN_KEY,
+        "server_rank": "rank of the root",
+        "bin": "bin index from the window start",
+        "t_start_s": "bin start since the window start (s)",
+        "bin_s": "bin width (s)",
+        "large_bytes": "large-buffer bytes completed in the bin (bytes)",
+        "small_bytes": "chatter bytes completed in the bin (bytes)",
+        "large_bytes_per_s": "large_bytes / bin_s (bytes/s)",
+        "small_bytes_per_s": "small_bytes / bin_s (bytes/s)",
+        "full": "true when the bin lies wholly inside the window",
+    },
+    "fanin.rtt": {
+        **_FANIN_KEY,
+        "rank": "chatter client rank",
+        "server_rank": "rank of its root",
+        "seq": "round-trip sequence number in the point",
+        "rtt_ns": "chatter request + root's ack round trip (ns)",
+        "t_send_ns": "send time since the client's window start (ns)",
+    },
+    "fanin.variability": {
+        "clients": "large-buffer clients",
+        "chatter": "chatter clients",
+        "queues": "single or dual",
+        "depth": "'deep' or a number (text)",
+        "match": "any or exact",
+        "runs": "repetitions",
+        "mean_bytes_per_s": "mean of the runs' aggregate bandwidth (bytes/s)",
+        "run_mean_min": "lowest run's aggregate bandwidth (bytes/s)",
+        "run_mean_max": "highest run's aggregate bandwidth (bytes/s)",
+        "within_var": "pooled within-run variance of the binned aggregate rate ((bytes/s)^2)",
+        "between_var": "variance of the run means of the binned rate ((bytes/s)^2)",
+        "between_over_within": "between_var / within_var",
+        "cv_between": "CV of the run means",
+        "cv_overall": "CV of all bins of all runs",
+    },
+})

@@ -1,0 +1,95 @@
+"""jitSim speed: task-phases per second and memory per task on the issue's workload.
+
+Workload (issue 7): a synthetic 1-hour trace at 2.4 GHz (250 Hz tick of 2 us, a 10 Hz
+daemon of 100 us, Poisson detours of 1 ms at 0.1 Hz), W = 1 ms, binary tree barrier,
+S = R = 500 cycles, lambda = 2 us, unsynchronized offsets, 100 phases, 1e3..1M tasks.
+Prints, per task count: the simulation time (C core only, one thread), task-phases/s,
+and the memory per task: the core's bytes per task (hv_js_task) and the growth of the
+peak RSS of a fresh process per task count, divided by the tasks.
+
+    HPCVAR_NATIVE_DIR=build/<dir>/bin .venv/bin/python benchmarks/jitsim_speed.py [--tasks 1K,32K,1M] [--phases 100]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+SPEC = "250Hz:2us,10Hz:100us,poisson:0.1Hz:1ms"
+FREQ = 2.4e9
+
+
+def _status_kib(key: str) -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith(key + ":"):
+                return int(line.split()[1])
+    return 0
+
+
+def _reset_peak() -> None:
+    """Reset VmHWM (Linux: writing 5 to clear_refs), so the peak is measured from here."""
+    with open("/proc/self/clear_refs", "w") as f:
+        f.write("5")
+
+
+def one(ntasks: int, phases: int, seed: int) -> dict:
+    """Runs in a fresh process: returns timings and RSS figures."""
+    from hpcvar.sim import jitter as J
+    from hpcvar.sim.synth import synthesize
+
+    trace = synthesize(SPEC, FREQ, 3600.0, seed=seed)
+    nt = J.NativeTraces(trace.cpus)
+    wl = J.Workload(work=int(1e-3 * FREQ), phases=phases, barrier="tree", arity=2, send=500, recv=500,
+                    lat_intra=int(2e-6 * FREQ), lat_inter=int(2e-6 * FREQ), cores_per_node=1)
+    J.lib()
+    _reset_peak()  # the peak of the trace synthesis is not the simulation's
+    rss_before = _status_kib("VmRSS") * 1024
+    t0 = time.perf_counter()
+    out = J.simulate(nt, wl, ntasks, J.Alignment("unsync"), seed=seed)
+    wall = time.perf_counter() - t0
+    rss_after = _status_kib("VmHWM") * 1024
+    base = J.simulate(None, wl, ntasks, J.Alignment("unsync"))
+    return {"tasks": ntasks, "phases": phases, "events": int(trace.cpus[0].events), "trace_bytes": nt.nbytes(),
+            "core_s": out.elapsed_s, "wall_s": wall, "baseline_core_s": base.elapsed_s,
+            "task_phases_per_s": ntasks * phases / out.elapsed_s,
+            "rss_growth_bytes": rss_after - rss_before, "peak_rss_bytes": rss_after, "task_bytes": J.TASK_BYTES,
+            "core_cpu_s": out.cpu_s,
+            "slowdown": out.total / base.total - 1}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--tasks", default="1000,10000,100000,1048576")
+    ap.add_argument("--phases", type=int, default=100)
+    ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    if a.one is not None:
+        print(json.dumps(one(a.one, a.phases, a.seed)))
+        return
+    print(f"jitSim speed: 1-hour trace {SPEC} at {FREQ / 1e9:g} GHz, W = 1 ms, binary tree, "
+          f"S = R = 500 cycles, lambda = 2 us, {a.phases} phases, 1 thread")
+    print("peak RSS per task = (peak RSS during the simulation - RSS before it) / N, after the trace is built")
+    print(f"{'tasks':>9} {'wall s':>8} {'cpu s':>8} {'task-phases/s (cpu)':>20} {'ns/task-phase':>14} "
+          f"{'peak RSS B/task':>16} {'core B/task':>12} {'slowdown':>9}")
+
+    def child(n):
+        res = subprocess.run([sys.executable, __file__, "--one", str(n), "--phases", str(a.phases),
+                              "--seed", str(a.seed)], capture_output=True, text=True, env=os.environ, check=True)
+        return json.loads(res.stdout)
+
+    for n in [int(x) for x in a.tasks.split(",")]:
+        r = child(n)
+        print(f"{n:>9} {r['core_s']:>8.3f} {r['core_cpu_s']:>8.3f} {n * a.phases / r['core_cpu_s']:>20.3e} "
+              f"{1e9 * r['core_cpu_s'] / (n * a.phases):>14.1f} {r['rss_growth_bytes'] / n:>16.1f} "
+              f"{r['task_bytes']:>12} {100 * r['slowdown']:>8.2f}%", flush=True)
+    print(f"trace: {r['events']} events, {r['trace_bytes'] / 2**20:.1f} MiB in the core's form")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,185 @@
+/* hv_noise_inject: a user-space noise injector for experiments.
+ *
+ * On each CPU of --cpus, one pinned thread (SCHED_FIFO priority --rt-prio
+ * where allowed, else the normal scheduler, reported on stderr) either
+ *   - periodic mode: wakes at t0 + phase + k * period (absolute
+ *     clock_nanosleep on CLOCK_MONOTONIC, so that errors do not accumulate)
+ *     and burns --burn-ns on the TSC, for --time seconds; or
+ *   - replay mode (--replay FILE): FILE holds one "start_ns duration_ns" pair
+ *     per line, starts relative to the injector's start and increasing; the
+ *     thread sleeps until each start and burns its duration. --time bounds the
+ *     replay; --loop repeats the file (period = its last line's "length_ns"
+ *     given by --replay-length-ns).
+ * At the end, one line per CPU on stdout: "cpu=C bursts=N burned_ns=X late_ns_max=Y rt=0|1". */
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include "hv_args.h"
+#include "hv_timer.h"
+
+#define DIE(...) do { fprintf(stderr, "hv_noise_inject: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+
+typedef struct {
+    int cpu, rt;
+    long bursts;
+    double burned_ns, late_max_ns;
+    pthread_t th;
+} inj_state;
+
+static hv_timer g_tm;
+static double g_period_ns, g_burn_ns, g_phase_ns, g_time_ns, g_replay_len_ns;
+static int g_prio, g_loop;
+static uint64_t g_t0_ns;
+static double *g_rs, *g_rd; /* replay starts and durations (ns) */
+static size_t g_rn;
+
+static void sleep_until(uint64_t mono_ns) {
+    struct timespec ts = {(time_t)(mono_ns / 1000000000ull), (long)(mono_ns % 1000000000ull)};
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) { }
+}
+static uint64_t mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void burst(inj_state *s, uint64_t due_ns, double burn_ns) {
+    sleep_until(due_ns);
+    uint64_t now = mono_now();
+    double late = now > due_ns ? (double)(now - due_ns) : 0.0;
+    if (late > s->late_max_ns) s->late_max_ns = late;
+    s->burned_ns += hv_ticks_to_ns(&g_tm, hv_spin_ns(&g_tm, burn_ns));
+    s->bursts++;
+}
+
+static void *injector(void *arg) {
+    inj_state *s = arg;
+    struct sched_param sp = {.sched_priority = g_prio};
+    s->rt = g_prio > 0 && pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
+    const uint64_t t0 = g_t0_ns, end = t0 + (uint64_t)g_time_ns;
+    if (g_rn == 0) {
+        for (long k = 0;; k++) {
+            uint64_t due = t0 + (uint64_t)(g_phase_ns + (double)k * g_period_ns);
+            if (due + (uint64_t)g_burn_ns > end) break;
+            burst(s, due, g_burn_ns);
+        }
+    } else {
+        for (long rep = 0;; rep++) {
+            double base = (double)rep * g_replay_len_ns;
+            int stop = 0;
+            for (size_t i = 0; i < g_rn; i++) {
+                uint64_t due = t0 + (uint64_t)(base + g_rs[i]);
+                if (due + (uint64_t)g_rd[i] > end) { stop = 1; break; }
+                burst(s, due, g_rd[i]);
+            }
+            if (stop || !g_loop) break;
+        }
+    }
+    return NULL;
+}
+
+static void load_replay(const char *path) {
+    FILE *f = fopen(path, "r");
+    if (!f) DIE("cannot read '%s': %s", path, strerror(errno));
+    size_t cap = 1024;
+    g_rs = malloc(cap * sizeof *g_rs);
+    g_rd = malloc(cap * sizeof *g_rd);
+    char line[256];
+    long ln = 0;
+    double last = -1;
+    while (fgets(line, sizeof line, f)) {
+        ln++;
+        if (line[0] == '#' || line[0] == '\n') continue;
+        double a, b;
+        char extra;
+        if (sscanf(line, "%lf %lf %c", &a, &b, &extra) != 2 || a < 0 || b < 0 || a < last)
+            DIE("%s:%ld: expected 'start_ns duration_ns' with increasing starts", path, ln);
+        if (g_rn == cap) {
+            cap *= 2;
+            g_rs = realloc(g_rs, cap * sizeof *g_rs);
+            g_rd = realloc(g_rd, cap * sizeof *g_rd);
+            if (!g_rs || !g_rd) DIE("out of memory reading '%s'", path);
+        }
+        g_rs[g_rn] = a;
+        g_rd[g_rn++] = b;
+        last = a;
+    }
+    fclose(f);
+    if (g_rn == 0) DIE("%s: no 'start_ns duration_ns' line", path);
+}
+
+int main(int argc, char **argv) {
+    hv_opt opts[] = {
+        {"cpus", NULL, 0, "comma list of CPUs"},
+        {"time", NULL, 0, "injection time in seconds"},
+        {"period-ns", NULL, 0, "period of the bursts (ns)"},
+        {"burn-ns", NULL, 0, "length of one burst (ns)"},
+        {"phase-ns", NULL, 0, "offset of the first burst (ns)"},
+        {"rt-prio", NULL, 0, "SCHED_FIFO priority (0: normal scheduler)"},
+        {"replay", NULL, 0, "file of 'start_ns duration_ns' lines to replay"},
+        {"replay-length-ns", NULL, 0, "length of the replayed trace (for --loop)"},
+        {"loop", NULL, 1, "repeat the replay until --time"},
+    };
+    const size_t nopts = sizeof opts / sizeof opts[0];
+    char err[256];
+    int64_t *cpus;
+    size_t ncpu;
+    long prio = 50;
+    if (hv_args_parse(argc, argv, opts, nopts, err, sizeof err) ||
+        hv_args_list(opts, nopts, "cpus", &cpus, &ncpu, err, sizeof err) ||
+        hv_args_double(opts, nopts, "time", 1e-3, 1e7, &g_time_ns, err, sizeof err) ||
+        (hv_args_get(opts, nopts, "rt-prio") && hv_args_long(opts, nopts, "rt-prio", 0, 99, &prio, err, sizeof err)) ||
+        (hv_args_get(opts, nopts, "phase-ns") && hv_args_double(opts, nopts, "phase-ns", 0, 1e15, &g_phase_ns, err, sizeof err)))
+        DIE("%s", err);
+    g_time_ns *= 1e9;
+    g_prio = (int)prio;
+    const char *rp = hv_args_get(opts, nopts, "replay");
+    if (rp) {
+        load_replay(rp);
+        g_loop = hv_args_get(opts, nopts, "loop") != NULL;
+        if (g_loop && hv_args_double(opts, nopts, "replay-length-ns", 1, 1e18, &g_replay_len_ns, err, sizeof err))
+            DIE("%s", err);
+    } else if (hv_args_double(opts, nopts, "period-ns", 1000, 1e12, &g_period_ns, err, sizeof err) ||
+               hv_args_double(opts, nopts, "burn-ns", 1, 1e12, &g_burn_ns, err, sizeof err)) {
+        DIE("%s", err);
+    } else if (g_burn_ns >= g_period_ns) {
+        DIE("--burn-ns (%g) must be shorter than --period-ns (%g)", g_burn_ns, g_period_ns);
+    }
+    if (hv_timer_init(&g_tm, HV_TIMER_TSC, err, sizeof err) != 0 &&
+        hv_timer_init(&g_tm, HV_TIMER_MONO, err, sizeof err) != 0)
+        DIE("%s", err);
+
+    inj_state *ss = calloc(ncpu, sizeof *ss);
+    if (!ss) DIE("out of memory");
+    g_t0_ns = mono_now() + 20000000ull; /* start 20 ms from now on every CPU */
+    for (size_t i = 0; i < ncpu; i++) {
+        ss[i].cpu = (int)cpus[i];
+        pthread_attr_t at;
+        pthread_attr_init(&at);
+        cpu_set_t set;
+        CPU_ZERO(&set);
+        if (cpus[i] >= CPU_SETSIZE) DIE("CPU %lld does not exist", (long long)cpus[i]);
+        CPU_SET(ss[i].cpu, &set);
+        if (pthread_attr_setaffinity_np(&at, sizeof set, &set) != 0) DIE("cannot pin a thread to CPU %d", ss[i].cpu);
+        int rc = pthread_create(&ss[i].th, &at, injector, &ss[i]);
+        if (rc) DIE("cannot start the thread for CPU %d: %s", ss[i].cpu, strerror(rc));
+        pthread_attr_destroy(&at);
+    }
+    for (size_t i = 0; i < ncpu; i++) {
+        pthread_join(ss[i].th, NULL);
+        if (g_prio > 0 && !ss[i].rt)
+            fprintf(stderr, "hv_noise_inject: SCHED_FIFO refused on CPU %d (needs root or CAP_SYS_NICE); "
+                    "bursts may be delayed or sliced\n", ss[i].cpu);
+        printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_max=%.0f rt=%d\n", ss[i].cpu, ss[i].bursts,
+               ss[i].burned_ns, ss[i].late_max_ns, ss[i].rt);
+    }
+    free(ss);
+    free(cpus);
+    free(g_rs);
+    free(g_rd);
+    return 0;
+}

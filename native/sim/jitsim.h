@@ -1,0 +1,73 @@
+/* jitSim fast core: trace-driven OS-jitter simulation of BSP phases (compute + barrier).
+ *
+ * The semantics are those of docs/jitter-sim.md; src/hpcvar/sim/jitter_ref.py is the
+ * slow, obvious Python reference and the tests require identical integer results.
+ * All times are int64 cycles at the trace's frequency. Loaded through ctypes by
+ * src/hpcvar/sim/jitter.py (the struct layouts below are mirrored there). */
+#ifndef HV_JITSIM_H
+#define HV_JITSIM_H
+
+#include <stdint.h>
+
+/* Event k of a trace in cumulative form: end = S_{k+1} (end of its compute gap),
+ * cend = C_{k+1} = sum_{j<=k} g_j (compute-available cycles up to that end).
+ * Event k covers trace positions [S_k, S_{k+1}): jitter first, then its gap. */
+typedef struct {
+    int64_t end;
+    int64_t cend;
+} hv_js_event;
+
+typedef struct {
+    const hv_js_event *ev;
+    int64_t n;       /* E events (>= 1) */
+    int64_t length;  /* L = S_E */
+    int64_t compute; /* G = C_E (> 0) */
+} hv_js_trace;
+
+/* Per-task state: 64 bytes. The task caches the event its last advance ended in (in
+ * the task's own time and in absolute compute-available cycles), so that most advances
+ * (sends, receives, work that ends before the next detour) never touch the trace. */
+typedef struct {
+    int64_t offset;   /* o: trace position of global time 0, in [0, L) */
+    int64_t t;        /* start of the current phase; the barrier cursor while in it */
+    int64_t slot;     /* arrival of a message at this task (from a child going up, from the parent going down) */
+    int64_t absorbed; /* jitter absorbed so far: sum over advance() calls of (t' - t - W) */
+    int64_t end;      /* cached event: its end S_{k+1} in task time (-1: no cached event) */
+    int64_t cend;     /* cached event: compute-available cycles up to its end, lap * G + C_{k+1} */
+    int64_t cprev;    /* cached event: the same up to its start, lap * G + C_k */
+    int32_t hint;     /* the cached event's index k (-1: unknown) */
+    int32_t pad;
+} hv_js_task;
+
+enum { HV_JS_BARRIER_NONE = 0, HV_JS_BARRIER_TREE = 1 };
+enum { HV_JS_ALIGN_UNSYNC = 0, HV_JS_ALIGN_SYNC = 1, HV_JS_ALIGN_COSCHED = 2 };
+
+typedef struct {
+    int64_t ntasks, phases, work, send, recv, lat_intra, lat_inter;
+    int32_t barrier, arity, cores, nojitter;
+    const hv_js_trace *traces; /* cores traces; task i uses traces[i % cores] */
+    hv_js_task *tasks;         /* ntasks */
+    int64_t *phase_end;        /* phases: max over tasks of the start of the next phase */
+    int64_t *compute_end;      /* optional (NULL): phases * ntasks, [phase * ntasks + task] */
+    int64_t *next_start;       /* optional (NULL): same layout */
+} hv_js_config;
+
+/* advance(): the earliest t' >= t at which W compute-available cycles have elapsed
+ * for a task of offset o (see docs/jitter-sim.md). *hint is the task's event cursor. */
+int64_t hv_js_advance(const hv_js_trace *tr, int64_t o, int64_t t, int64_t w, int32_t *hint);
+
+/* The seeded offsets of `ntasks` tasks (and t = absorbed = 0, hint = -1). */
+int hv_js_offsets(const hv_js_trace *traces, int32_t cores, hv_js_task *tasks, int64_t ntasks, int32_t align,
+                  uint64_t seed, uint64_t replica, int64_t window, int64_t origin);
+
+/* Reset t, absorbed and hints (offsets kept), then simulate. 0 on success, -1 on memory, -2 on bad config. */
+int hv_js_simulate(const hv_js_config *c);
+
+/* Zeroed, 2 MiB aligned memory (transparent huge pages where allowed); NULL on failure. */
+void *hv_js_alloc(int64_t bytes);
+void hv_js_free(void *p);
+
+/* sizeof(hv_js_task), for the Python side to check its layout. */
+int hv_js_task_size(void);
+
+#endif

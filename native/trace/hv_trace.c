@@ -1,0 +1,600 @@
+/* libhv_trace: a PMPI interposition library that records, per rank, every MPI
+ * call that moves data or synchronizes (LD_PRELOAD it, or link it before the
+ * MPI library).
+ *
+ * Hot path: read the clock, call PMPI, read the clock, fill one 48-byte record
+ * in a preallocated chunk (chunks of HV_CHUNK records, allocated and touched
+ * ahead of use, so no allocation happens in a call except once per
+ * HV_CHUNK records). Nothing is written before MPI_Finalize (or MPI_Abort /
+ * exit, best effort).
+ *
+ * Clock: the cheaper of rdtsc (only where the CPU reports an invariant TSC)
+ * and vDSO clock_gettime(CLOCK_MONOTONIC_RAW), both costs measured at
+ * MPI_Init (minimum of 7 batches) and written in the header. TSC ticks are
+ * converted to CLOCK_MONOTONIC_RAW nanoseconds at the end with two anchor
+ * pairs (MPI_Init exit, MPI_Finalize entry), so the rate is exact over the
+ * run. HV_TRACE_CLOCK=tsc|mono forces a clock.
+ *
+ * Output: $HV_TRACE_DIR/rank.<world rank>.hvt (default: the current
+ * directory): a text header of key=value lines ended by "end\n", the records
+ * (little-endian, 48 bytes: int64 t_start_ns, t_end_ns, bytes, req; int32 op,
+ * peer, tag, comm), then one line per communicator "comm <id> <n> <world ranks...>".
+ * hpcvar trace merges the files into the native Parquet trace. */
+#include <mpi.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "hv_timer.h"
+
+/* Operation codes; the names are in hpcvar/traces/native.py (OPS), same order. */
+enum {
+    OP_INIT = 0, OP_FINALIZE, OP_SEND, OP_RECV, OP_ISEND, OP_IRECV, OP_SENDRECV, OP_SENDRECV_RECV,
+    OP_WAIT, OP_BARRIER, OP_BCAST, OP_REDUCE, OP_ALLREDUCE, OP_GATHER, OP_GATHERV, OP_SCATTER,
+    OP_SCATTERV, OP_ALLGATHER, OP_ALLGATHERV, OP_ALLTOALL, OP_ALLTOALLV
+};
+
+typedef struct {
+    int64_t t0, t1, bytes, req;
+    int32_t op, peer, tag, comm;
+} hv_rec;
+
+#define HV_CHUNK (1 << 16) /* records per chunk: 3 MiB */
+
+static hv_rec **chunks;
+static size_t nchunks, chunks_cap, nrec;
+static hv_rec *cur;       /* current chunk */
+static size_t cur_left;   /* free records in it */
+static int tsc_mode, world_rank = -1, world_size, written, active;
+static uint64_t anchor_tick0, anchor_ns0, anchor_tick1, anchor_ns1;
+static double cost_tsc_ns, cost_mono_ns;
+
+static inline uint64_t now(void) {
+#if HV_HAVE_TSC
+    if (tsc_mode) return __rdtsc();
+#endif
+    return hv_mono_ns();
+}
+
+static void die(const char *what) {
+    fprintf(stderr, "hv_trace: rank %d: %s\n", world_rank, what);
+    PMPI_Abort(MPI_COMM_WORLD, 70);
+}
+
+static void new_chunk(void) {
+    if (nchunks == chunks_cap) {
+        chunks_cap = chunks_cap ? 2 * chunks_cap : 64;
+        hv_rec **c = realloc(chunks, chunks_cap * sizeof *c);
+        if (!c) die("out of memory for the trace chunk table");
+        chunks = c;
+    }
+    hv_rec *c = malloc(HV_CHUNK * sizeof *c);
+    if (!c) die("out of memory for a trace chunk (3 MiB)");
+    memset(c, 0, HV_CHUNK * sizeof *c); /* touch now, not inside a timed call */
+    chunks[nchunks++] = c;
+    cur = c;
+    cur_left = HV_CHUNK;
+}
+
+static inline hv_rec *rec_at(size_t i) { return &chunks[i / HV_CHUNK][i % HV_CHUNK]; }
+
+/* The next record (its index is nrec - 1 after the call). */
+static inline hv_rec *next_rec(void) {
+    if (cur_left == 0) new_chunk();
+    cur_left--;
+    nrec++;
+    return &cur[HV_CHUNK - cur_left - 1];
+}
+
+static inline void put(int op, uint64_t t0, uint64_t t1, int peer, int64_t bytes, int tag, int comm, int64_t req) {
+    hv_rec *r = next_rec();
+    r->t0 = (int64_t)t0;
+    r->t1 = (int64_t)t1;
+    r->bytes = bytes;
+    r->req = req;
+    r->op = op;
+    r->peer = peer;
+    r->tag = tag;
+    r->comm = comm;
+}
+
+/* ---- communicators: a small table, handle -> id and rank translation ---- */
+typedef struct {
+    MPI_Comm comm;
+    int id, size, *world; /* world[i]: world rank of rank i */
+    int live;
+} hv_comm;
+static hv_comm *comms;
+static int ncomms, comms_cap;
+static int last_comm = -1;
+
+static int comm_index(MPI_Comm c) {
+    if (last_comm >= 0 && comms[last_comm].live && comms[last_comm].comm == c) return last_comm;
+    for (int i = 0; i < ncomms; i++)
+        if (comms[i].live && comms[i].comm == c) return last_comm = i;
+    if (ncomms == comms_cap) {
+        comms_cap = comms_cap ? 2 * comms_cap : 16;
+        hv_comm *n = realloc(comms, (size_t)comms_cap * sizeof *n);
+        if (!n) die("out of memory for the communicator table");
+        comms = n;
+    }
+    hv_comm *e = &comms[ncomms];
+    e->comm = c;
+    e->id = ncomms;
+    e->live = 1;
+    int inter = 0;
+    PMPI_Comm_test_inter(c, &inter);
+    if (inter) PMPI_Comm_remote_size(c, &e->size); else PMPI_Comm_size(c, &e->size);
+    e->world = malloc((size_t)e->size * sizeof(int));
+    int *idx = malloc((size_t)e->size * sizeof(int));
+    if (!e->world || !idx) die("out of memory for a communicator's rank table");
+    MPI_Group g, wg;
+    if (inter) PMPI_Comm_remote_group(c, &g); else PMPI_Comm_group(c, &g);
+    PMPI_Comm_group(MPI_COMM_WORLD, &wg);
+    for (int i = 0; i < e->size; i++) idx[i] = i;
+    PMPI_Group_translate_ranks(g, e->size, idx, wg, e->world);
+    PMPI_Group_free(&g);
+    PMPI_Group_free(&wg);
+    free(idx);
+    return last_comm = ncomms++;
+}
+
+static inline int world_of(int ci, int r) {
+    if (r < 0) return r; /* MPI_ANY_SOURCE, MPI_PROC_NULL, MPI_ROOT... kept as given */
+    return r < comms[ci].size ? comms[ci].world[r] : -1;
+}
+
+static inline int64_t tbytes(int count, MPI_Datatype t) {
+    int s = 0;
+    if (t != MPI_DATATYPE_NULL) PMPI_Type_size(t, &s);
+    return (int64_t)count * s;
+}
+
+/* ---- pending requests: open addressing, request handle -> record index ---- */
+#define HV_REQ_BITS 14
+#define HV_REQ_SLOTS (1u << HV_REQ_BITS)
+typedef struct {
+    uint64_t key;  /* request handle bits; 0 = empty */
+    int64_t idx;   /* record index of the Isend/Irecv */
+    int ci;        /* communicator index (for Irecv peer translation) */
+} hv_pend;
+static hv_pend pend[HV_REQ_SLOTS];
+
+static inline uint64_t req_key(MPI_Request r) {
+    uint64_t k = 0;
+    memcpy(&k, &r, sizeof r < sizeof k ? sizeof r : sizeof k);
+    return k;
+}
+static inline uint32_t req_hash(uint64_t k) {
+    k *= 0x9E3779B97F4A7C15ull;
+    return (uint32_t)(k >> (64 - HV_REQ_BITS));
+}
+static void pend_put(MPI_Request r, int64_t idx, int ci) {
+    uint64_t k = req_key(r);
+    if (!k) return;
+    for (uint32_t h = req_hash(k), n = 0; n < HV_REQ_SLOTS; n++, h = (h + 1) & (HV_REQ_SLOTS - 1))
+        if (pend[h].key == 0 || pend[h].key == k) {
+            pend[h].key = k;
+            pend[h].idx = idx;
+            pend[h].ci = ci;
+            return;
+        }
+    die("more than 16384 outstanding nonblocking requests");
+}
+/* Remove and return the entry of r (idx -1 when unknown). */
+static hv_pend pend_take(uint64_t k) {
+    hv_pend out = {0, -1, 0};
+    if (!k) return out;
+    uint32_t h = req_hash(k);
+    for (uint32_t n = 0; n < HV_REQ_SLOTS && pend[h].key; n++, h = (h + 1) & (HV_REQ_SLOTS - 1))
+        if (pend[h].key == k) {
+            out = pend[h];
+            /* backward-shift deletion keeps the probe chains intact */
+            uint32_t i = h, j = h;
+            pend[i].key = 0;
+            for (;;) {
+                j = (j + 1) & (HV_REQ_SLOTS - 1);
+                if (!pend[j].key) return out;
+                uint32_t home = req_hash(pend[j].key);
+                int stays = i <= j ? (i < home && home <= j) : (i < home || home <= j);
+                if (stays) continue;
+                pend[i] = pend[j];
+                pend[j].key = 0;
+                i = j;
+            }
+        }
+    return out;
+}
+
+/* A request completed: record one wait row; patch an Irecv's peer/bytes/tag. */
+static inline void completed(uint64_t key, const MPI_Status *st, uint64_t t0, uint64_t t1) {
+    hv_pend p = pend_take(key);
+    if (p.idx < 0) return; /* not ours (persistent, generalized, file I/O) */
+    hv_rec *r = rec_at((size_t)p.idx);
+    if (r->op == OP_IRECV && st && st != MPI_STATUS_IGNORE && st->MPI_SOURCE >= 0) {
+        int cnt = 0;
+        PMPI_Get_count(st, MPI_BYTE, &cnt);
+        r->peer = world_of(p.ci, st->MPI_SOURCE);
+        r->tag = st->MPI_TAG;
+        if (cnt != MPI_UNDEFINED) r->bytes = cnt;
+    }
+    put(OP_WAIT, t0, t1, r->peer, r->bytes, r->tag, r->comm, p.idx);
+}
+
+/* ---- output ---- */
+static void write_trace(const char *why) {
+    if (written || world_rank < 0) return;
+    written = 1;
+    if (!anchor_tick1) {
+        anchor_tick1 = now();
+        anchor_ns1 = hv_mono_ns();
+    }
+    double tpn = 1.0;
+    if (tsc_mode && anchor_ns1 > anchor_ns0 && anchor_tick1 > anchor_tick0)
+        tpn = (double)(anchor_tick1 - anchor_tick0) / (double)(anchor_ns1 - anchor_ns0);
+    const char *dir = getenv("HV_TRACE_DIR");
+    char path[4096];
+    snprintf(path, sizeof path, "%s/rank.%d.hvt", dir && *dir ? dir : ".", world_rank);
+    FILE *f = fopen(path, "wb");
+    if (!f) {
+        fprintf(stderr, "hv_trace: rank %d: cannot write %s\n", world_rank, path);
+        return;
+    }
+    fprintf(f, "HVTRACE 1\nrank=%d\nsize=%d\nclock=%s\nticks_per_ns=%.9f\nclock_cost_tsc_ns=%.2f\n"
+               "clock_cost_mono_ns=%.2f\nend_reason=%s\nrecords=%zu\nrecord_bytes=%zu\nend\n",
+            world_rank, world_size, tsc_mode ? "tsc" : "mono", tpn, cost_tsc_ns, cost_mono_ns, why, nrec,
+            sizeof(hv_rec));
+    for (size_t i = 0; i < nrec; i++) {
+        hv_rec r = *rec_at(i);
+        if (tsc_mode) {
+            r.t0 = (int64_t)anchor_ns0 + (int64_t)((double)((int64_t)((uint64_t)r.t0 - anchor_tick0)) / tpn);
+            r.t1 = (int64_t)anchor_ns0 + (int64_t)((double)((int64_t)((uint64_t)r.t1 - anchor_tick0)) / tpn);
+        }
+        fwrite(&r, sizeof r, 1, f);
+    }
+    for (int i = 0; i < ncomms; i++) {
+        fprintf(f, "comm %d %d", comms[i].id, comms[i].size);
+        for (int j = 0; j < comms[i].size; j++) fprintf(f, " %d", comms[i].world[j]);
+        fputc('\n', f);
+    }
+    fclose(f);
+}
+
+static void at_exit(void) { write_trace("exit-without-finalize"); }
+
+/* Cost of one clock read (ns): the minimum over 7 batches of 256 reads. */
+static double clock_cost(int tsc) {
+    double best = 1e30;
+    volatile uint64_t sink = 0;
+    for (int b = 0; b < 7; b++) {
+        uint64_t a = hv_mono_ns();
+        for (int i = 0; i < 256; i++) {
+#if HV_HAVE_TSC
+            sink += tsc ? __rdtsc() : hv_mono_ns();
+#else
+            (void)tsc;
+            sink += hv_mono_ns();
+#endif
+        }
+        double c = (double)(hv_mono_ns() - a) / 256.0;
+        if (c < best) best = c;
+    }
+    (void)sink;
+    return best;
+}
+
+static void after_init(void) {
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
+    /* the cheaper exact clock: rdtsc only with an invariant TSC; HV_TRACE_CLOCK=tsc|mono overrides */
+    const char *ck = getenv("HV_TRACE_CLOCK");
+    int tsc_ok = HV_HAVE_TSC && hv_cpu_has_invariant_tsc() == 1;
+    cost_tsc_ns = tsc_ok ? clock_cost(1) : 0.0;
+    cost_mono_ns = clock_cost(0);
+    if (ck && strcmp(ck, "tsc") == 0) tsc_mode = tsc_ok;
+    else if (ck && strcmp(ck, "mono") == 0) tsc_mode = 0;
+    else tsc_mode = tsc_ok && cost_tsc_ns <= cost_mono_ns;
+    comm_index(MPI_COMM_WORLD); /* id 0 */
+    new_chunk();
+    atexit(at_exit);
+    anchor_ns0 = hv_mono_ns();
+    anchor_tick0 = now();
+    active = 1;
+    /* the init record marks the start of the traced run (MPI_Init itself is not timed) */
+    put(OP_INIT, anchor_tick0, anchor_tick0, -1, 0, 0, 0, -1);
+}
+
+/* ---- wrappers ---- */
+int MPI_Init(int *argc, char ***argv) {
+    int rc = PMPI_Init(argc, argv);
+    after_init();
+    return rc;
+}
+
+int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+    int rc = PMPI_Init_thread(argc, argv, required, provided);
+    after_init();
+    return rc;
+}
+
+int MPI_Finalize(void) {
+    if (active) {
+        uint64_t t = now();
+        put(OP_FINALIZE, t, t, -1, 0, 0, 0, -1);
+        anchor_tick1 = now();
+        anchor_ns1 = hv_mono_ns();
+        write_trace("finalize");
+        active = 0;
+    }
+    return PMPI_Finalize();
+}
+
+int MPI_Abort(MPI_Comm comm, int code) {
+    if (active) write_trace("abort");
+    return PMPI_Abort(comm, code);
+}
+
+int MPI_Comm_free(MPI_Comm *comm) {
+    if (active && comm) {
+        for (int i = 0; i < ncomms; i++)
+            if (comms[i].live && comms[i].comm == *comm) comms[i].live = 0;
+        last_comm = -1;
+    }
+    return PMPI_Comm_free(comm);
+}
+
+#define P2P(OPC, CALL, PEER, COUNT, TYPE, TAG, COMM)                                      \
+    uint64_t t0 = now();                                                                  \
+    int rc = CALL;                                                                        \
+    uint64_t t1 = now();                                                                  \
+    if (active) {                                                                         \
+        int ci = comm_index(COMM);                                                        \
+        put(OPC, t0, t1, world_of(ci, PEER), tbytes(COUNT, TYPE), TAG, comms[ci].id, -1); \
+    }                                                                                     \
+    return rc;
+
+int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    P2P(OP_SEND, PMPI_Send(buf, count, type, dest, tag, comm), dest, count, type, tag, comm)
+}
+int MPI_Ssend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    P2P(OP_SEND, PMPI_Ssend(buf, count, type, dest, tag, comm), dest, count, type, tag, comm)
+}
+int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
+    P2P(OP_SEND, PMPI_Rsend(buf, count, type, dest, tag, comm), dest, count, type, tag, comm)
+}
+
+int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status *st) {
+    MPI_Status mine;
+    MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
+    uint64_t t0 = now();
+    int rc = PMPI_Recv(buf, count, type, src, tag, comm, s);
+    uint64_t t1 = now();
+    if (active) {
+        int ci = comm_index(comm), cnt = 0;
+        PMPI_Get_count(s, MPI_BYTE, &cnt);
+        put(OP_RECV, t0, t1, world_of(ci, s->MPI_SOURCE), cnt == MPI_UNDEFINED ? tbytes(count, type) : cnt,
+            s->MPI_TAG, comms[ci].id, -1);
+    }
+    return rc;
+}
+
+static inline int nb(int op, int rc, uint64_t t0, uint64_t t1, int peer, int count, MPI_Datatype type, int tag,
+                     MPI_Comm comm, MPI_Request *req) {
+    if (active) {
+        int ci = comm_index(comm);
+        put(op, t0, t1, world_of(ci, peer), tbytes(count, type), tag, comms[ci].id, -1);
+        if (rc == MPI_SUCCESS) pend_put(*req, (int64_t)nrec - 1, ci);
+    }
+    return rc;
+}
+
+int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+    uint64_t t0 = now();
+    int rc = PMPI_Isend(buf, count, type, dest, tag, comm, req);
+    return nb(OP_ISEND, rc, t0, now(), dest, count, type, tag, comm, req);
+}
+int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+    uint64_t t0 = now();
+    int rc = PMPI_Issend(buf, count, type, dest, tag, comm, req);
+    return nb(OP_ISEND, rc, t0, now(), dest, count, type, tag, comm, req);
+}
+int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
+    uint64_t t0 = now();
+    int rc = PMPI_Irsend(buf, count, type, dest, tag, comm, req);
+    return nb(OP_ISEND, rc, t0, now(), dest, count, type, tag, comm, req);
+}
+int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Request *req) {
+    uint64_t t0 = now();
+    int rc = PMPI_Irecv(buf, count, type, src, tag, comm, req);
+    return nb(OP_IRECV, rc, t0, now(), src, count, type, tag, comm, req);
+}
+
+int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount,
+                 MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status *st) {
+    MPI_Status mine;
+    MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
+    uint64_t t0 = now();
+    int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, s);
+    uint64_t t1 = now();
+    if (active) {
+        int ci = comm_index(comm), cnt = 0;
+        PMPI_Get_count(s, MPI_BYTE, &cnt);
+        put(OP_SENDRECV, t0, t1, world_of(ci, dest), tbytes(scount, stype), stag, comms[ci].id, -1);
+        put(OP_SENDRECV_RECV, t0, t1, world_of(ci, s->MPI_SOURCE),
+            cnt == MPI_UNDEFINED ? tbytes(rcount, rtype) : cnt, s->MPI_TAG, comms[ci].id, -1);
+    }
+    return rc;
+}
+
+int MPI_Wait(MPI_Request *req, MPI_Status *st) {
+    MPI_Status mine;
+    MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
+    uint64_t key = req ? req_key(*req) : 0;
+    uint64_t t0 = now();
+    int rc = PMPI_Wait(req, s);
+    uint64_t t1 = now();
+    if (active) completed(key, s, t0, t1);
+    return rc;
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
+    MPI_Status mine;
+    MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
+    uint64_t key = req ? req_key(*req) : 0;
+    uint64_t t0 = now();
+    int rc = PMPI_Test(req, flag, s);
+    uint64_t t1 = now();
+    if (active && *flag) completed(key, s, t0, t1);
+    return rc;
+}
+
+/* Up to HV_MANY requests are tracked per Waitall/Testall/...; more are completed untraced. */
+#define HV_MANY 256
+
+int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
+    uint64_t keys[HV_MANY];
+    MPI_Status mine[HV_MANY];
+    int m = n < HV_MANY ? n : HV_MANY;
+    for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
+    MPI_Status *s = (sts == MPI_STATUSES_IGNORE && n <= HV_MANY) ? mine : sts;
+    uint64_t t0 = now();
+    int rc = PMPI_Waitall(n, reqs, s);
+    uint64_t t1 = now();
+    if (active)
+        for (int i = 0; i < m; i++) completed(keys[i], s == MPI_STATUSES_IGNORE ? NULL : &s[i], t0, t1);
+    return rc;
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]) {
+    uint64_t keys[HV_MANY];
+    MPI_Status mine[HV_MANY];
+    int m = n < HV_MANY ? n : HV_MANY;
+    for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
+    MPI_Status *s = (sts == MPI_STATUSES_IGNORE && n <= HV_MANY) ? mine : sts;
+    uint64_t t0 = now();
+    int rc = PMPI_Testall(n, reqs, flag, s);
+    uint64_t t1 = now();
+    if (active && *flag)
+        for (int i = 0; i < m; i++) completed(keys[i], s == MPI_STATUSES_IGNORE ? NULL : &s[i], t0, t1);
+    return rc;
+}
+
+int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st) {
+    uint64_t keys[HV_MANY];
+    MPI_Status mine;
+    MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
+    int m = n < HV_MANY ? n : HV_MANY;
+    for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
+    uint64_t t0 = now();
+    int rc = PMPI_Waitany(n, reqs, index, s);
+    uint64_t t1 = now();
+    if (active && *index != MPI_UNDEFINED && *index < m) completed(keys[*index], s, t0, t1);
+    return rc;
+}
+
+int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st) {
+    uint64_t keys[HV_MANY];
+    MPI_Status mine;
+    MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
+    int m = n < HV_MANY ? n : HV_MANY;
+    for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
+    uint64_t t0 = now();
+    int rc = PMPI_Testany(n, reqs, index, flag, s);
+    uint64_t t1 = now();
+    if (active && *flag && *index != MPI_UNDEFINED && *index < m) completed(keys[*index], s, t0, t1);
+    return rc;
+}
+
+static int some(int (*fn)(int, MPI_Request[], int *, int[], MPI_Status[]), int n, MPI_Request reqs[], int *outc,
+                int idx[], MPI_Status sts[]) {
+    uint64_t keys[HV_MANY];
+    MPI_Status mine[HV_MANY];
+    int m = n < HV_MANY ? n : HV_MANY;
+    for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
+    MPI_Status *s = (sts == MPI_STATUSES_IGNORE && n <= HV_MANY) ? mine : sts;
+    uint64_t t0 = now();
+    int rc = fn(n, reqs, outc, idx, s);
+    uint64_t t1 = now();
+    if (active && *outc != MPI_UNDEFINED)
+        for (int i = 0; i < *outc; i++)
+            if (idx[i] < m) completed(keys[idx[i]], s == MPI_STATUSES_IGNORE ? NULL : &s[i], t0, t1);
+    return rc;
+}
+int MPI_Waitsome(int n, MPI_Request reqs[], int *outc, int idx[], MPI_Status sts[]) {
+    return some(PMPI_Waitsome, n, reqs, outc, idx, sts);
+}
+int MPI_Testsome(int n, MPI_Request reqs[], int *outc, int idx[], MPI_Status sts[]) {
+    return some(PMPI_Testsome, n, reqs, outc, idx, sts);
+}
+
+/* ---- collectives: bytes = what this rank contributes (see docs/formats.md) ---- */
+#define COLL(OPC, CALL, ROOT, BYTES, COMM)                                                \
+    uint64_t t0 = now();                                                                  \
+    int rc = CALL;                                                                        \
+    uint64_t t1 = now();                                                                  \
+    if (active) {                                                                         \
+        int ci = comm_index(COMM);                                                        \
+        put(OPC, t0, t1, world_of(ci, ROOT), BYTES, 0, comms[ci].id, -1);                 \
+    }                                                                                     \
+    return rc;
+
+static int64_t sum_counts(const int *counts, MPI_Datatype t, MPI_Comm comm) {
+    int n = 0;
+    PMPI_Comm_size(comm, &n);
+    int64_t s = 0;
+    for (int i = 0; i < n; i++) s += counts[i];
+    return s * tbytes(1, t);
+}
+static int is_root(int root, MPI_Comm c) {
+    int r = -2;
+    PMPI_Comm_rank(c, &r);
+    return r == root;
+}
+
+int MPI_Barrier(MPI_Comm comm) { COLL(OP_BARRIER, PMPI_Barrier(comm), -1, 0, comm) }
+int MPI_Bcast(void *buf, int count, MPI_Datatype t, int root, MPI_Comm comm) {
+    COLL(OP_BCAST, PMPI_Bcast(buf, count, t, root, comm), root, tbytes(count, t), comm)
+}
+int MPI_Reduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, int root, MPI_Comm comm) {
+    COLL(OP_REDUCE, PMPI_Reduce(s, r, count, t, op, root, comm), root, tbytes(count, t), comm)
+}
+int MPI_Allreduce(const void *s, void *r, int count, MPI_Datatype t, MPI_Op op, MPI_Comm comm) {
+    COLL(OP_ALLREDUCE, PMPI_Allreduce(s, r, count, t, op, comm), -1, tbytes(count, t), comm)
+}
+int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, int root, MPI_Comm comm) {
+    COLL(OP_GATHER, PMPI_Gather(s, sc, st, r, rc_, rt, root, comm), root,
+         s == MPI_IN_PLACE ? tbytes(rc_, rt) : tbytes(sc, st), comm)
+}
+int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[], const int displs[],
+                MPI_Datatype rt, int root, MPI_Comm comm) {
+    COLL(OP_GATHERV, PMPI_Gatherv(s, sc, st, r, rcs, displs, rt, root, comm), root,
+         is_root(root, comm) ? sum_counts(rcs, rt, comm) : tbytes(sc, st), comm)
+}
+int MPI_Scatter(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, int root, MPI_Comm comm) {
+    COLL(OP_SCATTER, PMPI_Scatter(s, sc, st, r, rc_, rt, root, comm), root,
+         r == MPI_IN_PLACE ? tbytes(sc, st) : tbytes(rc_, rt), comm)
+}
+int MPI_Scatterv(const void *s, const int scs[], const int displs[], MPI_Datatype st, void *r, int rc_,
+                 MPI_Datatype rt, int root, MPI_Comm comm) {
+    COLL(OP_SCATTERV, PMPI_Scatterv(s, scs, displs, st, r, rc_, rt, root, comm), root,
+         is_root(root, comm) ? sum_counts(scs, st, comm) : tbytes(rc_, rt), comm)
+}
+int MPI_Allgather(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, MPI_Comm comm) {
+    COLL(OP_ALLGATHER, PMPI_Allgather(s, sc, st, r, rc_, rt, comm), -1,
+         s == MPI_IN_PLACE ? tbytes(rc_, rt) : tbytes(sc, st), comm)
+}
+int MPI_Allgatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[], const int displs[],
+                   MPI_Datatype rt, MPI_Comm comm) {
+    COLL(OP_ALLGATHERV, PMPI_Allgatherv(s, sc, st, r, rcs, displs, rt, comm), -1, sum_counts(rcs, rt, comm), comm)
+}
+int MPI_Alltoall(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Datatype rt, MPI_Comm comm) {
+    int n = 0;
+    PMPI_Comm_size(comm, &n);
+    COLL(OP_ALLTOALL, PMPI_Alltoall(s, sc, st, r, rc_, rt, comm), -1,
+         s == MPI_IN_PLACE ? tbytes(rc_, rt) * n : tbytes(sc, st) * n, comm)
+}
+int MPI_Alltoallv(const void *s, const int scs[], const int sd[], MPI_Datatype st, void *r, const int rcs[],
+                  const int rd[], MPI_Datatype rt, MPI_Comm comm) {
+    COLL(OP_ALLTOALLV, PMPI_Alltoallv(s, scs, sd, st, r, rcs, rd, rt, comm), -1,
+         s == MPI_IN_PLACE ? sum_counts(rcs, rt, comm) : sum_counts(scs, st, comm), comm)
+}

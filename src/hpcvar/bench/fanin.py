@@ -1,0 +1,435 @@
+"""Fan-in: many clients into one (or a few) roots (native/bench/fanin.c; docs/fanin.md).
+
+After the "Reservation" tool of Jones & Settlemyer (fan-in on Cray Gemini and
+Aries): large-buffer clients stream --large messages into a root while
+"chatter" clients exchange --small request/ack round trips with it. The root's
+strategy is swept: one or two receive queues, one posted receive per client or
+a fixed depth, wildcard or exact matching. Measured at the root, per point:
+
+- aggregate large-buffer bandwidth = large bytes completed at the root inside
+  the window / window length (summed over roots when --servers > 1);
+- chatter bandwidth = chatter bytes completed at the root inside the window /
+  window length;
+- small-message latency at the root = round trip of a chatter request and the
+  root's 8-byte ack, timed on the chatter client (one clock, no offset
+  estimate); it includes the time the request waits for the root to service it;
+- per-client bytes and Jain's index over the large-buffer clients;
+- the root's receive rate over time in bins of --bin.
+
+``--repeat N`` relaunches the job N times (``--placement shuffle`` draws a new
+rank-to-role mapping per launch from --seed + repetition) and splits the
+variance of the binned aggregate rate into between-run and within-run parts
+(hpcvar.stats.variance_components): the paper's Figures 6, 7 and 11.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+
+from hpcvar.bench.runner import BenchContext, Benchmark
+from hpcvar.errors import UsageError
+from hpcvar.results import RawFile
+from hpcvar.stats import jain_index, summarize, variance_components
+
+QUEUES = ("single", "dual")
+MATCHES = ("any", "exact")
+HEADER_BYTES = 8  # every message starts with an 8-byte header (end-of-stream count)
+MAX_MSG = 0x7FFFFFFF  # MPI count limit for MPI_BYTE
+MAX_BINS = 1_000_000  # bins per root and point (preallocated by the root)
+POINT_FIELDS = ["rep", "clients", "chatter", "queues", "depth", "match"]
+KIND_CLIENT, KIND_BIN, KIND_RTT, KIND_ROOT, KIND_CHATTER = 1, 2, 3, 4, 5
+
+
+def parse_depth_list(text: str, flag: str = "--depth") -> list:
+    """'deep,20' -> ['deep', 20]; depth 0 or negative is refused."""
+    out: list = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if part == "deep":
+            out.append("deep")
+            continue
+        try:
+            n = int(part)
+        except ValueError:
+            raise UsageError(f"'{part}' is not a queue depth", flag,
+                             "Give 'deep' (one posted receive per client) or a number of receives such as 20") from None
+        if n < 1:
+            raise UsageError(f"queue depth {n} leaves the root with no posted receive", flag,
+                             "Give a depth of 1 or more, or 'deep'")
+        out.append(n)
+    return out
+
+
+def parse_choice_list(text: str, choices: tuple, flag: str) -> list[str]:
+    out = []
+    for part in text.split(","):
+        part = part.strip().lower()
+        if part not in choices:
+            raise UsageError(f"'{part}' is not one of {', '.join(choices)}", flag,
+                             f"Give a comma list of {' / '.join(choices)}")
+        out.append(part)
+    return list(dict.fromkeys(out))
+
+
+def chatter_counts(params: dict, clients: int) -> list[int]:
+    """Chatter clients for a number of large-buffer clients: --chatter counts, else round(ratio x clients)."""
+    if params.get("chatter") is not None:
+        return list(dict.fromkeys(int(c) for c in params["chatter"]))
+    return list(dict.fromkeys(int(round(r * clients)) for r in params["chatter_ratio"]))
+
+
+def ranks_needed(params: dict) -> int:
+    """Ranks the largest point needs: servers + large-buffer clients + chatter clients."""
+    return max(params["servers"] + c + k for c in params["clients"] for k in chatter_counts(params, c))
+
+
+def mem_available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (None where unknown)."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def root_buffer_bytes(params: dict, point: dict) -> int:
+    """Receive buffers of the busiest root for one point (what fanin.c allocates)."""
+    S = params["servers"]
+    L, C = point["clients"], point["chatter"]
+    nl, nc = -(-L // S), -(-C // S)
+    depth = point["depth"]
+    large, small = params["large"], params["small"]
+    if point["queues"] == "single":
+        slots = nl + nc if depth == "deep" else depth
+        return slots * max(large, small)
+    return ((nc if depth == "deep" else (depth if nc else 0)) * small
+            + (nl if depth == "deep" else depth) * large)
+
+
+def auto_bin_s(params: dict) -> float:
+    """Default bin: 1/50 of the window with --duration (at least 1 ms), 10 ms with --messages."""
+    if params.get("bin_s"):
+        return float(params["bin_s"])
+    if params.get("duration_s"):
+        return max(params["duration_s"] / 50.0, 1e-3)
+    return 0.01
+
+
+class Fanin(Benchmark):
+    name = "fanin"
+    program = "hv_fanin"
+    min_np = 2
+
+    def point_fields(self) -> list[str]:
+        return list(POINT_FIELDS)
+
+    def points(self, params: dict) -> list[dict]:
+        pts = {}
+        for rep in range(params["repeat"]):
+            for clients, queues, depth, match in itertools.product(params["clients"], params["queues"],
+                                                                   params["depth"], params["match"]):
+                for chatter in chatter_counts(params, clients):
+                    p = {"rep": rep, "clients": clients, "chatter": chatter, "queues": queues, "depth": depth,
+                         "match": match}
+                    pts[self.point_key(p)] = p
+        return list(pts.values())
+
+    def validate(self, params: dict, ctx: BenchContext) -> None:
+        if params["servers"] < 1:
+            raise UsageError(f"--servers {params['servers']} leaves no root to fan into", "--servers",
+                             "Use --servers 1 (one root) or more")
+        for c in params["clients"]:
+            if c < 1:
+                raise UsageError(f"{c} large-buffer clients: every point needs at least one", "--clients",
+                                 "Give counts of 1 or more, e.g. --clients 1,2,4,8")
+        if params.get("chatter") is not None:
+            for c in params["chatter"]:
+                if c < 0:
+                    raise UsageError(f"chatter count {c} is negative", "--chatter", "Give 0 or more")
+        for r in params["chatter_ratio"]:
+            if not (r >= 0 and np.isfinite(r)):
+                raise UsageError(f"chatter ratio {r} is not a non-negative number", "--chatter-ratio",
+                                 "Give e.g. 4 (four chatter clients per large-buffer client) or 0")
+        for d in params["depth"]:
+            if d != "deep" and (not isinstance(d, int) or d < 1):
+                raise UsageError(f"queue depth {d} leaves the root with no posted receive", "--depth",
+                                 "Give a depth of 1 or more, or 'deep'")
+        for flag, key in (("--large", "large"), ("--small", "small")):
+            v = params[key]
+            if v < HEADER_BYTES or v > MAX_MSG:
+                raise UsageError(f"message size {v} bytes is outside [{HEADER_BYTES}, {MAX_MSG}]", flag,
+                                 f"Give a size of at least {HEADER_BYTES} bytes (the message header) and below 2GiB")
+        dur, msgs = params.get("duration_s"), params.get("messages")
+        if (dur is None) == (msgs is None):
+            raise UsageError("give exactly one of --duration and --messages", "--duration",
+                             "Use --duration 2s (a time window) or --messages 20 (per large-buffer client)")
+        if dur is not None and not dur > 0:
+            raise UsageError(f"--duration {dur} s is not positive", "--duration", "Give e.g. 2s")
+        if msgs is not None and msgs < 1:
+            raise UsageError(f"--messages {msgs} is below 1", "--messages", "Give 1 or more")
+        bin_s = auto_bin_s(params)
+        if not bin_s > 0:
+            raise UsageError("--bin must be positive", "--bin", "Give e.g. 10ms")
+        if dur is not None and dur / bin_s > MAX_BINS:
+            raise UsageError(f"--duration / --bin gives {dur / bin_s:.0f} bins, above {MAX_BINS}", "--bin",
+                             "Use a wider --bin")
+        if params["repeat"] < 1:
+            raise UsageError("--repeat must be at least 1", "--repeat", "Use --repeat 1 or more")
+        if params["max_samples"] < 2:
+            raise UsageError("--max-samples must be at least 2", "--max-samples", "Use e.g. 20000")
+        need = ranks_needed(params)
+        if ctx.np < need:
+            worst = max(((c, k) for c in params["clients"] for k in chatter_counts(params, c)), key=sum)
+            raise UsageError(
+                f"the point with {worst[0]} clients and {worst[1]} chatter clients needs {need} ranks "
+                f"({params['servers']} servers + {worst[0]} + {worst[1]}), but --np is {ctx.np}", "--clients",
+                f"Use --np {need} (or leave --np out), or lower --clients / --chatter-ratio / --chatter")
+        super().validate(params, ctx)
+        self._check_memory(params, ctx)
+
+    def _check_memory(self, params: dict, ctx: BenchContext) -> None:
+        avail = mem_available_bytes()
+        if avail is None:
+            return
+        one_host = ctx.launcher.name in ("local", "testbed")
+        worst, worst_p = 0, None
+        for p in self.points(params):
+            need = root_buffer_bytes(params, p)
+            if one_host:  # every rank on this machine: add the clients' buffers
+                need += p["clients"] * params["large"] + p["chatter"] * params["small"]
+            if need > worst:
+                worst, worst_p = need, p
+        if worst > avail:
+            from hpcvar.units import format_size
+
+            raise UsageError(
+                f"the point with {worst_p['clients']} clients, {worst_p['chatter']} chatter, "
+                f"{worst_p['queues']} queue(s), depth {worst_p['depth']} needs {format_size(worst)} of buffers, "
+                f"above the {format_size(avail)} available", "--large",
+                "Use a smaller --large or --small, a fixed --depth, --queues dual, or fewer clients")
+
+    def launches(self, params: dict, pending: list[dict]) -> list[list[dict]]:
+        """One MPI job per repetition: --repeat relaunches the job (and re-draws a shuffled placement)."""
+        by_rep: dict[int, list[dict]] = {}
+        for p in pending:
+            by_rep.setdefault(p["rep"], []).append(p)
+        return [by_rep[r] for r in sorted(by_rep)]
+
+    def argv(self, params: dict, points: list[dict]) -> list[str]:
+        rep = points[0]["rep"]
+        return [
+            "--servers", str(params["servers"]), "--large", str(params["large"]), "--small", str(params["small"]),
+            "--duration", repr(float(params["duration_s"] or 0.0)), "--messages", str(params["messages"] or 0),
+            "--bin", repr(auto_bin_s(params)), "--max-samples", str(params["max_samples"]),
+            "--rep", str(rep), "--placement", params["placement"], "--seed", str(params["seed"] + rep),
+            "--p-clients", ",".join(str(p["clients"]) for p in points),
+            "--p-chatter", ",".join(str(p["chatter"]) for p in points),
+            "--p-queues", ",".join(str(QUEUES.index(p["queues"])) for p in points),
+            "--p-depth", ",".join("0" if p["depth"] == "deep" else str(p["depth"]) for p in points),
+            "--p-match", ",".join(str(MATCHES.index(p["match"])) for p in points),
+        ]
+
+    def estimate_s(self, params: dict, points: list[dict]) -> float:
+        if params.get("duration_s"):
+            per = params["duration_s"] * 1.5 + 2.0
+        else:  # assume a slow 5 MB/s root
+            per = 2.0 + max(p["clients"] for p in points) * params["messages"] * params["large"] / 5e6
+        return 5.0 + len(points) * per
+
+    # ---- tables --------------------------------------------------------------------------------
+    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
+        pts, cls, bins, rtts = [], [], [], []
+        for raw in raws:
+            for p in raw.points:
+                key = {"rep": int(p.params["rep"]), "clients": int(p.params["clients"]),
+                       "chatter": int(p.params["chatter"]), "queues": p.params["queues"],
+                       "depth": p.params["depth"], "match": p.params["match"]}
+                prow, c, b, r = _point_tables(raw, p, key)
+                pts.append(prow)
+                cls.append(c)
+                bins.append(b)
+                rtts.append(r)
+        points = pd.DataFrame(pts, columns=list(_POINT_COLS))
+        clients = _concat(cls, _CLIENT_COLS)
+        bins_df = _concat(bins, _BIN_COLS)
+        rtt = _concat(rtts, _RTT_COLS)
+        return {"fanin.points": points, "fanin.clients": clients, "fanin.bins": bins_df, "fanin.rtt": rtt,
+                "fanin.variability": variability(points, bins_df)}
+
+    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+        pts = tables["fanin.points"]
+        points = []
+        for r in pts.to_dict("records"):
+            d = {k: r[k] for k in _POINT_COLS}
+            d["depth"] = "deep" if r["depth"] == "deep" else int(r["depth"])
+            points.append(d)
+        return {"benchmark": "fanin", "servers": params["servers"], "large": params["large"],
+                "small": params["small"], "placement": params["placement"], "repeat": params["repeat"],
+                "points": points, "variability": tables["fanin.variability"].to_dict("records"),
+                "chatter_effect": chatter_effect(pts)}
+
+
+# ---- tidy tables from one raw point ------------------------------------------------------------
+_KEY_COLS = ("rep", "clients", "chatter", "queues", "depth", "match")
+_POINT_COLS = (*_KEY_COLS, "servers", "large_bytes", "small_bytes", "placement", "seed", "window_s",
+               "large_bytes_total", "aggregate_bytes_per_s", "chatter_bytes_per_s", "jain_index",
+               "chatter_jain_index", "chatter_rtt_n", "chatter_rtt_median_ns", "chatter_rtt_p99_ns",
+               "chatter_round_trips", "rate_cv", "receives_posted", "receives_cancelled")
+_CLIENT_COLS = (*_KEY_COLS, "rank", "server_rank", "role", "bytes", "messages", "messages_total",
+                "bw_bytes_per_s")
+_BIN_COLS = (*_KEY_COLS, "server_rank", "bin", "t_start_s", "bin_s", "large_bytes", "small_bytes",
+             "large_bytes_per_s", "small_bytes_per_s", "full")
+_RTT_COLS = (*_KEY_COLS, "rank", "server_rank", "seq", "rtt_ns", "t_send_ns")
+
+
+def _concat(frames: list[pd.DataFrame], cols) -> pd.DataFrame:
+    frames = [f for f in frames if len(f)]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({c: [] for c in cols})
+
+
+def _with_key(df: pd.DataFrame, key: dict) -> pd.DataFrame:
+    for i, (k, v) in enumerate(key.items()):
+        df.insert(i, k, v)
+    return df
+
+
+def _point_tables(raw: RawFile, p, key: dict):
+    rows = p.rows
+    kind = rows[:, 0] if rows.size else np.zeros(0)
+    col = {n: i for i, n in enumerate(raw.columns)}
+
+    def sel(k):
+        return rows[kind == k] if rows.size else np.zeros((0, len(raw.columns)))
+
+    roots, crow, brow, rrow = sel(KIND_ROOT), sel(KIND_CLIENT), sel(KIND_BIN), sel(KIND_RTT)
+    window_ns = {int(r[col["rank"]]): r[col["a"]] for r in roots}
+    bin_ns = float(p.params["bin_ns"])
+    # clients, as counted by their root inside the window
+    win = np.array([window_ns.get(int(r), np.nan) for r in crow[:, col["peer"]]]) if len(crow) else np.zeros(0)
+    clients = _with_key(pd.DataFrame({
+        "rank": crow[:, col["rank"]].astype(np.int64), "server_rank": crow[:, col["peer"]].astype(np.int64),
+        "role": np.where(crow[:, col["idx"]] == 1, "large", "chatter"),
+        "bytes": crow[:, col["a"]].astype(np.int64), "messages": crow[:, col["b"]].astype(np.int64),
+        "messages_total": crow[:, col["c"]].astype(np.int64),
+        "bw_bytes_per_s": np.where(win > 0, crow[:, col["a"]] / (win * 1e-9), 0.0)}), key)
+    # time series: full bins lie wholly inside their root's window
+    bstart = brow[:, col["c"]]
+    bwin = np.array([window_ns.get(int(r), 0.0) for r in brow[:, col["rank"]]]) if len(brow) else np.zeros(0)
+    bins = _with_key(pd.DataFrame({
+        "server_rank": brow[:, col["rank"]].astype(np.int64), "bin": brow[:, col["idx"]].astype(np.int64),
+        "t_start_s": bstart * 1e-9, "bin_s": bin_ns * 1e-9, "large_bytes": brow[:, col["a"]],
+        "small_bytes": brow[:, col["b"]], "large_bytes_per_s": brow[:, col["a"]] / (bin_ns * 1e-9),
+        "small_bytes_per_s": brow[:, col["b"]] / (bin_ns * 1e-9),
+        "full": bstart + bin_ns <= bwin * (1 + 1e-9)}), key)
+    rtt = _with_key(pd.DataFrame({
+        "rank": rrow[:, col["rank"]].astype(np.int64), "server_rank": rrow[:, col["peer"]].astype(np.int64),
+        "seq": rrow[:, col["idx"]].astype(np.int64), "rtt_ns": rrow[:, col["a"]],
+        "t_send_ns": rrow[:, col["b"]]}), key)
+
+    large = clients[clients["role"] == "large"]
+    chat = clients[clients["role"] == "chatter"]
+    agg = chat_bw = 0.0
+    for srv, w in window_ns.items():
+        if w > 0:
+            agg += large.loc[large["server_rank"] == srv, "bytes"].sum() / (w * 1e-9)
+            chat_bw += chat.loc[chat["server_rank"] == srv, "bytes"].sum() / (w * 1e-9)
+    s = summarize(rtt["rtt_ns"].to_numpy(), ci=False)
+    full = bins[bins["full"]]
+    per_bin = full.groupby("bin")["large_bytes_per_s"].sum().to_numpy()  # summed over roots
+    prow = dict(key)
+    prow.update({
+        "servers": int(p.params["servers"]), "large_bytes": int(p.params["large"]),
+        "small_bytes": int(p.params["small"]), "placement": p.params["placement"], "seed": int(p.params["seed"]),
+        "window_s": max(window_ns.values(), default=0.0) * 1e-9,
+        "large_bytes_total": int(large["bytes"].sum()), "aggregate_bytes_per_s": float(agg),
+        "chatter_bytes_per_s": float(chat_bw),
+        "jain_index": jain_index(large["bytes"].to_numpy()) if len(large) else float("nan"),
+        "chatter_jain_index": jain_index(chat["bytes"].to_numpy()) if len(chat) else float("nan"),
+        "chatter_rtt_n": s["n"], "chatter_rtt_median_ns": s["median"], "chatter_rtt_p99_ns": s["p99"],
+        "chatter_round_trips": int(sel(KIND_CHATTER)[:, col["a"]].sum()),
+        "rate_cv": float(np.std(per_bin, ddof=1) / np.mean(per_bin)) if per_bin.size > 1 and np.mean(per_bin) > 0
+        else float("nan"),
+        "receives_posted": int(roots[:, col["c"]].sum()), "receives_cancelled": int(roots[:, col["b"]].sum()),
+    })
+    return prow, clients, bins, rtt
+
+
+def config_cols() -> list[str]:
+    return ["clients", "chatter", "queues", "depth", "match"]
+
+
+def variability(points: pd.DataFrame, bins: pd.DataFrame) -> pd.DataFrame:
+    """Between-run vs within-run variance of the root's aggregate large-buffer rate, per configuration.
+
+    Within a run the samples are the full bins of the time series (aggregate over roots); between runs,
+    the run means. One row per configuration (a point without its repetition index).
+    """
+    cols = ["clients", "chatter", "queues", "depth", "match", "runs", "mean_bytes_per_s", "run_mean_min",
+            "run_mean_max", "within_var", "between_var", "between_over_within", "cv_between", "cv_overall"]
+    if points.empty:
+        return pd.DataFrame({c: [] for c in cols})
+    full = bins[bins["full"]] if len(bins) else bins
+    rows = []
+    for cfg, grp in points.groupby(config_cols(), sort=True):
+        groups, means = [], []
+        for rep in sorted(grp["rep"]):
+            b = full
+            for k, v in zip([*config_cols(), "rep"], [*cfg, rep]):
+                b = b[b[k] == v]
+            x = b.groupby("bin")["large_bytes_per_s"].sum().to_numpy()
+            groups.append(x)
+            means.append(float(grp.loc[grp["rep"] == rep, "aggregate_bytes_per_s"].iloc[0]))
+        vc = variance_components(groups)
+        rows.append({**dict(zip(config_cols(), cfg)), "runs": len(means),
+                     "mean_bytes_per_s": float(np.mean(means)), "run_mean_min": float(np.min(means)),
+                     "run_mean_max": float(np.max(means)), "within_var": vc.get("within_var", float("nan")),
+                     "between_var": vc.get("between_var", float("nan")),
+                     "between_over_within": vc.get("between_over_within", float("nan")),
+                     "cv_between": vc.get("cv_between", float("nan")),
+                     "cv_overall": vc.get("cv_overall", float("nan"))})
+    return pd.DataFrame(rows, columns=cols)
+
+
+def chatter_effect(points: pd.DataFrame) -> list[dict]:
+    """Large-buffer bandwidth with chatter vs without, per clients x strategy (means over repetitions).
+
+    drop_pct = 100 (1 - with / without): positive when chatter takes bandwidth from the large clients.
+    """
+    out = []
+    if points.empty:
+        return out
+    mean = points.groupby(["clients", "queues", "depth", "match", "chatter"], sort=True)[
+        ["aggregate_bytes_per_s", "chatter_bytes_per_s"]].mean().reset_index()
+    for (c, q, d, m), grp in mean.groupby(["clients", "queues", "depth", "match"], sort=True):
+        base = grp[grp["chatter"] == 0]
+        if base.empty:
+            continue
+        b = float(base["aggregate_bytes_per_s"].iloc[0])
+        for r in grp[grp["chatter"] > 0].itertuples():
+            out.append({"clients": int(c), "queues": q, "depth": "deep" if d == "deep" else int(d), "match": m,
+                        "chatter": int(r.chatter), "without_bytes_per_s": b,
+                        "with_bytes_per_s": float(r.aggregate_bytes_per_s),
+                        "chatter_bytes_per_s": float(r.chatter_bytes_per_s),
+                        "drop_pct": 100.0 * (1.0 - r.aggregate_bytes_per_s / b) if b > 0 else float("nan")})
+    return out
+
+
+def strategy_label(queues: str, depth, match: str) -> str:
+    return f"{queues}/{depth}/{match}"
+
+
+def chatter_label(clients: int, chatter: int) -> str:
+    if chatter == 0:
+        return "- chatter"
+    ratio = chatter / clients
+    return f"+ chatter {ratio:g}:1" if ratio == int(ratio) else f"+ chatter {chatter}"
+
+
+__all__ = ["Fanin", "MATCHES", "QUEUES", "chatter_counts", "chatter_effect", "parse_choice_list",
+           "parse_depth_list", "ranks_needed", "root_buffer_bytes", "variability"]

@@ -1,0 +1,42 @@
+"""hpcvar bench sharing."""
+
+from __future__ import annotations
+
+import click
+
+from hpcvar.bench.runner import run_benchmark
+from hpcvar.bench.sharing import Sharing, default_np
+from hpcvar.cli.common import SIZE, bench_context, emit, launch_options, output_options
+from hpcvar.models.scheme import load_scheme
+from hpcvar.report.sharing_render import render_sharing
+
+
+@click.command("sharing")
+@click.argument("scheme")
+@click.option("--size", type=SIZE, default="20MiB", show_default=True,
+              help="Bytes per communication (a size in the scheme overrides it).")
+@click.option("--reps", type=click.IntRange(1), default=5, show_default=True,
+              help="Measured repetitions (each: the reference alone, then all communications at once).")
+@click.option("--warmup", type=click.IntRange(0), default=1, show_default=True,
+              help="Unmeasured repetitions first (cache and connection warm-up).")
+@launch_options(default_np=None)
+@output_options
+def cli(scheme, size, reps, warmup, as_json, **kw):
+    """Penalties of concurrent communications: the table of the paper's Figure 2 for this machine.
+
+    SCHEME is a scheme file (examples/schemes/) or inline text such as 'a: 0->1; b: 0->2'.
+    T_ref is communication a alone; then every communication sends --size bytes at once with a
+    blocking MPI_Send timed at its source (receivers use MPI_ANY_SOURCE); penalty = T / T_ref.
+    One rank per communication end: --np defaults to that count locally; on the testbed each
+    scheme node is a host (--np and --ranks-per-node default to fit the busiest node).
+    """
+    sch = load_scheme(scheme)
+    np_, per = default_np(sch, kw["launcher"])
+    if kw.get("np") is None:
+        kw["np"] = np_
+    if kw.get("ranks_per_node") is None and per is not None:
+        kw["ranks_per_node"] = per
+    ctx = bench_context(kw)
+    params = {"scheme": sch.to_json(), "size": size, "reps": reps, "warmup": warmup}
+    run, result = run_benchmark(Sharing(), params, ctx)
+    emit(result, as_json, render_sharing)

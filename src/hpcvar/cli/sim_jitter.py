@@ -1,0 +1,317 @@
+"""hpcvar sim jitter: trace-driven OS-jitter simulation of BSP phases (jitSim, docs/jitter-sim.md)."""
+
+from __future__ import annotations
+
+import re
+import sys
+from pathlib import Path
+
+import click
+import numpy as np
+import pandas as pd
+
+from hpcvar import metadata, units
+from hpcvar.cli.common import INT_LIST, emit, output_options, stderr_console
+from hpcvar.errors import InputFileError, UsageError
+from hpcvar.results import Run
+from hpcvar.results.store import atomic_write_text
+from hpcvar.sim import closed_form as cf
+from hpcvar.sim import jitter as J
+from hpcvar.sim.jitter_report import plot_phases, plot_sweep, render_jitter
+from hpcvar.sim.synth import parse_freq, synthesize
+
+_PLAIN_INT = re.compile(r"\d+")
+PER_TASK_MAX_ROWS = 50_000_000
+
+
+def _cycles(text: str | None, flag: str, freq: float, runs_dir) -> int:
+    """Cycles from a plain integer, a time with a unit (2us), or run:REF (a 'bench latency' run)."""
+    if text is None:
+        return 0
+    text = text.strip()
+    if _PLAIN_INT.fullmatch(text):
+        return int(text)
+    if text.startswith("run:"):
+        return _from_latency_run(text[4:], flag, freq, runs_dir)
+    secs = units.parse_time(text, flag)
+    return int(round(secs * freq))
+
+
+def _from_latency_run(ref: str, flag: str, freq: float, runs_dir) -> int:
+    """The 0-byte (smallest size) median one-way latency of a 'bench latency' run, in cycles.
+    --send-cycles and --recv-cycles take half of it (the paper halves the MPI stack latency)."""
+    from hpcvar.results import resolve_run
+
+    run = Run.open(resolve_run(ref, runs_dir))
+    if run.info.get("command") != "bench latency" or not run.has_table("latency.summary"):
+        raise UsageError(f"run {run.id} is not a 'bench latency' run with a summary", flag,
+                         "Give run:<a bench latency run>, cycles, or a time such as 2us")
+    summ = run.read_table("latency.summary").sort_values("size_bytes")
+    ns = float(summ["median_ns"].iloc[0])
+    if flag in ("--send-cycles", "--recv-cycles"):
+        ns /= 2.0
+    return int(round(ns * 1e-9 * freq))
+
+
+def _load_trace(path: str, freq_hz: float | None):
+    try:
+        from hpcvar.noise.formats import load_trace
+    except ImportError:  # the noise formats are optional here: the two-column text always works
+        from hpcvar.noise.trace import read_two_column
+
+        if freq_hz is None:
+            raise UsageError(f"{path} needs its frequency", "--freq", "Give --freq 2.4GHz") from None
+        return read_two_column(path, freq_hz)
+    return load_trace(path, freq_hz)
+
+
+def _read_offsets(path: str, ntasks: int, lengths: list[int], cores: int) -> np.ndarray:
+    p = Path(path)
+    try:
+        lines = p.read_text().splitlines()
+    except OSError as e:
+        raise InputFileError(f"cannot read the offsets: {e.strerror}", str(p)) from None
+    vals = []
+    for i, line in enumerate(lines, 1):
+        text = line.split("#", 1)[0].strip()
+        if not text:
+            continue
+        if not _PLAIN_INT.fullmatch(text):
+            raise InputFileError(f"'{line.strip()}' is not a non-negative integer", str(p), i,
+                                 "Each line holds one trace position in cycles")
+        v = int(text)
+        task = len(vals)
+        limit = lengths[task % cores] if task < ntasks else lengths[0]
+        if v >= limit:
+            raise InputFileError(f"offset {v} is not inside the trace of task {task} (length {limit} cycles)",
+                                 str(p), i, "Give positions in [0, L)")
+        vals.append(v)
+    if len(vals) != ntasks:
+        more = "more" if len(vals) > ntasks else "fewer"
+        raise InputFileError(f"{len(vals)} offsets for {ntasks} tasks ({more} offsets than tasks)", str(p),
+                             todo="Give exactly one offset per task, or change --tasks")
+    return np.array(vals, dtype=np.int64)
+
+
+@click.command("jitter")
+@click.option("--trace", "traces", multiple=True, type=click.Path(dir_okay=False),
+              help="Jitter trace (.jtr, or two-column 'd g' text with --freq); repeat to compare configurations.")
+@click.option("--synthetic", "synthetics", multiple=True,
+              help="Synthetic trace instead: sources like '250Hz:2us,10Hz:100us,poisson:0.1Hz:1ms'; repeatable.")
+@click.option("--trace-length", default="1h", show_default=True, help="Length of a --synthetic trace.")
+@click.option("--freq", default=None, help="Cycles per second of the trace (2.4GHz); needed for text traces; "
+                                            "default 2.4GHz for --synthetic.")
+@click.option("--align", default="unsync", show_default=True,
+              help="Offsets: unsync, sync or cosched (comma list to compare).")
+@click.option("--window", default=None, help="Co-scheduler window C (cycles or time) for --align cosched.")
+@click.option("--window-origin", default=None, help="Start C0 of one co-scheduler window (cycles or time).")
+@click.option("--offsets", "offsets_file", type=click.Path(dir_okay=False), default=None,
+              help="File of explicit offsets, one trace position (cycles) per task.")
+@click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=1, show_default=True, help="Seed of the offsets.")
+@click.option("--replicas", type=click.IntRange(1), default=1, show_default=True,
+              help="Repeat with derived seeds; report the mean and a 95% CI.")
+@click.option("--cores-per-node", type=int, default=None,
+              help="K: task i runs on core i mod K (its trace: CPU (i mod K) mod C of the trace); "
+                   "default: the trace's CPU count.")
+@click.option("--work", default=None, help="Work quantum W per phase in cycles.")
+@click.option("--quantum", default=None, help="Work quantum per phase as a time (1ms); default 1ms.")
+@click.option("--barrier", type=click.Choice(["tree", "none"]), default="tree", show_default=True)
+@click.option("--arity", type=int, default=2, show_default=True, help="k of the k-ary barrier tree.")
+@click.option("--send-cycles", default="0", show_default=True, help="S: CPU cost of a send (cycles, time, run:REF).")
+@click.option("--recv-cycles", default="0", show_default=True, help="R: CPU cost of a receive.")
+@click.option("--latency-intra", default="0", show_default=True, help="Wire time inside a node (cycles, time, run:REF).")
+@click.option("--latency-inter", default="0", show_default=True, help="Wire time between nodes.")
+@click.option("--phases", type=int, default=10, show_default=True, help="N phases of compute + barrier.")
+@click.option("--tasks", "task_list", type=INT_LIST, default="1..1K", show_default=True,
+              help="Task counts (ranges: 1..1M doubles).")
+@click.option("--per-task", "per_task", type=click.Path(dir_okay=False), default=None,
+              help="Write CSV task,phase,compute_end,next_start (cycles) of replica 0 (one task count).")
+@click.option("--no-plots", is_flag=True, help="Do not draw the plots.")
+@output_options
+def cli(traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
+        cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
+        phases, task_list, per_task, no_plots, as_json, runs_dir):
+    """Simulate N phases of (compute W, barrier) for many tasks on a jitter trace (jitSim).
+
+    Every task starts at a position of the trace (--align) and computes W cycles of
+    compute-available time; jitter delays it. Reports T, the jitter-free T0 and the
+    slowdown T/T0 - 1, with the closed form beside it for a periodic trace.
+    """
+    err = stderr_console()
+    # ---- checks before any work --------------------------------------------------------------
+    if arity < 1:
+        raise UsageError(f"arity {arity} is below 1", "--arity", "A k-ary tree needs k >= 1 (2: binary)")
+    if phases < 1:
+        raise UsageError(f"{phases} phases", "--phases", "Simulate at least one phase")
+    if not traces and not synthetics:
+        raise UsageError("no trace", "--trace", "Give --trace FILE or --synthetic SPEC")
+    if work is not None and quantum is not None:
+        raise UsageError("both --work and --quantum", "--work", "Give the work in cycles or as a time, not both")
+    aligns = [a.strip() for a in align.split(",") if a.strip()]
+    for a in aligns:
+        if a not in ("unsync", "sync", "cosched"):
+            raise UsageError(f"unknown alignment '{a}'", "--align", "Use unsync, sync or cosched")
+    if offsets_file and (len(task_list) != 1 or len(traces) + len(synthetics) != 1):
+        raise UsageError("--offsets gives one position per task of one run", "--offsets",
+                         "Use it with a single --tasks count and a single trace")
+    if "cosched" in aligns and window is None:
+        raise UsageError("--align cosched needs the window length", "--window", "Give --window 10ms (or cycles)")
+    if window is not None and "cosched" not in aligns:
+        raise UsageError("--window is only for --align cosched", "--window", "Add --align cosched")
+    if min(task_list) < 1:
+        raise UsageError("a task count below 1", "--tasks", "Give task counts >= 1")
+    if per_task and len(task_list) != 1:
+        raise UsageError("--per-task writes one task count", "--per-task", "Give a single --tasks value")
+
+    freq_hz = parse_freq(freq, "--freq") if freq else None
+    loaded = []  # (label, JitterTrace)
+    for path in traces:
+        tr = _load_trace(path, freq_hz)
+        tr.validate(path)
+        loaded.append((Path(path).stem, tr))
+    if synthetics:
+        length_s = units.parse_time(trace_length, "--trace-length")
+        for k, spec in enumerate(synthetics):
+            loaded.append((spec if len(spec) <= 24 else f"synthetic{k + 1}", synthesize(spec, freq_hz or 2.4e9, length_s, seed=seed + k)))
+    f0 = loaded[0][1].freq_hz
+    for label, tr in loaded[1:]:
+        if abs(tr.freq_hz - f0) > 1e-6 * f0:
+            raise UsageError(f"trace '{label}' is at {tr.freq_hz:g} Hz, the first at {f0:g} Hz", "--trace",
+                             "Compare traces of one frequency (cycles must mean the same)")
+    if work is not None:
+        if not _PLAIN_INT.fullmatch(work.strip()):
+            raise UsageError(f"'{work}' is not a cycle count", "--work", "Give cycles, or use --quantum 1ms")
+        w_cycles = int(work)
+    else:
+        w_cycles = int(round(units.parse_time(quantum or "1ms", "--quantum") * f0))
+    wl_base = dict(work=w_cycles, phases=phases, barrier=barrier, arity=arity,
+                   send=_cycles(send_cycles, "--send-cycles", f0, runs_dir),
+                   recv=_cycles(recv_cycles, "--recv-cycles", f0, runs_dir),
+                   lat_intra=_cycles(latency_intra, "--latency-intra", f0, runs_dir),
+                   lat_inter=_cycles(latency_inter, "--latency-inter", f0, runs_dir))
+    win = _cycles(window, "--window", f0, runs_dir) if window is not None else 0
+    origin = _cycles(window_origin, "--window-origin", f0, runs_dir) if window_origin is not None else 0
+    if window is not None and win < 1:
+        raise UsageError("the co-scheduler window is shorter than one cycle", "--window", "Give e.g. --window 10ms")
+
+    warnings: list[str] = []
+    configs = []
+    for label, tr in loaded:
+        k = cores_per_node or len(tr.cpus)
+        if k < 1:
+            raise UsageError(f"{k} cores per node", "--cores-per-node", "Give K >= 1")
+        cpus = J.core_traces(tr, k)
+        nt = J.NativeTraces(cpus)
+        if w_cycles > min(nt.computes):
+            warnings.append(f"trace '{label}': one phase's work W = {w_cycles} cycles exceeds the trace's compute "
+                            f"time ({min(nt.computes)} cycles); tasks wrap within a phase. Use a longer trace")
+        if win and any(origin % win >= L for L in nt.lengths):
+            raise UsageError("the co-scheduler window origin lies beyond the end of the trace", "--window-origin",
+                             "Give an origin inside the trace")
+        for a in aligns:
+            name = label if len(aligns) == 1 else f"{label} {a}"
+            configs.append((name, tr, cpus, nt, k, a))
+
+    trace_bytes = sum(c[3].nbytes() for c in configs)
+    avail = J.available_memory()
+    for n in task_list:
+        need = J.memory_estimate(n, phases, bool(per_task), trace_bytes)
+        if avail is not None and need > 0.9 * avail:
+            raise UsageError(f"{n} tasks need about {need / 2**30:.1f} GiB ({J.TASK_BYTES} B per task in the core "
+                             f"+ traces), {avail / 2**30:.1f} GiB are available", "--tasks",
+                             "Simulate fewer tasks, or run on a machine with more memory")
+        if per_task and n * phases > PER_TASK_MAX_ROWS:
+            raise UsageError(f"--per-task would write {n * phases} rows", "--per-task",
+                             f"Keep tasks x phases under {PER_TASK_MAX_ROWS}")
+
+    params = {"traces": list(traces), "synthetic": list(synthetics), "trace_length": trace_length, "freq_hz": f0,
+              "align": aligns, "window_cycles": win, "window_origin_cycles": origin, "offsets": offsets_file,
+              "seed": seed, "replicas": replicas, "cores_per_node": cores_per_node, "tasks": list(task_list),
+              **wl_base}
+    run = Run.create("sim jitter", params, runs_dir, ["hpcvar", *sys.argv[1:]], metadata.collect({}))
+
+    # ---- simulate --------------------------------------------------------------------------------
+    rows, phase_rows, summaries = [], [], []
+    for name, tr, cpus, nt, k, a in configs:
+        wl = J.Workload(cores_per_node=k, **wl_base)
+        periodic = cf.periodic_event(cpus)
+        for n in task_list:
+            if offsets_file:
+                al = J.Alignment("file", explicit=_read_offsets(offsets_file, n, nt.lengths, k))
+            else:
+                al = J.Alignment(a, window=win, origin=origin)
+            pr = J.run_point(nt, wl, n, al, seed, replicas if not offsets_file else 1, name, per_task=bool(per_task))
+            s = pr.summary(f0, min(nt.lengths))
+            s["closed_form"] = _closed(periodic, wl, n, a, win, origin) if not offsets_file else None
+            if s["coverage"] > 1:
+                warnings.append(f"{name}, {n} tasks: the run covers {100 * s['coverage']:.0f}% of the trace, so "
+                                f"tasks see the same jitter again; use a longer trace or fewer phases")
+            summaries.append(s)
+            cfs = (s["closed_form"] or {}).get("expected_slowdown")
+            rows.append({"config": name, "tasks": n, "replicas": s["replicas"], "total_cycles": s["total_cycles"],
+                         "total_ci_lo_cycles": s["total_ci_cycles"][0], "total_ci_hi_cycles": s["total_ci_cycles"][1],
+                         "baseline_cycles": s["baseline_cycles"], "slowdown": s["slowdown"],
+                         "slowdown_ci_lo": s["slowdown_ci"][0], "slowdown_ci_hi": s["slowdown_ci"][1],
+                         "slowdown_vs_compute": s["slowdown_vs_compute"], "coverage": s["coverage"],
+                         "closed_form_slowdown": float(cfs) if cfs is not None else float("nan"),
+                         "absorbed_mean_cycles": s["absorbed_cycles"]["mean"],
+                         "absorbed_max_cycles": s["absorbed_cycles"]["max"],
+                         "waiting_mean_cycles": s["waiting_cycles"]["mean"],
+                         "waiting_max_cycles": s["waiting_cycles"]["max"],
+                         "sim_s": s["sim_elapsed_s"], "task_phases_per_s": s["task_phases_per_s"]})
+            for r, o in enumerate(pr.replicas):
+                prev = 0
+                for ph, end in enumerate(o.phase_end.tolist()):
+                    phase_rows.append({"config": name, "tasks": n, "replica": r, "phase": ph, "end_cycles": end,
+                                       "duration_cycles": end - prev})
+                    prev = end
+            if per_task:
+                _write_per_task(per_task, pr.replicas[0])
+            run.write_table("jitter.points", pd.DataFrame(rows))
+    run.write_table("jitter.phases", pd.DataFrame(phase_rows))
+    points = pd.DataFrame(rows)
+    if not no_plots:
+        plot_sweep(points, run.plots_dir() / "sweep")
+        plot_phases(pd.DataFrame(phase_rows), run.plots_dir() / "phases")
+    for w in warnings:
+        run.warn(w)
+    head = summaries[-1] if len(configs) == 1 else [s for s in summaries if s["config"] == configs[0][0]][-1]
+    result = {"command": "sim jitter", "freq_hz": f0, "work_cycles": w_cycles, "phases_n": phases,
+              "barrier": barrier, "arity": arity, "send_cycles": wl_base["send"], "recv_cycles": wl_base["recv"],
+              "latency_intra_cycles": wl_base["lat_intra"], "latency_inter_cycles": wl_base["lat_inter"],
+              "total_cycles": head["total_cycles"], "baseline_cycles": head["baseline_cycles"],
+              "slowdown": head["slowdown"], "phases": head["phases"], "points": summaries, "warnings": warnings,
+              "run": str(run.path)}
+    run.finish("complete", result)
+    if as_json:
+        for w in warnings:
+            err.print(f"[yellow]warning:[/] {w}")
+    emit(result, as_json, render_jitter)
+
+
+def _closed(periodic, wl: J.Workload, n: int, align: str, win: int, origin: int) -> dict | None:
+    """The closed form beside the simulation: periodic trace, barrier none (docs/jitter-sim.md)."""
+    if periodic is None or wl.barrier != "none":
+        return None
+    d, g = periodic
+    if d == 0:
+        return None
+    if align == "unsync":
+        out = cf.unsync_none(d, g, wl.work, n)
+        out["note"] = "expectation of the first phase; later phases reuse the same offsets"
+        return out
+    if align == "sync":
+        return cf.synced_none(d, g, wl.work, wl.phases)
+    if align == "cosched" and win % (d + g) == 0:
+        return cf.synced_none(d, g, wl.work, wl.phases, phi0=(origin % win) % (d + g))
+    return None
+
+
+def _write_per_task(path: str, o: J.Outcome) -> None:
+    ph, n = o.compute_end.shape
+    lines = ["task,phase,compute_end,next_start"]
+    ce, ns = o.compute_end, o.next_start
+    for p in range(ph):
+        lines.extend(f"{i},{p},{a},{b}" for i, a, b in zip(range(n), ce[p].tolist(), ns[p].tolist()))
+    atomic_write_text(Path(path), "\n".join(lines) + "\n")
+

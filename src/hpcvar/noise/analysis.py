@@ -1,0 +1,361 @@
+"""Analysis of a jitter trace: statistics, periodicity, attribution, collector quality.
+
+Everything here is computed from the trace and its metadata; nothing is assumed about the machine.
+
+- ``cpu_stats``: count, rate, noise fraction (sum of durations / trace length), max, percentiles of the
+  durations and of the gaps (linear interpolation, all events), MAD.
+- ``spectrum`` / ``periodic_sources``: the periodogram of the event starts, Z(f) = |mean_k exp(-2 pi i f
+  t_k)|^2, and its peaks grouped into harmonic series; a source is named by its fundamental in Hz, its
+  strength is Z at its strongest harmonic (1: every event on the period; ~1/N: random).
+- ``attribution``: per CPU rates of every interrupt / softirq source from the /proc snapshots taken just
+  before and after the recording, and which of them fire at the rate of a periodic source (a rate match,
+  not a proof: the report says so).
+- ``quality``: t_min at the start and the end, TSC frequency over the run against the calibration.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from pathlib import Path
+
+import numpy as np
+
+from hpcvar.noise.trace import CpuTrace, JitterTrace, recorded_starts
+
+PERCENTILES = (50, 90, 99, 99.9, 99.99)
+SPECTRUM_FS_HZ = 10000.0  # event-train sampling rate: periodic sources up to 5 kHz
+PEAK_FACTOR = 20.0  # a spectral peak must exceed 20 x the median power
+MAX_HARMONIC = 8
+RANDOM_FACTOR = 15.0  # random phases: Z ~ Exp(1/N); the max over ~1e4 frequencies is ~ln(1e4)/N = 9/N
+CLASS_EDGES_NS = (0.0, 1e3, 1e4, 1e5, 1e6, np.inf)  # duration classes (decades) for per-class periodicity
+MIN_CLASS_EVENTS = 20
+
+
+def _pkey(p: float) -> str:
+    return "p" + (f"{p:g}".replace(".", "_")) + "_ns"
+
+
+def cpu_stats(trace: JitterTrace, c: CpuTrace) -> dict:
+    ns = 1e9 / trace.freq_hz
+    d = c.duration * ns
+    g = c.gap * ns
+    length_ns = c.length * ns
+    out = {
+        "cpu": c.cpu,
+        "t_min_ns": c.meta["t_min_cycles"] * ns if "t_min_cycles" in c.meta else None,
+        "threshold_ns": c.meta["threshold_cycles"] * ns if "threshold_cycles" in c.meta else None,
+        "events": c.events,
+        "length_s": length_ns / 1e9,
+        "events_per_s": c.events / (length_ns / 1e9) if length_ns else 0.0,
+        "noise_fraction": float(c.duration.sum() / c.length) if c.length else 0.0,
+        "max_ns": float(d.max()) if c.events else 0.0,
+        "mean_ns": float(d.mean()) if c.events else 0.0,
+        "mad_ns": float(np.median(np.abs(d - np.median(d)))) if c.events else 0.0,
+    }
+    for p in PERCENTILES:
+        out[_pkey(p)] = float(np.percentile(d, p)) if c.events else 0.0
+    for p in PERCENTILES:
+        out["gap_" + _pkey(p)] = float(np.percentile(g, p)) if c.events else 0.0
+    return out
+
+
+# ---- periodicity ---------------------------------------------------------------------------------------------
+def event_train(trace: JitterTrace, c: CpuTrace, fs: float = SPECTRUM_FS_HZ) -> np.ndarray:
+    """Number of event starts per 1/fs bin over the trace."""
+    t = recorded_starts(c) / trace.freq_hz
+    n = max(int(np.ceil(c.length / trace.freq_hz * fs)), 1)
+    return np.bincount(np.minimum((t * fs).astype(np.int64), n - 1), minlength=n).astype(float)
+
+
+def spectrum(trace: JitterTrace, c: CpuTrace, fs: float = SPECTRUM_FS_HZ) -> tuple[np.ndarray, np.ndarray]:
+    """The point-process periodogram of the event starts: Z(f) = |sum_k exp(-2 pi i f t_k)|^2 / N^2.
+
+    Computed as the FFT of the count series (1/fs bins, zero-padded 2x); Z(f) is the squared mean
+    resultant length of the event phases at f: 1 when every event is locked to the period 1/f, about 1/N
+    for random times. Long traces lower fs so that the series stays below 2^25 bins.
+    """
+    x = event_train(trace, c, fs)
+    while x.size > (1 << 25):
+        fs /= 2
+        x = event_train(trace, c, fs)
+    n = 1 << int(np.ceil(np.log2(max(x.size, 2)) + 1))
+    z = np.abs(np.fft.rfft(x, n)) ** 2 / max(c.events, 1) ** 2
+    f = np.fft.rfftfreq(n, 1.0 / fs)
+    return f, z
+
+
+def periodic_sources(f: np.ndarray, p: np.ndarray, top: int = 5, events: int = 0) -> list[dict]:
+    """Peaks of the periodogram grouped into harmonic series, strongest first.
+
+    A peak exceeds PEAK_FACTOR x the median of Z and, given ``events`` N, RANDOM_FACTOR/N (random phases
+    give about 1/N). Every peak is a candidate fundamental f_c with the score S(f_c) = mean of max Z near k f_c,
+    k = 1..min(MAX_HARMONIC, f_max / f_c): an event train with period T has Z high at every multiple of 1/T,
+    while its sub-multiples miss some. Repeatedly, the best-scoring candidate is taken, replaced by the
+    lowest candidate of which it is a multiple and that scores at least 60% as well (so 250 Hz, not
+    500 Hz, names a 4 ms train), its multiples are removed, and the fundamental is refined by a
+    least-squares fit through its harmonics. ``strength`` = S.
+    """
+    from scipy.signal import find_peaks
+
+    if f.size < 4:
+        return []
+    df = f[1] - f[0]
+    med = float(np.median(p[1:]))
+    floor = max(med * PEAK_FACTOR, RANDOM_FACTOR / events if events else 0.0, 1e-300)
+    idx, _ = find_peaks(p, height=floor, distance=2)
+    idx = idx[f[idx] >= 1.0]
+    if idx.size == 0:
+        return []
+    fmax = float(f[-1])
+    tol = lambda x: max(2.0 * df, 0.003 * x)  # noqa: E731
+
+    def z_near(x: float) -> tuple[float, float]:
+        i = int(round(x / df))
+        w = max(int(np.ceil(tol(x) / df)), 1)
+        lo, hi = max(i - w, 0), min(i + w + 1, f.size)
+        if lo >= hi:
+            return 0.0, x
+        j = lo + int(np.argmax(p[lo:hi]))
+        return float(p[j]), float(f[j])
+
+    def score(fc: float) -> float:
+        kmax = max(1, min(MAX_HARMONIC, int(fmax / fc)))
+        return float(np.mean([z_near(k * fc)[0] for k in range(1, kmax + 1)]))
+
+    def multiple(fx: float, fc: float) -> bool:
+        k = round(fx / fc)
+        return k >= 1 and abs(fx - k * fc) <= tol(fx)
+
+    cand = [float(x) for x in f[idx]]
+    scores = {fc: score(fc) for fc in cand}
+    out = []
+    while cand and len(out) < top:
+        best = max(cand, key=lambda x: scores[x])
+        if scores[best] < floor:
+            break
+        f0 = min((fc for fc in cand if multiple(best, fc) and scores[fc] >= 0.6 * scores[best]), default=best)
+        kmax = max(1, min(MAX_HARMONIC, int(fmax / f0)))
+        hs = [z_near(k * f0) for k in range(1, kmax + 1)]
+        ks = np.arange(1, kmax + 1, dtype=float)
+        zs = np.array([h[0] for h in hs])
+        fs_ = np.array([h[1] for h in hs])
+        fit = float((ks * fs_ * zs).sum() / (ks * ks * zs).sum()) if zs.sum() > 0 else f0
+        out.append({"hz": fit, "strength": scores[f0], "period_ms": 1e3 / fit,
+                    "harmonics": int((zs >= floor).sum()),
+                    "harmonic_hz": [float(x) for x, z in zip(fs_, zs) if z >= floor]})
+        cand = [fc for fc in cand if not (multiple(fc, f0) or multiple(fc, fit))]
+    return out
+
+
+def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict]:
+    """Periodic sources of all events and of each duration decade (<1 us, 1-10 us, ..., >1 ms) with at
+    least MIN_CLASS_EVENTS events: a rare periodic detour (a 1 ms burst at 100 Hz among 30,000 short
+    VM exits) is invisible in the periodogram of all events but dominates its own class. Sources at the
+    same frequency (0.5%) are merged, keeping the strongest; each names its ``class_ns`` range."""
+    from hpcvar.noise.trace import cpu_trace_from_events
+
+    ns = 1e9 / trace.freq_hz
+    d_ns = c.duration * ns
+    found = []
+    f, p = spectrum(trace, c)
+    for s_ in periodic_sources(f, p, top, c.events):
+        found.append(s_ | {"class_ns": [0.0, None]})
+    starts = recorded_starts(c)
+    for lo, hi in zip(CLASS_EDGES_NS[:-1], CLASS_EDGES_NS[1:]):
+        m = (d_ns >= lo) & (d_ns < hi)
+        if m.sum() < MIN_CLASS_EVENTS or m.all():
+            continue
+        sub = cpu_trace_from_events(c.cpu, starts[m], np.zeros(int(m.sum()), dtype=np.int64), c.length)
+        f, p = spectrum(trace, sub)
+        for s_ in periodic_sources(f, p, top, sub.events):
+            found.append(s_ | {"class_ns": [lo, None if np.isinf(hi) else hi]})
+    found.sort(key=lambda x: -x["strength"])
+    out = []
+    for s_ in found:
+        if not any(abs(s_["hz"] - o["hz"]) <= 0.005 * o["hz"] for o in out):
+            out.append(s_)
+    return out[:top]
+
+
+def tick_check(f: np.ndarray, p: np.ndarray, sources: list[dict], hz: float | None) -> dict | None:
+    """Is the kernel tick (CONFIG_HZ) in the spectrum? ``found`` when a source's fundamental or one of its
+    harmonics lies within 0.5% of it; ``locking`` is Z at the tick frequency."""
+    if not hz:
+        return None
+    i = int(np.argmin(np.abs(f - hz)))
+    lo, hi = max(i - 2, 0), min(i + 3, f.size)
+    hit = [s for s in sources if any(abs(h - hz) <= max(0.005 * hz, 2 * (f[1] - f[0])) for h in s["harmonic_hz"])
+           or abs(s["hz"] - hz) <= 0.005 * hz]
+    return {"config_hz": hz, "locking": float(p[lo:hi].max()), "found": bool(hit),
+            "as_fundamental": any(abs(s["hz"] - hz) <= 0.005 * hz for s in hit)}
+
+
+def kernel_hz() -> int | None:
+    """CONFIG_HZ from /proc/config.gz or /boot/config-<release>, None when unknown."""
+    import platform
+
+    for path in ("/proc/config.gz", f"/boot/config-{platform.release()}"):
+        try:
+            raw = gzip.open(path).read() if path.endswith(".gz") else Path(path).read_bytes()
+        except OSError:
+            continue
+        m = re.search(rb"^CONFIG_HZ=(\d+)", raw, re.M)
+        if m:
+            return int(m.group(1))
+    return None
+
+
+# ---- attribution from /proc snapshots ----------------------------------------------------------------------
+def parse_interrupts(text: str) -> dict[str, list[int]]:
+    """/proc/interrupts or /proc/softirqs -> {source label: per-CPU counts}."""
+    lines = text.splitlines()
+    if not lines:
+        return {}
+    ncpu = len(lines[0].split())
+    out = {}
+    for line in lines[1:]:
+        if ":" not in line:
+            continue
+        name, rest = line.split(":", 1)
+        parts = rest.split()
+        counts = []
+        for x in parts[:ncpu]:
+            if not x.isdigit():
+                break
+            counts.append(int(x))
+        desc = " ".join(parts[len(counts):])
+        label = name.strip() + (f" ({desc})" if desc else "")
+        out[label] = counts + [0] * (ncpu - len(counts))
+    return out
+
+
+def parse_stat(text: str) -> dict:
+    out = {"cpus": {}}
+    for line in text.splitlines():
+        parts = line.split()
+        if not parts:
+            continue
+        if re.fullmatch(r"cpu\d+", parts[0]):
+            v = [int(x) for x in parts[1:]]
+            out["cpus"][int(parts[0][3:])] = {"irq": v[5] if len(v) > 5 else 0,
+                                             "softirq": v[6] if len(v) > 6 else 0,
+                                             "steal": v[7] if len(v) > 7 else 0}
+        elif parts[0] == "ctxt":
+            out["ctxt"] = int(parts[1])
+    return out
+
+
+def attribution(trace: JitterTrace, periods_by_cpu: dict[int, list[dict]] | None = None,
+                rate_tol: float = 0.10) -> dict:
+    """Per-CPU source rates over the recording window and their rate matches with periodic sources."""
+    before, after = trace.meta.get("proc_before") or {}, trace.meta.get("proc_after") or {}
+    window_s = (trace.meta.get("window_mono_ns") or 0) / 1e9
+    if not before or not after or window_s <= 0:
+        return {"available": False, "note": "the trace has no /proc snapshots (not recorded by hpcvar)"}
+    user_hz = 100.0  # /proc/stat ticks (USER_HZ, 100 on Linux)
+    sources = []
+    for kind in ("interrupts", "softirqs"):
+        b, a = parse_interrupts(before.get(kind) or ""), parse_interrupts(after.get(kind) or "")
+        for label, ca in a.items():
+            cb = b.get(label, [0] * len(ca))
+            for c in trace.cpus:
+                if c.cpu < len(ca):
+                    delta = ca[c.cpu] - (cb[c.cpu] if c.cpu < len(cb) else 0)
+                    if delta > 0:
+                        sources.append({"cpu": c.cpu, "kind": kind[:-1] if kind == "interrupts" else "softirq",
+                                        "source": label, "count": delta, "per_s": delta / window_s})
+    sb, sa = parse_stat(before.get("stat") or ""), parse_stat(after.get("stat") or "")
+    steal = {c.cpu: (sa["cpus"].get(c.cpu, {}).get("steal", 0) - sb["cpus"].get(c.cpu, {}).get("steal", 0))
+             / user_hz for c in trace.cpus}
+    matches = []
+    for c in trace.cpus:
+        for per in (periods_by_cpu or {}).get(c.cpu, []):
+            for s in sources:
+                if s["cpu"] == c.cpu and abs(s["per_s"] - per["hz"]) <= rate_tol * per["hz"]:
+                    matches.append({"cpu": c.cpu, "hz": per["hz"], "source": s["source"], "per_s": s["per_s"],
+                                    "how": f"rate within {rate_tol:.0%} (a guess from counts, not a time match)"})
+    sources.sort(key=lambda s: (s["cpu"], -s["per_s"]))
+    return {"available": True, "window_s": window_s, "sources": sources, "matches": matches,
+            "steal_s": steal, "context_switches_all_cpus": sa.get("ctxt", 0) - sb.get("ctxt", 0),
+            "thread_context_switches": {c.cpu: {"voluntary": c.meta.get("voluntary_ctxt_switches"),
+                                                "nonvoluntary": c.meta.get("nonvoluntary_ctxt_switches")}
+                                        for c in trace.cpus}}
+
+
+# ---- collector quality -------------------------------------------------------------------------------------
+def quality(trace: JitterTrace) -> dict:
+    m = trace.meta
+    ns = 1e9 / trace.freq_hz
+    q = {"tsc_hz": trace.freq_hz, "invariant_tsc": m.get("invariant_tsc"),
+         "calib_spread_ppm": m.get("tsc_calib_spread_ppm"), "tsc_hz_over_run": m.get("tsc_hz_over_run"),
+         "in_vm": (m.get("hypervisor") == 1) if "hypervisor" in m else None, "cpus": []}
+    if m.get("tsc_hz_over_run"):
+        q["freq_drift_ppm"] = (m["tsc_hz_over_run"] - trace.freq_hz) / trace.freq_hz * 1e6
+    for c in trace.cpus:
+        cm = c.meta
+        row = {"cpu": c.cpu}
+        if "t_min_cycles" in cm:
+            row.update(t_min_ns=cm["t_min_cycles"] * ns, t_min_end_ns=cm.get("t_min_end_cycles", 0) * ns,
+                       t_min_drift_ns=(cm.get("t_min_end_cycles", 0) - cm["t_min_cycles"]) * ns)
+        if cm.get("iterations"):
+            busy = c.length - int(c.duration.sum())
+            row["loop_ns"] = busy / cm["iterations"] * ns
+        for k in ("migrations", "overflow", "mlocked", "rt_prio"):
+            if k in cm:
+                row[k] = cm[k]
+        q["cpus"].append(row)
+    return q
+
+
+def analyze(trace: JitterTrace, top: int = 5) -> dict:
+    """The full report: per CPU statistics and periods, attribution, quality."""
+    cpus, periods = [], {}
+    khz = kernel_hz()
+    for c in trace.cpus:
+        s = cpu_stats(trace, c)
+        f, p = spectrum(trace, c)
+        s["periods"] = sources_by_class(trace, c, top)
+        s["tick"] = tick_check(f, p, s["periods"], khz)
+        periods[c.cpu] = s["periods"]
+        cpus.append(s)
+    m = trace.meta
+    return {"freq_hz": trace.freq_hz, "kernel": m.get("kernel"), "kernel_hz": khz,
+            "source": m.get("source"), "cpus": cpus, "quality": quality(trace),
+            "attribution": attribution(trace, periods)}
+
+
+# ---- plots ---------------------------------------------------------------------------------------------------
+def plot_all(trace: JitterTrace, report: dict, outdir: Path) -> list[tuple[str, Path]]:
+    """Time series, linear and log histograms, CCDF and spectrum per CPU: PNG + SVG in outdir."""
+    from hpcvar.report.plots import figure, save
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    ns = 1e9 / trace.freq_hz
+    figs = []
+    for c, r in zip(trace.cpus, report["cpus"]):
+        d_us = c.duration * ns / 1e3
+        t_s = recorded_starts(c) * ns / 1e9
+        fig, ax = figure(2, 2, figsize=(11, 7))
+        ax[0, 0].plot(t_s, d_us, ".", ms=2)
+        ax[0, 0].set(xlabel="time (s)", ylabel="detour (us)", yscale="log", title=f"CPU {c.cpu}: detours over time")
+        ax[0, 1].hist(d_us, bins=100)
+        ax[0, 1].set(xlabel="detour (us)", ylabel="events", yscale="log", title="histogram (linear bins)")
+        lo, hi = max(d_us.min(), 1e-3), max(d_us.max(), 2e-3)
+        ax[1, 0].hist(d_us, bins=np.logspace(np.log10(lo), np.log10(hi) + 1e-9, 60))
+        ax[1, 0].set(xlabel="detour (us)", ylabel="events", xscale="log", yscale="log", title="histogram (log bins)")
+        srt = np.sort(d_us)
+        ccdf = 1.0 - np.arange(srt.size) / srt.size
+        ax[1, 1].step(srt, ccdf, where="post")
+        ax[1, 1].set(xlabel="detour (us)", ylabel="P(D >= x)", xscale="log", yscale="log", title="CCDF")
+        figs.append((f"CPU {c.cpu}: detours", save(fig, outdir / f"noise_cpu{c.cpu}")[0]))
+        f, p = spectrum(trace, c)
+        fig, ax = figure()
+        ax.semilogy(f[1:], p[1:], lw=0.7)
+        for s in r["periods"]:
+            ax.axvline(s["hz"], color="C3", ls=":", lw=0.8)
+            ax.annotate(f"{s['hz']:.1f} Hz", (s["hz"], p[1:].max()), fontsize=8, rotation=90, va="top")
+        ax.set(xlabel="frequency (Hz)", ylabel="power", title=f"CPU {c.cpu}: spectrum of the event train")
+        figs.append((f"CPU {c.cpu}: spectrum", save(fig, outdir / f"noise_spectrum_cpu{c.cpu}")[0]))
+    return figs

@@ -1,0 +1,421 @@
+"""Jitter trace files: the native ``.jtr`` format and the exchange formats.
+
+Formats (docs/formats.md, "Jitter traces"):
+
+``jtr``       native, binary, versioned, many CPUs in one file, full metadata (written by hv_noise_collect).
+``text``      the paper's two-column text: ``jitter_duration cycles_to_next_jitter`` in cycles per line;
+              ``#`` comments; ``# freq_hz F`` gives the frequency, ``# cpu C [lead_in_cycles N]`` starts a CPU.
+``loggopsim`` LogGOPSim / netgauge noise traces: ``<start_ns>\\t<duration_ns>`` per line, one CPU.
+``csv``       ``cpu,duration_cycles,gap_cycles,start_cycles,start_ns,duration_ns`` with ``# freq_hz=F``.
+
+``load_trace(path, freq_hz=None, fmt=None)`` picks the format from ``fmt``, else the extension, else the
+content; ``save_trace(trace, path, fmt=None)`` writes one. Every parse error names ``file:line`` (text) or
+``file:byte N`` (binary).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import struct
+from pathlib import Path
+
+import numpy as np
+
+from hpcvar.errors import InputFileError, UsageError
+from hpcvar.noise.trace import CpuTrace, JitterTrace, cpu_trace_from_events, recorded_starts
+
+JTR_MAGIC = b"HVJTR\r\n\x1a"
+JTR_VERSION = 1
+_HDR = struct.Struct("<8sIIdQ")  # magic, version, ncpus, freq_hz, meta_len
+_CPU = struct.Struct("<IIQQQ")  # cpu, flags, nevents, lead_in_cycles, meta_len
+FLAG_OVERFLOW, FLAG_MIGRATED = 1, 2
+
+FORMATS = ("jtr", "text", "loggopsim", "csv")
+EXTENSIONS = {".jtr": "jtr", ".txt": "text", ".tc": "text", ".2col": "text", ".noise": "loggopsim",
+              ".lgs": "loggopsim", ".ng": "loggopsim", ".csv": "csv"}
+
+
+def _json_default(o):
+    if hasattr(o, "item"):
+        return o.item()
+    if isinstance(o, (np.ndarray, Path)):
+        return o.tolist() if isinstance(o, np.ndarray) else str(o)
+    raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+def _bin_error(what: str, path, offset: int, todo: str | None = None) -> InputFileError:
+    e = InputFileError(what, str(path), todo=todo)
+    e.where = f"{path}:byte {offset}"
+    return e
+
+
+# ---- native .jtr ------------------------------------------------------------------------------------------
+def read_jtr(path) -> JitterTrace:
+    path = Path(path)
+    try:
+        buf = path.read_bytes()
+    except OSError as e:
+        raise InputFileError(f"cannot read the trace: {e.strerror}", str(path)) from None
+    todo_trunc = "The file is truncated or not a .jtr trace; record it again"
+    if len(buf) < _HDR.size:
+        raise _bin_error(f"truncated header ({len(buf)} of {_HDR.size} bytes)", path, len(buf), todo_trunc)
+    magic, version, ncpus, freq, mlen = _HDR.unpack_from(buf, 0)
+    if magic != JTR_MAGIC:
+        raise _bin_error("not a .jtr jitter trace (bad magic)", path, 0,
+                         "Give a .jtr file, or --from text/loggopsim/csv for other formats")
+    if version != JTR_VERSION:
+        raise _bin_error(f"unsupported .jtr version {version} (this hpcvar reads {JTR_VERSION})", path, 8,
+                         "Convert it with the hpcvar version that wrote it")
+    off = _HDR.size
+
+    def take(n: int, what: str) -> bytes:
+        nonlocal off
+        if off + n > len(buf):
+            raise _bin_error(f"truncated {what} (needs {n} bytes, {len(buf) - off} left)", path, off, todo_trunc)
+        b = buf[off:off + n]
+        off += n
+        return b
+
+    def meta_of(b: bytes, at: int) -> dict:
+        try:
+            m = json.loads(b.decode()) if b else {}
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise _bin_error(f"metadata is not JSON ({e})", path, at) from None
+        if not isinstance(m, dict):
+            raise _bin_error("metadata is not a JSON object", path, at)
+        return m
+
+    at = off
+    meta = meta_of(take(mlen, "metadata"), at)
+    cpus = []
+    for i in range(ncpus):
+        at = off
+        cpu, flags, n, lead, cmlen = _CPU.unpack(take(_CPU.size, f"header of CPU block {i}"))
+        at = off
+        cmeta = meta_of(take(cmlen, f"metadata of CPU {cpu}"), at)
+        at = off
+        d = np.frombuffer(take(8 * n, f"durations of CPU {cpu}"), dtype="<i8").astype(np.int64)
+        g_at = off
+        g = np.frombuffer(take(8 * n, f"gaps of CPU {cpu}"), dtype="<i8").astype(np.int64)
+        for arr, base, name in ((d, at, "duration"), (g, g_at, "gap")):
+            bad = np.flatnonzero(arr < 0)
+            if bad.size:
+                k = int(bad[0])
+                raise _bin_error(f"negative {name} {arr[k]} at CPU {cpu} event {k}", path, base + 8 * k,
+                                 "The trace is corrupt; record it again")
+        cmeta["lead_in_cycles"] = int(lead)
+        cmeta["flags"] = int(flags)
+        cpus.append(CpuTrace(int(cpu), d, g, cmeta))
+    if off != len(buf):
+        raise _bin_error(f"{len(buf) - off} unexpected bytes after the last CPU block", path, off,
+                         "The file is not a valid .jtr trace")
+    meta.setdefault("source", str(path))
+    if not (freq > 0):
+        raise _bin_error(f"frequency {freq} is not positive", path, 16)
+    return JitterTrace(float(freq), cpus, meta)
+
+
+def jtr_bytes(trace: JitterTrace) -> bytes:
+    meta = json.dumps(trace.meta, default=_json_default).encode()
+    parts = [_HDR.pack(JTR_MAGIC, JTR_VERSION, len(trace.cpus), float(trace.freq_hz), len(meta)), meta]
+    for c in trace.cpus:
+        cm = {k: v for k, v in c.meta.items() if k not in ("lead_in_cycles", "flags")}
+        cmb = json.dumps(cm, default=_json_default).encode()
+        parts.append(_CPU.pack(c.cpu, int(c.meta.get("flags", 0)), c.events, int(c.meta.get("lead_in_cycles", 0)),
+                               len(cmb)))
+        parts += [cmb, c.duration.astype("<i8").tobytes(), c.gap.astype("<i8").tobytes()]
+    return b"".join(parts)
+
+
+def write_jtr(trace: JitterTrace, path) -> None:
+    from hpcvar.results import atomic_write_bytes
+
+    atomic_write_bytes(Path(path), jtr_bytes(trace))
+
+
+# ---- two-column text (the paper's form) ------------------------------------------------------------------------
+_FREQ_RE = re.compile(r"freq_hz[\s=:]+([0-9.eE+]+)")
+_CPU_RE = re.compile(r"^#\s*cpu\s+(\d+)(?:\s+lead_in_cycles\s+(\d+))?\s*$")
+
+
+def _read_lines(path: Path) -> list[str]:
+    try:
+        return path.read_text().splitlines()
+    except OSError as e:
+        raise InputFileError(f"cannot read the trace: {e.strerror}", str(path)) from None
+    except UnicodeDecodeError:
+        raise InputFileError("the file is not text", str(path),
+                             todo="Binary traces are .jtr (give --from jtr or the .jtr extension)") from None
+
+
+def _need_freq(freq_hz, path) -> float:
+    if freq_hz is None:
+        raise UsageError(f"{path} does not say its frequency", "--freq",
+                         "Give the cycles-per-second of the machine that recorded it, e.g. --freq 2.4GHz")
+    if not freq_hz > 0:
+        raise UsageError(f"frequency {freq_hz} is not positive", "--freq", "Give e.g. --freq 2.4GHz")
+    return float(freq_hz)
+
+
+def read_text(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTrace:
+    """Two-column text; ``freq_hz`` overrides a ``# freq_hz`` header. Several ``# cpu C`` blocks allowed."""
+    path = Path(path)
+    lines = _read_lines(path)
+    file_freq = None
+    blocks: list[tuple[int, int, list, list]] = []  # cpu, lead_in, d, g
+    for i, line in enumerate(lines, 1):
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            m = _CPU_RE.match(stripped)
+            if m:
+                blocks.append((int(m.group(1)), int(m.group(2) or 0), [], []))
+                continue
+            f = _FREQ_RE.search(stripped)
+            if f and file_freq is None:
+                try:
+                    file_freq = float(f.group(1))
+                except ValueError:
+                    raise InputFileError(f"'{f.group(1)}' is not a frequency", str(path), i) from None
+            continue
+        text = stripped.split("#", 1)[0].strip()
+        if not text:
+            continue
+        parts = text.split()
+        if len(parts) != 2 or not all(re.fullmatch(r"[+-]?\d+", p) for p in parts):
+            raise InputFileError(f"'{stripped}' is not two integers", str(path), i,
+                                 todo="Each line is 'jitter_duration cycles_to_next_jitter' in cycles")
+        a, b = int(parts[0]), int(parts[1])
+        if a < 0 or b < 0:
+            raise InputFileError(f"negative {'duration' if a < 0 else 'gap'} in '{stripped}'", str(path), i,
+                                 todo="Durations and gaps are non-negative cycle counts")
+        if not blocks:
+            blocks.append((cpu, 0, [], []))
+        blocks[-1][2].append(a)
+        blocks[-1][3].append(b)
+    blocks = [b for b in blocks if b[2]]
+    if not blocks:
+        raise InputFileError("the trace has no event", str(path), todo="Give at least one 'd g' line")
+    freq = _need_freq(freq_hz if freq_hz is not None else file_freq, path)
+    cpus = [CpuTrace(c, np.array(d, dtype=np.int64), np.array(g, dtype=np.int64), {"lead_in_cycles": lead})
+            for c, lead, d, g in blocks]
+    return JitterTrace(freq, cpus, {"source": str(path)})
+
+
+def text_string(trace: JitterTrace) -> str:
+    out = [f"# hpcvar jitter trace (jitter_duration cycles_to_next_jitter), freq_hz {trace.freq_hz!r}\n"]
+    for c in trace.cpus:
+        out.append(f"# cpu {c.cpu} lead_in_cycles {int(c.meta.get('lead_in_cycles', 0))}\n")
+        out.append("".join(f"{a} {b}\n" for a, b in zip(c.duration.tolist(), c.gap.tolist())))
+    return "".join(out)
+
+
+# ---- LogGOPSim / netgauge ------------------------------------------------------------------------------------
+_LEN_RE = re.compile(r"length_ns[\s=:]+([0-9.eE+]+)")
+_CPUH_RE = re.compile(r"\bcpu[\s=:]+(\d+)")
+
+
+def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTrace:
+    """``<start_ns>\\t<duration_ns>`` lines (LogGOPSim reads them with ``%lf\\t%lf`` and rounds to ns).
+
+    Cycles are ``round(ns * freq / 1e9)``; without a frequency (from ``--freq`` or a ``# freq_hz`` header)
+    1 cycle = 1 ns. The trace length is the ``# length_ns`` header, else the end of the last event.
+    """
+    path = Path(path)
+    lines = _read_lines(path)
+    file_freq = length_ns = None
+    starts, durs = [], []
+    for i, line in enumerate(lines, 1):
+        s = line.strip()
+        if s.startswith("#"):
+            f = _FREQ_RE.search(s)
+            if f:
+                file_freq = float(f.group(1))
+            m = _LEN_RE.search(s)
+            if m:
+                length_ns = float(m.group(1))
+            c = _CPUH_RE.search(s)
+            if c:
+                cpu = int(c.group(1))
+            continue
+        if not s:
+            continue
+        parts = s.split()
+        try:
+            a, b = (float(p) for p in parts) if len(parts) == 2 else (None, None)
+        except ValueError:
+            a = b = None
+        if a is None or not (np.isfinite(a) and np.isfinite(b)):
+            raise InputFileError(f"'{s}' is not '<start_ns><TAB><duration_ns>'", str(path), i,
+                                 todo="Each line is a start time and a duration in ns")
+        if a < 0 or b < 0:
+            raise InputFileError(f"negative {'start' if a < 0 else 'duration'} in '{s}'", str(path), i)
+        if starts and a < starts[-1][0]:
+            raise InputFileError(f"start {a} is before the previous start {starts[-1][0]}", str(path), i,
+                                 todo="Events must be sorted by start time")
+        if starts and a < starts[-1][0] + durs[-1]:
+            raise InputFileError(f"event at {a} ns overlaps the previous one", str(path), i,
+                                 todo="Merge overlapping events")
+        starts.append((a, i))
+        durs.append(b)
+    if not starts:
+        raise InputFileError("the trace has no event", str(path), todo="Give at least one 'start<TAB>duration' line")
+    freq = float(freq_hz if freq_hz is not None else (file_freq or 1e9))
+    scale = freq / 1e9
+    s_c = np.rint(np.array([a for a, _ in starts]) * scale).astype(np.int64)
+    d_c = np.rint(np.array(durs) * scale).astype(np.int64)
+    end = int(s_c[-1] + d_c[-1])
+    length = end if length_ns is None else int(round(length_ns * scale))
+    if length < end:
+        raise InputFileError(f"length_ns {length_ns} is shorter than the last event's end", str(path),
+                             todo="Fix the '# length_ns' header")
+    c = cpu_trace_from_events(cpu, s_c, np.minimum(d_c, np.append(s_c[1:] - s_c[:-1], d_c[-1])), length)
+    return JitterTrace(freq, [c], {"source": str(path)})
+
+
+def loggopsim_string(trace: JitterTrace, cpu_index: int = 0) -> str:
+    """One CPU as LogGOPSim lines (3 decimals of ns, exact back to cycles); no final newline, because
+    LogGOPSim's reader turns a trailing empty line into an extra event."""
+    c = trace.cpus[cpu_index]
+    k = 1e9 / trace.freq_hz
+    s = recorded_starts(c) * k
+    d = c.duration * k
+    head = (f"# hpcvar noise trace (LogGOPSim/netgauge: start_ns<TAB>duration_ns) cpu {c.cpu} "
+            f"freq_hz {trace.freq_hz!r} length_ns {c.length * k:.3f}\n")
+    return head + "\n".join(f"{a:.3f}\t{b:.3f}" for a, b in zip(s.tolist(), d.tolist()))
+
+
+# ---- CSV ------------------------------------------------------------------------------------------------------
+CSV_COLUMNS = ["cpu", "duration_cycles", "gap_cycles", "start_cycles", "start_ns", "duration_ns"]
+
+
+def csv_string(trace: JitterTrace) -> str:
+    out = [f"# freq_hz={trace.freq_hz!r}\n", ",".join(CSV_COLUMNS) + "\n"]
+    k = 1e9 / trace.freq_hz
+    for c in trace.cpus:
+        s = recorded_starts(c)
+        out.append("".join(f"{c.cpu},{a},{b},{st},{st * k:.3f},{a * k:.3f}\n"
+                           for a, b, st in zip(c.duration.tolist(), c.gap.tolist(), s.tolist())))
+    return "".join(out)
+
+
+def read_csv(path, freq_hz: float | None = None) -> JitterTrace:
+    """CSV with a header row; needs ``cpu``, ``duration_cycles``, ``gap_cycles`` (``start_cycles`` of the
+    first event of each CPU gives its lead-in)."""
+    path = Path(path)
+    lines = _read_lines(path)
+    file_freq = None
+    header = None
+    rows: dict[int, list] = {}
+    for i, line in enumerate(lines, 1):
+        s = line.strip()
+        if not s:
+            continue
+        if s.startswith("#"):
+            f = _FREQ_RE.search(s)
+            if f:
+                file_freq = float(f.group(1))
+            continue
+        cells = [x.strip() for x in s.split(",")]
+        if header is None:
+            header = cells
+            missing = [c for c in ("cpu", "duration_cycles", "gap_cycles") if c not in header]
+            if missing:
+                raise InputFileError(f"the header lacks columns {missing}", str(path), i,
+                                     todo=f"The CSV header is {','.join(CSV_COLUMNS)}")
+            ix = {c: header.index(c) for c in ("cpu", "duration_cycles", "gap_cycles")}
+            ist = header.index("start_cycles") if "start_cycles" in header else None
+            continue
+        if len(cells) != len(header):
+            raise InputFileError(f"{len(cells)} fields, the header has {len(header)}", str(path), i)
+        try:
+            cpu, d, g = (int(cells[ix[c]]) for c in ("cpu", "duration_cycles", "gap_cycles"))
+            st = int(cells[ist]) if ist is not None else None
+        except ValueError:
+            raise InputFileError(f"'{s}': cpu, duration_cycles, gap_cycles must be integers", str(path), i) from None
+        if d < 0 or g < 0 or cpu < 0:
+            raise InputFileError(f"negative value in '{s}'", str(path), i,
+                                 todo="cpu, durations and gaps are non-negative")
+        rows.setdefault(cpu, []).append((d, g, st))
+    if not rows:
+        raise InputFileError("the trace has no event", str(path), todo="Give a header row and one row per event")
+    freq = _need_freq(freq_hz if freq_hz is not None else file_freq, path)
+    cpus = []
+    for cpu, r in rows.items():
+        a = np.array([[x[0], x[1]] for x in r], dtype=np.int64)
+        lead = r[0][2] if r[0][2] is not None else 0
+        cpus.append(CpuTrace(cpu, a[:, 0], a[:, 1], {"lead_in_cycles": int(lead)}))
+    return JitterTrace(freq, cpus, {"source": str(path)})
+
+
+# ---- dispatch ------------------------------------------------------------------------------------------------
+def sniff_format(path) -> str:
+    """The format from the extension, else from the first bytes."""
+    path = Path(path)
+    ext = EXTENSIONS.get(path.suffix.lower())
+    if ext:
+        return ext
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096)
+    except OSError as e:
+        raise InputFileError(f"cannot read the trace: {e.strerror}", str(path)) from None
+    if head.startswith(JTR_MAGIC):
+        return "jtr"
+    text = head.decode(errors="replace")
+    if "LogGOPSim" in text:
+        return "loggopsim"
+    for line in text.splitlines():
+        s = line.strip()
+        if not s or s.startswith("#"):
+            continue
+        if "," in s:
+            return "csv"
+        return "loggopsim" if "\t" in s or "." in s else "text"
+    return "text"
+
+
+def load_trace(path, freq_hz: float | None = None, fmt: str | None = None) -> JitterTrace:
+    """Read any supported trace. ``freq_hz`` is needed for text/CSV without a ``freq_hz`` header."""
+    path = Path(path)
+    if not path.exists():
+        raise InputFileError("no such file", str(path), todo="Check the path")
+    fmt = fmt or sniff_format(path)
+    if fmt == "jtr":
+        t = read_jtr(path)
+        if freq_hz:
+            t.freq_hz = float(freq_hz)
+        return t
+    if fmt == "text":
+        return read_text(path, freq_hz)
+    if fmt == "loggopsim":
+        return read_loggopsim(path, freq_hz)
+    if fmt == "csv":
+        return read_csv(path, freq_hz)
+    raise UsageError(f"unknown trace format '{fmt}'", "--from", f"Use one of {', '.join(FORMATS)}")
+
+
+def save_trace(trace: JitterTrace, path, fmt: str | None = None, cpu_index: int | None = None) -> None:
+    """Write ``trace``; loggopsim holds one CPU (``cpu_index``, needed when there are several)."""
+    from hpcvar.results import atomic_write_text
+
+    path = Path(path)
+    fmt = fmt or EXTENSIONS.get(path.suffix.lower())
+    if fmt is None:
+        raise UsageError(f"cannot tell the format of '{path.name}' from its extension", "--to",
+                         f"Give --to {'/'.join(FORMATS)} or an extension .jtr/.txt/.noise/.csv")
+    if cpu_index is not None:
+        trace = JitterTrace(trace.freq_hz, [trace.cpus[cpu_index]], trace.meta)
+    if fmt == "jtr":
+        write_jtr(trace, path)
+    elif fmt == "text":
+        atomic_write_text(path, text_string(trace))
+    elif fmt == "csv":
+        atomic_write_text(path, csv_string(trace))
+    elif fmt == "loggopsim":
+        if len(trace.cpus) != 1:
+            raise UsageError(f"a LogGOPSim trace holds one CPU; this trace has {len(trace.cpus)}", "--cpu",
+                             f"Choose one with --cpu ({', '.join(str(c.cpu) for c in trace.cpus)})")
+        atomic_write_text(path, loggopsim_string(trace))
+    else:
+        raise UsageError(f"unknown trace format '{fmt}'", "--to", f"Use one of {', '.join(FORMATS)}")

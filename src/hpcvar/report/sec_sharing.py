@@ -1,0 +1,32 @@
+"""Report section of 'bench sharing' runs: measured penalties next to every model's prediction."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from hpcvar.report.sections import Headline, Section, register
+
+
+@register("bench sharing")
+def sharing_section(run) -> Section:
+    from hpcvar.cli.model import evaluate_run, plot_evaluation
+
+    summ = run.read_table("sharing.summary").sort_values("comm_index")
+    res = evaluate_run(run, summ, ["gige", "myrinet", "maxmin"], None)
+    rows = []
+    for c in res["communications"]:
+        rows.append({"comm": c["name"], "src -> dst": f"{c['src']} -> {c['dst']}",
+                     "measured penalty": round(c["penalty_measured"], 3),
+                     **{f"{m} penalty": round(c["predicted"][m]["penalty"], 3) for m in res["models"]},
+                     **{f"{m} E_rel %": round(c["predicted"][m]["e_rel_pct"], 1) for m in res["models"]}})
+    plots = plot_evaluation(run, res)
+    t_ref = float(summ.t_ref_median_ns.iloc[0])
+    return Section(
+        title=f"Bandwidth sharing ({len(rows)} communications)",
+        headlines=[Headline("T_ref", f"{t_ref / 1e6:.3g} ms", "reference transfer alone (median)")]
+        + [Headline(f"E_abs {m}", f"{v:.1f}%", "mean |E_rel| with the paper's parameters")
+           for m, v in res["e_abs_pct"].items()],
+        tables=[("Measured and predicted penalties (Vienne et al. 2008, Figure 2 / Figure 7)", pd.DataFrame(rows))],
+        figures=[("Predicted vs measured times", [p for p in plots if p.suffix == ".png"][0])],
+        notes=["Predictions use the paper's gige parameters; fit your own with 'hpcvar model fit'."],
+    )

@@ -1,0 +1,1 @@
+"""Simulators: jitSim (OS jitter at scale; C core + Python reference) and application replay."""

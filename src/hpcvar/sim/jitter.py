@@ -1,0 +1,303 @@
+"""jitSim driver: the C core (native/sim/jitsim.c) through ctypes, offsets, replicas, results.
+
+Semantics: docs/jitter-sim.md; reference: hpcvar.sim.jitter_ref (identical integers).
+Memory: the core holds 64 bytes per task (hv_js_task) plus the trace as 16 bytes per
+event. After a run the driver summarizes the per-task absorbed jitter and waiting
+(quantiles) from views of that array; only --per-task output keeps per-task arrays.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+import time
+import weakref
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from hpcvar.errors import HpcvarError, UsageError
+from hpcvar.noise.trace import CpuTrace, JitterTrace
+
+TASK_DTYPE = np.dtype([("offset", "<i8"), ("t", "<i8"), ("slot", "<i8"), ("absorbed", "<i8"), ("end", "<i8"),
+                       ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("pad", "<i4")])
+TASK_BYTES = TASK_DTYPE.itemsize  # 64
+DRIVER_BYTES_PER_TASK = 16  # transient: the waiting times and a sorted copy while summarizing
+ALIGN_CODES = {"unsync": 0, "sync": 1, "cosched": 2}
+BARRIER_CODES = {"none": 0, "tree": 1}
+
+
+class _Trace(ctypes.Structure):
+    _fields_ = [("ev", ctypes.c_void_p), ("n", ctypes.c_int64), ("length", ctypes.c_int64),
+                ("compute", ctypes.c_int64)]
+
+
+class _Config(ctypes.Structure):
+    _fields_ = [("ntasks", ctypes.c_int64), ("phases", ctypes.c_int64), ("work", ctypes.c_int64),
+                ("send", ctypes.c_int64), ("recv", ctypes.c_int64), ("lat_intra", ctypes.c_int64),
+                ("lat_inter", ctypes.c_int64), ("barrier", ctypes.c_int32), ("arity", ctypes.c_int32),
+                ("cores", ctypes.c_int32), ("nojitter", ctypes.c_int32), ("traces", ctypes.c_void_p),
+                ("tasks", ctypes.c_void_p), ("phase_end", ctypes.c_void_p), ("compute_end", ctypes.c_void_p),
+                ("next_start", ctypes.c_void_p)]
+
+
+@functools.cache
+def lib() -> ctypes.CDLL:
+    from hpcvar._native import find_library
+
+    so = ctypes.CDLL(str(find_library("libhv_jitsim.so")))
+    so.hv_js_task_size.restype = ctypes.c_int
+    so.hv_js_advance.restype = ctypes.c_int64
+    so.hv_js_advance.argtypes = [ctypes.POINTER(_Trace), ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
+                                 ctypes.POINTER(ctypes.c_int32)]
+    so.hv_js_offsets.restype = ctypes.c_int
+    so.hv_js_offsets.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32,
+                                 ctypes.c_uint64, ctypes.c_uint64, ctypes.c_int64, ctypes.c_int64]
+    so.hv_js_simulate.restype = ctypes.c_int
+    so.hv_js_alloc.restype = ctypes.c_void_p
+    so.hv_js_alloc.argtypes = [ctypes.c_int64]
+    so.hv_js_free.restype = None
+    so.hv_js_free.argtypes = [ctypes.c_void_p]
+    so.hv_js_simulate.argtypes = [ctypes.POINTER(_Config)]
+    if so.hv_js_task_size() != TASK_BYTES:
+        raise HpcvarError(f"libhv_jitsim.so has a task layout of {so.hv_js_task_size()} bytes, expected {TASK_BYTES}",
+                          None, "Rebuild hpcvar (make install) so that the library matches the Python code")
+    return so
+
+
+def native_empty(shape, dtype) -> np.ndarray:
+    """A zeroed array in memory from hv_js_alloc (2 MiB aligned, huge pages where allowed), freed with it."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    nbytes = max(count * dtype.itemsize, 1)
+    so = lib()
+    ptr = so.hv_js_alloc(nbytes)
+    if not ptr:
+        raise HpcvarError(f"cannot allocate {nbytes} bytes for the simulation", "--tasks", "Simulate fewer tasks")
+    buf = (ctypes.c_char * nbytes).from_address(ptr)
+    weakref.finalize(buf, so.hv_js_free, ptr)
+    return np.frombuffer(buf, dtype=dtype, count=count).reshape(shape)
+
+
+class NativeTraces:
+    """The CPU traces in the core's cumulative form (end = S_{k+1}, cend = C_{k+1}), 16 bytes per event."""
+
+    def __init__(self, cpus: list[CpuTrace]):
+        self.events = []
+        self.lengths, self.computes = [], []
+        arr = (_Trace * len(cpus))()
+        for j, c in enumerate(cpus):
+            ev = native_empty((c.events, 2), np.int64)
+            np.cumsum(c.duration + c.gap, out=ev[:, 0])
+            np.cumsum(c.gap, out=ev[:, 1])
+            self.events.append(ev)
+            arr[j].ev = ev.ctypes.data
+            arr[j].n = c.events
+            arr[j].length = int(ev[-1, 0])
+            arr[j].compute = int(ev[-1, 1])
+            self.lengths.append(int(ev[-1, 0]))
+            self.computes.append(int(ev[-1, 1]))
+        self.arr = arr
+        self.count = len(cpus)
+
+    def nbytes(self) -> int:
+        return sum(e.nbytes for e in self.events)
+
+    def advance(self, cpu: int, o: int, t: int, w: int, hint: int = -1) -> tuple[int, int]:
+        h = ctypes.c_int32(hint)
+        t2 = lib().hv_js_advance(ctypes.byref(self.arr[cpu]), o, t, w, ctypes.byref(h))
+        return int(t2), h.value
+
+
+def core_traces(trace: JitterTrace, cores_per_node: int) -> list[CpuTrace]:
+    """The trace of each core of a node: core j uses CPU j mod C of the trace."""
+    return [trace.cpus[j % len(trace.cpus)] for j in range(cores_per_node)]
+
+
+@dataclass
+class Workload:
+    """One BSP workload in cycles (docs/jitter-sim.md)."""
+
+    work: int
+    phases: int
+    barrier: str = "tree"
+    arity: int = 2
+    send: int = 0
+    recv: int = 0
+    lat_intra: int = 0
+    lat_inter: int = 0
+    cores_per_node: int = 1
+
+    def busy_per_task(self, ntasks: int) -> np.ndarray:
+        """CPU work each task executes over the run (W, S and R; no jitter, no waiting)."""
+        i = np.arange(ntasks, dtype=np.int64)
+        per_phase = np.full(ntasks, self.work, dtype=np.int64)
+        if self.barrier == "tree":
+            k = self.arity
+            nch = np.clip(ntasks - (k * i + 1), 0, k)
+            per_phase += nch * (self.recv + self.send) + (i > 0) * (self.send + self.recv)
+        return per_phase * self.phases
+
+
+@dataclass
+class Alignment:
+    mode: str = "unsync"  # unsync | sync | cosched | file
+    window: int = 0
+    origin: int = 0
+    explicit: np.ndarray | None = None  # one offset per task (mode "file")
+
+
+@dataclass
+class Outcome:
+    """One simulation (one replica) or the no-jitter baseline."""
+
+    total: int
+    phase_end: np.ndarray
+    absorbed: np.ndarray | None = None
+    last_start: np.ndarray | None = None
+    compute_end: np.ndarray | None = None  # [phase, task]
+    next_start: np.ndarray | None = None
+    elapsed_s: float = 0.0  # wall time of the C core
+    cpu_s: float = 0.0  # CPU time of the C core (this thread): robust to a busy machine
+    offsets: np.ndarray | None = None
+    absorbed_q: dict = field(default_factory=dict)  # quantiles over tasks of the absorbed jitter (cycles)
+    waiting_q: dict = field(default_factory=dict)  # quantiles over tasks of the waiting (cycles)
+
+
+def memory_estimate(ntasks: int, phases: int, per_task_out: bool, trace_bytes: int) -> int:
+    """Bytes the simulation of ``ntasks`` needs (core + transient summaries + optional per-task output + trace)."""
+    b = ntasks * (TASK_BYTES + DRIVER_BYTES_PER_TASK) + trace_bytes
+    if per_task_out:
+        b += 2 * 8 * ntasks * phases
+    return b
+
+
+def available_memory() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        return None
+    return None
+
+
+def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alignment, seed: int = 0,
+             replica: int = 0, per_task: bool = False, keep_tasks: bool = False) -> Outcome:
+    """One run of the C core. traces=None simulates the same workload without jitter (T0)."""
+    so = lib()
+    tasks = native_empty(ntasks, TASK_DTYPE)
+    if traces is not None:
+        if align.mode == "file":
+            tasks["offset"] = align.explicit
+        else:
+            rc = so.hv_js_offsets(ctypes.addressof(traces.arr), traces.count, tasks.ctypes.data, ntasks,
+                                  ALIGN_CODES[align.mode], seed & (2**64 - 1), replica, align.window, align.origin)
+            if rc:
+                raise UsageError("the co-scheduler window origin lies beyond the end of the trace", "--window-origin",
+                                 "Give an origin inside the trace")
+    phase_end = np.zeros(max(wl.phases, 1), dtype=np.int64)
+    ce = ns = None
+    if per_task:
+        ce = np.zeros((wl.phases, ntasks), dtype=np.int64)
+        ns = np.zeros((wl.phases, ntasks), dtype=np.int64)
+    cfg = _Config(ntasks=ntasks, phases=wl.phases, work=wl.work, send=wl.send, recv=wl.recv,
+                  lat_intra=wl.lat_intra, lat_inter=wl.lat_inter, barrier=BARRIER_CODES[wl.barrier],
+                  arity=wl.arity, cores=wl.cores_per_node,
+                  nojitter=1 if traces is None else 0,
+                  traces=ctypes.addressof(traces.arr) if traces is not None else None,
+                  tasks=tasks.ctypes.data, phase_end=phase_end.ctypes.data,
+                  compute_end=ce.ctypes.data if ce is not None else None,
+                  next_start=ns.ctypes.data if ns is not None else None)
+    t0, c0 = time.perf_counter(), time.thread_time()
+    rc = so.hv_js_simulate(ctypes.byref(cfg))
+    elapsed, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    if rc == -1:
+        raise HpcvarError("the simulator ran out of memory", "--tasks", "Simulate fewer tasks")
+    if rc != 0:
+        raise HpcvarError(f"the simulator refused its configuration (code {rc})", None,
+                          "This is a bug in the checks of hpcvar sim jitter; please report it")
+    phase_end = phase_end[: wl.phases]
+    out = Outcome(total=int(phase_end[-1]) if wl.phases else 0, phase_end=phase_end, elapsed_s=elapsed,
+                  cpu_s=cpu, compute_end=ce, next_start=ns)
+    waiting = tasks["t"] - wl.busy_per_task(ntasks) - tasks["absorbed"]
+    out.absorbed_q = quantiles(tasks["absorbed"])
+    out.waiting_q = quantiles(waiting)
+    del waiting
+    if keep_tasks:
+        out.absorbed = tasks["absorbed"].copy()
+        out.last_start = tasks["t"].copy()
+        out.offsets = tasks["offset"].copy() if traces is not None else None
+    return out
+
+
+# ---- statistics over replicas ----------------------------------------------------------------------
+
+def mean_ci(values) -> tuple[float, float, float]:
+    """Mean and 95% Student-t confidence interval (the interval is the mean itself for one value)."""
+    v = np.asarray(values, dtype=float)
+    m = float(v.mean())
+    if v.size < 2:
+        return m, m, m
+    from scipy import stats
+
+    half = float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
+    return m, m - half, m + half
+
+
+QUANTILES = (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))
+
+
+def quantiles(x: np.ndarray) -> dict:
+    x = np.asarray(x)
+    out = {"mean": float(x.mean())}
+    qs = np.percentile(x, [50, 90, 99, 100])
+    out.update({"p50": float(qs[0]), "p90": float(qs[1]), "p99": float(qs[2]), "max": float(qs[3])})
+    return out
+
+
+@dataclass
+class PointResult:
+    config: str
+    tasks: int
+    replicas: list[Outcome]
+    baseline: Outcome
+    wl: Workload
+    extra: dict = field(default_factory=dict)
+
+    def summary(self, freq_hz: float, trace_len_min: int) -> dict:
+        totals = [o.total for o in self.replicas]
+        m, lo, hi = mean_ci(totals)
+        t0 = self.baseline.total
+        pure = self.wl.phases * self.wl.work
+        absorbed = [o.absorbed_q for o in self.replicas]
+        waiting = [o.waiting_q for o in self.replicas]
+        elapsed = sum(o.elapsed_s for o in self.replicas)
+        tp = self.tasks * self.wl.phases * len(self.replicas) / elapsed if elapsed > 0 else float("inf")
+        phases = np.diff(np.concatenate([[0], self.replicas[0].phase_end])) if self.wl.phases else np.array([])
+        return {
+            "config": self.config, "tasks": self.tasks, "replicas": len(totals),
+            "total_cycles": m, "total_ci_cycles": [lo, hi], "total_cycles_each": totals,
+            "baseline_cycles": t0,
+            "slowdown": m / t0 - 1 if t0 else float("nan"),
+            "slowdown_ci": [lo / t0 - 1, hi / t0 - 1] if t0 else [float("nan")] * 2,
+            "slowdown_vs_compute": m / pure - 1 if pure else float("nan"),
+            "total_s": m / freq_hz,
+            "phases": [int(x) for x in phases],
+            "phase_mean_cycles": float(m / self.wl.phases) if self.wl.phases else 0.0,
+            "coverage": m / trace_len_min,
+            "absorbed_cycles": {k: float(np.mean([a[k] for a in absorbed])) for k, _ in QUANTILES},
+            "waiting_cycles": {k: float(np.mean([a[k] for a in waiting])) for k, _ in QUANTILES},
+            "sim_elapsed_s": elapsed,
+            "task_phases_per_s": tp,
+            **self.extra,
+        }
+
+
+def run_point(traces: NativeTraces, wl: Workload, ntasks: int, align: Alignment, seed: int, replicas: int,
+              config: str, per_task: bool = False) -> PointResult:
+    outs = [simulate(traces, wl, ntasks, align, seed, r, per_task=per_task and r == 0) for r in range(replicas)]
+    base = simulate(None, wl, ntasks, align)
+    return PointResult(config=config, tasks=ntasks, replicas=outs, baseline=base, wl=wl)

@@ -1,0 +1,72 @@
+"""bench fanin on the network-namespace testbed (root): one rank per host, 200 Mbit/s links.
+
+Rank 0 (the root) is host 0; large-buffer clients and chatter clients are the other hosts, so all of
+them share the root's one shaped link. Checks (issue 9): with 2 clients the aggregate bandwidth at
+the root is 85-100% of the link; fairness is near 1 without chatter; with chatter the large-buffer
+bandwidth drops and the drop is reported.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.root
+
+LINK_BYTES_PER_S = 200e6 / 8
+HOSTS = 5  # root + 2 large-buffer clients + 2 chatter clients
+
+
+@pytest.fixture(scope="module")
+def testbed(tmp_path_factory):
+    state = tmp_path_factory.mktemp("tb") / "state.json"
+    env = {"HPCVAR_TESTBED_STATE": str(state)}
+    run_cli(["testbed", "up", "--hosts", str(HOSTS), "--rate", "200mbit", "--prefix", "hvfi-"], env=env,
+            check=True, timeout=120)
+    try:
+        yield env
+    finally:
+        run_cli(["testbed", "down"], env=env, timeout=120)
+
+
+def _fanin(env, runs_dir, *args):
+    e = dict(env, HPCVAR_RUNS=str(runs_dir))
+    res = run_cli(["bench", "fanin", "--launcher", "testbed", "--np", str(HOSTS), "--clients", "2",
+                   "--large", "4MiB", "--small", "64KiB", "--duration", "3s", "--json", "--timeout", "300s", *args],
+                  env=e, check=True, timeout=400)
+    return json.loads(res.stdout)
+
+
+def test_root_link_saturated_fair_and_chatter_drop(testbed, runs_dir):
+    out = _fanin(testbed, runs_dir, "--chatter", "0,2")
+    by = {p["chatter"]: p for p in out["points"]}
+    alone, chat = by[0], by[2]
+    print("aggregate without chatter: %.2f MB/s (%.1f%% of link), Jain %.4f" % (
+        alone["aggregate_bytes_per_s"] / 1e6, 100 * alone["aggregate_bytes_per_s"] / LINK_BYTES_PER_S,
+        alone["jain_index"]))
+    print("with 2 chatter clients: large %.2f MB/s, chatter %.2f MB/s, RTT p50 %.2f ms" % (
+        chat["aggregate_bytes_per_s"] / 1e6, chat["chatter_bytes_per_s"] / 1e6, chat["chatter_rtt_median_ns"] / 1e6))
+    assert 0.85 * LINK_BYTES_PER_S <= alone["aggregate_bytes_per_s"] <= 1.0 * LINK_BYTES_PER_S
+    assert alone["jain_index"] > 0.95
+    eff = out["chatter_effect"]
+    assert len(eff) == 1
+    print("drop under chatter: %.1f%%" % eff[0]["drop_pct"])
+    assert chat["chatter_bytes_per_s"] > 0
+    assert eff[0]["drop_pct"] > 0
+    assert chat["aggregate_bytes_per_s"] < alone["aggregate_bytes_per_s"]
+    # the link is shared: large + chatter stay within it
+    assert chat["aggregate_bytes_per_s"] + chat["chatter_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
+
+
+def test_strategies_on_the_testbed(testbed, runs_dir):
+    out = _fanin(testbed, runs_dir, "--chatter", "0,2", "--queues", "single,dual", "--depth", "deep,1",
+                 "--match", "any,exact", "--duration", "2s")
+    for p in out["points"]:
+        print("%-6s depth %-4s %-5s chatter %d: %.2f MB/s large, %.3f MB/s chatter, Jain %.3f" % (
+            p["queues"], p["depth"], p["match"], p["chatter"], p["aggregate_bytes_per_s"] / 1e6,
+            p["chatter_bytes_per_s"] / 1e6, p["jain_index"]))
+        assert 0 < p["aggregate_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
+    assert len(out["chatter_effect"]) == 8

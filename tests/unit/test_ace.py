@@ -1,0 +1,168 @@
+"""ACE model, EA parsing and the checks made before any launch (no MPI needed)."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import pytest
+
+from hpcvar.bench import ace
+from hpcvar.errors import UsageError
+from hpcvar.models import ace as model
+from tests.conftest import run_cli
+
+MIB = 1 << 20
+RUN3 = "pattern=pairs,mode=blocking,size=1MiB,load=20,cycles=1000,alpha=75.9us,beta=0.01057us/B,name=run3"
+RUN4 = "pattern=pairs,mode=blocking,size=1MiB,load=20,cycles=1000,alpha=80.3us,beta=0.01097us/B,name=run4"
+
+
+def _main(args):
+    """The CLI in-process (the same error boundary as the console script)."""
+    import sys
+
+    from hpcvar.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    old = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    try:
+        with pytest.raises(SystemExit) as e:
+            main(["bench", "ace", *args])
+    finally:
+        sys.stdout, sys.stderr = old
+    return e.value.code, out.getvalue(), err.getvalue()
+
+
+def _predict(*args):
+    code, out, err = _main(["--predict-only", "--json", *args])
+    assert code == 0, err
+    return json.loads(out)["eas"]
+
+
+def test_predict_only_reproduces_paper_runs_3_and_4():
+    res = run_cli(["bench", "ace", "--predict-only", "--json", "--np", "4", "--ea", RUN3, "--ea", RUN4])
+    assert res.returncode == 0, res.stderr
+    run3, run4 = json.loads(res.stdout)["eas"]
+    # the paper: 22.3 ms and 23.2 ms per cycle (and 22.336 / 23.173 ms from unrounded betas)
+    assert round(run3["t_comm_s"] * 1e3, 1) == 22.3
+    assert round(run4["t_comm_s"] * 1e3, 1) == 23.2
+    assert run3["t_comm_s"] == pytest.approx(2 * (75.9e-6 + 0.01057e-6 * MIB), rel=1e-12)
+    assert run3["t_comm_s"] == pytest.approx(22.336e-3, rel=1e-3)
+    assert run4["t_comm_s"] == pytest.approx(23.173e-3, rel=1e-3)
+    assert run3["messages_per_cycle"] == 2.0
+    # equation (6) at L = 20%: T_comp = 4 T_comm; equation (4): T_run = c (T_comp + T_comm)
+    assert run3["t_comp_s"] == pytest.approx(run3["t_comm_s"] * 100 / 20 - run3["t_comm_s"], rel=1e-12)
+    assert run3["t_comp_s"] == pytest.approx(4 * run3["t_comm_s"], rel=1e-12)
+    assert run3["t_run_s"] == pytest.approx(1000 * (run3["t_comp_s"] + run3["t_comm_s"]), rel=1e-12)
+    # the two EAs got disjoint ranks
+    assert (run3["first_rank"], run4["first_rank"]) == (0, 2)
+
+
+def test_paper_betas_are_truncated_to_four_digits():
+    """22.336 ms needs beta = 0.010578 us/B: the paper printed it truncated as 0.01057 (our reading)."""
+    beta3 = (22.336e-3 / 2 - 75.9e-6) / MIB
+    beta4 = (23.173e-3 / 2 - 80.3e-6) / MIB
+    assert math.floor(beta3 * 1e6 * 1e5) / 1e5 == pytest.approx(0.01057)
+    assert math.floor(beta4 * 1e6 * 1e5) / 1e5 == pytest.approx(0.01097)
+
+
+def test_equation_6_over_loads_and_sweeps():
+    eas = _predict("--ea", RUN3, "--loads", "10,50,100", "--sizes", "1KiB,1MiB")
+    assert [(e["size_bytes"], e["load_pct"]) for e in eas] == [
+        (1024, 10), (1024, 50), (1024, 100), (MIB, 10), (MIB, 50), (MIB, 100)]
+    for e in eas:
+        assert e["t_comp_s"] == pytest.approx(e["t_comm_s"] * (100 / e["load_pct"] - 1), rel=1e-12, abs=1e-18)
+    assert eas[1]["t_comp_s"] == pytest.approx(eas[1]["t_comm_s"])  # 50%: compute = communication
+    assert eas[2]["t_comp_s"] == 0.0  # 100%: no compute
+    assert eas[0]["t_comm_s"] == pytest.approx(2 * (75.9e-6 + 0.01057e-6 * 1024))
+
+
+@pytest.mark.parametrize("pattern,mode,ranks,dims,periodic,m", [
+    ("pairs", "blocking", 2, None, False, 2), ("pairs", "nonblocking", 8, None, False, 1),
+    ("ring", "blocking", 4, None, False, 2), ("ring", "nonblocking", 5, None, False, 1),
+    ("cart2d", "blocking", 4, [2, 2], False, 4), ("cart2d", "nonblocking", 4, [2, 2], True, 4),
+    ("cart2d", "nonblocking", 9, [3, 3], False, 4), ("cart3d", "blocking", 8, [2, 2, 2], True, 12),
+    ("cart3d", "nonblocking", 12, [3, 2, 2], False, 4), ("alltoall", "blocking", 8, None, False, 7),
+    ("allreduce", "nonblocking", 5, None, False, 3), ("bcast", "blocking", 16, None, False, 4),
+])
+def test_messages_per_cycle(pattern, mode, ranks, dims, periodic, m):
+    assert model.messages_per_cycle(pattern, mode, ranks, dims, periodic) == m
+
+
+def test_fit_and_dims():
+    a, b = model.fit_alpha_beta([0, 1024, 4096], [5.0 + 0.25 * x for x in (0, 1024, 4096)])
+    assert (a, b) == (pytest.approx(5.0), pytest.approx(0.25))
+    with pytest.raises(ValueError):
+        model.fit_alpha_beta([8, 8], [1.0, 2.0])
+    assert model.balanced_dims(12, 2) == [4, 3]
+    assert model.balanced_dims(8, 3) == [2, 2, 2]
+    assert model.balanced_dims(5, 2) is None
+    assert model.balanced_dims(4, 3) is None
+
+
+def test_parse_ea_units_and_defaults():
+    s = ace.parse_ea("pattern=cart2d,mode=nonblocking,size=64KiB,load=12.5,cycles=1K,ranks=0.5,dims=2x2,"
+                     "periodic=yes,alpha=2us,beta=1ns/B,bench_sizes=0:1KiB")
+    assert (s.size, s.load, s.cycles, s.ranks, s.dims, s.periodic) == (65536, 12.5, 1024, 0.5, [2, 2], True)
+    assert s.alpha_s == pytest.approx(2e-6) and s.beta_s_per_byte == pytest.approx(1e-9)
+    assert s.bench_sizes == [0, 1024]
+    (ea,) = ace.resolve([s], 8)
+    assert (ea.nranks, ea.dims, ea.messages) == (4, [2, 2], 4.0)
+
+
+@pytest.mark.parametrize("text,needle", [
+    ("pattern=pairs,load=0", "outside 1..100"),
+    ("pattern=pairs,load=101", "outside 1..100"),
+    ("pattern=mesh", "unknown pattern 'mesh'"),
+    ("pattern=pairs,colour=red", "unknown EA key 'colour'"),
+    ("pattern=pairs,alpha=1us", "alpha and beta go together"),
+    ("pattern=pairs,size=1MiB,size=2MiB", "given twice"),
+    ("pattern=pairs,beta=fast,alpha=1us", "not a per-byte time"),
+    ("pattern=pairs,ranks=1.5", "neither a whole count"),
+])
+def test_parse_ea_errors(text, needle):
+    with pytest.raises(UsageError) as e:
+        ace.parse_ea(text)
+    assert needle in e.value.what and e.value.where == "--ea"
+
+
+def _err(args):
+    code, out, err = _main(args)
+    assert code == 2, (out, err)
+    assert err.startswith("error: ")
+    return err
+
+
+def test_bad_input_fails_before_launch(runs_dir):
+    # the CLI never reaches a launch: no run directory is created
+    assert "outside 1..100" in _err(["--ea", "pattern=pairs,load=150"])
+    assert "(--loads)" in _err(["--ea", "pattern=pairs", "--loads", "10,120"])
+    assert "ask for at least 6 ranks, the job has 4" in _err(["--np", "4", "--ea", "pattern=pairs,ranks=4",
+                                                             "--ea", "pattern=pairs,ranks=2"])
+    assert "5 ranks do not factor into a 2-D grid" in _err(["--np", "5", "--ea", "pattern=cart2d"])
+    assert "do not factor 4 ranks" in _err(["--np", "4", "--ea", "pattern=cart2d,dims=3x3"])
+    assert "4 ranks do not factor into a 3-D grid" in _err(["--np", "4", "--ea", "pattern=cart3d"])
+    assert "unknown pattern 'star'" in _err(["--ea", "pattern=star"])
+    assert "needs even sides" in _err(["--np", "6", "--ea", "pattern=cart2d,periodic=yes"])
+    assert "even number of ranks" in _err(["--np", "3", "--ea", "pattern=pairs"])
+    assert "no alpha and beta" in _err(["--predict-only", "--ea", "pattern=pairs"])
+    assert not runs_dir.exists() or not any(runs_dir.iterdir())
+
+
+def test_config_file(tmp_path):
+    cfg = tmp_path / "eas.toml"
+    cfg.write_text('[[ea]]\nname = "run3"\npattern = "pairs"\nsize = "1MiB"\nload = 20\ncycles = 1000\n'
+                   'alpha = "75.9us"\nbeta = "0.01057us/B"\n\n[[ea]]\nname = "coll"\npattern = "alltoall"\n'
+                   'ranks = 0.5\nsize = 1024\nalpha = 1e-5\nbeta = 1e-9\n')
+    run3, coll = _predict("--np", "4", "--config", str(cfg))
+    assert round(run3["t_comm_s"] * 1e3, 1) == 22.3
+    assert coll["ranks"] == 2 and coll["messages_per_cycle"] == 1
+    assert coll["t_comm_s"] == pytest.approx(1e-5 + 1e-9 * 1024)
+    cfg.write_text('[[ea]]\npattern = "pairs"\nload = 0\n')
+    assert f"({cfg}: ea[0].load)" in _err(["--config", str(cfg)])
+    cfg.write_text('[[ea]]\npattern = "pairs"\nspeed = 3\n')
+    assert f"({cfg}: ea[0].speed)" in _err(["--config", str(cfg)])
+    cfg.write_text('[[ea]\npattern = "pairs"\n')
+    assert f"({cfg}:1" in _err(["--config", str(cfg)])

@@ -1,0 +1,191 @@
+"""Jitter traces: the (d, g) rule, formats and their round trips, bad input, synthesis, periodicity."""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pytest
+
+from hpcvar.errors import InputFileError, UsageError
+from hpcvar.noise import analysis, collector
+from hpcvar.noise.formats import load_trace, read_jtr, save_trace, sniff_format
+from hpcvar.noise.trace import JitterTrace, cpu_trace_from_events, recorded_starts
+from tests.conftest import run_cli
+
+
+def _trace(cpus=2, seed=3) -> JitterTrace:
+    comps = [collector.parse_component("periodic:250Hz:5us", "x"), collector.parse_component("poisson:50/s:40us", "x")]
+    return collector.synth(comps, 2.0, cpus, 2.4e9, seed)
+
+
+def _same(a: JitterTrace, b: JitterTrace) -> None:
+    assert a.freq_hz == b.freq_hz
+    assert [c.cpu for c in a.cpus] == [c.cpu for c in b.cpus]
+    for x, y in zip(a.cpus, b.cpus):
+        np.testing.assert_array_equal(x.duration, y.duration)
+        np.testing.assert_array_equal(x.gap, y.gap)
+        assert x.meta.get("lead_in_cycles", 0) == y.meta.get("lead_in_cycles", 0)
+
+
+def test_wrap_rule_preserves_length_and_starts():
+    c = cpu_trace_from_events(0, [10, 50, 90], [5, 10, 3], 100)
+    assert c.duration.tolist() == [5, 10, 3]
+    assert c.gap.tolist() == [35, 30, 7 + 10]  # last gap: tail 7 + lead-in 10
+    assert c.length == 100
+    assert recorded_starts(c).tolist() == [10, 50, 90]
+    with pytest.raises(ValueError):
+        cpu_trace_from_events(0, [10, 12], [5, 1], 100)  # overlap
+
+
+@pytest.mark.parametrize("ext", ["jtr", "txt", "csv"])
+def test_round_trip_all_cpus(tmp_path, ext):
+    t = _trace()
+    p = tmp_path / f"t.{ext}"
+    save_trace(t, p)
+    _same(t, load_trace(p))
+
+
+def test_round_trip_loggopsim_one_cpu(tmp_path):
+    t = _trace()
+    p = tmp_path / "t.noise"
+    save_trace(t, p, cpu_index=1)
+    assert not p.read_text().endswith("\n")  # LogGOPSim reads a final empty line as an event
+    u = load_trace(p)
+    _same(JitterTrace(t.freq_hz, [t.cpus[1]]), u)
+    with pytest.raises(UsageError, match="one CPU"):
+        save_trace(t, tmp_path / "all.noise")
+
+
+def test_sniffing_without_extension(tmp_path):
+    t = _trace(1)
+    for fmt in ("jtr", "text", "csv", "loggopsim"):
+        p = tmp_path / f"trace_{fmt}"
+        save_trace(t, p, fmt)
+        assert sniff_format(p) == fmt
+        _same(t, load_trace(p))
+
+
+def test_jtr_bad_input_names_file_and_byte(tmp_path):
+    t = _trace(1)
+    p = tmp_path / "t.jtr"
+    save_trace(t, p)
+    raw = p.read_bytes()
+    (tmp_path / "short.jtr").write_bytes(raw[:-5])
+    with pytest.raises(InputFileError, match="truncated") as e:
+        read_jtr(tmp_path / "short.jtr")
+    assert "short.jtr:byte" in e.value.where
+    bad = bytearray(raw)
+    bad[8:12] = struct.pack("<I", 7)
+    (tmp_path / "v7.jtr").write_bytes(bytes(bad))
+    with pytest.raises(InputFileError, match="version 7") as e:
+        read_jtr(tmp_path / "v7.jtr")
+    assert e.value.where.endswith("v7.jtr:byte 8")
+    neg = t.cpus[0]
+    neg.duration[3] = -4
+    save_trace(t, tmp_path / "neg.jtr")
+    with pytest.raises(InputFileError, match="negative duration -4 at CPU 0 event 3"):
+        read_jtr(tmp_path / "neg.jtr")
+    (tmp_path / "junk.jtr").write_bytes(b"not a trace at all, really not" * 2)
+    with pytest.raises(InputFileError, match="bad magic"):
+        read_jtr(tmp_path / "junk.jtr")
+
+
+@pytest.mark.parametrize("body,line,what", [
+    ("# freq_hz 1e9\n10 20\n10 x\n", 3, "not two integers"),
+    ("# freq_hz 1e9\n10 20\n\n-1 5\n", 4, "negative duration"),
+    ("# freq_hz 1e9\n1 2 3\n", 2, "not two integers"),
+])
+def test_text_bad_lines_name_file_and_line(tmp_path, body, line, what):
+    p = tmp_path / "t.txt"
+    p.write_text(body)
+    with pytest.raises(InputFileError, match=what) as e:
+        load_trace(p)
+    assert e.value.where == f"{p}:{line}"
+
+
+def test_text_needs_a_frequency(tmp_path):
+    p = tmp_path / "t.txt"
+    p.write_text("10 20\n")
+    with pytest.raises(UsageError, match="frequency"):
+        load_trace(p)
+    assert load_trace(p, freq_hz=2e9).freq_hz == 2e9
+
+
+def test_loggopsim_and_csv_bad_lines(tmp_path):
+    p = tmp_path / "n.noise"
+    p.write_text("100\t5\n50\t5\n")
+    with pytest.raises(InputFileError, match="before the previous") as e:
+        load_trace(p)
+    assert e.value.where == f"{p}:2"
+    q = tmp_path / "n.csv"
+    q.write_text("# freq_hz=1e9\ncpu,duration_cycles,gap_cycles\n0,5,10\n0,-5,10\n")
+    with pytest.raises(InputFileError, match="negative") as e:
+        load_trace(q)
+    assert e.value.where == f"{q}:4"
+
+
+def test_cli_convert_reports_file_and_line(tmp_path):
+    p = tmp_path / "bad.txt"
+    p.write_text("# freq_hz 1e9\n5 5\n5 five\n")
+    res = run_cli(["noise", "convert", str(p), str(tmp_path / "o.jtr")])
+    assert res.returncode == 2
+    assert f"({p}:3)" in res.stderr and res.stderr.startswith("error:")
+
+
+def test_synth_merges_overlaps_and_keeps_length():
+    comps = [collector.parse_component("periodic:100Hz:4ms", "x"), collector.parse_component("periodic:100Hz:2ms:3ms", "x")]
+    t = collector.synth(comps, 1.0, 1, 1e9, 1)
+    c = t.cpus[0]
+    assert c.length == 10**9
+    assert c.events == 100
+    assert (c.duration == 5_000_000).all()  # [0, 4) and [3, 5) ms merge into [0, 5) ms
+
+
+def test_cli_synth_and_report_json(tmp_path):
+    p = tmp_path / "s.jtr"
+    run_cli(["noise", "synth", str(p), "--periodic", "250Hz:5us", "--poisson", "100/s:20us", "--length", "4s",
+             "--cpus", "2", "--freq", "2GHz"], check=True)
+    res = run_cli(["noise", "report", str(p), "--json", "--plots", str(tmp_path / "plots")], check=True)
+    import json
+
+    out = json.loads(res.stdout)
+    for c in out["cpus"]:
+        for k in ("cpu", "t_min_ns", "events", "events_per_s", "noise_fraction", "max_ns", "p50_ns", "p99_ns",
+                  "periods"):
+            assert k in c
+        assert abs(c["periods"][0]["hz"] - 250.0) < 0.5
+        assert c["events_per_s"] == pytest.approx(350, rel=0.1)
+    assert (tmp_path / "plots" / "noise_spectrum_cpu1.svg").is_file()
+
+
+def test_periodic_sources_names_the_fundamental():
+    comps = [collector.parse_component("periodic:250Hz:3us", "x"), collector.parse_component("periodic:60Hz:50us:1ms", "x"),
+             collector.parse_component("poisson:200/s:2us", "x")]
+    t = collector.synth(comps, 4.0, 1, 1e9, 7)
+    c = t.cpus[0]
+    f, p = analysis.spectrum(t, c)
+    src = analysis.periodic_sources(f, p, 5, c.events)
+    hz = [s["hz"] for s in src]
+    assert abs(hz[0] - 250.0) < 0.3  # not 500 Hz or another harmonic
+    assert any(abs(h - 60.0) < 0.3 for h in hz)
+    st = analysis.cpu_stats(t, c)
+    assert st["noise_fraction"] == pytest.approx(c.duration.sum() / c.length)
+
+
+def test_parse_interrupts_rows():
+    text = ("           CPU0       CPU1\n  1:   5   7   IO-APIC 1-edge i8042\nLOC:  100  200   Local timer interrupts\n"
+            "ERR:          0\n")
+    rows = analysis.parse_interrupts(text)
+    assert rows["LOC (Local timer interrupts)"] == [100, 200]
+    assert rows["1 (IO-APIC 1-edge i8042)"] == [5, 7]
+    assert rows["ERR"] == [0, 0]
+
+
+def test_bad_component_and_cpus():
+    with pytest.raises(UsageError, match="not a noise component"):
+        collector.parse_component("periodic:250Hz", "--periodic")
+    with pytest.raises(UsageError, match="as long as the period"):
+        collector.parse_component("periodic:1kHz:2ms", "--periodic")
+    with pytest.raises(UsageError, match="not available"):
+        collector.parse_cpus("4096")

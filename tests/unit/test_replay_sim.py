@@ -1,0 +1,189 @@
+"""Application replay: hand-worked traces with exact expected times, collectives, bad input."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from hpcvar.errors import InputFileError, UsageError
+from hpcvar.sim.app import Cluster, Simulator, e_abs, load_cluster, load_mapping, lower, mapping, measured
+from hpcvar.traces import collectives
+from hpcvar.traces.native import Trace, make_events
+
+MS = 1_000_000  # ns
+
+
+def _sim(rows, ntasks, cluster, model="none", mapping_kind="rrn", eager=0, algo="binomial"):
+    tr = Trace(make_events(rows), ntasks)
+    return Simulator(tr, cluster, mapping(mapping_kind, ntasks, cluster), model=model, eager_bytes=eager,
+                     algo=algo).run()
+
+
+def _fanout_rows():
+    rows = [dict(task=0, op="init"), dict(task=0, op="isend", peer=1, bytes=10**6),
+            dict(task=0, op="isend", peer=2, bytes=10**6), dict(task=0, op="wait", req=1),
+            dict(task=0, op="wait", req=2), dict(task=0, op="finalize")]
+    for t in (1, 2):
+        rows += [dict(task=t, op="init"), dict(task=t, op="recv", peer=0, bytes=10**6), dict(task=t, op="finalize")]
+    return rows
+
+
+def test_two_transfers_sharing_a_source_take_twice_as_long_under_maxmin():
+    cl = Cluster(nodes=3, cores_per_node=1, bandwidth=1e9, latency=0.0)
+    alone = _sim(_fanout_rows(), 3, cl, "none")
+    shared = _sim(_fanout_rows(), 3, cl, "maxmin")
+    assert alone.comm_s[1:] == pytest.approx([1e-3, 1e-3], rel=1e-12)
+    assert shared.comm_s[1:] == pytest.approx([2e-3, 2e-3], rel=1e-12)
+    assert shared.total_s == pytest.approx([2e-3] * 3, rel=1e-12)
+    assert shared.avg_penalty[0] == pytest.approx(2.0)
+    assert shared.conflicts[0] == {"out": 2}
+
+
+def test_intra_node_messages_stay_out_of_the_conflict_graph():
+    cl = Cluster(nodes=1, cores_per_node=3, bandwidth=1e9, latency=0.0, shm_bandwidth=4e9, shm_latency=1e-6)
+    res = _sim(_fanout_rows(), 3, cl, "maxmin", "rrp")
+    assert res.comm_s[1:] == pytest.approx([1e-6 + 0.25e-3] * 2, rel=1e-12)
+    assert res.conflicts[0] == {}
+
+
+def _ring_rows(n, nbytes, compute_ns):
+    rows = []
+    for t in range(n):
+        rows += [dict(task=t, op="init", t_start_ns=0, t_end_ns=0),
+                 dict(task=t, op="irecv", peer=(t - 1) % n, bytes=nbytes, t_start_ns=compute_ns,
+                      t_end_ns=compute_ns),
+                 dict(task=t, op="isend", peer=(t + 1) % n, bytes=nbytes, t_start_ns=compute_ns,
+                      t_end_ns=compute_ns),
+                 dict(task=t, op="wait", req=1, t_start_ns=compute_ns, t_end_ns=compute_ns + 2 * MS),
+                 dict(task=t, op="wait", req=2, t_start_ns=compute_ns + 2 * MS, t_end_ns=compute_ns + 2 * MS),
+                 dict(task=t, op="finalize", t_start_ns=compute_ns + 2 * MS, t_end_ns=compute_ns + 2 * MS)]
+    return rows
+
+
+@pytest.mark.parametrize("model", ["none", "maxmin", "gige"])
+def test_ring_has_no_conflict_and_exact_times(model):
+    cl = Cluster(nodes=4, cores_per_node=1, bandwidth=1e9, latency=10e-6)
+    res = _sim(_ring_rows(4, 10**6, MS), 4, cl, model)
+    # 1 ms compute, then 10 us latency + 1 MB / 1 GB/s: one outgoing and one incoming transfer per node
+    assert res.total_s == pytest.approx([1e-3 + 10e-6 + 1e-3] * 4, rel=1e-12)
+    assert res.comm_s == pytest.approx([10e-6 + 1e-3] * 4, rel=1e-12)
+    m_total, m_comm = measured(Trace(make_events(_ring_rows(4, 10**6, MS)), 4))
+    assert m_comm == pytest.approx([2e-3] * 4)
+    assert e_abs(res.comm_s, m_comm) == pytest.approx([abs(1.01e-3 - 2e-3) / 2e-3 * 100] * 4)
+
+
+def test_ring_on_two_nodes_rrp_vs_rrn():
+    cl = Cluster(nodes=2, cores_per_node=2, bandwidth=1e9, latency=0.0, shm_bandwidth=1e10, shm_latency=0.0)
+    rrp = _sim(_ring_rows(4, 10**6, 0), 4, cl, "maxmin", "rrp")
+    rrn = _sim(_ring_rows(4, 10**6, 0), 4, cl, "maxmin", "rrn")
+    # rrp: 1->2 and 3->0 cross nodes in opposite directions (no sharing), 0->1, 2->3 in shared memory
+    assert rrp.total_s.max() == pytest.approx(1e-3, rel=1e-12)
+    # rrn: every message crosses: node 0 sends two (0->1, 2->3) and receives two: each at half speed
+    assert rrn.total_s.max() == pytest.approx(2e-3, rel=1e-12)
+
+
+def test_barrier_dissemination_waits_for_the_last_arrival():
+    rows = []
+    for t in range(4):
+        c = 5 * MS if t == 3 else MS
+        rows += [dict(task=t, op="init", t_start_ns=0, t_end_ns=0),
+                 dict(task=t, op="barrier", t_start_ns=c, t_end_ns=c + 1000),
+                 dict(task=t, op="finalize", t_start_ns=c + 1000, t_end_ns=c + 1000)]
+    cl = Cluster(nodes=4, cores_per_node=1, bandwidth=1e9, latency=10e-6)
+    res = _sim(rows, 4, cl, "none", algo="recdoub")
+    assert res.total_s == pytest.approx([5.01e-3, 5.01e-3, 5.02e-3, 5.0e-3], rel=1e-12)
+    assert min(res.total_s) >= 5e-3  # nobody leaves before the last task arrives
+
+
+OPS = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "alltoall", "gatherv",
+       "scatterv", "allgatherv", "alltoallv"]
+
+
+@pytest.mark.parametrize("algo", collectives.ALGORITHMS)
+def test_collective_decompositions_match_and_complete(algo):
+    for op, n in itertools.product(OPS, range(1, 10)):
+        root = n // 2
+        sends, recvs = [], []
+        for me in range(n):
+            for s, r in collectives.steps(op, n, me, root, 8000, algo):
+                sends += [(me, p) for p, _ in s]
+                recvs += [(p, me) for p, _ in r]
+        assert sorted(sends) == sorted(recvs), (op, n, algo)
+        rows = []
+        for t in range(n):
+            rows += [dict(task=t, op="init"), dict(task=t, op=op, peer=root, bytes=8000), dict(task=t, op="finalize")]
+        res = _sim(rows, n, Cluster(n, 1, 1e9, 1e-6), "maxmin", algo=algo, eager=1024)
+        assert n == 1 or res.total_s.max() > 0
+
+
+def test_binomial_bcast_of_8_takes_three_rounds():
+    rows = []
+    for t in range(8):
+        rows += [dict(task=t, op="init"), dict(task=t, op="bcast", peer=0, bytes=10**6), dict(task=t, op="finalize")]
+    res = _sim(rows, 8, Cluster(8, 1, 1e9, 0.0), "none")
+    # rendezvous sends are sequential: root sends to 4, 2, 1; the deepest leaf (7) gets it after 3 rounds
+    assert res.total_s[7] == pytest.approx(3e-3, rel=1e-12)
+    assert res.total_s[0] == pytest.approx(3e-3, rel=1e-12)
+
+
+def test_unmatched_send_names_rank_and_seq():
+    rows = [dict(task=0, op="init"), dict(task=0, op="isend", peer=1, bytes=8), dict(task=0, op="finalize"),
+            dict(task=1, op="init"), dict(task=1, op="finalize")]
+    with pytest.raises(InputFileError, match="unmatched send: rank 0 seq 1"):
+        _sim(rows, 2, Cluster(2, 1, 1e9, 0.0), eager=1024)
+
+
+def test_unmatched_receive_names_rank_and_seq():
+    rows = [dict(task=0, op="init"), dict(task=0, op="finalize"),
+            dict(task=1, op="init"), dict(task=1, op="recv", peer=0, bytes=8), dict(task=1, op="finalize")]
+    with pytest.raises(InputFileError, match="rank 1 seq 1"):
+        _sim(rows, 2, Cluster(2, 1, 1e9, 0.0))
+
+
+def test_unknown_model_and_algorithm():
+    tr = Trace(make_events(_fanout_rows()), 3)
+    cl = Cluster(3, 1, 1e9, 0.0)
+    with pytest.raises(UsageError, match="unknown model"):
+        Simulator(tr, cl, [0, 1, 2], model="token-ring")
+    with pytest.raises(UsageError, match="unknown collective algorithm"):
+        lower(tr, "bruck")
+
+
+def test_mappings(tmp_path):
+    cl = Cluster(nodes=2, cores_per_node=3, bandwidth=1e9, latency=0.0)
+    assert mapping("rrn", 5, cl) == [0, 1, 0, 1, 0]
+    assert mapping("rrp", 5, cl) == [0, 0, 0, 1, 1]
+    r1, r2 = mapping("random", 6, cl, seed=3), mapping("random", 6, cl, seed=3)
+    assert r1 == r2 and sorted(r1) == [0, 0, 0, 1, 1, 1]
+    with pytest.raises(UsageError, match="do not fit"):
+        mapping("rrn", 7, cl)
+    f = tmp_path / "map.txt"
+    f.write_text("0 1\n1 0\n# task 2 forgotten\n")
+    with pytest.raises(InputFileError, match=r"does not cover tasks \[2\]"):
+        load_mapping(str(f), 3, cl)
+    f.write_text("0 1\n1 0\n2 5\n")
+    with pytest.raises(InputFileError, match="node 5") as e:
+        load_mapping(str(f), 3, cl)
+    assert e.value.line == 3
+    f.write_text("0 1\n1 0\n2 0\n")
+    assert load_mapping(str(f), 3, cl) == [1, 0, 0]
+
+
+def test_cluster_file(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("nodes 2\ncores_per_node 4\nbandwidth 1e9\nlatency 1e-5\nshm_latency 1e-7\nlink 0 1 5e8 2e-5\n")
+    c = load_cluster(str(f))
+    assert (c.nodes, c.cores_per_node, c.shm_latency) == (2, 4, 1e-7)
+    assert c.link(1, 0) == (5e8, 2e-5)
+    f.write_text("nodes 2\nbandwidth fast\n")
+    with pytest.raises(InputFileError) as e:
+        load_cluster(str(f))
+    assert e.value.line == 2
+
+
+def test_per_link_bandwidth_is_used():
+    cl = Cluster(nodes=3, cores_per_node=1, bandwidth=1e9, latency=0.0, links={(0, 2): (5e8, 0.0)})
+    res = _sim(_fanout_rows(), 3, cl, "none")
+    assert res.comm_s[1:] == pytest.approx([1e-3, 2e-3], rel=1e-12)

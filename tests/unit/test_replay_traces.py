@@ -1,0 +1,136 @@
+"""Event-trace formats: native Parquet, raw tracer files, SimGrid TIT, Chrome export, CLI."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from hpcvar.errors import InputFileError
+from hpcvar.traces.chrome import chrome_events
+from hpcvar.traces.native import RAW_RECORD, OPS, Trace, make_events, merge_raw, read_parquet, write_parquet
+from hpcvar.traces.tit import read_tit
+from tests.conftest import run_cli
+
+PINGPONG = [dict(task=0, op="init", t_start_ns=0, t_end_ns=0),
+            dict(task=0, op="send", peer=1, bytes=1000, tag=5, t_start_ns=1000, t_end_ns=3000),
+            dict(task=0, op="recv", peer=1, bytes=1000, tag=5, t_start_ns=3000, t_end_ns=9000),
+            dict(task=0, op="finalize", t_start_ns=9000, t_end_ns=9000),
+            dict(task=1, op="init", t_start_ns=0, t_end_ns=0),
+            dict(task=1, op="recv", peer=0, bytes=1000, tag=5, t_start_ns=500, t_end_ns=4000),
+            dict(task=1, op="send", peer=0, bytes=1000, tag=5, t_start_ns=6000, t_end_ns=8000),
+            dict(task=1, op="finalize", t_start_ns=8000, t_end_ns=8000)]
+
+
+def test_parquet_round_trip(tmp_path):
+    tr = Trace(make_events(PINGPONG), 2, comms={0: [0, 1], 1: [1, 0]}, source="test")
+    p = write_parquet(tr, tmp_path / "pp.trace")
+    back = read_parquet(p)
+    assert back.ntasks == 2 and back.comms == {0: [0, 1], 1: [1, 0]} and back.timed
+    assert back.events[["task", "seq", "op", "peer", "bytes", "tag"]].values.tolist() == \
+        tr.events[["task", "seq", "op", "peer", "bytes", "tag"]].values.tolist()
+    assert back.meta["version"] == 1
+
+
+def test_truncated_parquet_is_a_clear_error(tmp_path):
+    p = write_parquet(Trace(make_events(PINGPONG), 2), tmp_path / "pp.trace")
+    p.write_bytes(p.read_bytes()[: p.stat().st_size // 2])
+    with pytest.raises(InputFileError, match="truncated") as e:
+        read_parquet(p)
+    assert str(p) in e.value.where
+
+
+def test_unknown_op_and_gap_in_seq(tmp_path):
+    rows = [dict(r) for r in PINGPONG]
+    rows[2]["op"] = "frobnicate"
+    with pytest.raises(InputFileError, match="unknown op 'frobnicate' at task 0 seq 2"):
+        write_parquet(Trace(make_events(rows), 2), tmp_path / "x.trace")
+        read_parquet(tmp_path / "x.trace")
+    ev = make_events(PINGPONG)
+    ev = ev.drop(index=2)
+    write_parquet(Trace(ev, 2), tmp_path / "y.trace")
+    with pytest.raises(InputFileError, match="task 0: seq is not"):
+        read_parquet(tmp_path / "y.trace")
+
+
+def _raw_file(path, rank, size, recs, announced=None, comm_lines=("comm 0 2 0 1",)):
+    arr = np.zeros(len(recs), dtype=RAW_RECORD)
+    for i, (op, peer, nbytes, t0, t1) in enumerate(recs):
+        arr[i] = (t0, t1, nbytes, -1, OPS.index(op), peer, 0, 0)
+    head = (f"HVTRACE 1\nrank={rank}\nsize={size}\nclock=mono\nticks_per_ns=1\nend_reason=finalize\n"
+            f"records={announced if announced is not None else len(recs)}\nrecord_bytes=48\nend\n")
+    path.write_bytes(head.encode() + arr.tobytes() + ("\n".join(comm_lines) + "\n").encode())
+
+
+def test_merge_raw_and_truncated_raw(tmp_path):
+    _raw_file(tmp_path / "rank.0.hvt", 0, 2, [("init", -1, 0, 100, 100), ("send", 1, 8, 200, 300),
+                                               ("finalize", -1, 0, 400, 400)])
+    _raw_file(tmp_path / "rank.1.hvt", 1, 2, [("init", -1, 0, 150, 150), ("recv", 0, 8, 160, 320),
+                                               ("finalize", -1, 0, 500, 500)])
+    tr = merge_raw(tmp_path)
+    assert tr.ntasks == 2 and list(tr.events["op"][:3]) == ["init", "send", "finalize"]
+    assert tr.events["t_start_ns"].min() == 0 and tr.events["t_end_ns"].max() == 400
+    _raw_file(tmp_path / "rank.1.hvt", 1, 2, [("init", -1, 0, 150, 150)], announced=3)
+    with pytest.raises(InputFileError, match="truncated: 3 records announced, 1 present"):
+        merge_raw(tmp_path)
+    (tmp_path / "rank.1.hvt").unlink()
+    with pytest.raises(InputFileError, match=r"ranks \[1\] are missing"):
+        merge_raw(tmp_path)
+
+
+def test_tit_import(tmp_path):
+    f = tmp_path / "app.txt"
+    f.write_text("p0 init\np1 init\np0 compute 2e6\np0 Isend 1 1000\np1 Irecv 0 1000\np1 wait\np0 wait\n"
+                 "p0 allreduce 64 10\np1 allreduce 64 10\np0 finalize\np1 finalize\n")
+    tr = read_tit(f, flops_rate=1e9)
+    assert not tr.timed and tr.ntasks == 2
+    t0 = tr.events[tr.events["task"] == 0]
+    assert list(t0["op"]) == ["init", "isend", "wait", "allreduce", "finalize"]
+    assert int(t0["t_start_ns"].iloc[1]) == 2_000_000  # 2e6 flops at 1e9 flop/s
+    assert int(t0["req"].iloc[2]) == 1
+    f.write_text("0 init\n0 teleport 1 5\n")
+    with pytest.raises(InputFileError, match="unknown action 'teleport'") as e:
+        read_tit(f)
+    assert e.value.line == 2
+    f.write_text("0 init\n0 send 1\n")
+    with pytest.raises(InputFileError) as e:
+        read_tit(f)
+    assert e.value.line == 2
+
+
+def test_otf2_import_needs_the_package():
+    pytest.importorskip("otf2", reason="the optional otf2 package is not installed (pip install 'hpcvar[otf2]')")
+
+
+def test_chrome_events():
+    rows = [{"task": 1, "seq": 3, "op": "send", "start_s": 1e-3, "end_s": 3e-3}]
+    doc = chrome_events(rows, [0, 1])
+    x = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert x == [{"ph": "X", "name": "send", "cat": "mpi", "pid": 1, "tid": 1, "ts": 1000.0, "dur": 2000.0,
+                  "args": {"seq": 3}}]
+    json.dumps(doc)
+
+
+def test_cli_sim_app_json_and_chrome(tmp_path):
+    p = write_parquet(Trace(make_events(PINGPONG), 2), tmp_path / "pp.trace")
+    res = run_cli(["sim", "app", str(p), "--bandwidth", "1e9", "--latency", "0", "--model", "none,maxmin",
+                   "--mapping", "rrn,rrp", "--nodes", "2", "--cores-per-node", "2", "--json",
+                   "--chrome", str(tmp_path / "t.json")])
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert [r["task"] for r in out["tasks"]] == [0, 1]
+    assert {"total_s", "comm_s", "e_abs_pct", "measured_comm_s"} <= set(out["tasks"][0])
+    assert len(out["runs"]) == 4
+    # rrn: each 1000 B message crosses the 1 GB/s network: task 1's first recv ends at 1.0 us + 1 us
+    assert out["tasks"][0]["measured_comm_s"] == pytest.approx(8e-6)
+    assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
+
+
+def test_cli_bad_mapping_file(tmp_path):
+    p = write_parquet(Trace(make_events(PINGPONG), 2), tmp_path / "pp.trace")
+    m = tmp_path / "map.txt"
+    m.write_text("0 0\n")
+    res = run_cli(["sim", "app", str(p), "--mapping", str(m)])
+    assert res.returncode == 2
+    assert "does not cover tasks [1]" in res.stderr and "map.txt" in res.stderr

@@ -1,0 +1,257 @@
+"""jitSim: the paper's Figure 2, the reference against the C core, closed forms, bad input."""
+
+from __future__ import annotations
+
+import json
+import random
+
+import numpy as np
+import pytest
+
+from hpcvar.noise.trace import CpuTrace
+from hpcvar.sim import closed_form as cf
+from hpcvar.sim import jitter as J
+from hpcvar.sim import jitter_ref as R
+from hpcvar.sim.synth import synthesize
+from tests.conftest import run_cli
+
+# the paper's Figure 2 trace (jitter duration, cycles to next jitter)
+FIG2 = [(10, 50), (5, 30), (25, 20), (5, 10), (15, 100), (20, 300), (10, 20), (60, 60), (5, 20), (10, 70)]
+
+
+def _fig2_offsets():
+    tr = R.RefTrace([d for d, _ in FIG2], [g for _, g in FIG2])
+    # node 1 starts after the first jitter, node 2 after the jitter of the 7th event
+    return tr, [tr.S[0] + 10, tr.S[6] + 10]
+
+
+def test_figure2_reference():
+    tr, offs = _fig2_offsets()
+    assert tr.advance(offs[0], 0, 100) == 130
+    assert tr.advance(offs[1], 0, 100) == 165
+    res = R.simulate([tr], offs, phases=1, work=100, barrier="none")
+    assert res.compute_end == [[130, 165]] and res.total == 165
+    assert res.absorbed == [30, 65]
+
+
+def test_figure2_native():
+    _, offs = _fig2_offsets()
+    nt = J.NativeTraces([CpuTrace(0, np.array([d for d, _ in FIG2]), np.array([g for _, g in FIG2]))])
+    out = J.simulate(nt, J.Workload(work=100, phases=1, barrier="none"), 2,
+                     J.Alignment("file", explicit=np.array(offs)), per_task=True, keep_tasks=True)
+    assert out.compute_end.tolist() == [[130, 165]] and out.total == 165
+    assert out.absorbed.tolist() == [30, 65]
+
+
+def test_advance_edges():
+    tr = R.RefTrace([10, 5], [20, 15])  # S = 0, 30, L = 50
+    assert tr.advance(0, 0, 0) == 0  # W = 0 returns t, even inside a jitter
+    assert tr.advance(0, 0, 20) == 30  # ends exactly where the next jitter starts: not absorbed
+    assert tr.advance(0, 0, 21) == 36  # one more cycle: that jitter is absorbed
+    assert tr.advance(0, 3, 1) == 11  # jitter in progress absorbed first
+    assert tr.advance(0, 0, 35 * 3) == 150  # three whole laps
+    nt = J.NativeTraces([CpuTrace(0, np.array([10, 5]), np.array([20, 15]))])
+    for t, w in [(0, 0), (0, 20), (0, 21), (3, 1), (0, 105), (49, 1), (50, 7), (123, 456)]:
+        for o in (0, 7, 29, 30, 49):
+            assert nt.advance(0, o, t, w)[0] == tr.advance(o, t, w), (o, t, w)
+
+
+def _random_case(rng: random.Random):
+    K = rng.choice([1, 1, 2, 3])
+    cpus = []
+    for c in range(K):
+        E = rng.randint(1, 6)
+        d = [rng.choice([0, 0, 1, 3, 10, 40]) for _ in range(E)]
+        g = [rng.choice([0, 1, 5, 20, 50]) for _ in range(E)]
+        if sum(g) == 0:
+            g[0] = rng.randint(1, 30)
+        cpus.append(CpuTrace(c, np.array(d), np.array(g)))
+    wl = J.Workload(work=rng.choice([0, 1, 7, 30, 100, 500]), phases=rng.randint(1, 4),
+                    barrier=rng.choice(["none", "tree"]), arity=rng.randint(1, 5), send=rng.choice([0, 1, 5, 30]),
+                    recv=rng.choice([0, 2, 9]), lat_intra=rng.randint(0, 10), lat_inter=rng.randint(0, 50),
+                    cores_per_node=K)
+    align = J.Alignment(mode=rng.choice(["unsync", "sync", "cosched"]), window=rng.randint(1, 60),
+                        origin=rng.randint(0, 100))
+    return cpus, wl, align, rng.randint(1, 40), rng.randint(0, 2**64 - 1)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_native_equals_reference(seed):
+    rng = random.Random(1000 + seed)
+    checked = 0
+    while checked < 60:
+        cpus, wl, align, n, s = _random_case(rng)
+        nt = J.NativeTraces(cpus)
+        if align.mode == "cosched" and any(align.origin % align.window >= L for L in nt.lengths):
+            continue
+        rts = [R.RefTrace(c.duration, c.gap) for c in cpus]
+        offs = R.offsets(rts, n, align.mode, s, 2, align.window, align.origin)
+        out = J.simulate(nt, wl, n, align, s, 2, per_task=True, keep_tasks=True)
+        assert out.offsets.tolist() == offs
+        ref = R.simulate(rts, offs, wl.phases, wl.work, wl.barrier, wl.arity, wl.send, wl.recv, wl.lat_intra,
+                         wl.lat_inter, wl.cores_per_node)
+        assert out.total == ref.total
+        assert out.phase_end.tolist() == ref.phase_end
+        assert out.compute_end.tolist() == ref.compute_end
+        assert out.next_start.tolist() == ref.next_start
+        assert out.absorbed.tolist() == ref.absorbed
+        base = J.simulate(None, wl, n, align)
+        rbase = R.simulate(None, offs, wl.phases, wl.work, wl.barrier, wl.arity, wl.send, wl.recv, wl.lat_intra,
+                           wl.lat_inter, wl.cores_per_node)
+        assert base.total == rbase.total
+        checked += 1
+
+
+def test_tree_order_of_arrival_and_costs():
+    """A 3-task binary tree on a jitter-free trace: the closed sum of costs and latencies."""
+    rts = [R.RefTrace([0], [10**9])]
+    res = R.simulate(rts, [0, 0, 0], phases=1, work=100, barrier="tree", arity=2, send=5, recv=7,
+                     lat_intra=0, lat_inter=11)
+    # leaves: finish 100, send 5 -> arrive 116; root: recv 116+7=123, recv 130; sends 135 (-> 146), 140 (-> 151)
+    # leaves: receive the release: 146+7=153 and 151+7=158; root starts at 140
+    assert res.next_start == [[140, 153, 158]]
+    assert res.total == 158
+
+
+def test_seeds_reproducible_and_replicas_differ():
+    tr = synthesize("250Hz:2us", 2.4e9, 1.0, seed=3)
+    nt = J.NativeTraces(tr.cpus)
+    wl = J.Workload(work=2_400_000, phases=3, barrier="tree")
+    a = J.simulate(nt, wl, 50, J.Alignment("unsync"), seed=9, replica=0, keep_tasks=True)
+    b = J.simulate(nt, wl, 50, J.Alignment("unsync"), seed=9, replica=0, keep_tasks=True)
+    c = J.simulate(nt, wl, 50, J.Alignment("unsync"), seed=9, replica=1, keep_tasks=True)
+    assert a.offsets.tolist() == b.offsets.tolist() and a.total == b.total
+    assert a.offsets.tolist() != c.offsets.tolist()
+
+
+def test_synthetic_trace_shape():
+    tr = synthesize("250Hz:2us,poisson:1Hz:1ms", 1e9, 10.0, seed=1)
+    c = tr.cpus[0]
+    assert c.length == 10 * 10**9
+    assert (c.gap >= 0).all() and (c.duration > 0).all()
+    per = synthesize("100Hz:1ms", 1e6, 1.0, seed=5).cpus[0]
+    assert cf.periodic_event([per]) == (1000, 9000)
+
+
+# ---- closed forms ---------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("d,g,w", [(3, 7, 5), (3, 7, 7), (3, 7, 8), (2, 5, 23), (1, 4, 4), (4, 4, 1)])
+def test_delay_distribution_matches_reference(d, g, w):
+    tr = R.RefTrace([d], [g])
+    brute = [tr.advance(phi, 0, w) - w for phi in range(d + g)]
+    assert brute == [cf.delay_at(d, g, w, phi) for phi in range(d + g)]
+    v, p = cf.delay_pmf(d, g, w)
+    emp = {int(x): brute.count(int(x)) / (d + g) for x in set(brute)}
+    assert {int(x): pr for x, pr in zip(v, p) if pr > 0} == pytest.approx(emp)
+
+
+def test_expected_max_exact_by_enumeration():
+    d, g, w = 3, 5, 6
+    tr = R.RefTrace([d], [g])
+    delays = [tr.advance(phi, 0, w) - w for phi in range(d + g)]
+    exact = np.mean([max(delays[a], delays[b]) for a in range(d + g) for b in range(d + g)])
+    assert cf.expected_max_delay(d, g, w, 2) == pytest.approx(exact)
+    # the limit: the detour per phase as tasks grow (W <= g)
+    assert cf.expected_max_delay(d, g, 4, 10**6) == pytest.approx(3.0, abs=1e-6)
+
+
+def test_closed_form_agrees_with_simulation_unsync():
+    """Barrier none, unsynchronized, one phase: mean of the simulated max delay vs E[max D]."""
+    d, g, w, n = 40, 960, 500, 16
+    nt = J.NativeTraces([CpuTrace(0, np.full(50, d), np.full(50, g))])
+    wl = J.Workload(work=w, phases=1, barrier="none")
+    totals = [J.simulate(nt, wl, n, J.Alignment("unsync"), seed=5, replica=r).total for r in range(400)]
+    m, lo, hi = J.mean_ci(totals)
+    exp = cf.unsync_none(d, g, w, n)["expected_phase_cycles"]
+    assert lo - 1.0 <= exp <= hi + 1.0, (m, lo, hi, exp)
+
+
+def test_closed_form_sync_and_cosched_exact():
+    d, g, w, N = 40, 960, 700, 30
+    nt = J.NativeTraces([CpuTrace(0, np.full(20, d), np.full(20, g))])
+    wl = J.Workload(work=w, phases=N, barrier="none")
+    # co-scheduled with the window = period, origin at phase 100 of the period: deterministic
+    out = J.simulate(nt, wl, 64, J.Alignment("cosched", window=d + g, origin=100))
+    assert out.total == cf.synced_none(d, g, w, N, phi0=100)["expected_total_cycles"]
+    # sync: the expectation over the shared phase; average over many replicas
+    totals = [J.simulate(nt, wl, 8, J.Alignment("sync"), seed=2, replica=r).total for r in range(300)]
+    m, lo, hi = J.mean_ci(totals)
+    assert lo - 1 <= cf.synced_none(d, g, w, N)["expected_total_cycles"] <= hi + 1
+    assert cf.synced_none(d, g, w, 10**6)["expected_slowdown"] == pytest.approx(d / g, rel=1e-3)
+
+
+# ---- the command line -----------------------------------------------------------------------------
+
+@pytest.fixture
+def fig2_files(tmp_path):
+    t = tmp_path / "fig2.txt"
+    t.write_text("# Figure 2 of the paper\n" + "".join(f"{d} {g}\n" for d, g in FIG2))
+    tr, offs = _fig2_offsets()
+    o = tmp_path / "fig2.off"
+    o.write_text("".join(f"{x}\n" for x in offs))
+    return t, o
+
+
+def test_cli_figure2_json_and_per_task(runs_dir, fig2_files, tmp_path):
+    t, o = fig2_files
+    csv = tmp_path / "tasks.csv"
+    r = run_cli(["sim", "jitter", "--trace", str(t), "--freq", "1GHz", "--work", "100", "--barrier", "none",
+                 "--phases", "1", "--tasks", "2", "--offsets", str(o), "--per-task", str(csv), "--json",
+                 "--no-plots"], check=True)
+    res = json.loads(r.stdout)
+    assert res["total_cycles"] == 165 and res["baseline_cycles"] == 100
+    assert res["slowdown"] == pytest.approx(0.65) and res["phases"] == [165]
+    assert csv.read_text().splitlines() == ["task,phase,compute_end,next_start", "0,0,130,165", "1,0,165,165"]
+
+
+def test_cli_sweep_tables_plots(runs_dir):
+    r = run_cli(["sim", "jitter", "--synthetic", "1kHz:25us", "--trace-length", "10s", "--quantum", "1ms",
+                 "--barrier", "none", "--phases", "3", "--tasks", "1..64:x4", "--align", "unsync,cosched",
+                 "--window", "1ms", "--replicas", "2", "--json"], check=True)
+    res = json.loads(r.stdout)
+    assert [p["tasks"] for p in res["points"]] == [1, 4, 16, 64] * 2
+    for p in res["points"]:
+        assert p["closed_form"] is not None  # periodic trace, barrier none
+    run = next(runs_dir.iterdir())
+    assert (run / "jitter.points.parquet").is_file() and (run / "jitter.phases.parquet").is_file()
+    assert (run / "plots" / "sweep.png").is_file() and (run / "plots" / "sweep.svg").is_file()
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["--arity", "0"], "--arity"),
+    (["--tasks", "3"], "fig2.off"),
+    (["--tasks", "1"], "fig2.off"),
+    (["--align", "cosched"], "--window"),
+    (["--tasks", "200G", "--offsets", None], "--tasks"),
+])
+def test_cli_bad_input(runs_dir, fig2_files, args, flag):
+    t, o = fig2_files
+    base = ["sim", "jitter", "--trace", str(t), "--freq", "1GHz", "--work", "100", "--barrier", "none",
+            "--no-plots"]
+    if "--offsets" not in args:
+        base += ["--offsets", str(o)] if args[0] == "--tasks" else []
+    else:
+        args = args[:2]
+    r = run_cli(base + args)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith("error: ") and flag in r.stderr
+
+
+def test_cli_empty_and_zero_compute_trace(runs_dir, tmp_path):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("# nothing\n")
+    r = run_cli(["sim", "jitter", "--trace", str(empty), "--freq", "1GHz", "--tasks", "2"])
+    assert r.returncode == 2 and "empty.txt" in r.stderr
+    zero = tmp_path / "zero.txt"
+    zero.write_text("5 0\n7 0\n")
+    r = run_cli(["sim", "jitter", "--trace", str(zero), "--freq", "1GHz", "--tasks", "2"])
+    assert r.returncode == 2 and "compute" in r.stderr
+
+
+def test_cli_wrap_warning(runs_dir, tmp_path):
+    t = tmp_path / "small.txt"
+    t.write_text("10 90\n")
+    r = run_cli(["sim", "jitter", "--trace", str(t), "--freq", "1GHz", "--work", "500", "--tasks", "4",
+                 "--phases", "2", "--no-plots", "--json"], check=True)
+    res = json.loads(r.stdout)
+    assert any("wrap" in w for w in res["warnings"]) and any("covers" in w for w in res["warnings"])

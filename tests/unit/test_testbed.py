@@ -1,0 +1,233 @@
+"""The testbed's plan, state file, agent and launcher argv (no root needed)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from hpcvar.errors import UsageError
+from hpcvar.launch import LaunchSpec, get_launcher
+from hpcvar.launch.mpi import MpiFlavor
+from hpcvar.testbed.launcher import TestbedLauncher
+from hpcvar.testbed.netns import TestbedError
+from hpcvar.testbed.noise import Flow, flow_commands
+from hpcvar.testbed.plan import (Plan, agent_script, choose_subnet, load_state, make_plan, networks_in_use,
+                                 parse_rate_of, save_state, tbf_args)
+
+IN_H1 = ["ip", "netns", "exec", "hv-h1", "unshare", "--uts", "--", "sh", "-c", 'hostname "$0" || exit 255; exec "$@"',
+         "hv-h1"]
+
+
+def plan3(**kw) -> Plan:
+    p = make_plan(3, 1e9, {"h2": 2e8}, **kw)
+    p.agent = "/run/hpcvar-testbed/agent"
+    p.status = "up"
+    return p
+
+
+def spec(np=2, rpn=None) -> LaunchSpec:
+    return LaunchSpec(np=np, exe=Path("/x/hv_latency"), args=["--sizes", "8"], env={"A": "1"}, ranks_per_node=rpn)
+
+
+def mpich(plan, **kw) -> TestbedLauncher:
+    return TestbedLauncher(plan=plan, mpiexec="/mpi/bin/mpiexec", flavor=MpiFlavor("mpich", "5.0.2"), root=True, **kw)
+
+
+def ompi(plan, **kw) -> TestbedLauncher:
+    return TestbedLauncher(plan=plan, mpiexec="/ompi/bin/mpiexec", flavor=MpiFlavor("openmpi", "5.0.11"), root=True,
+                           **kw)
+
+
+def test_plan_names_addresses_and_rates():
+    p = plan3()
+    assert [h.ns for h in p.hosts] == ["hv-h1", "hv-h2", "hv-h3"]
+    assert [h.addr for h in p.hosts] == ["10.213.7.1", "10.213.7.2", "10.213.7.3"]
+    assert [h.rate_bps for h in p.hosts] == [1e9, 2e8, 1e9]
+    assert {h.dev for h in p.hosts} == {"hv-eth0"} and [h.port for h in p.hosts] == ["hv-p1", "hv-p2", "hv-p3"]
+    assert p.namespaces == ["hv-h1", "hv-h2", "hv-h3", "hv-sw"]
+    assert all(len(n) <= 15 for h in p.hosts for n in (h.dev, h.port))  # IFNAMSIZ
+    assert p.bridges == ["hv-br0"] and p.uplink == []
+
+
+def test_two_switches_split_hosts_and_carry_an_uplink():
+    p = make_plan(5, 1e9, switches=2, uplink_rate_bps=1e8)
+    assert [h.switch for h in p.hosts] == [0, 0, 0, 1, 1]
+    assert p.bridges == ["hv-br0", "hv-br1"] and p.uplink == ["hv-up0", "hv-up1"] and p.uplink_rate_bps == 1e8
+
+
+@pytest.mark.parametrize("kw, flag", [({"hosts": 0}, "--hosts"), ({"prefix": "HV_"}, "--prefix"),
+                                      ({"prefix": "toolong-"}, "--prefix"), ({"switches": 3}, "--switches"),
+                                      ({"intra_host": "rdma"}, "--intra-host")])
+def test_plan_refuses_bad_options(kw, flag):
+    args = {"hosts": 2, "rate_bps": 1e9, **kw}
+    with pytest.raises(UsageError) as e:
+        make_plan(**args)
+    assert e.value.where == flag
+
+
+def test_rate_of_parsing():
+    assert parse_rate_of(["h2=200mbit", "h1=1gbit"], 2) == {"h2": 2e8, "h1": 1e9}
+    for bad in (["h3=1gbit"], ["h2"], ["x=1gbit"], ["h1=fast"]):
+        with pytest.raises(UsageError) as e:
+            parse_rate_of(bad, 2)
+        assert e.value.where == "--rate-of"
+
+
+def test_subnet_avoids_the_machines_networks():
+    addrs = [{"addr_info": [{"family": "inet", "local": "10.213.7.9", "prefixlen": 16}]}]
+    routes = [{"dst": "10.231.19.0/24"}, {"dst": "default"}]
+    used = networks_in_use(addrs, routes)
+    assert choose_subnet(used) == "172.29.213.0/24"
+    assert choose_subnet([]) == "10.213.7.0/24"
+    with pytest.raises(UsageError, match="overlaps"):
+        choose_subnet(used, "10.213.0.0/24")
+    with pytest.raises(UsageError, match="private"):
+        choose_subnet([], "8.8.8.0/24")
+    assert ipaddress.ip_network(choose_subnet([], "192.168.50.0/24")).prefixlen == 24
+
+
+def test_tbf_burst_holds_a_gso_packet_and_2ms():
+    args = tbf_args(2e8)
+    assert args[:3] == ["tbf", "rate", "200000000bit"]
+    assert int(args[args.index("burst") + 1]) >= 64 * 1024
+    assert int(tbf_args(1e10)[4]) == int(1e10 / 8 * 0.002)
+
+
+def test_state_round_trip_and_unknown_version(tmp_path):
+    p = plan3(switches=2)
+    f = tmp_path / "s" / "state.json"
+    save_state(f, p)
+    q = load_state(f)
+    assert q.to_json() == p.to_json()
+    assert load_state(tmp_path / "none.json") is None
+    f.write_text(f.read_text().replace('"version": 1', '"version": 99'))
+    with pytest.raises(UsageError, match="version"):
+        load_state(f)
+
+
+def test_agent_runs_the_command_in_the_hosts_namespace(tmp_path):
+    """The generated agent, with a fake 'ip' that prints its arguments: ssh options are skipped, the host
+    (by address or name) picks the namespace, the command is passed as one shell string."""
+    p = plan3()
+    agent = tmp_path / "agent"
+    agent.write_text(agent_script(p))
+    agent.chmod(0o755)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ip").write_text('#!/bin/sh\nfor a in "$@"; do echo "[$a]"; done\n')
+    (fake / "ip").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
+    out = subprocess.run([str(agent), "-x", "-o", "BatchMode=yes", "10.213.7.2", "prted", "--x", "a b"],
+                         capture_output=True, text=True, env=env, check=True).stdout.splitlines()
+    assert out[:6] == ["[netns]", "[exec]", "[hv-h2]", "[unshare]", "[--uts]", "[--]"]
+    assert out[-1] == "prted --x a b]" and out[-2] == "[hostname hv-h2 || exit 255"
+    out = subprocess.run([str(agent), "h3", "true"], capture_output=True, text=True, env=env).stdout
+    assert "[hv-h3]" in out
+    bad = subprocess.run([str(agent), "10.0.0.1", "true"], capture_output=True, text=True, env=env)
+    assert bad.returncode == 255 and "unknown host" in bad.stderr
+
+
+def test_mpich_argv_golden():
+    argv, env = mpich(plan3()).command(spec())
+    assert argv == IN_H1 + [
+        "/mpi/bin/mpiexec", "-launcher", "rsh", "-launcher-exec", "/run/hpcvar-testbed/agent",
+        "-hosts", "10.213.7.1:1,10.213.7.2:1", "-n", "2", "-bind-to", "none",
+        "-genv", "UCX_TLS", "tcp,self", "-genv", "FI_PROVIDER", "tcp", "-genv", "A", "1",
+        "/x/hv_latency", "--sizes", "8"]
+    assert env == {"A": "1", "UCX_TLS": "tcp,self", "FI_PROVIDER": "tcp"}
+
+
+def test_mpich_intra_host_tcp_and_map_by_host():
+    p = plan3(intra_host="tcp")
+    argv, _ = mpich(p, map_by="host", ranks_per_host=2).command(spec(np=4))
+    assert argv[argv.index("-hosts") + 1] == "10.213.7.1:1,10.213.7.2:1"  # round robin: rank r on host r % 2
+    assert ["-genv", "MPIR_CVAR_NOLOCAL", "1"] == argv[argv.index("MPIR_CVAR_NOLOCAL") - 1:][:3]
+    argv, _ = mpich(p, map_by="slot", ranks_per_host=2).command(spec(np=3))
+    assert argv[argv.index("-hosts") + 1] == "10.213.7.1:2,10.213.7.2:1"
+
+
+def test_openmpi_argv_golden():
+    argv, env = ompi(plan3()).command(spec(np=4, rpn=2))
+    assert argv == IN_H1 + [
+        "/ompi/bin/mpiexec", "--prtemca", "plm_ssh_agent", "/run/hpcvar-testbed/agent",
+        "--host", "10.213.7.1:2,10.213.7.2:2", "-n", "4", "--map-by", "slot", "--bind-to", "none",
+        "--mca", "pml", "ob1", "--mca", "btl", "tcp,sm,self",
+        "--mca", "btl_tcp_if_include", "10.213.7.0/24", "--mca", "oob_tcp_if_include", "10.213.7.0/24",
+        *(["--oversubscribe"] if 4 > (os.cpu_count() or 1) else []),
+        "-x", "A=1", "/x/hv_latency", "--sizes", "8"]
+    assert env["OMPI_ALLOW_RUN_AS_ROOT"] == "1" and env["A"] == "1"
+    old = TestbedLauncher(plan=plan3(intra_host="tcp"), mpiexec="m", flavor=MpiFlavor("openmpi", "4.1.5"), root=False,
+                          map_by="host")
+    argv, env = old.command(spec(np=3))
+    assert argv[12:15] == ["--mca", "plm_rsh_agent", "/run/hpcvar-testbed/agent"]
+    assert "tcp,self" in argv and argv[argv.index("--map-by") + 1] == "node" and "OMPI_ALLOW_RUN_AS_ROOT" not in env
+
+
+def test_placement_and_capacity():
+    p = plan3()
+    assert mpich(p, map_by="slot", ranks_per_host=2).placement(spec(np=5)) == ["h1", "h1", "h2", "h2", "h3"]
+    assert mpich(p, map_by="host", ranks_per_host=2).placement(spec(np=5)) == ["h1", "h2", "h3", "h1", "h2"]
+    assert mpich(p).placement(spec(np=2, rpn=2)) == ["h1", "h1"]  # --ranks-per-node when the launcher has none
+    with pytest.raises(UsageError) as e:
+        mpich(p).placement(spec(np=4))
+    assert e.value.where == "--np" and "--hosts 4" in e.value.todo
+
+
+def test_registry_builds_it_and_describe_without_a_testbed(tmp_path, monkeypatch):
+    monkeypatch.setenv("HPCVAR_TESTBED_STATE", str(tmp_path / "none.json"))
+    lau = get_launcher("testbed", map_by="host", ranks_per_host=None)
+    assert isinstance(lau, TestbedLauncher) and lau.map_by == "host"
+    assert lau.describe()["testbed"] is None
+    with pytest.raises(TestbedError, match="no testbed is up"):
+        lau.command(spec())
+    with pytest.raises(TestbedError, match="no testbed is up"):
+        lau.prepare(spec())
+    with pytest.raises(UsageError):
+        TestbedLauncher(map_by="core")
+
+
+def test_describe_records_topology_and_rates():
+    d = mpich(plan3(switches=2, uplink_rate_bps=1e8)).describe()
+    tb = d["testbed"]
+    assert tb["switches"] == 2 and tb["uplink_rate_bps"] == 1e8 and tb["subnet"] == "10.213.7.0/24"
+    assert [(h["name"], h["rate_bps"], h["switch"]) for h in tb["hosts"]] == [("h1", 1e9, 0), ("h2", 2e8, 0),
+                                                                               ("h3", 1e9, 1)]
+    assert d["mpi_family"] == "mpich"
+
+
+def test_noise_commands_are_bounded_and_between_hosts():
+    p = plan3()
+    recvs, sends = flow_commands(p, [Flow("h2", "h1"), Flow("h3", "h1", 3e8, 0.05, 0.2)], 2.0)
+    assert len(recvs) == 1 and recvs[0][:4] == ["ip", "netns", "exec", "hv-h1"]
+    assert recvs[0][recvs[0].index("--duration") + 1] == "3.0"
+    assert sends[1][3] == "hv-h3" and sends[1][sends[1].index("--to") + 1] == "10.213.7.1"
+    assert sends[1][sends[1].index("--off") + 1] == "0.2"
+    with pytest.raises(UsageError):
+        flow_commands(p, [Flow("h1", "h1")], 1.0)
+    with pytest.raises(UsageError) as e:
+        flow_commands(p, [Flow("h2", "h1")], 0.0)
+    assert e.value.where == "--duration"
+    with pytest.raises(UsageError) as e:
+        flow_commands(p, [Flow("h9", "h1")], 1.0)
+    assert e.value.where == "--from"
+
+
+def test_traffic_pacing_counts_only_on_time():
+    from hpcvar.testbed.traffic import _on_time
+
+    assert _on_time(1.0, 0.05, 0.2) == pytest.approx(4 * 0.05)  # four whole periods of 250 ms
+    assert _on_time(0.26, 0.05, 0.2) == pytest.approx(0.06)
+    assert _on_time(3.0, 1.0, 0.0) == 3.0
+
+
+def test_cli_without_root_says_so(monkeypatch, tmp_path):
+    from hpcvar.testbed import netns
+
+    monkeypatch.setattr(netns.os, "geteuid", lambda: 1000)
+    with pytest.raises(TestbedError) as e:
+        netns.down(tmp_path / "state.json")
+    assert "root" in e.value.what and "sudo" in e.value.todo
