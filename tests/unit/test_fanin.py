@@ -121,10 +121,11 @@ RAW = """#@hpcvar_raw=1
 2,0,-1,2,1000,100,200000000
 2,0,-1,3,0,0,300000000
 4,0,-1,0,300000000,1,3
+6,0,-1,0,50000000,250000000,3000
 3,3,0,0,2000,0,0
 3,3,0,1,4000,500,0
 5,3,0,0,50,2,1
-#@point_end rows=11
+#@point_end rows=12
 #@point rep=0 clients=2 chatter=0 queues=single depth=deep match=any servers=1 large=100 small=10 bin_ns=100000000 duration_s=0.3 messages=0 placement=fixed seed=1
 1,1,0,1,3000,30,31
 1,2,0,1,3000,30,31
@@ -144,7 +145,8 @@ def test_tables_from_raw(tmp_path):
     pts = t["fanin.points"].set_index("chatter")
     w = pts.loc[1]
     assert w["window_s"] == pytest.approx(0.3)
-    assert w["aggregate_bytes_per_s"] == pytest.approx(4000 / 0.3)
+    assert w["aggregate_bytes_per_s"] == pytest.approx(3000 / 0.2)  # steady: after the first completion
+    assert w["window_bytes_per_s"] == pytest.approx(4000 / 0.3)
     assert w["chatter_bytes_per_s"] == pytest.approx(500 / 0.3)
     assert w["jain_index"] == pytest.approx(4000**2 / (2 * (3000**2 + 1000**2)))
     assert w["chatter_rtt_median_ns"] == pytest.approx(3000)
@@ -158,7 +160,9 @@ def test_tables_from_raw(tmp_path):
     assert pts.loc[1]["rate_cv"] == pytest.approx(np.std([15000, 15000, 10000], ddof=1) / np.mean([15000, 15000, 10000]))
     eff = chatter_effect(t["fanin.points"])
     assert len(eff) == 1
-    assert eff[0]["drop_pct"] == pytest.approx(100 * (1 - (4000 / 0.3) / (6000 / 0.3)))
+    # the point without chatter has no steady row: its window rate stands in
+    assert pts.loc[0]["aggregate_bytes_per_s"] == pytest.approx(6000 / 0.3)
+    assert eff[0]["drop_pct"] == pytest.approx(100 * (1 - (3000 / 0.2) / (6000 / 0.3)))
     var = t["fanin.variability"]
     assert list(var["runs"]) == [1, 1]
     res = Fanin().result(t, params())
@@ -170,7 +174,8 @@ def test_variability_between_runs(tmp_path):
     # two runs of one configuration: the second got 1500 more bytes, all in its first bin
     text = RAW.split("#@point rep=0 clients=2 chatter=0")[0]
     second = text.replace("rep=0", "rep=1").replace("2,0,-1,0,1500,200,0", "2,0,-1,0,3000,200,0").replace(
-        "1,1,0,1,3000,30,31", "1,1,0,1,4500,45,46")
+        "1,1,0,1,3000,30,31", "1,1,0,1,4500,45,46").replace(
+        "6,0,-1,0,50000000,250000000,3000", "6,0,-1,0,50000000,250000000,4500")
     second = second.split("\n", 2)[2]  # without the header lines
     (tmp_path / "a.raw").write_text(text)
     (tmp_path / "b.raw").write_text("#@hpcvar_raw=1\n#@columns=kind,rank,peer,idx,a,b,c\n" + second)

@@ -6,8 +6,11 @@ Aries): large-buffer clients stream --large messages into a root while
 strategy is swept: one or two receive queues, one posted receive per client or
 a fixed depth, wildcard or exact matching. Measured at the root, per point:
 
-- aggregate large-buffer bandwidth = large bytes completed at the root inside
-  the window / window length (summed over roots when --servers > 1);
+- aggregate large-buffer bandwidth = large bytes completed at the root after
+  its first large completion in the window / (last - first completion time):
+  the steady rate, free of the start-up ramp and of the partly received
+  messages at the window's end (summed over roots when --servers > 1);
+  ``window_bytes_per_s`` is the plain large bytes in the window / window;
 - chatter bandwidth = chatter bytes completed at the root inside the window /
   window length;
 - small-message latency at the root = round trip of a chatter request and the
@@ -40,7 +43,7 @@ HEADER_BYTES = 8  # every message starts with an 8-byte header (end-of-stream co
 MAX_MSG = 0x7FFFFFFF  # MPI count limit for MPI_BYTE
 MAX_BINS = 1_000_000  # bins per root and point (preallocated by the root)
 POINT_FIELDS = ["rep", "clients", "chatter", "queues", "depth", "match"]
-KIND_CLIENT, KIND_BIN, KIND_RTT, KIND_ROOT, KIND_CHATTER = 1, 2, 3, 4, 5
+KIND_CLIENT, KIND_BIN, KIND_RTT, KIND_ROOT, KIND_CHATTER, KIND_STEADY = 1, 2, 3, 4, 5, 6
 
 
 def parse_depth_list(text: str, flag: str = "--depth") -> list:
@@ -278,7 +281,7 @@ class Fanin(Benchmark):
 # ---- tidy tables from one raw point ------------------------------------------------------------
 _KEY_COLS = ("rep", "clients", "chatter", "queues", "depth", "match")
 _POINT_COLS = (*_KEY_COLS, "servers", "large_bytes", "small_bytes", "placement", "seed", "window_s",
-               "large_bytes_total", "aggregate_bytes_per_s", "chatter_bytes_per_s", "jain_index",
+               "large_bytes_total", "aggregate_bytes_per_s", "window_bytes_per_s", "chatter_bytes_per_s", "jain_index",
                "chatter_jain_index", "chatter_rtt_n", "chatter_rtt_median_ns", "chatter_rtt_p99_ns",
                "chatter_round_trips", "rate_cv", "receives_posted", "receives_cancelled")
 _CLIENT_COLS = (*_KEY_COLS, "rank", "server_rank", "role", "bytes", "messages", "messages_total",
@@ -334,11 +337,17 @@ def _point_tables(raw: RawFile, p, key: dict):
 
     large = clients[clients["role"] == "large"]
     chat = clients[clients["role"] == "chatter"]
-    agg = chat_bw = 0.0
+    steady = {int(r[col["rank"]]): (r[col["a"]], r[col["b"]], r[col["c"]]) for r in sel(KIND_STEADY)}
+    agg = win_bw = chat_bw = 0.0
     for srv, w in window_ns.items():
         if w > 0:
-            agg += large.loc[large["server_rank"] == srv, "bytes"].sum() / (w * 1e-9)
+            lb = large.loc[large["server_rank"] == srv, "bytes"].sum() / (w * 1e-9)
+            win_bw += lb
             chat_bw += chat.loc[chat["server_rank"] == srv, "bytes"].sum() / (w * 1e-9)
+            first, last, after = steady.get(srv, (0.0, 0.0, 0.0))
+            # steady rate: bytes completed after the root's first large completion / (last - first);
+            # the window rate when fewer than two large messages completed
+            agg += after / ((last - first) * 1e-9) if last > first and after > 0 else lb
     s = summarize(rtt["rtt_ns"].to_numpy(), ci=False)
     full = bins[bins["full"]]
     per_bin = full.groupby("bin")["large_bytes_per_s"].sum().to_numpy()  # summed over roots
@@ -348,6 +357,7 @@ def _point_tables(raw: RawFile, p, key: dict):
         "small_bytes": int(p.params["small"]), "placement": p.params["placement"], "seed": int(p.params["seed"]),
         "window_s": max(window_ns.values(), default=0.0) * 1e-9,
         "large_bytes_total": int(large["bytes"].sum()), "aggregate_bytes_per_s": float(agg),
+        "window_bytes_per_s": float(win_bw),
         "chatter_bytes_per_s": float(chat_bw),
         "jain_index": jain_index(large["bytes"].to_numpy()) if len(large) else float("nan"),
         "chatter_jain_index": jain_index(chat["bytes"].to_numpy()) if len(chat) else float("nan"),

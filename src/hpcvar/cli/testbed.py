@@ -136,8 +136,11 @@ def exec_cmd(host, cmd, state_path):
     from hpcvar.testbed.netns import require_up
     from hpcvar.testbed.plan import in_host_argv
 
+    cmd = list(cmd[1:] if cmd and cmd[0] == "--" else cmd)
+    if not cmd:
+        raise UsageError("no command to run", "CMD", "Example: hpcvar testbed exec h2 -- ip addr")
     plan = require_up(_state(state_path))
-    argv = in_host_argv(plan.host(host), list(cmd))
+    argv = in_host_argv(plan.host(host), cmd)
     sys.stdout.flush()
     sys.stderr.flush()
     os.execvp(argv[0], argv)

@@ -22,7 +22,7 @@ from hpcvar.errors import LaunchError, UsageError
 from hpcvar.noise.trace import JitterTrace, cpu_trace_from_events, recorded_starts
 from hpcvar.units import parse_time
 
-DEFAULT_MAX_RATE = 50000.0  # buffer budget: events per second per CPU
+DEFAULT_MAX_RATE = 200000.0  # buffer budget: events per second per CPU
 
 
 def parse_cpus(text: str, flag: str = "--cpus") -> list[int]:

@@ -303,7 +303,9 @@ TABLES.update({
         "seed": "seed of the shuffled mapping of this launch",
         "window_s": "measured window at the root (s)",
         "large_bytes_total": "large-buffer bytes completed at the roots inside the window (bytes)",
-        "aggregate_bytes_per_s": "large-buffer bytes / window, summed over roots (bytes/s)",
+        "aggregate_bytes_per_s": "steady large-buffer rate: bytes completed after a root's first large "
+                                 "completion / (last - first completion), summed over roots (bytes/s)",
+        "window_bytes_per_s": "large-buffer bytes completed in the window / window, summed over roots (bytes/s)",
         "chatter_bytes_per_s": "chatter bytes completed at the roots / window (bytes/s)",
         "jain_index": "Jain's index over the large-buffer clients' bytes in the window",
         "chatter_jain_index": "Jain's index over the chatter clients' bytes in the window",
