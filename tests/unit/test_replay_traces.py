@@ -99,8 +99,54 @@ def test_tit_import(tmp_path):
     assert e.value.line == 2
 
 
-def test_otf2_import_needs_the_package():
-    pytest.importorskip("otf2", reason="the optional otf2 package is not installed (pip install 'hpcvar[otf2]')")
+def _write_otf2(path):
+    otf2 = pytest.importorskip("otf2", reason="the optional otf2 package is not installed (pip install "
+                                              "'hpcvar[otf2]')")
+    from otf2.enums import CollectiveOp, GroupType, Paradigm
+
+    with otf2.writer.open(str(path), timer_resolution=1_000_000_000) as trace:
+        root = trace.definitions.system_tree_node("node")
+        groups = [trace.definitions.location_group(f"Rank {r}", system_tree_parent=root) for r in range(2)]
+        w0, w1 = [trace.event_writer(f"Master {r}", group=groups[r]) for r in range(2)]
+        trace.definitions.group("locs", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI,
+                                members=[w0._location, w1._location])
+        wg = trace.definitions.group("world", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=[0, 1])
+        comm = trace.definitions.comm("MPI_COMM_WORLD", group=wg)
+        reg = {n: trace.definitions.region(n) for n in ("MPI_Init", "MPI_Send", "MPI_Recv", "MPI_Isend",
+                                                         "MPI_Irecv", "MPI_Wait", "MPI_Allreduce", "MPI_Finalize")}
+        for w in (w0, w1):
+            w.enter(0, reg["MPI_Init"])
+            w.leave(100, reg["MPI_Init"])
+        w0.enter(1000, reg["MPI_Send"]); w0.mpi_send(1100, 1, comm, 5, 4096); w0.leave(3000, reg["MPI_Send"])
+        w1.enter(500, reg["MPI_Recv"]); w1.mpi_recv(2900, 0, comm, 5, 4096); w1.leave(3100, reg["MPI_Recv"])
+        w1.enter(4000, reg["MPI_Isend"]); w1.mpi_isend(4010, 0, comm, 6, 100, 77); w1.leave(4050, reg["MPI_Isend"])
+        w0.enter(3500, reg["MPI_Irecv"]); w0.mpi_irecv_request(3510, 9); w0.leave(3600, reg["MPI_Irecv"])
+        w0.enter(3700, reg["MPI_Wait"]); w0.mpi_irecv(4500, 1, comm, 6, 100, 9); w0.leave(4600, reg["MPI_Wait"])
+        w1.enter(4100, reg["MPI_Wait"]); w1.mpi_isend_complete(4200, 77); w1.leave(4300, reg["MPI_Wait"])
+        for w in (w0, w1):
+            w.enter(5000, reg["MPI_Allreduce"])
+            w.mpi_collective_begin(5001)
+            w.mpi_collective_end(5900, CollectiveOp.ALLREDUCE, comm, 0xFFFFFFFF, 8, 8)
+            w.leave(6000, reg["MPI_Allreduce"])
+            w.enter(7000, reg["MPI_Finalize"])
+            w.leave(7100, reg["MPI_Finalize"])
+    return path / "traces.otf2"
+
+
+def test_otf2_import(tmp_path):
+    from hpcvar.traces.otf2_import import read_otf2
+
+    tr = read_otf2(_write_otf2(tmp_path / "arch"))
+    assert tr.ntasks == 2 and tr.timed
+    t0 = tr.events[tr.events["task"] == 0]
+    assert list(t0["op"]) == ["init", "send", "irecv", "wait", "allreduce", "finalize"]
+    irecv = t0.iloc[2]
+    assert (int(irecv["peer"]), int(irecv["bytes"]), int(irecv["tag"])) == (1, 100, 6)  # filled at completion
+    assert int(t0.iloc[3]["req"]) == 2
+    send = t0.iloc[1]
+    assert (int(send["t_start_ns"]), int(send["t_end_ns"]), int(send["bytes"])) == (900, 2900, 4096)
+    t1 = tr.events[tr.events["task"] == 1]
+    assert list(t1["op"]) == ["init", "recv", "isend", "wait", "allreduce", "finalize"]
 
 
 def test_chrome_events():

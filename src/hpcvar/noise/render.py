@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
@@ -74,4 +73,4 @@ def noise_section(run) -> Section:
     return sec
 
 
-__all__ = ["render_noise", "noise_section", "pd"]
+__all__ = ["render_noise", "noise_section"]

@@ -116,7 +116,7 @@ def ace_section(run) -> Section:
         return sec
     err = summ["error_pct"].abs()
     worst = summ.iloc[int(err.argmax())]
-    sec.headlines.append(Headline("run-time prediction error (median |error|)", f"{err.median():.2f}%",
+    sec.headlines.append(Headline("run-time prediction error (median of absolute values)", f"{err.median():.2f}%",
                                   f"over {len(summ)} EA runs; worst {worst['error_pct']:+.2f}% ({worst['name']}, "
                                   f"{format_size(worst['size_bytes'])}, L={worst['load_pct']:g}%)"))
     sec.headlines.append(Headline("busy-wait accuracy (mean actual vs requested)",

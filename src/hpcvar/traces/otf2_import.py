@@ -115,7 +115,7 @@ def read_otf2(path: str | Path) -> Trace:
                 cur["rows"].append(dict(op="wait", peer=src.get("peer", -1), bytes=src.get("bytes", 0),
                                         tag=src.get("tag", 0), req=seq))
             elif name == "MpiCollectiveEnd":
-                op = _COLL.get(getattr(ev.collective_op, "name", str(ev.collective_op)).upper())
+                op = _COLL.get(str(ev.collective_op).rsplit(".", 1)[-1].upper())
                 if op is None:
                     continue
                 root = ev.root if op in ("bcast", "reduce", "gather", "gatherv", "scatter", "scatterv") else -1
