@@ -166,3 +166,52 @@ def test_config_file(tmp_path):
     assert f"({cfg}: ea[0].speed)" in _err(["--config", str(cfg)])
     cfg.write_text('[[ea]\npattern = "pairs"\n')
     assert f"({cfg}:1" in _err(["--config", str(cfg)])
+
+
+def test_tables_from_a_synthetic_raw_point(tmp_path):
+    """Raw point -> per-process fits, prediction, error and dispersion, without MPI."""
+    from hpcvar.results import read_raw
+
+    spec = ace.parse_ea("pattern=pairs,size=1KiB,load=50,cycles=3,bench_sizes=0:1KiB")
+    params = {"eas": [ace.asdict(spec)], "np": 2, "loads": None, "sizes": None, "repeat": 1,
+              "bench_iters": 2, "bench_warmup": 0}
+    (point,) = ace.sweep_points(params)
+    # per process: exchange time = m (alpha + beta n) with m = 2; rank 0: alpha 10 us, beta 1 ns/B; rank 1: 20 us, 3
+    rows = []
+    for rank, (a, b) in enumerate([(10e3, 1.0), (20e3, 3.0)]):
+        for n in (0, 1024):
+            for it in range(2):
+                rows.append(f"0,0,{rank},{rank},{it},{n},nan,nan,{2 * (a + b * n)},nan")
+    alpha, beta = 15e3, 2.0
+    tcomm = 2 * (alpha + beta * 1024)  # 34096 ns; load 50% -> T_comp = T_comm
+    for rank in (0, 1):
+        for c in range(3):
+            rows.append(f"1,0,{rank},{rank},{c},1024,{tcomm},{tcomm + 10 * c},{tcomm * (1 + c)},{100 + c}")
+    label = " ".join(f"{k}={point[k]}" for k in sorted(point))
+    run_ns = 3 * 2 * tcomm * 1.1
+    text = ("#@hpcvar_raw=1\n#@program=hv_ace\n#@columns=phase,ea,rank,world_rank,iter,size_bytes,t_comp_req_ns,"
+            "t_comp_ns,t_comm_ns,t_barr_ns\n"
+            f"#@point {label} neas=1 ea0_name=ea0 ea0_alpha_ns={alpha} ea0_beta_ns_per_byte={beta} "
+            f"ea0_t_comm_ns={tcomm} ea0_t_comp_ns={tcomm} ea0_run_ns={run_ns} ea0_run_min_ns={run_ns} "
+            "ea0_check=1 ea0_fixed=0\n" + "\n".join(rows) + f"\n#@point_end rows={len(rows)}\n")
+    f = tmp_path / "launch-001.raw"
+    f.write_text(text)
+    bench = ace.Ace()
+    raw = read_raw(f)
+    assert bench.raw_point_key(raw.points[0]) == bench.point_key(point)  # resume matches the point
+    tables = bench.tables([raw], params)
+    fits = tables["ace.fits"].sort_values("rank")
+    assert fits["alpha_ns"].tolist() == pytest.approx([10e3, 20e3])
+    assert fits["beta_ns_per_byte"].tolist() == pytest.approx([1.0, 3.0])
+    (s,) = tables["ace.summary"].to_dict("records")
+    assert s["pred_t_comm_ns"] == pytest.approx(tcomm) and s["pred_t_comp_ns"] == pytest.approx(tcomm)
+    assert s["pred_t_run_ns"] == pytest.approx(3 * 2 * tcomm)
+    assert s["error_pct"] == pytest.approx(10.0)
+    assert s["comm_mean_ns"] == pytest.approx(2 * tcomm) and s["comm_max_ns"] == pytest.approx(3 * tcomm)
+    assert s["comm_variance_ns"] == pytest.approx(s["comm_stdev_ns"] ** 2)
+    assert s["barr_mean_ns"] == pytest.approx(101.0)
+    assert s["comp_error_median_pct"] == pytest.approx(10 / tcomm * 100)
+    assert s["stored_cycles"] == 6 and s["check_ok"] == 1
+    res = bench.result(tables, params)
+    (e,) = res["eas"]
+    assert e["measured_t_run_s"] == pytest.approx(run_ns * 1e-9) and e["alpha_beta_measured"]
