@@ -194,13 +194,16 @@ int main(int argc, char **argv) {
     if (ctx.size < 2) HV_DIE("hv_queues needs at least 2 ranks, got %d", ctx.size);
     const size_t npoints = nlen;
     if (nsizes != npoints || (mode == MODE_POSTED && npcts != npoints))
-        HV_DIE("hv_queues: --lengths, --sizes%s must have the same number of items", mode == MODE_POSTED ? " and --traversed" : "");
+        HV_DIE("hv_queues: --lengths, --sizes%s must have the same number of items",
+               mode == MODE_POSTED ? " and --traversed" : "");
 
     /* the largest point decides every allocation, all made before measuring */
     int64_t maxlen = 0, maxsize = 0, maxbytes = 0;
     for (size_t i = 0; i < npoints; i++) {
-        if (lengths[i] > 0x7fffffff) HV_DIE("hv_queues: length %lld is above the MPI count limit", (long long)lengths[i]);
-        if (sizes[i] > 0x7fffffff) HV_DIE("hv_queues: message size %lld is above the MPI count limit", (long long)sizes[i]);
+        if (lengths[i] > 0x7fffffff)
+            HV_DIE("hv_queues: length %lld is above the MPI count limit", (long long)lengths[i]);
+        if (sizes[i] > 0x7fffffff)
+            HV_DIE("hv_queues: message size %lld is above the MPI count limit", (long long)sizes[i]);
         if (pcts && pcts[i] > 100) HV_DIE("hv_queues: --traversed %lld is above 100 percent", (long long)pcts[i]);
         if (lengths[i] > maxlen) maxlen = lengths[i];
         if (sizes[i] > maxsize) maxsize = sizes[i];

@@ -38,6 +38,10 @@ def test_two_ranks_busy_wait_and_every_cycle_stored(runs_dir):
     assert abs(ea["comp_error_median_pct"]) < 1.0
     assert (run.path / "plots" / "ace_error_vs_load.png").is_file()
     assert (run.path / "plots" / "ace_dist_ea0.svg").is_file()
+    from hpcvar.report.sec_ace import ace_section
+
+    sec = ace_section(run)
+    assert len(sec.headlines) == 2 and len(sec.figures) == 2 and sec.tables
 
 
 def test_phase1_fresh_per_point_and_repeats(runs_dir):
@@ -78,3 +82,19 @@ def test_two_eas_at_once_report_separately(runs_dir):
     ranks = cyc.groupby("name")["world_rank"].apply(lambda s: sorted(set(s)))
     assert ranks["p2p"] == [0, 1] and ranks["coll"] == [2, 3]
     assert (cyc.groupby("name").size() == 2 * 10).all()
+
+
+@pytest.mark.parametrize("eas,ms", [
+    (["pattern=cart2d,mode=blocking,periodic=yes"], [8]),
+    (["pattern=ring,mode=blocking,ranks=2", "pattern=bcast,mode=nonblocking,ranks=2"], [2, 1]),
+    (["pattern=allreduce,mode=blocking,ranks=2", "pattern=pairs,mode=nonblocking,ranks=2"], [1, 1]),
+])
+def test_every_pattern_runs_without_mixing(runs_dir, eas, ms):
+    """Each pattern's kernel completes and receives only its EA's bytes (fixed alpha/beta: no phase 1)."""
+    args = ["bench", "ace", "--np", "4", "--timeout", "120s", "--json"]
+    for e in eas:
+        args += ["--ea", e + ",size=2KiB,load=50,cycles=5,alpha=10us,beta=1ns/B"]
+    out = json.loads(run_cli(args, check=True, timeout=200).stdout)["eas"]
+    assert [e["messages_per_cycle"] for e in out] == ms
+    for e in out:
+        assert e["no_mixing"] and math.isfinite(e["error_pct"]) and e["measured_t_run_s"] > 0

@@ -157,7 +157,8 @@ def test_tables_from_raw(tmp_path):
     # bin 3 starts at the window end: not full
     assert list(b1["full"]) == [True, True, True, False]
     assert b1["large_bytes_per_s"].iloc[0] == pytest.approx(1500 / 0.1)
-    assert pts.loc[1]["rate_cv"] == pytest.approx(np.std([15000, 15000, 10000], ddof=1) / np.mean([15000, 15000, 10000]))
+    rates = [15000, 15000, 10000]
+    assert pts.loc[1]["rate_cv"] == pytest.approx(np.std(rates, ddof=1) / np.mean(rates))
     eff = chatter_effect(t["fanin.points"])
     assert len(eff) == 1
     # the point without chatter has no steady row: its window rate stands in

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import itertools
 
-import numpy as np
 import pytest
 
 from hpcvar.errors import InputFileError, UsageError
@@ -187,3 +186,20 @@ def test_per_link_bandwidth_is_used():
     cl = Cluster(nodes=3, cores_per_node=1, bandwidth=1e9, latency=0.0, links={(0, 2): (5e8, 0.0)})
     res = _sim(_fanout_rows(), 3, cl, "none")
     assert res.comm_s[1:] == pytest.approx([1e-3, 2e-3], rel=1e-12)
+
+
+def test_jitter_stretches_compute_with_jitsim_semantics(tmp_path):
+    from hpcvar.cli.sim_app import _jitter
+
+    f = tmp_path / "j.txt"
+    f.write_text("100 900\n")  # 100 ns of jitter every 1000 ns (cycles at 1 GHz): 10% noise
+    rows = [dict(task=0, op="init", t_start_ns=0, t_end_ns=0),
+            dict(task=0, op="finalize", t_start_ns=9000, t_end_ns=9000)]
+    tr = Trace(make_events(rows), 1)
+    cl = Cluster(1, 1, 1e9, 0.0)
+    plain = Simulator(tr, cl, [0]).run().total_s[0]
+    assert plain == pytest.approx(9e-6)
+    for replica in range(5):
+        res = Simulator(tr, cl, [0], jitter=_jitter(str(f), 1e9, "unsync")(1, 7, replica)).run()
+        # 9000 ns of work cross 9 or 10 detours of 100 ns, whatever the offset
+        assert 9.9e-6 - 1e-15 <= res.total_s[0] <= 10.0e-6 + 1e-15

@@ -130,7 +130,8 @@ def _none(v):
 def _summary_row(x: np.ndarray) -> dict:
     s = summarize(x, percentiles=SUMMARY_PERCENTILES)
     return {"n": s["n"], "median_ns": s["median"], "mean_ns": s["mean"], "min_ns": s["min"], "max_ns": s["max"],
-            "p10_ns": s["p10"], "p90_ns": s["p90"], "p99_ns": s["p99"], "mad_ns": s["mad"], "median_ci_lo_ns": s["median_ci_lo"],
+            "p10_ns": s["p10"], "p90_ns": s["p90"], "p99_ns": s["p99"], "mad_ns": s["mad"],
+            "median_ci_lo_ns": s["median_ci_lo"],
             "median_ci_hi_ns": s["median_ci_hi"], "outliers": s["outliers"]}
 
 
@@ -353,7 +354,8 @@ class UnexpectedQueue(_QueuesBase):
     def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
         summ, fits = tables["queues_unexpected.summary"], tables["queues_unexpected.fit"]
         points = [{"length": r["length"], "size": r["size_bytes"], "n": r["n"], "median_ns": r["median_ns"],
-                   "p99_ns": r["p99_ns"], "min_ns": r["min_ns"], "p10_ns": r["p10_ns"], "median_ci_ns": [r["median_ci_lo_ns"], r["median_ci_hi_ns"]]}
+                   "p99_ns": r["p99_ns"], "min_ns": r["min_ns"], "p10_ns": r["p10_ns"],
+                   "median_ci_ns": [r["median_ci_lo_ns"], r["median_ci_hi_ns"]]}
                   for r in summ.to_dict("records")]
         out = {"benchmark": "queues unexpected", "points": points}
         out.update(_headline(fits))
@@ -362,8 +364,8 @@ class UnexpectedQueue(_QueuesBase):
 
 
 _STAT_COLUMN = {"median": "median_ns", "p10": "p10_ns", "min": "min_ns"}
-_FIT_COLUMNS_UNEXPECTED = ("size_bytes", "fit_stat", "points", "dof", "slope_ns_per_entry", "slope_ci_lo", "slope_ci_hi",
-                           "intercept_ns", "r2", "baseline_ns")
+_FIT_COLUMNS_UNEXPECTED = ("size_bytes", "fit_stat", "points", "dof", "slope_ns_per_entry", "slope_ci_lo",
+                           "slope_ci_hi", "intercept_ns", "r2", "baseline_ns")
 _FIT_COLUMNS_POSTED = _FIT_COLUMNS_UNEXPECTED + ("untraversed_slope_ns_per_entry", "untraversed_slope_ci_lo",
                                                  "untraversed_slope_ci_hi")
 

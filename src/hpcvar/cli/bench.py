@@ -6,7 +6,7 @@ import importlib
 
 import click
 
-BENCH_MODULES = ["latency", "sharing", "queues", "ace", "fanin"]
+BENCH_MODULES = ["latency", "sharing", "queues", "ace", "fanin", "bsp"]
 
 
 @click.group("bench")

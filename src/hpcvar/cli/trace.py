@@ -139,7 +139,10 @@ def import_cmd(source, output, fmt, flops_rate, as_json):
     trace = load_trace(source, fmt, flops_rate)
     write_parquet(trace, output)
     s = _summary(trace, output)
-    print_json(s) if as_json else _render_summary(s)
+    if as_json:
+        print_json(s)
+    else:
+        _render_summary(s)
 
 
 @cli.command("show")
@@ -150,4 +153,7 @@ def show_cmd(trace_file, as_json):
     from hpcvar.traces.native import read_parquet
 
     s = _summary(read_parquet(trace_file), trace_file)
-    print_json(s) if as_json else _render_summary(s)
+    if as_json:
+        print_json(s)
+    else:
+        _render_summary(s)

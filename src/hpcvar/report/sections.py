@@ -44,6 +44,7 @@ SECTION_MODULES = [
     "hpcvar.report.fanin",
     "hpcvar.noise.render",
     "hpcvar.sim.jitter_report",
+    "hpcvar.report.bsp",
 ]
 
 

@@ -57,6 +57,10 @@ from hpcvar.noise.render import render_noise  # noqa: E402
 
 RENDERERS["noise record"] = render_noise
 
+from hpcvar.report.bsp import render_bsp  # noqa: E402
+
+RENDERERS["bench bsp"] = render_bsp
+
 
 def render_result(console: Console, command: str, result: dict) -> None:
     fn = RENDERERS.get(command)

@@ -364,3 +364,48 @@ TABLES.update({
         "cv_overall": "CV of all bins of all runs",
     },
 })
+
+# hpcvar bench bsp (hpcvar.bench.bsp, docs/jitter-sim.md "Validation on real runs"). Times are ns since
+# rank 0's clock reading after the start barrier of the repetition (one clock for ranks of one host).
+TABLES.update({
+    "bsp.phases": {
+        "rep": "repetition index",
+        "rank": "MPI rank",
+        "phase": "phase index",
+        "cpu": "CPU the rank ran on after the phase's barrier",
+        "start_ns": "start of the phase's work (ns)",
+        "compute_end_ns": "end of the phase's work (ns)",
+        "end_ns": "barrier exit (ns)",
+        "compute_ns": "compute_end_ns - start_ns: the work, stretched by any detour (ns)",
+        "wait_ns": "end_ns - compute_end_ns: time in the barrier (ns)",
+        "phase_ns": "end_ns - start_ns (ns)",
+        "work_iters": "loop iterations of the work",
+        "calib_quantum_ns": "fastest of 5 timed runs of the work at start-up (ns)",
+    },
+    "bsp.reps": {
+        "rep": "repetition index",
+        "ranks": "MPI ranks",
+        "phases": "measured phases N",
+        "quantum_ns": "work quantum W (ns)",
+        "barrier": "mpi or tree",
+        "arity": "arity of the tree barrier (0 for mpi)",
+        "work_iters": "loop iterations per phase (median over ranks)",
+        "calib_quantum_ns": "undisturbed time of the work at start-up (median over ranks) (ns)",
+        "total_ns": "T: last barrier exit of the last phase - first start of phase 0 (ns)",
+        "per_phase_ns": "T / N (ns)",
+        "pure_compute_ns": "N * W (ns)",
+        "slowdown_vs_compute": "T / (N * W) - 1 (ratio)",
+        "phase_p50_ns": "median phase duration (last barrier exit to last barrier exit) (ns)",
+        "phase_p99_ns": "99th percentile phase duration (ns)",
+        "phase_max_ns": "longest phase (ns)",
+        "compute_mean_ns": "mean compute time over ranks and phases (ns)",
+        "compute_max_ns": "longest compute time of any rank (ns)",
+        "slowest_compute_mean_ns": "mean over phases of the slowest rank's compute time (ns)",
+        "wait_mean_ns": "mean barrier time over ranks and phases (ns)",
+        "cpu_changes": "times a rank was seen on another CPU than in its previous phase",
+        "common_clock": "1 when all ranks share a host (one clock), 0 otherwise",
+        "baseline_per_phase_ns": "T0 / N0 of the --baseline run, mean over its repetitions (ns; NaN without)",
+        "slowdown": "(T / N) / (T0 / N0) - 1 against the --baseline run (ratio; NaN without)",
+        "excess_per_phase_ns": "T / N - T0 / N0 (ns; NaN without)",
+    },
+})

@@ -24,7 +24,7 @@ _COLL = {"BARRIER": "barrier", "BCAST": "bcast", "REDUCE": "reduce", "ALLREDUCE"
 
 def read_otf2(path: str | Path) -> Trace:
     try:
-        import otf2
+        import otf2.reader
     except ImportError:
         raise MissingToolError("reading OTF2 needs the 'otf2' package", str(path),
                                "pip install 'hpcvar[otf2]'") from None

@@ -1,0 +1,55 @@
+"""hpcvar bench bsp."""
+
+from __future__ import annotations
+
+import click
+
+from hpcvar.cli.common import DURATION, bench_context, emit, launch_options, output_options
+
+
+@click.command("bsp")
+@click.option("--quantum", type=DURATION, default="1ms", show_default=True,
+              help="Work quantum W per phase: undisturbed CPU time of a calibrated loop (a detour stretches it).")
+@click.option("--phases", type=int, default=1000, show_default=True, help="Measured phases N per repetition.")
+@click.option("--warmup", type=int, default=10, show_default=True,
+              help="Unmeasured phases before each repetition.")
+@click.option("--repeat", type=int, default=3, show_default=True,
+              help="Repetitions of N phases (one job); the mean and a 95% CI are reported.")
+@click.option("--barrier", type=click.Choice(["mpi", "tree"]), default="mpi", show_default=True,
+              help="MPI_Barrier, or the simulator's k-ary tree of zero-byte messages (sim jitter --barrier tree).")
+@click.option("--arity", type=int, default=2, show_default=True, help="k of the --barrier tree.")
+@click.option("--work-iters", type=int, default=None,
+              help="Loop iterations per phase instead of calibrating (default: the --baseline run's, else "
+                   "calibrated at start).")
+@click.option("--pin/--no-pin", default=True, show_default=True,
+              help="Pin rank r to the r-th CPU it may use (its jitter is then one CPU's).")
+@click.option("--baseline", default=None, metavar="RUN",
+              help="A 'bench bsp' run of the same workload without injected noise: report (T/N)/(T0/N0) - 1 "
+                   "and reuse its calibration.")
+@launch_options(default_np=2)
+@output_options
+def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, baseline, as_json, **kw):
+    """Bulk-synchronous phases: fixed CPU work, then a barrier, on every rank.
+
+    Measures how OS jitter (or noise injected with 'hpcvar noise inject')
+    slows the workload that 'hpcvar sim jitter' simulates. Reports the total
+    time T of N phases, T/(N*W) - 1 against pure compute and, with
+    --baseline, the slowdown against a run without injected noise. Every
+    rank's compute end and barrier exit of every phase is stored.
+    """
+    from hpcvar.bench.bsp import Bsp, load_baseline
+    from hpcvar.bench.runner import run_benchmark
+    from hpcvar.report.bsp import plot_bsp, render_bsp
+
+    ctx = bench_context(kw)
+    base = load_baseline(baseline, ctx.runs_dir) if baseline else None
+    if base and work_iters is None:
+        work_iters = base["work_iters"]
+    params = {"quantum_s": quantum, "phases": phases, "warmup": warmup, "repeat": repeat, "barrier": barrier,
+              "arity": arity, "work_iters": work_iters, "pin": pin, "baseline": base}
+    run, result = run_benchmark(Bsp(), params, ctx)
+    pngs = plot_bsp(run, run.read_table("bsp.phases"), result)
+    result["plots"] = [str(p) for p in pngs]
+    run.info["result"]["plots"] = result["plots"]
+    run.save()
+    emit(result, as_json, render_bsp)

@@ -1,0 +1,109 @@
+"""bench bsp results for people: terminal table, plots, report section."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from hpcvar.report.sections import Headline, Section, register
+from hpcvar.units import format_time_ns
+
+
+def _pct(x) -> str:
+    return "-" if x is None or not np.isfinite(x) else f"{100.0 * x:+.2f}%"
+
+
+def _ci_pct(ci) -> str:
+    return f"[{100.0 * ci[0]:+.2f}, {100.0 * ci[1]:+.2f}]%"
+
+
+def plot_bsp(run, phases: pd.DataFrame, result: dict) -> list[Path]:
+    """bsp-phases: left, every phase's duration (last barrier exit to last barrier exit) per repetition;
+    right, the distribution (CCDF) of the per-rank compute times against the quantum."""
+    from hpcvar.bench.bsp import global_phases
+    from hpcvar.report.plots import figure, save
+
+    if phases.empty:
+        return []
+    w = result["quantum_ns"]
+    fig, (a, b) = figure(1, 2, figsize=(12.0, 4.0))
+    for rep, df in phases.groupby("rep"):
+        d = global_phases(df)
+        a.plot(np.arange(d.size), d / 1e6, lw=0.8, label=f"rep {rep}")
+    a.axhline(w / 1e6, color="k", ls="--", lw=0.8, label="quantum W")
+    a.set(title="phase durations", xlabel="phase", ylabel="ms")
+    a.legend(fontsize=7)
+    for rank, df in phases.groupby("rank"):
+        x = np.sort(df["compute_ns"].to_numpy())
+        y = 1.0 - np.arange(x.size) / x.size
+        b.step(x / 1e6, y, where="post", label=f"rank {rank}")
+    b.axvline(w / 1e6, color="k", ls="--", lw=0.8)
+    b.set(title="compute time per phase (CCDF)", xlabel="ms", ylabel="P(compute > x)", yscale="log")
+    b.legend(fontsize=7)
+    return [save(fig, run.plots_dir() / "bsp-phases")[0]]
+
+
+def render_bsp(console: Console, result: dict) -> None:
+    arity = f" (arity {result['arity']})" if result.get("arity") else ""
+    t = Table(title=f"BSP: {result.get('ranks', '?')} ranks, W = {format_time_ns(result['quantum_ns'])}, "
+                    f"{result['phases']} phases, barrier {result['barrier']}{arity}", title_justify="left")
+    for c in ("rep", "T", "T/N", "vs N*W", "vs baseline", "phase p50", "p99", "max", "compute mean",
+              "wait mean"):
+        t.add_column(c, justify="right", no_wrap=True)
+    for r in result["reps"]:
+        t.add_row(str(r["rep"]), format_time_ns(r["total_ns"]), format_time_ns(r["per_phase_ns"]),
+                  _pct(r["slowdown_vs_compute"]), _pct(r["slowdown"]), format_time_ns(r["phase_p50_ns"]),
+                  format_time_ns(r["phase_p99_ns"]), format_time_ns(r["phase_max_ns"]),
+                  format_time_ns(r["compute_mean_ns"]), format_time_ns(r["wait_mean_ns"]))
+    console.print(t)
+    if "slowdown_vs_compute" in result:
+        console.print(f"slowdown T/(N*W) - 1: {_pct(result['slowdown_vs_compute'])} "
+                      f"95% CI {_ci_pct(result['slowdown_vs_compute_ci'])}; work = {result['work_iters']} "
+                      "loop iterations per phase")
+    if "slowdown" in result:
+        console.print(f"slowdown vs baseline (T/N)/(T0/N0) - 1: {_pct(result['slowdown'])} "
+                      f"95% CI {_ci_pct(result['slowdown_ci'])} (T0/N0 = "
+                      f"{format_time_ns(result['baseline']['per_phase_ns'])}, {result['baseline']['run']})",
+                      soft_wrap=True)
+    if result.get("warning"):
+        console.print(f"[yellow]warning:[/] {result['warning']}")
+    for p in result.get("plots", []):
+        console.print(f"plot: {p}", soft_wrap=True)
+    if result.get("run"):
+        console.print(f"stored in {result['run']}")
+
+
+@register("bench bsp")
+def bsp_section(run) -> Section:
+    res = run.info.get("result") or {}
+    sec = Section(title="Bulk-synchronous workload (compute quantum + barrier)")
+    if "slowdown_vs_compute" in res:
+        sec.headlines.append(Headline(
+            "slowdown against pure compute",
+            f"{_pct(res['slowdown_vs_compute'])} {_ci_pct(res['slowdown_vs_compute_ci'])}",
+            f"T/(N*W) - 1 over {res['repeat']} repetitions of {res['phases']} phases of "
+            f"{format_time_ns(res['quantum_ns'])} on {res.get('ranks')} ranks ({res['barrier']} barrier)"))
+    if "slowdown" in res:
+        sec.headlines.append(Headline(
+            "slowdown against the baseline", f"{_pct(res['slowdown'])} {_ci_pct(res['slowdown_ci'])}",
+            f"(T/N)/(T0/N0) - 1 against {Path(res['baseline']['run']).name} (no injected noise)"))
+    reps = pd.DataFrame(res.get("reps", []))
+    if not reps.empty:
+        sec.tables.append(("repetitions", reps[["rep", "total_ns", "per_phase_ns", "slowdown_vs_compute",
+                                                "slowdown", "phase_p50_ns", "phase_p99_ns", "phase_max_ns",
+                                                "compute_mean_ns", "wait_mean_ns", "cpu_changes"]]))
+    pdir = run.path / "plots"
+    for png in sorted(pdir.glob("bsp-*.png")) if pdir.is_dir() else []:
+        sec.figures.append((png.stem, png))
+    if res.get("warning"):
+        sec.notes.append(res["warning"])
+    for w in run.info.get("warnings", []):
+        sec.notes.append(w)
+    return sec
+
+
+__all__ = ["bsp_section", "plot_bsp", "render_bsp"]
