@@ -25,7 +25,8 @@
  * ranks' times are on one clock. When ranks span several hosts the origin is
  * each rank's own reading after the start barrier (point field common_clock=0).
  *   columns: rank, phase, cpu, start_ns, compute_end_ns, end_ns, work_iters, calib_quantum_ns
- *   point:   rep=<r> phases=<n> quantum_ns=<W> barrier=mpi|tree arity=<k> common_clock=0|1 */
+ *   point:   rep=<r> phases=<n> quantum_ns=<W> barrier=mpi|tree arity=<k> common_clock=0|1
+ * --rt-prio P runs the ranks SCHED_FIFO at priority P (set before the calibration). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -135,6 +136,7 @@ int main(int argc, char **argv) {
         {"arity", NULL, 0, "arity of the tree barrier"},
         {"work-iters", NULL, 0, "iterations per quantum (0: calibrate)"},
         {"pin", NULL, 1, "pin rank r to the r-th allowed CPU"},
+        {"rt-prio", NULL, 0, "SCHED_FIFO priority of the ranks (0: normal scheduler)"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     hv_ctx ctx;
@@ -142,14 +144,15 @@ int main(int argc, char **argv) {
 
     char err[256];
     double quantum_ns;
-    long phases, warmup, reps, first_rep, arity, fixed_iters;
+    long phases, warmup, reps, first_rep, arity, fixed_iters, rt_prio;
     if (hv_args_double(opts, nopts, "quantum-ns", 1.0, 1e12, &quantum_ns, err, sizeof err) ||
         hv_args_long(opts, nopts, "phases", 1, 100000000L, &phases, err, sizeof err) ||
         hv_args_long(opts, nopts, "warmup", 0, 100000000L, &warmup, err, sizeof err) ||
         hv_args_long(opts, nopts, "reps", 1, 1000000L, &reps, err, sizeof err) ||
         hv_args_long(opts, nopts, "first-rep", 0, 1000000000L, &first_rep, err, sizeof err) ||
         hv_args_long(opts, nopts, "arity", 1, 1000000L, &arity, err, sizeof err) ||
-        hv_args_long(opts, nopts, "work-iters", 0, 1L << 62, &fixed_iters, err, sizeof err))
+        hv_args_long(opts, nopts, "work-iters", 0, 1L << 62, &fixed_iters, err, sizeof err) ||
+        hv_args_long(opts, nopts, "rt-prio", 0, 99, &rt_prio, err, sizeof err))
         HV_DIE("hv_bsp: %s", err);
     const char *bname = hv_args_get(opts, nopts, "barrier");
     int tree;
@@ -159,6 +162,18 @@ int main(int argc, char **argv) {
     const char *pinv = hv_args_get(opts, nopts, "pin");
     if (pinv && strcmp(pinv, "0") != 0 && pin_to_own_cpu(ctx.rank) < 0 && ctx.rank == 0)
         fprintf(stderr, "hv_bsp: warning: rank 0 could not be pinned (fewer allowed CPUs than ranks?)\n");
+
+    /* --rt-prio: other user processes can no longer preempt the ranks; only the kernel, higher
+     * real-time threads (the noise injector) and RT throttling (sched_rt_runtime_us) interrupt them */
+    int rt_ok = 1;
+    if (rt_prio > 0) {
+        struct sched_param sp = {.sched_priority = (int)rt_prio};
+        if (sched_setscheduler(0, SCHED_FIFO, &sp) != 0) rt_ok = 0;
+    }
+    int rt_all = 0;
+    HV_MPI_CHECK(MPI_Allreduce(&rt_ok, &rt_all, 1, MPI_INT, MPI_MIN, ctx.comm));
+    if (!rt_all) HV_DIE("hv_bsp: --rt-prio %ld: sched_setscheduler(SCHED_FIFO) failed on some rank (needs root or "
+                        "CAP_SYS_NICE); leave --rt-prio out", rt_prio);
 
     /* one clock for all ranks when they share a host */
     unsigned long h = host_hash(), hmin = 0, hmax = 0;

@@ -86,6 +86,9 @@ class Bsp(Benchmark):
             raise UsageError(f"'{params['barrier']}' is not a barrier", "--barrier", "Give mpi or tree")
         if params["arity"] < 1:
             raise UsageError(f"--arity {params['arity']} is below 1", "--arity", "Give 1 or more (2: binary tree)")
+        if not 0 <= params.get("rt_prio", 0) <= 99:
+            raise UsageError(f"--rt-prio {params['rt_prio']} is outside 0..99", "--rt-prio",
+                             "Give 0 (normal scheduler) or a SCHED_FIFO priority 1..99 below the injector's (50)")
         if params.get("work_iters") is not None and params["work_iters"] < 1:
             raise UsageError(f"--work-iters {params['work_iters']} is below 1", "--work-iters",
                              "Give 1 or more, or leave it out to calibrate")
@@ -111,7 +114,8 @@ class Bsp(Benchmark):
         return ["--quantum-ns", repr(params["quantum_s"] * 1e9), "--phases", str(params["phases"]),
                 "--warmup", str(params["warmup"]), "--reps", str(len(points)),
                 "--first-rep", str(points[0]["rep"]), "--barrier", params["barrier"],
-                "--arity", str(params["arity"]), "--work-iters", str(iters)] + (["--pin"] if params["pin"] else [])
+                "--arity", str(params["arity"]), "--work-iters", str(iters),
+                "--rt-prio", str(params.get("rt_prio", 0))] + (["--pin"] if params["pin"] else [])
 
     def launches(self, params: dict, pending: list[dict]) -> list[list[dict]]:
         """One launch per run of consecutive repetitions (the native program numbers from --first-rep)."""

@@ -23,12 +23,15 @@ from hpcvar.cli.common import DURATION, bench_context, emit, launch_options, out
                    "calibrated at start).")
 @click.option("--pin/--no-pin", default=True, show_default=True,
               help="Pin rank r to the r-th CPU it may use (its jitter is then one CPU's).")
+@click.option("--rt-prio", type=int, default=0, show_default=True,
+              help="Run the ranks SCHED_FIFO at this priority (0: normal scheduler): other user processes then "
+                   "cannot preempt them; keep it below 'noise inject --rt-prio' (50) so that injected bursts do.")
 @click.option("--baseline", default=None, metavar="RUN",
               help="A 'bench bsp' run of the same workload without injected noise: report (T/N)/(T0/N0) - 1 "
                    "and reuse its calibration.")
 @launch_options(default_np=2)
 @output_options
-def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, baseline, as_json, **kw):
+def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_prio, baseline, as_json, **kw):
     """Bulk-synchronous phases: fixed CPU work, then a barrier, on every rank.
 
     Measures how OS jitter (or noise injected with 'hpcvar noise inject')
@@ -46,7 +49,7 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, baseli
     if base and work_iters is None:
         work_iters = base["work_iters"]
     params = {"quantum_s": quantum, "phases": phases, "warmup": warmup, "repeat": repeat, "barrier": barrier,
-              "arity": arity, "work_iters": work_iters, "pin": pin, "baseline": base}
+              "arity": arity, "work_iters": work_iters, "pin": pin, "rt_prio": rt_prio, "baseline": base}
     run, result = run_benchmark(Bsp(), params, ctx)
     pngs = plot_bsp(run, run.read_table("bsp.phases"), result)
     result["plots"] = [str(p) for p in pngs]

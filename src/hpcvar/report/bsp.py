@@ -51,14 +51,12 @@ def render_bsp(console: Console, result: dict) -> None:
     arity = f" (arity {result['arity']})" if result.get("arity") else ""
     t = Table(title=f"BSP: {result.get('ranks', '?')} ranks, W = {format_time_ns(result['quantum_ns'])}, "
                     f"{result['phases']} phases, barrier {result['barrier']}{arity}", title_justify="left")
-    for c in ("rep", "T", "T/N", "vs N*W", "vs baseline", "phase p50", "p99", "max", "compute mean",
-              "wait mean"):
+    for c in ("rep", "T", "T/N", "vs N*W", "vs baseline", "phase p50", "p99", "max"):
         t.add_column(c, justify="right", no_wrap=True)
     for r in result["reps"]:
         t.add_row(str(r["rep"]), format_time_ns(r["total_ns"]), format_time_ns(r["per_phase_ns"]),
                   _pct(r["slowdown_vs_compute"]), _pct(r["slowdown"]), format_time_ns(r["phase_p50_ns"]),
-                  format_time_ns(r["phase_p99_ns"]), format_time_ns(r["phase_max_ns"]),
-                  format_time_ns(r["compute_mean_ns"]), format_time_ns(r["wait_mean_ns"]))
+                  format_time_ns(r["phase_p99_ns"]), format_time_ns(r["phase_max_ns"]))
     console.print(t)
     if "slowdown_vs_compute" in result:
         console.print(f"slowdown T/(N*W) - 1: {_pct(result['slowdown_vs_compute'])} "
