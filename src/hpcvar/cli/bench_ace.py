@@ -6,7 +6,6 @@ from dataclasses import asdict
 
 import click
 
-from hpcvar.bench import ace
 from hpcvar.cli.common import FLOAT_LIST, SIZE_LIST, bench_context, emit, launch_options, output_options
 from hpcvar.errors import UsageError
 from hpcvar.report.sec_ace import render_ace
@@ -43,6 +42,8 @@ def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predi
     predicted run time c (T_comp + T_comm) (eq. 4) are compared with the measured run time. Every
     cycle's compute, communication and barrier times are stored; each sweep point is one launch.
     """
+    from hpcvar.bench import ace  # lazily: pandas and scipy stay out of CLI start-up
+
     specs = [ace.parse_ea(t) for t in ea_texts]
     if config:
         specs += ace.load_config(config)
@@ -71,6 +72,8 @@ def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predi
 
 def predict(params: dict) -> dict:
     """Predictions for every EA at every sweep point, from the given alpha and beta."""
+    from hpcvar.bench import ace
+
     out = []
     for point in ace.sweep_points(params):
         if point["repeat"]:
