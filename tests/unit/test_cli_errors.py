@@ -65,3 +65,19 @@ def test_cli_start_up_does_not_import_heavy_libraries():
             "if m in sys.modules]; print(','.join(heavy))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+def test_lazy_short_help_matches_each_command():
+    """The short help shown by 'hpcvar --help' (without importing) is the command's own."""
+    import importlib
+
+    from hpcvar.cli import COMMANDS
+    from hpcvar.cli.bench import BENCH_COMMANDS
+    from hpcvar.cli.sim import SIM_COMMANDS
+
+    for table in (COMMANDS, BENCH_COMMANDS, SIM_COMMANDS):
+        for name, (target, short) in table.items():
+            module, _, attr = target.partition(":")
+            cmd = getattr(importlib.import_module(module), attr)
+            assert cmd.name == name
+            assert cmd.get_short_help_str(limit=1000) == short, name

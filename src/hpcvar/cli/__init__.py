@@ -6,7 +6,6 @@ on stderr, exit code 2 for usage errors and 1 for failures.
 
 from __future__ import annotations
 
-import importlib
 import sys
 
 import click
@@ -14,12 +13,28 @@ import click
 from hpcvar import __version__
 from hpcvar.errors import HpcvarError
 
-# command modules, each exposing ``cli`` (a click command or group)
-COMMAND_MODULES = ["bench", "noise", "sim", "model", "trace", "testbed", "characterize", "report", "compare", "runs",
-                   "info", "demo"]
+from hpcvar.cli.lazy import LazyGroup
+
+# command name -> (module:attribute, short help); modules are imported only when their command runs
+COMMANDS = {
+    "bench": ("hpcvar.cli.bench:cli", "Run MPI benchmarks; every sample is kept in a run directory (see 'hpcvar runs')."),
+    "noise": ("hpcvar.cli.noise:cli", "Record, inject, synthesize, convert and analyse OS jitter traces."),
+    "sim": ("hpcvar.cli.sim:cli", "Simulate: OS jitter at scale (jitSim) and application replay."),
+    "model": ("hpcvar.cli.model:cli", "Bandwidth-sharing models: penalties, fitting, evaluation against measurements."),
+    "trace": ("hpcvar.cli.trace:cli", "Trace MPI applications (PMPI) and convert traces."),
+    "testbed": ("hpcvar.cli.testbed:cli", "A virtual cluster of network namespaces with shaped links (needs root)."),
+    "characterize": ("hpcvar.cli.characterize:cli", "Characterize this machine and predict what it means for "
+                                                    "applications."),
+    "report": ("hpcvar.cli.report:cli", "Write one self-contained HTML (or Markdown) report of RUNS."),
+    "compare": ("hpcvar.cli.compare:cli", "Compare two runs and flag significant degradations."),
+    "runs": ("hpcvar.cli.runs:cli", "List and show stored runs (run directories under --runs-dir)."),
+    "info": ("hpcvar.cli.info:cli", "Show the MPI hpcvar was built with, the timers and the machine."),
+    "demo": ("hpcvar.cli.demo:cli", "Run the main job: a quick characterization of this machine."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
+@click.group(cls=LazyGroup, lazy=COMMANDS,
+             context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(__version__, prog_name="hpcvar")
 def cli() -> None:
     """hpcvar: measure, model and predict how the interconnect and the OS make MPI
@@ -28,9 +43,6 @@ def cli() -> None:
     Start with 'hpcvar demo'; every command has --help.
     """
 
-
-for _name in COMMAND_MODULES:
-    cli.add_command(importlib.import_module(f"hpcvar.cli.{_name}").cli)
 
 
 def _flag_of(e: click.ClickException) -> str | None:

@@ -18,9 +18,12 @@ from hpcvar.cli.common import launch_options, output_options
 @launch_options(default_np=2)
 @output_options
 def cli(quick, steps, list_steps, report, as_json, **kw):
-    """Run every benchmark, recording and prediction that applies to this machine,
-    store each step as soon as it finishes, and write a self-contained HTML report.
-    --resume RUN continues an interrupted characterization."""
+    """Characterize this machine and predict what it means for applications.
+
+    Runs every benchmark, recording and prediction that applies to this machine
+    and launcher, stores each step as soon as it finishes, and writes a
+    self-contained HTML report. --resume RUN continues an interrupted
+    characterization."""
     from hpcvar import characterize as ch
     from hpcvar.cli.common import bench_context, print_json, stderr_console
 

@@ -19,10 +19,12 @@ import click
 @click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
               help="Root of the results store (default: $HPCVAR_RUNS or ./hpcvar-runs).")
 def cli(baseline, current, alpha, threshold, min_effect, force, as_json, runs_dir):
-    """Compare CURRENT against BASELINE (two characterizations, or two runs of one
-    benchmark), metric by metric: Mann-Whitney U on the raw samples, Cliff's delta,
-    Holm-corrected p-values. Exit code 0: no degradation; 3: at least one metric
-    degraded (for cron and CI); 1/2: errors."""
+    """Compare two runs and flag significant degradations.
+
+    Compares CURRENT against BASELINE (two characterizations, or two runs of
+    one benchmark), metric by metric: Mann-Whitney U on the raw samples,
+    Cliff's delta, Holm-corrected p-values. Exit code 0: no degradation;
+    3: at least one metric degraded (for cron and CI); 1/2: errors."""
     from hpcvar.cli.common import print_json, stdout_console
     from hpcvar.compare import compare_runs
     from hpcvar.results.store import Run, resolve_run

@@ -15,8 +15,11 @@ from hpcvar.launch.mpi import default_mpiexec, detect_flavor
 @click.command("info")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
 def cli(as_json):
-    """The MPI hpcvar was built with, its launcher, the timers (calibrated TSC
-    frequency in Hz, resolution and cost in ns) and the machine's metadata."""
+    """Show the MPI hpcvar was built with, the timers and the machine.
+
+    The MPI compiler and version used at build time, the matching mpiexec, the
+    timers (calibrated TSC frequency in Hz, resolution and cost in ns) and the
+    machine's metadata."""
     meta = metadata.collect()
     b = build_info()
     try:

@@ -13,9 +13,12 @@ import click
 @click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
               help="Root of the results store (default: $HPCVAR_RUNS or ./hpcvar-runs).")
 def cli(runs, output, title, runs_dir):
-    """Write a report of RUNS (run directories, names, or 'latest'; a characterization
-    includes all its steps): summary numbers with their uncertainty, warnings with
-    remedies, then one section per run with plots, tables, parameters and metadata."""
+    """Write one self-contained HTML (or Markdown) report of RUNS.
+
+    RUNS are run directories, names, or 'latest'; a characterization includes
+    all its steps. The report has the summary numbers with their uncertainty,
+    warnings with remedies, then one section per run with plots, tables,
+    parameters and metadata."""
     from hpcvar.report.document import write_report
     from hpcvar.results.store import Run, resolve_run
 

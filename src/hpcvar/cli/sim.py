@@ -1,18 +1,20 @@
-"""hpcvar sim."""
+"""hpcvar sim: simulators (loaded when used)."""
 
 from __future__ import annotations
 
 import click
 
+from hpcvar.cli.lazy import LazyGroup
 
-@click.group("sim")
+SIM_COMMANDS = {
+    "jitter": ("hpcvar.cli.sim_jitter:cli",
+               "Simulate N phases of (compute W, barrier) for many tasks on a jitter trace (jitSim)."),
+    "app": ("hpcvar.cli.sim_app:cli",
+            "Replay APP.trace on a simulated cluster: predicted time per task and per event, communication time, "
+            "conflicts met, average penalty, and E_abs against the measured trace, for each mapping x model."),
+}
+
+
+@click.group("sim", cls=LazyGroup, lazy=SIM_COMMANDS)
 def cli() -> None:
     """Simulate: OS jitter at scale (jitSim) and application replay."""
-
-from hpcvar.cli.sim_app import cli as _app_cli  # noqa: E402  (hpcvar sim app)
-
-cli.add_command(_app_cli)
-
-from hpcvar.cli.sim_jitter import cli as _jitter_cli  # noqa: E402  (hpcvar sim jitter)
-
-cli.add_command(_jitter_cli)
