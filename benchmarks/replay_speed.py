@@ -2,9 +2,12 @@
 
 Each task repeats: compute 10 us, irecv from the left neighbour, isend 4 KiB to the right one, wait, wait;
 every 50th iteration an allreduce of 8 B (binomial). Prints trace rows (events) per second of replay,
-and the engine's internal events per second, for each --model.
+and the engine's internal events per second, for each --model and --engine (native: the C core,
+python: the reference engine on a --python-events trace). Lowering and encoding (trace -> flat op
+arrays, once per trace whatever the mappings and models) are timed separately.
 
-    .venv/bin/python benchmarks/replay_speed.py [--events 1000000] [--tasks 256] [--model none,maxmin]
+    .venv/bin/python benchmarks/replay_speed.py [--events 1000000] [--tasks 256] [--model none,maxmin,gige]
+        [--engine native,python]
 """
 
 from __future__ import annotations
@@ -60,21 +63,31 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=256)
     ap.add_argument("--model", default="none,maxmin")
     ap.add_argument("--nodes", type=int, default=64)
+    ap.add_argument("--engine", default="native", help="comma list of native, python")
+    ap.add_argument("--python-events", type=int, default=100_000,
+                    help="the Python engine replays a trace of this many events (it is ~100x slower)")
     a = ap.parse_args()
-    t0 = time.perf_counter()
-    tr = synthetic(a.events, a.tasks)
-    t1 = time.perf_counter()
-    ops = lower(tr)[0]
-    t2 = time.perf_counter()
+    from hpcvar.sim.replay_native import encode
+
     cl = Cluster(a.nodes, -(-a.tasks // a.nodes), 1.25e9, 2e-6)
-    print(f"trace: {len(tr.events)} events, {a.tasks} tasks (built in {t1 - t0:.1f} s, lowered in {t2 - t1:.1f} s)")
-    for m in a.model.split(","):
-        sim = Simulator(tr, cl, mapping("rrp", a.tasks, cl), model=m, lowered=ops)
-        s = time.perf_counter()
-        res = sim.run()
-        dt = time.perf_counter() - s
-        print(f"model {m:7s}: replay {dt:.2f} s, {len(tr.events) / dt:,.0f} trace events/s, "
-              f"{res.events / dt:,.0f} engine events/s, makespan {np.max(res.total_s):.4f} s simulated")
+    for engine in a.engine.split(","):
+        n = a.events if engine == "native" else min(a.events, a.python_events)
+        t0 = time.perf_counter()
+        tr = synthetic(n, a.tasks)
+        t1 = time.perf_counter()
+        ops = lower(tr)[0]
+        t2 = time.perf_counter()
+        enc = encode(ops) if engine == "native" else None
+        t3 = time.perf_counter()
+        print(f"[{engine}] trace: {len(tr.events)} events, {a.tasks} tasks (built in {t1 - t0:.1f} s, lowered in "
+              f"{t2 - t1:.1f} s" + (f", encoded in {t3 - t2:.1f} s" if enc is not None else "") + ")")
+        for m in a.model.split(","):
+            sim = Simulator(tr, cl, mapping("rrp", a.tasks, cl), model=m, lowered=ops, engine=engine, encoded=enc)
+            s = time.perf_counter()
+            res = sim.run()
+            dt = time.perf_counter() - s
+            print(f"[{engine}] model {m:7s}: replay {dt:.3f} s, {len(tr.events) / dt:,.0f} trace events/s, "
+                  f"{res.events / dt:,.0f} engine events/s, makespan {np.max(res.total_s):.4f} s simulated")
 
 
 if __name__ == "__main__":

@@ -229,8 +229,8 @@ int main(int argc, char **argv) {
             row[7] = calib_ns;
         }
         char desc[200];
-        snprintf(desc, sizeof desc, "rep=%ld phases=%ld quantum_ns=%.0f barrier=%s arity=%ld common_clock=%d", first_rep + rep,
-                 phases, quantum_ns, tree ? "tree" : "mpi", tree ? arity : 0, common_clock);
+        snprintf(desc, sizeof desc, "rep=%ld phases=%ld quantum_ns=%.0f barrier=%s arity=%ld common_clock=%d",
+                 first_rep + rep, phases, quantum_ns, tree ? "tree" : "mpi", tree ? arity : 0, common_clock);
         hv_gather_point(&ctx, desc, rows, n);
     }
     g_sink = x;

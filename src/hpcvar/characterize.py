@@ -31,6 +31,20 @@ class StepContext:
     bench: BenchContext  # launcher, np, ... with runs_dir set to the steps directory
     parent: Run
     results: dict = field(default_factory=dict)  # name -> finished step run (for later steps)
+    launch: list[str] = field(default_factory=list)  # the launch options of the command line
+
+    def launch_args(self, np: int | None) -> list[str]:
+        """The user's launch options, with --np replaced (None: the command's own default)."""
+        out, skip = [], False
+        for i, a in enumerate(self.launch):
+            if skip:
+                skip = False
+                continue
+            if a == "--np":
+                skip = True
+                continue
+            out.append(a)
+        return out + (["--np", str(np)] if np is not None else [])
 
     def bench_ctx(self, **over) -> BenchContext:
         import dataclasses
@@ -50,8 +64,123 @@ def _latency(ctx: StepContext, quick: bool) -> Run:
     return run
 
 
+def invoke(ctx: StepContext, words: list[str], launch: bool = True, np: int | None = 2) -> Run:
+    """Run an hpcvar command in-process (its own validation and storage), its output
+    captured; returns the run it stored in the characterization's steps directory."""
+    import contextlib
+    import io
+
+    from hpcvar.cli import cli
+    from hpcvar.results.store import list_runs
+
+    steps_dir = ctx.bench.runs_dir
+    before = {r.id for r in list_runs(steps_dir)}
+    args = list(words)
+    if launch:
+        args += ctx.launch_args(np)
+    args += ["--runs-dir", steps_dir, "--json"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        cli.main(args=args, prog_name="hpcvar", standalone_mode=False)
+    new = [r for r in list_runs(steps_dir) if r.id not in before]
+    if not new:
+        raise HpcvarError(f"'hpcvar {' '.join(words[:3])}' stored no run", None, "See its log above")
+    return new[-1]
+
+
+def _queues_posted(ctx: StepContext, quick: bool) -> Run:
+    lengths = "0,250,500,1000" if quick else "0,250,500,1000,2000,4000"
+    return invoke(ctx, ["bench", "queues", "posted", "--lengths", lengths, "--traversed", "0,50,100",
+                        "--sizes", "8" if quick else "8,1KiB", "--iters", "200" if quick else "1000",
+                        "--time-per-point", "150ms" if quick else "1s"])
+
+
+def _queues_unexpected(ctx: StepContext, quick: bool) -> Run:
+    lengths = "0,250,500,1000,2000" if quick else "0,250,500,1000,2000,4000,8000"
+    return invoke(ctx, ["bench", "queues", "unexpected", "--lengths", lengths, "--sizes", "8",
+                        "--iters", "200" if quick else "1000", "--time-per-point", "150ms" if quick else "1s"])
+
+
+def _ace(ctx: StepContext, quick: bool) -> Run:
+    cycles = 100 if quick else 1000
+    return invoke(ctx, ["bench", "ace", "--ea", f"pattern=pairs,mode=blocking,cycles={cycles}",
+                        "--sizes", "1KiB,1MiB" if quick else "1KiB,64KiB,1MiB",
+                        "--loads", "20,50,80" if quick else "10,20,30,40,50,60,70,80"])
+
+
+def _noise(ctx: StepContext, quick: bool) -> Run:
+    return invoke(ctx, ["noise", "record", "--cpus", "all", "--duration", "5s" if quick else "60s"], launch=False)
+
+
+def _jitter(ctx: StepContext, quick: bool) -> Run:
+    noise = ctx.results.get("noise")
+    if noise is None:
+        raise HpcvarError("the jitter prediction needs the noise step's trace", "--steps",
+                          "Run the noise step too (it records the trace)")
+    trace = noise.path / "trace.jtr"
+    words = ["sim", "jitter", "--trace", str(trace), "--tasks", "1..1M:x4" if quick else "1..1M:x2",
+             "--quantum", "1ms", "--barrier", "tree", "--align", "unsync,sync,cosched", "--window", "10ms",
+             "--phases", "10" if quick else "50", "--replicas", "3" if quick else "10"]
+    lat = ctx.results.get("latency")
+    if lat is not None:
+        words += ["--latency-intra", f"run:{lat.path}", "--latency-inter", f"run:{lat.path}",
+                  "--send-cycles", f"run:{lat.path}", "--recv-cycles", f"run:{lat.path}"]
+    return invoke(ctx, words, launch=False)
+
+
+def _fanin(ctx: StepContext, quick: bool) -> Run:
+    if ctx.bench.launcher.name == "testbed":
+        words = ["--clients", "2", "--chatter", "0,2", "--large", "4MiB", "--small", "64KiB",
+                 "--duration", "2s" if quick else "5s"]
+        np = None
+    else:
+        words = ["--clients", "1", "--chatter", "0,1", "--large", "256KiB", "--small", "4KiB",
+                 "--duration", "500ms" if quick else "3s"]
+        np = None
+    if not quick:
+        words += ["--queues", "single,dual", "--match", "any,exact", "--repeat", "3"]
+    return invoke(ctx, ["bench", "fanin", *words], np=np)
+
+
+# the paper's Figure 2 schemes (examples/schemes/ has them as files, with comments)
+STANDARD_SCHEMES = {
+    "fig2-2": "a: 0 -> 1; b: 0 -> 2",
+    "fig2-3": "a: 0 -> 1; b: 0 -> 2; c: 0 -> 3",
+    "fig2-4": "a: 0 -> 1; b: 0 -> 2; c: 0 -> 3; d: 1 -> 4",
+    "star3-in": "a: 1 -> 0; b: 2 -> 0; c: 3 -> 0",
+}
+
+
+def _sharing(ctx: StepContext, quick: bool) -> Run:
+    """The standard schemes, the gige fit on them, and each model's E_abs (fitted gige)."""
+    from hpcvar.models.fit import Observation, fit_gige
+
+    runs = []
+    for name in ("fig2-2", "fig2-3") if quick else ("fig2-2", "fig2-3", "fig2-4", "star3-in"):
+        runs.append(invoke(ctx, ["bench", "sharing", STANDARD_SCHEMES[name], "--reps", "2" if quick else "5"],
+                           np=None))
+    obs = []
+    for r in runs:
+        summ = r.read_table("sharing.summary").sort_values("comm_index")
+        obs.append(Observation(r.id, list(zip(summ.src.astype(str), summ.dst.astype(str))), list(summ.comm),
+                               [float(x) for x in summ.penalty]))
+    fit = fit_gige(obs)
+    for r in runs:
+        r.info["gige_fit"] = fit["params"]
+        r.save()
+    return runs[-1]
+
+
 STEPS: list[Step] = [
     Step("latency", "Point-to-point latency and bandwidth", _latency, estimate_quick_s=5),
+    Step("queues-posted", "Latency against posted-receive queue length", _queues_posted, estimate_quick_s=15),
+    Step("queues-unexpected", "Latency against unexpected-queue length", _queues_unexpected, estimate_quick_s=10),
+    Step("ace", "ACE: predicted vs measured run time over a load grid", _ace, estimate_quick_s=30),
+    Step("noise", "OS jitter recorded on every core", _noise, needs=set(), estimate_quick_s=10),
+    Step("jitter", "Jitter slowdown predicted up to 1M tasks", _jitter, needs=set(), estimate_quick_s=60),
+    Step("sharing", "Bandwidth-sharing penalties and model errors", _sharing, needs={"mpi", "testbed"},
+         estimate_quick_s=60),
+    Step("fanin", "Fan-in bandwidth with and without chatter", _fanin, estimate_quick_s=15),
 ]
 
 
@@ -75,7 +204,7 @@ def _applies(step: Step, ctx: BenchContext) -> str | None:
 
 
 def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None, resume: str | None = None,
-                         report: str | None = None, console=None) -> dict:
+                         report: str | None = None, console=None, launch: list[str] | None = None) -> dict:
     import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -104,7 +233,7 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
         parent = Run.create("characterize", params, ctx.runs_dir, ctx.argv,
                             metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np}))
     parent.info.setdefault("steps", {})
-    sctx = StepContext(bench=_child_ctx(ctx, parent), parent=parent)
+    sctx = StepContext(bench=_child_ctx(ctx, parent), parent=parent, launch=list(launch or []))
     show = bool(console is not None and getattr(console, "is_terminal", False))
     with Progress(TextColumn("characterize {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, disable=not show) as bar:

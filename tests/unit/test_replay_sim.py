@@ -14,10 +14,26 @@ from hpcvar.traces.native import Trace, make_events
 MS = 1_000_000  # ns
 
 
+ENGINE = {"name": "python"}
+
+
+@pytest.fixture(autouse=True, params=["python", "native"])
+def engine(request):
+    """Every hand-worked case runs on the Python reference and on the C core (libhv_replay.so)."""
+    from hpcvar.sim import replay_native
+
+    if request.param == "native" and not replay_native.available():
+        pytest.skip("libhv_replay.so is not built (set HPCVAR_NATIVE_DIR to a CMake build's bin/)")
+    ENGINE["name"] = request.param
+    yield request.param
+    ENGINE["name"] = "python"
+
+
 def _sim(rows, ntasks, cluster, model="none", mapping_kind="rrn", eager=0, algo="binomial"):
     tr = Trace(make_events(rows), ntasks)
+    engine = ENGINE["name"] if model != "myrinet" else "python"
     return Simulator(tr, cluster, mapping(mapping_kind, ntasks, cluster), model=model, eager_bytes=eager,
-                     algo=algo).run()
+                     algo=algo, engine=engine).run()
 
 
 def _fanout_rows():

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+import sys
 import time
 
 import click
 import numpy as np
 
-from hpcvar.cli.common import DURATION, SIZE, emit
+from hpcvar.cli.common import DURATION, SIZE, emit, output_options, stderr_console
 from hpcvar.errors import UsageError
 
 
@@ -75,22 +76,46 @@ def _split(text: str) -> list[str]:
 @click.option("--jitter", "jitter_file", type=click.Path(), default=None,
               help="OS-jitter trace (two-column 'duration gap' cycles) applied to compute with jitSim semantics.")
 @click.option("--jitter-freq", type=float, default=None, help="Cycle frequency (Hz) of the --jitter trace.")
-@click.option("--align", type=click.Choice(["unsync", "sync"]), default="unsync", show_default=True,
-              help="Jitter alignment: independent random offsets per task, or one shared offset.")
+@click.option("--align", type=click.Choice(["unsync", "sync", "cosched"]), default="unsync", show_default=True,
+              help="Jitter alignment (jitSim): independent random offsets per task, one shared offset, or "
+                   "co-scheduled windows (--window).")
+@click.option("--window", type=DURATION, default=None,
+              help="Co-scheduler window for --align cosched: every task starts its trace at a random window start.")
+@click.option("--window-origin", type=DURATION, default=None,
+              help="Start of one co-scheduler window in the jitter trace (default 0).")
 @click.option("--replicas", type=click.IntRange(1), default=1, show_default=True,
               help="Replicas with seeds seed, seed+1, ... where randomness enters (random mapping, jitter).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the first replica.")
+@click.option("--engine", type=click.Choice(["auto", "native", "python"]), default="auto", show_default=True,
+              help="Replay engine: the C core (none/maxmin/gige without jitter), the Python reference, or auto.")
 @click.option("--chrome", "chrome_file", type=click.Path(dir_okay=False), default=None,
               help="Write the first simulated timeline as Chrome/Perfetto JSON.")
 @click.option("--plot", "plot_stem", type=click.Path(dir_okay=False), default=None,
-              help="Write measured vs predicted communication time per task and E_abs (PNG+SVG at this stem).")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+              help="Also write the per-task comparison figure (PNG+SVG) at this stem (the run's plots/ always "
+                   "gets it).")
+@click.option("--no-plots", is_flag=True, help="Do not draw the plots.")
+@output_options
 def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth, shm_latency,
-        mapping, model, params_file, collectives, eager, jitter_file, jitter_freq, align, replicas, seed,
-        chrome_file, plot_stem, as_json):
+        mapping, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window, window_origin,
+        replicas, seed, engine, chrome_file, plot_stem, no_plots, as_json, runs_dir):
     """Replay APP.trace on a simulated cluster: predicted time per task and per event, communication
-    time, conflicts met, average penalty, and E_abs against the measured trace, for each mapping x model."""
+    time, conflicts met, average penalty, and E_abs against the measured trace, for each mapping x model.
+    The run is stored (tables replay.runs, replay.tasks, replay.replicas; plots) like the other commands."""
+    import pandas as pd
+
+    from hpcvar import metadata
+    from hpcvar.results.store import Run
     from hpcvar.sim import app as simapp
+    from hpcvar.sim.app_report import plot_comparison, plot_e_abs, render_app
+
+    if window is not None and align != "cosched":
+        raise UsageError("--window is only for --align cosched", "--window", "Add --align cosched")
+    if align == "cosched" and window is None:
+        raise UsageError("--align cosched needs the window length", "--window", "Give e.g. --window 10ms")
+    if window_origin is not None and align != "cosched":
+        raise UsageError("--window-origin is only for --align cosched", "--window-origin", "Add --align cosched")
+    if align != "unsync" and jitter_file is None:
+        raise UsageError(f"--align {align} applies to a jitter trace", "--align", "Give --jitter TRACE")
     from hpcvar.traces import load_trace
 
     trace = load_trace(trace_file, fmt)
@@ -116,45 +141,116 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
     mappings = _split(mapping)
     for mp in mappings:  # check them all before any simulation
         simapp.mapping(mp, trace.ntasks, cl, seed)
-    jit = _jitter(jitter_file, jitter_freq, align)
+    jit = _jitter(jitter_file, jitter_freq, align, window, window_origin)
+    for m in models:  # an impossible --engine is refused before anything runs
+        simapp.Simulator(trace, cl, simapp.mapping(mappings[0], trace.ntasks, cl, seed), m,
+                         params_by_model.get(m), collectives, eager, None if jit is None else (lambda t, s, d: d),
+                         lowered=[[] for _ in range(trace.ntasks)], engine=engine)
+    params = {"trace": str(trace_file), "format": fmt, "ntasks": trace.ntasks, "timed": trace.timed,
+              "cluster": {"nodes": cl.nodes, "cores_per_node": cl.cores_per_node,
+                          "bandwidth_bytes_per_s": cl.bandwidth, "latency_s": cl.latency,
+                          "shm_bandwidth_bytes_per_s": cl.shm_bandwidth, "shm_latency_s": cl.shm_latency,
+                          "links": [[a, b, bw, lat] for (a, b), (bw, lat) in cl.links.items()]},
+              "mappings": mappings, "models": models, "model_params": params_by_model, "collectives": collectives,
+              "eager_bytes": eager, "jitter": jitter_file, "jitter_freq_hz": jitter_freq, "align": align,
+              "window_s": window, "window_origin_s": window_origin, "replicas": replicas, "seed": seed,
+              "engine": engine}
+    run = Run.create("sim app", params, runs_dir, ["hpcvar", *sys.argv[1:]], metadata.collect({}))
+    t0 = time.perf_counter()
     lowered = simapp.lower(trace, collectives)[0]
+    t_lower = time.perf_counter() - t0
+    encoded = None
     m_total, m_comm = simapp.measured(trace)
-    runs = []
+    runs, rep_rows = [], []
     first = None
-    t_sim, n_events = 0.0, 0
     for mp in mappings:
         for m in models:
             random_here = mp == "random" or jit is not None
-            reps = []
+            reps, t_sim, eng = [], 0.0, None
             for r in range(replicas if random_here else 1):
                 node_of = simapp.mapping(mp, trace.ntasks, cl, seed + r)
                 jf = jit(trace.ntasks, seed, r) if jit is not None else None
-                sim = simapp.Simulator(trace, cl, node_of, m, params_by_model.get(m), collectives, eager, jf, lowered)
-                t0 = time.perf_counter()
+                sim = simapp.Simulator(trace, cl, node_of, m, params_by_model.get(m), collectives, eager, jf, lowered,
+                                       engine=engine, encoded=encoded)
+                t1 = time.perf_counter()
                 res = sim.run()
-                t_sim += time.perf_counter() - t0
-                n_events += len(trace.events)
+                t_sim += time.perf_counter() - t1
+                encoded = sim.encoded if sim.encoded is not None else encoded
+                eng = sim.engine
                 reps.append(res)
+                for t in range(trace.ntasks):
+                    rep_rows.append({"mapping": mp, "model": m, "replica": r, "seed": seed + r, "task": t,
+                                     "node": int(res.node_of[t]), "total_s": float(res.total_s[t]),
+                                     "comm_s": float(res.comm_s[t]), "avg_penalty": float(res.avg_penalty[t])})
                 if first is None:
                     first = res
-            runs.append(_combine(mp, m, reps, m_total, m_comm, trace.timed))
+            one = _combine(mp, m, reps, m_total, m_comm, trace.timed)
+            one.update(engine=eng, replay_s=t_sim, events_per_s=len(trace.events) * len(reps) / t_sim
+                       if t_sim > 0 else None)
+            runs.append(one)
+            run.write_table("replay.replicas", pd.DataFrame(rep_rows))
+            run.write_table("replay.tasks", pd.DataFrame(_task_rows(runs)))
+            run.write_table("replay.runs", pd.DataFrame(_run_rows(runs)))
     if chrome_file:
         from hpcvar.traces.chrome import write_chrome
 
         write_chrome(simapp.timeline(first, trace), first.node_of, chrome_file)
-    out = {"trace": str(trace_file), "ntasks": trace.ntasks, "timed": trace.timed,
-           "cluster": {"nodes": cl.nodes, "cores_per_node": cl.cores_per_node, "bandwidth_bytes_per_s": cl.bandwidth,
-                       "latency_s": cl.latency, "shm_bandwidth_bytes_per_s": cl.shm_bandwidth,
-                       "shm_latency_s": cl.shm_latency},
-           "collectives": collectives, "eager_bytes": eager, "replicas": replicas, "seed": seed,
-           "mapping": runs[0]["mapping"], "model": runs[0]["model"], "tasks": runs[0]["tasks"],
-           "runs": runs, "replay_rows_per_s": n_events / t_sim if t_sim > 0 else None}
+    plots = []
+    if not no_plots:
+        plots += [str(p) for p in plot_comparison(runs, run.plots_dir() / "comm_per_task")]
+        if len(runs) > 1 and trace.timed:
+            plots += [str(p) for p in plot_e_abs(runs, run.plots_dir() / "e_abs")]
     if plot_stem:
-        out["plots"] = [str(p) for p in _plot(runs, plot_stem)]
-    emit(out, as_json, _render)
+        plots += [str(p) for p in plot_comparison(runs, plot_stem)]
+    warnings = []
+    if not trace.timed:
+        warnings.append("the trace has no measured times (TIT import): no E_abs; record it with 'hpcvar trace' "
+                        "for a comparison with the measurement")
+    for w in warnings:
+        run.warn(w)
+    out = {"command": "sim app", "trace": str(trace_file), "ntasks": trace.ntasks, "timed": trace.timed,
+           "cluster": params["cluster"], "collectives": collectives, "eager_bytes": eager, "replicas": replicas,
+           "seed": seed, "mapping": runs[0]["mapping"], "model": runs[0]["model"], "tasks": runs[0]["tasks"],
+           "runs": runs, "lower_s": t_lower,
+           "replay_rows_per_s": (sum(r["events_per_s"] * r["replay_s"] for r in runs if r["events_per_s"])
+                                 / sum(r["replay_s"] for r in runs)) if sum(r["replay_s"] for r in runs) > 0 else None,
+           "plots": plots, "warnings": warnings, "run": str(run.path)}
+    run.finish("complete", {k: v for k, v in out.items() if k != "tasks"})
+    if as_json:
+        for w in warnings:
+            stderr_console().print(f"[yellow]warning:[/] {w}")
+    emit(out, as_json, render_app)
 
 
-def _jitter(path, freq, align):
+def _task_rows(runs: list[dict]) -> list[dict]:
+    rows = []
+    nan = float("nan")
+    for run in runs:
+        for r in run["tasks"]:
+            c = r["conflicts"]
+            rows.append({"mapping": run["mapping"], "model": run["model"], "replicas": run["replicas"],
+                         "task": r["task"], "node": r["node"], "total_s": r["total_s"], "comm_s": r["comm_s"],
+                         "total_ci_lo_s": r.get("total_s_ci", [nan, nan])[0],
+                         "total_ci_hi_s": r.get("total_s_ci", [nan, nan])[1],
+                         "comm_ci_lo_s": r.get("comm_s_ci", [nan, nan])[0],
+                         "comm_ci_hi_s": r.get("comm_s_ci", [nan, nan])[1],
+                         "avg_penalty": r["avg_penalty"],
+                         "conflicts_none": c.get("none", 0), "conflicts_out": c.get("out", 0),
+                         "conflicts_in": c.get("in", 0), "conflicts_in_out": c.get("in-out", 0),
+                         "measured_total_s": r.get("measured_total_s", nan),
+                         "measured_comm_s": r.get("measured_comm_s", nan), "e_abs_pct": r.get("e_abs_pct", nan)})
+    return rows
+
+
+def _run_rows(runs: list[dict]) -> list[dict]:
+    return [{"mapping": r["mapping"], "model": r["model"], "replicas": r["replicas"], "makespan_s": r["makespan_s"],
+             "mean_e_abs_pct": r.get("mean_e_abs_pct") if r.get("mean_e_abs_pct") is not None else float("nan"),
+             "engine": r["engine"], "replay_s": r["replay_s"],
+             "events_per_s": r["events_per_s"] if r["events_per_s"] is not None else float("nan")} for r in runs]
+
+
+def _jitter(path, freq, align, window=None, origin=None):
+    """make(ntasks, seed, replica) -> stretch(task, start_s, dur_s), the jitSim semantics in ns."""
     if path is None:
         return None
     if not freq:
@@ -166,9 +262,16 @@ def _jitter(path, freq, align):
     jt.validate(path)
     refs = [RefTrace((c.duration * 1e9 / freq).astype(np.int64), (c.gap * 1e9 / freq).astype(np.int64))
             for c in jt.cpus]
+    win = int(round(window * 1e9)) if window is not None else 0
+    org = int(round(origin * 1e9)) if origin is not None else 0
+    if align == "cosched" and win < 1:
+        raise UsageError("the co-scheduler window is shorter than 1 ns", "--window", "Give e.g. --window 10ms")
+    if align == "cosched" and org >= min(r.L for r in refs):
+        raise UsageError("the co-scheduler window origin lies beyond the end of the jitter trace", "--window-origin",
+                         "Give an origin inside the trace")
 
     def make(ntasks, seed, replica):
-        offs = offsets(refs, ntasks, align, seed, replica)
+        offs = offsets(refs, ntasks, align, seed, replica, win, org)
 
         def stretch(task, start_s, dur_s):
             tr = refs[task % len(refs)]
@@ -208,65 +311,3 @@ def _combine(mp, m, reps, m_total, m_comm, timed) -> dict:
         ea = [r["e_abs_pct"] for r in tasks if r["e_abs_pct"] == r["e_abs_pct"]]
         out["mean_e_abs_pct"] = float(np.mean(ea)) if ea else None
     return out
-
-
-def _render(console, out: dict) -> None:
-    from rich.table import Table
-
-    console.print(f"{out['trace']}: {out['ntasks']} tasks on {out['cluster']['nodes']} nodes x "
-                  f"{out['cluster']['cores_per_node']} cores; collectives {out['collectives']}")
-    for run in out["runs"]:
-        t = Table(title=f"mapping {run['mapping']}, model {run['model']}"
-                        + (f", {run['replicas']} replicas (median)" if run["replicas"] > 1 else ""), box=None)
-        cols = ["task", "node", "total", "comm", "avg penalty", "conflicts"]
-        if out["timed"]:
-            cols += ["measured comm", "E_abs %"]
-        for c in cols:
-            t.add_column(c)
-        for r in run["tasks"]:
-            cells = [str(r["task"]), str(r["node"]), f"{r['total_s']:.6f} s", f"{r['comm_s']:.6f} s",
-                     f"{r['avg_penalty']:.2f}", " ".join(f"{k}:{v}" for k, v in sorted(r["conflicts"].items()))]
-            if out["timed"]:
-                cells += [f"{r['measured_comm_s']:.6f} s", f"{r['e_abs_pct']:.1f}"]
-            t.add_row(*cells)
-        console.print(t)
-    if len(out["runs"]) > 1 or out["timed"]:
-        s = Table(title="comparison", box=None)
-        for c in ["mapping", "model", "makespan"] + (["mean E_abs %"] if out["timed"] else []):
-            s.add_column(c)
-        for run in out["runs"]:
-            cells = [run["mapping"], run["model"], f"{run['makespan_s']:.6f} s"]
-            if out["timed"]:
-                v = run.get("mean_e_abs_pct")
-                cells.append("-" if v is None else f"{v:.1f}")
-            s.add_row(*cells)
-        console.print(s)
-    if out.get("plots"):
-        console.print("plots: " + ", ".join(out["plots"]))
-
-
-def _plot(runs: list[dict], stem: str):
-    """The paper's Figures 8-9: measured and predicted comm time per task (bars), E_abs (line)."""
-    from pathlib import Path
-
-    from hpcvar.report.plots import figure, save
-
-    fig, axes = figure(len(runs), 1, figsize=(7, 2.6 * len(runs)), squeeze=False)
-    for ax, run in zip(axes[:, 0], runs):
-        tasks = [r["task"] for r in run["tasks"]]
-        x = np.arange(len(tasks))
-        pred = [r["comm_s"] for r in run["tasks"]]
-        if "measured_comm_s" in run["tasks"][0]:
-            ax.bar(x - 0.2, [r["measured_comm_s"] for r in run["tasks"]], 0.4, label="measured")
-            ax.bar(x + 0.2, pred, 0.4, label="predicted")
-            ax2 = ax.twinx()
-            ax2.plot(x, [r["e_abs_pct"] for r in run["tasks"]], "k.-", label="E_abs")
-            ax2.set_ylabel("E_abs (%)")
-        else:
-            ax.bar(x, pred, 0.6, label="predicted")
-        ax.set_xticks(x, [str(t) for t in tasks])
-        ax.set_xlabel("MPI task")
-        ax.set_ylabel("communication time (s)")
-        ax.set_title(f"mapping {run['mapping']}, model {run['model']}")
-        ax.legend(loc="upper left", fontsize=8)
-    return save(fig, Path(stem))

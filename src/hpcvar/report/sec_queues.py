@@ -134,7 +134,8 @@ def _section(run, title: str, table: str, per: str, plot) -> Section:
         sec.headlines.append(Headline(f"cost per {per}, {format_size(f.size_bytes)}", _slope_text(slope, ci),
                                       f"least squares over {f.points} per-point {f.fit_stat}s (one-way latency)"))
         if np.isfinite(f.baseline_ns):
-            sec.headlines.append(Headline(f"baseline, {format_size(f.size_bytes)}", format_time_ns(f.baseline_ns),
+            sec.headlines.append(Headline(f"{table.split('_')[-1]}-queue baseline, {format_size(f.size_bytes)}",
+                                          format_time_ns(f.baseline_ns),
                                           f"{f.fit_stat} one-way latency with an empty queue"))
     sec.figures.extend(plot(run))
     cols = [c for c in summ.columns if c not in ("mean_ns", "min_ns", "mad_ns")]

@@ -33,6 +33,7 @@ from hpcvar.traces import collectives
 from hpcvar.traces.native import Trace
 
 MODELS = ("none", "gige", "myrinet", "maxmin")
+ENGINES = ("auto", "native", "python")
 
 
 @dataclass
@@ -285,7 +286,9 @@ class Result:
 class Simulator:
     def __init__(self, trace: Trace, cluster: Cluster, node_of: list[int], model: str = "none",
                  params: dict | None = None, algo: str = "binomial", eager_bytes: int = 65536,
-                 jitter=None, lowered=None):
+                 jitter=None, lowered=None, engine: str = "auto", encoded=None):
+        if engine not in ENGINES:
+            raise UsageError(f"unknown replay engine '{engine}'", "--engine", f"Use one of {', '.join(ENGINES)}")
         if model not in MODELS:
             raise UsageError(f"unknown model '{model}'", "--model", f"Use one of {', '.join(MODELS)}")
         if len(node_of) != trace.ntasks:
@@ -295,8 +298,37 @@ class Simulator:
         self.model, self.params, self.eager = model, params, eager_bytes
         self.ops = lowered if lowered is not None else lower(trace, algo)[0]
         self.jitter = jitter  # callable(task, start_s, dur_s) -> stretched dur_s, or None
+        self.encoded = encoded
+        self.engine = self.engine_for(engine)
+
+    def engine_for(self, engine: str) -> str:
+        """The engine that runs: native (C core) for none/maxmin/gige without jitter when libhv_replay.so is
+        installed; else python (the reference). 'native' where the core cannot run is a usage error."""
+        from hpcvar.sim import replay_native
+
+        fits = self.model in replay_native.MODEL_CODES and self.jitter is None
+        if engine == "python" or (engine == "auto" and not fits):
+            return "python"
+        if not fits:
+            raise UsageError(f"the native replay core does not do model '{self.model}'"
+                             + (" with jitter" if self.jitter is not None else ""), "--engine",
+                             "Use --engine auto or python (myrinet and --jitter run in the Python engine)")
+        if engine == "native":
+            replay_native.lib()  # a clear MissingToolError if it is not installed
+            return "native"
+        return "native" if replay_native.available() else "python"
 
     def run(self) -> Result:
+        if self.engine == "native":
+            from hpcvar.sim import replay_native
+
+            if self.encoded is None:
+                self.encoded = replay_native.encode(self.ops)
+            return replay_native.run(self, self.encoded)
+        return self.run_python()
+
+    def run_python(self) -> Result:
+        """The reference engine (pure Python)."""
         ops, ntasks, node_of, cl = self.ops, self.trace.ntasks, self.node_of, self.cluster
         heap: list = []
         counter = 0
