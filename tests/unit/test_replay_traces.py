@@ -158,7 +158,7 @@ def test_chrome_events():
     json.dumps(doc)
 
 
-def test_cli_sim_app_json_and_chrome(tmp_path):
+def test_cli_sim_app_json_and_chrome(tmp_path, runs_dir):
     p = write_parquet(Trace(make_events(PINGPONG), 2), tmp_path / "pp.trace")
     res = run_cli(["sim", "app", str(p), "--bandwidth", "1e9", "--latency", "0", "--model", "none,maxmin",
                    "--mapping", "rrn,rrp", "--nodes", "2", "--cores-per-node", "2", "--json",
@@ -173,7 +173,7 @@ def test_cli_sim_app_json_and_chrome(tmp_path):
     assert json.loads((tmp_path / "t.json").read_text())["traceEvents"]
 
 
-def test_cli_bad_mapping_file(tmp_path):
+def test_cli_bad_mapping_file(tmp_path, runs_dir):
     p = write_parquet(Trace(make_events(PINGPONG), 2), tmp_path / "pp.trace")
     m = tmp_path / "map.txt"
     m.write_text("0 0\n")

@@ -45,6 +45,7 @@ SECTION_MODULES = [
     "hpcvar.noise.render",
     "hpcvar.sim.jitter_report",
     "hpcvar.report.bsp",
+    "hpcvar.sim.app_report",
 ]
 
 

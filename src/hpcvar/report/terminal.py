@@ -61,6 +61,10 @@ from hpcvar.report.bsp import render_bsp  # noqa: E402
 
 RENDERERS["bench bsp"] = render_bsp
 
+from hpcvar.sim.app_report import render_app  # noqa: E402
+
+RENDERERS["sim app"] = render_app
+
 
 def render_result(console: Console, command: str, result: dict) -> None:
     fn = RENDERERS.get(command)

@@ -409,3 +409,37 @@ TABLES.update({
         "excess_per_phase_ns": "T / N - T0 / N0 (ns; NaN without)",
     },
 })
+
+
+# hpcvar sim app (application replay, hpcvar.sim.app, docs/replay.md)
+_REPLAY_KEY = {"mapping": "task mapping: rrn, rrp, random or a mapping file", "model": "network model"}
+TABLES.update({
+    "replay.replicas": {
+        **_REPLAY_KEY, "replica": "replica index", "seed": "seed of the replica (random mapping, jitter offsets)",
+        "task": "MPI task (rank in MPI_COMM_WORLD)", "node": "simulated node of the task in this replica",
+        "total_s": "predicted end time of the task (s)", "comm_s": "predicted communication time S_p (s)",
+        "avg_penalty": "simulated / nominal data time of the task's inter-node sends (ratio)",
+    },
+    "replay.tasks": {
+        **_REPLAY_KEY, "replicas": "replicas combined (medians)", "task": "MPI task", "node": "node (first replica)",
+        "total_s": "predicted end time, median over replicas (s)",
+        "comm_s": "predicted communication time S_p, median over replicas (s)",
+        "total_ci_lo_s": "95% CI of the median end time, low (s; NaN with one replica)",
+        "total_ci_hi_s": "95% CI of the median end time, high (s)",
+        "comm_ci_lo_s": "95% CI of the median S_p, low (s)", "comm_ci_hi_s": "95% CI of the median S_p, high (s)",
+        "avg_penalty": "average penalty of the task's inter-node sends, median over replicas (ratio)",
+        "conflicts_none": "inter-node sends that met no conflict (count, first replica)",
+        "conflicts_out": "sends that shared their source node (count)",
+        "conflicts_in": "sends that shared their destination node (count)",
+        "conflicts_in_out": "sends that shared both (count)",
+        "measured_total_s": "measured span of the task in the trace (s; NaN without measured times)",
+        "measured_comm_s": "measured communication time S_m: sum of the traced MPI call durations (s)",
+        "e_abs_pct": "E_abs = |S_p - S_m| / S_m x 100, median over replicas (%)",
+    },
+    "replay.runs": {
+        **_REPLAY_KEY, "replicas": "replicas", "makespan_s": "predicted makespan, median over replicas (s)",
+        "mean_e_abs_pct": "mean over tasks of E_abs (%)", "engine": "replay engine: native (C core) or python",
+        "replay_s": "time spent in the replay engine over the replicas (s)",
+        "events_per_s": "trace rows replayed per second of engine time",
+    },
+})

@@ -1,0 +1,159 @@
+"""'sim app' output: terminal renderer, plots (the paper's Figures 8-9) and the HTML report section."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+from rich.console import Console
+from rich.table import Table
+
+from hpcvar.report.sections import Headline, Section, register
+
+
+def _conflicts(c: dict) -> str:
+    return " ".join(f"{k}:{v}" for k, v in sorted(c.items())) or "-"
+
+
+def render_app(console: Console, out: dict) -> None:
+    cl = out["cluster"]
+    console.print(f"{out['trace']}: {out['ntasks']} tasks on {cl['nodes']} nodes x {cl['cores_per_node']} cores; "
+                  f"collectives {out['collectives']}")
+    timed = out["timed"]
+    for run in out["runs"]:
+        t = Table(title=f"mapping {run['mapping']}, model {run['model']}"
+                        + (f", {run['replicas']} replicas (median)" if run["replicas"] > 1 else ""),
+                  title_justify="left", box=None)
+        cols = ["task", "node", "total", "comm", "avg penalty", "conflicts"]
+        if timed:
+            cols += ["measured comm", "E_abs %"]
+        for c in cols:
+            t.add_column(c, justify="right" if c != "conflicts" else "left")
+        for r in run["tasks"]:
+            cells = [str(r["task"]), str(r["node"]), f"{r['total_s']:.6f} s", f"{r['comm_s']:.6f} s",
+                     f"{r['avg_penalty']:.2f}", _conflicts(r["conflicts"])]
+            if timed:
+                cells += [f"{r['measured_comm_s']:.6f} s", f"{r['e_abs_pct']:.1f}"]
+            t.add_row(*cells)
+        console.print(t)
+    s = Table(title="comparison", title_justify="left", box=None)
+    for c in ["mapping", "model", "makespan"] + (["mean E_abs %"] if timed else []) + ["engine", "events/s"]:
+        s.add_column(c, justify="left" if c in ("mapping", "model", "engine") else "right")
+    for run in out["runs"]:
+        cells = [run["mapping"], run["model"], f"{run['makespan_s']:.6f} s"]
+        if timed:
+            v = run.get("mean_e_abs_pct")
+            cells.append("-" if v is None else f"{v:.1f}")
+        eps = run.get("events_per_s")
+        cells += [str(run.get("engine", "-")), "-" if not eps else f"{eps:,.0f}"]
+        s.add_row(*cells)
+    console.print(s)
+    for w in out.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {w}")
+    if out.get("plots"):
+        console.print("plots: " + ", ".join(out["plots"]))
+    if out.get("run"):
+        console.print(f"stored in {out['run']}")
+
+
+def plot_comparison(runs: list[dict], stem) -> list[Path]:
+    """The paper's Figures 8-9: measured and predicted comm time per task (bars), E_abs (line), per run."""
+    from hpcvar.report.plots import figure, save
+
+    fig, axes = figure(len(runs), 1, figsize=(7, 2.6 * len(runs)), squeeze=False)
+    for ax, run in zip(axes[:, 0], runs):
+        tasks = [r["task"] for r in run["tasks"]]
+        x = np.arange(len(tasks))
+        pred = [r["comm_s"] for r in run["tasks"]]
+        if "measured_comm_s" in run["tasks"][0]:
+            ax.bar(x - 0.2, [r["measured_comm_s"] for r in run["tasks"]], 0.4, label="measured")
+            ax.bar(x + 0.2, pred, 0.4, label="predicted")
+            ax2 = ax.twinx()
+            ax2.plot(x, [r["e_abs_pct"] for r in run["tasks"]], "k.-", label="E_abs")
+            ax2.set_ylabel("E_abs (%)")
+        else:
+            ax.bar(x, pred, 0.6, label="predicted")
+        ax.set_xticks(x, [str(t) for t in tasks])
+        ax.set_xlabel("MPI task")
+        ax.set_ylabel("communication time (s)")
+        ax.set_title(f"mapping {run['mapping']}, model {run['model']}")
+        ax.legend(loc="upper left", fontsize=8)
+    return save(fig, Path(stem))
+
+
+def plot_e_abs(runs: list[dict], stem) -> list[Path]:
+    """Mean E_abs per mapping x model (bars; whiskers: the per-task range)."""
+    from hpcvar.report.plots import figure, save
+
+    fig, ax = figure()
+    labels, means, lo, hi = [], [], [], []
+    for run in runs:
+        ea = np.array([r["e_abs_pct"] for r in run["tasks"]], float)
+        ea = ea[np.isfinite(ea)]
+        if not ea.size:
+            continue
+        labels.append(f"{run['mapping']}\n{run['model']}")
+        m = float(ea.mean())
+        means.append(m)
+        lo.append(m - ea.min())
+        hi.append(ea.max() - m)
+    x = np.arange(len(labels))
+    ax.bar(x, means, 0.6, yerr=[lo, hi], capsize=3)
+    ax.set_xticks(x, labels, fontsize=8)
+    ax.set_ylabel("mean E_abs over tasks (%)")
+    ax.set_title("prediction error per mapping and model (whiskers: per-task min..max)")
+    return save(fig, Path(stem))
+
+
+@register("sim app")
+def app_section(run) -> Section:
+    p = run.info.get("params", {})
+    cl = p.get("cluster", {})
+    sec = Section(title=f"Application replay: {Path(p.get('trace', '?')).name}")
+    runs = run.read_table("replay.runs")
+    tasks = run.read_table("replay.tasks")
+    if runs.empty:
+        sec.notes.append("The run stored no replay.")
+        return sec
+    timed = bool(p.get("timed", True))
+    if timed and runs["mean_e_abs_pct"].notna().any():
+        best = runs.loc[runs["mean_e_abs_pct"].idxmin()]
+        sec.headlines.append(Headline(
+            "smallest mean E_abs", f"{best.mean_e_abs_pct:.1f} %",
+            f"mapping {best.mapping}, model {best.model}: |S_p - S_m| / S_m of the communication time, "
+            "averaged over tasks"))
+    fast = runs.loc[runs["makespan_s"].idxmin()]
+    sec.headlines.append(Headline("shortest predicted makespan", f"{fast.makespan_s:.6g} s",
+                                  f"mapping {fast.mapping}, model {fast.model}"))
+    eps = runs["events_per_s"].dropna()
+    if len(eps):
+        sec.headlines.append(Headline("replay speed", f"{eps.median():,.0f} events/s",
+                                      f"median over the runs; engine {', '.join(sorted(set(runs['engine'])))}"))
+    sec.tables.append(("Mapping x model: predicted makespan and mean E_abs", runs))
+    cols = ["mapping", "model", "task", "node", "total_s", "comm_s", "measured_comm_s", "e_abs_pct", "avg_penalty",
+            "conflicts_out", "conflicts_in", "conflicts_in_out"]
+    sec.tables.append(("Per task: predicted and measured communication time, E_abs, penalties, conflicts met",
+                       tasks[cols]))
+    plots = run.path / "plots"
+    for stem, caption in (("comm_per_task", "Measured and predicted communication time per task, with E_abs "
+                                            "(the paper's Figures 8-9)"),
+                          ("e_abs", "Mean E_abs per mapping and model")):
+        f = plots / f"{stem}.png"
+        if f.is_file():
+            sec.figures.append((caption, f))
+    sec.notes.append(
+        f"Cluster: {cl.get('nodes')} nodes x {cl.get('cores_per_node')} cores, "
+        f"{_fmt(cl.get('bandwidth_bytes_per_s'))} B/s, latency {_fmt(cl.get('latency_s'))} s; collectives "
+        f"{p.get('collectives')}; eager limit {p.get('eager_bytes')} B"
+        + (f"; jitter {p.get('jitter')} ({p.get('align')})" if p.get("jitter") else "") + ".")
+    if not timed:
+        sec.notes.append("The trace has no measured times (TIT import): no E_abs.")
+    return sec
+
+
+def _fmt(v) -> str:
+    return "?" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
+
+
+__all__ = ["app_section", "plot_comparison", "plot_e_abs", "render_app"]
