@@ -50,10 +50,10 @@ def tiny(tmp_path_factory):
     return d / "tiny"
 
 
-def test_trace_tiny_program_and_replay(tiny, tmp_path):
+def test_trace_tiny_program_and_replay(tiny, tmp_path, runs_dir):
     mpiexec = str(Path(build_info()["mpi_bindir"]) / "mpiexec")
     out = tmp_path / "tiny.trace"
-    res = run_cli(["trace", "run", "-o", str(out), "--timeout", "60s", "--json", "--", mpiexec, "-n", "2",
+    res = run_cli(["trace", "-o", str(out), "--timeout", "60s", "--json", "--", mpiexec, "-n", "2",
                    str(tiny)], timeout=120)
     assert res.returncode == 0, res.stderr
     s = json.loads(res.stdout)
@@ -83,6 +83,7 @@ def test_trace_tiny_program_and_replay(tiny, tmp_path):
     assert res.returncode == 0, res.stderr
     sim = json.loads(res.stdout)
     assert all(t["total_s"] > 0 and t["e_abs_pct"] >= 0 for t in sim["tasks"])
+    assert (Path(sim["run"]) / "replay.tasks.parquet").is_file()
 
 
 def test_trace_run_reports_a_missing_launcher(tmp_path):

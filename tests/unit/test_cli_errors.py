@@ -81,3 +81,10 @@ def test_lazy_short_help_matches_each_command():
             cmd = getattr(importlib.import_module(module), attr)
             assert cmd.name == name
             assert cmd.get_short_help_str(limit=1000) == short, name
+
+
+def test_missing_option_and_argument_are_named():
+    res = run_cli(["report"])
+    assert res.returncode == 2 and res.stderr.strip() == "error: missing argument (RUNS). See --help"
+    res = run_cli(["trace", "run", "--", "true"])
+    assert res.returncode == 2 and "error: missing option (--output)" in res.stderr

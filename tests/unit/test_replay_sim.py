@@ -219,3 +219,25 @@ def test_jitter_stretches_compute_with_jitsim_semantics(tmp_path):
         res = Simulator(tr, cl, [0], jitter=_jitter(str(f), 1e9, "unsync")(1, 7, replica)).run()
         # 9000 ns of work cross 9 or 10 detours of 100 ns, whatever the offset
         assert 9.9e-6 - 1e-15 <= res.total_s[0] <= 10.0e-6 + 1e-15
+
+
+def test_measured_mpi_time_is_a_union_of_the_call_intervals():
+    from hpcvar.sim.app import mpi_time_s
+
+    # a Waitall of 3 requests is 3 wait rows with the call's times; a Sendrecv is 2 rows: count each call once
+    rows = [dict(task=0, op="init", t_start_ns=0, t_end_ns=0),
+            dict(task=0, op="irecv", peer=1, t_start_ns=10, t_end_ns=20),
+            dict(task=0, op="wait", req=1, t_start_ns=30, t_end_ns=130),
+            dict(task=0, op="wait", req=1, t_start_ns=30, t_end_ns=130),
+            dict(task=0, op="wait", req=1, t_start_ns=30, t_end_ns=130),
+            dict(task=0, op="sendrecv", peer=1, t_start_ns=200, t_end_ns=300),
+            dict(task=0, op="sendrecv_recv", peer=1, t_start_ns=200, t_end_ns=300),
+            dict(task=0, op="finalize", t_start_ns=300, t_end_ns=1000),
+            dict(task=1, op="init", t_start_ns=0, t_end_ns=0),
+            dict(task=1, op="barrier", t_start_ns=5, t_end_ns=50),
+            dict(task=1, op="finalize", t_start_ns=50, t_end_ns=50)]
+    tr = Trace(make_events(rows), 3)
+    assert list(mpi_time_s(tr.events, 3)) == pytest.approx([210e-9, 45e-9, 0.0], abs=1e-18)
+    total, comm = measured(tr)
+    assert list(comm) == pytest.approx([210e-9, 45e-9, 0.0], abs=1e-18)
+    assert list(total) == pytest.approx([1000e-9, 50e-9, 0.0], abs=1e-18)

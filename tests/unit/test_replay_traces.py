@@ -180,3 +180,19 @@ def test_cli_bad_mapping_file(tmp_path, runs_dir):
     res = run_cli(["sim", "app", str(p), "--mapping", str(m)])
     assert res.returncode == 2
     assert "does not cover tasks [1]" in res.stderr and "map.txt" in res.stderr
+
+
+def test_trace_without_subcommand_means_run(tmp_path):
+    # 'hpcvar trace -o X -- CMD' is routed to 'trace run': the launcher check of 'run' answers
+    res = run_cli(["trace", "-o", str(tmp_path / "x.trace"), "--", "no-such-launcher-xyz", "-n", "2"])
+    assert res.returncode == 2
+    assert "command 'no-such-launcher-xyz' not found" in res.stderr
+    res = run_cli(["trace", "--output", str(tmp_path / "x.trace"), "--timeout", "5s", "--", "no-such-launcher-xyz"])
+    assert res.returncode == 2 and "not found" in res.stderr
+    # the subcommands keep working, and --help still shows the group
+    res = run_cli(["trace", "--help"])
+    assert res.returncode == 0 and "import" in res.stdout and "show" in res.stdout
+    res = run_cli(["trace", "show", str(tmp_path / "missing.trace")])
+    assert res.returncode != 0 and "no such trace file" in res.stderr
+    res = run_cli(["trace", "bogus"])
+    assert res.returncode == 2 and "bogus" in res.stderr

@@ -64,6 +64,10 @@ def main(argv: list[str] | None = None) -> None:
         hint = f"Did you mean {', '.join(e.possibilities)}?" if e.possibilities else "See --help"
         click.echo(f"error: no such option ({e.option_name}). {hint}", err=True)
         sys.exit(2)
+    except click.MissingParameter as e:
+        kind = e.param_type or (e.param.param_type_name if e.param is not None else "parameter")
+        click.echo(f"error: missing {kind} ({_flag_of(e)}). See --help", err=True)
+        sys.exit(2)
     except click.BadParameter as e:
         click.echo(f"error: {e.message} ({_flag_of(e)}). See --help for the accepted values", err=True)
         sys.exit(2)

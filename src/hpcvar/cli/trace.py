@@ -14,9 +14,25 @@ from hpcvar.cli.common import DURATION, print_json, stderr_console, stdout_conso
 from hpcvar.errors import LaunchError, UsageError
 
 
-@click.group("trace")
+class _RunByDefault(click.Group):
+    """``hpcvar trace -o APP.trace -- <launcher and app>`` is ``hpcvar trace run -o ...``: when the first
+    argument is an option (other than --help) rather than a subcommand name, the ``run`` subcommand is meant."""
+
+    def parse_args(self, ctx, args):
+        if args and args[0].startswith("-") and args[0] not in ("--help", "-h"):
+            args = ["run", *args]
+        return super().parse_args(ctx, args)
+
+
+@click.group("trace", cls=_RunByDefault)
 def cli() -> None:
-    """Trace MPI applications (PMPI) and convert traces."""
+    """Trace MPI applications (PMPI) and convert traces.
+
+    \b
+    hpcvar trace -o APP.trace -- mpiexec -n 4 ./app     (the same as 'hpcvar trace run ...')
+    hpcvar trace import SOURCE -o APP.trace             (OTF2 or SimGrid TIT)
+    hpcvar trace show APP.trace
+    """
 
 
 def _tracer_lib(lib: str | None) -> Path:
@@ -48,7 +64,7 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
     """Run COMMAND (launcher and MPI application, after --) with the tracer preloaded; merge the ranks'
     records into one native trace.
 
-    Example: hpcvar trace run -o lj.trace -- mpiexec -n 2 lmp -in in.lj
+    Example: hpcvar trace -o lj.trace -- mpiexec -n 2 lmp -in in.lj  ('run' may be left out)
 
     LD_PRELOAD and HV_TRACE_DIR are set in the launcher's environment; MPICH's mpiexec passes them to
     every rank; Open MPI's mpirun passes them to local ranks, for remote ones add '-x LD_PRELOAD -x
@@ -100,11 +116,13 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
 def _summary(trace, path) -> dict:
     ev = trace.events
     span = (ev.groupby("task")["t_end_ns"].max() - ev.groupby("task")["t_start_ns"].min()) * 1e-9
-    comm = ((ev["t_end_ns"] - ev["t_start_ns"]) * 1e-9).groupby(ev["task"]).sum()
+    from hpcvar.sim.app import mpi_time_s
+
+    comm = mpi_time_s(ev, trace.ntasks)
     return {"trace": str(path), "ntasks": trace.ntasks, "rows": int(len(ev)), "timed": trace.timed,
             "ops": {k: int(v) for k, v in ev["op"].value_counts().items()},
             "comms": len(trace.comms), "clock": trace.meta.get("clock"),
-            "tasks": [{"task": int(t), "span_s": float(span[t]), "mpi_s": float(comm.get(t, 0.0))}
+            "tasks": [{"task": int(t), "span_s": float(span[t]), "mpi_s": float(comm[t])}
                       for t in range(trace.ntasks) if t in span.index]}
 
 

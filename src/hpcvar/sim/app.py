@@ -552,12 +552,34 @@ class Simulator:
 _RANK = {"none": 0, "out": 1, "in": 1, "in-out": 2}
 
 
+def mpi_time_s(ev, ntasks: int) -> np.ndarray:
+    """Seconds each task spent inside MPI calls: the union of its rows' [t_start, t_end] intervals
+    (init/finalize excluded). A union, not a sum: the tracer writes one row per request of a Waitall
+    and a row for each half of a Sendrecv, all with the call's own entry and exit times."""
+    ev = ev[~ev["op"].isin(["init", "finalize"])].sort_values(["task", "t_start_ns", "t_end_ns"], kind="stable")
+    task = ev["task"].to_numpy()
+    start = ev["t_start_ns"].to_numpy().astype(np.float64)
+    end = ev["t_end_ns"].to_numpy().astype(np.float64)
+    if not len(ev):
+        return np.zeros(ntasks)
+    reach = _cummax_by(task, end)  # the latest end so far within the task, this row included
+    prev = np.concatenate(([-np.inf], reach[:-1]))
+    prev[np.concatenate(([True], task[1:] != task[:-1]))] = -np.inf  # first row of a task
+    covered = np.clip(end - np.maximum(start, prev), 0.0, None)
+    return np.bincount(task, weights=covered, minlength=ntasks) * 1e-9
+
+
+def _cummax_by(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
+    import pandas as pd
+
+    return pd.Series(values).groupby(groups).cummax().to_numpy()
+
+
 def measured(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
-    """Measured (total_s, comm_s) per task: S_m = sum of the durations of every row except init/finalize."""
+    """Measured (total_s, comm_s) per task: S_m = the time inside MPI calls (mpi_time_s), the span from
+    the first row's start to the last row's end."""
     ev = trace.events
-    dur = (ev["t_end_ns"] - ev["t_start_ns"]).to_numpy() * 1e-9
-    is_comm = ~ev["op"].isin(["init", "finalize"]).to_numpy()
-    comm = np.bincount(ev["task"].to_numpy(), weights=np.where(is_comm, dur, 0.0), minlength=trace.ntasks)
+    comm = mpi_time_s(ev, trace.ntasks)
     g = ev.groupby("task")
     span = (g["t_end_ns"].max() - g["t_start_ns"].min()).reindex(range(trace.ntasks), fill_value=0)
     return span.to_numpy() * 1e-9, comm
@@ -583,4 +605,4 @@ def timeline(result: Result, trace: Trace) -> list[dict]:
 
 
 __all__ = ["Cluster", "MODELS", "Result", "Simulator", "e_abs", "load_cluster", "load_mapping", "lower", "mapping",
-           "measured", "timeline"]
+           "measured", "mpi_time_s", "timeline"]
