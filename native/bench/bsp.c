@@ -83,23 +83,6 @@ static uint64_t calibrate(const hv_timer *t, double quantum_ns) {
     return n;
 }
 
-/* --pin: rank r moves to the r-th CPU it may run on (as hv_queues does). */
-static int pin_to_own_cpu(int rank) {
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
-    int k = 0;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &allowed)) continue;
-        if (k++ == rank) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpu, &one);
-            return sched_setaffinity(0, sizeof one, &one) == 0 ? cpu : -1;
-        }
-    }
-    return -1;
-}
-
 static void tree_barrier(const hv_ctx *ctx, int arity) {
     const int r = ctx->rank, n = ctx->size;
     long first = (long)arity * r + 1;
@@ -135,7 +118,7 @@ int main(int argc, char **argv) {
         {"barrier", NULL, 0, "mpi|tree"},
         {"arity", NULL, 0, "arity of the tree barrier"},
         {"work-iters", NULL, 0, "iterations per quantum (0: calibrate)"},
-        {"pin", NULL, 1, "pin rank r to the r-th allowed CPU"},
+        {"pin", NULL, 1, "pin rank r to the (r mod n)-th of the n allowed CPUs"},
         {"rt-prio", NULL, 0, "SCHED_FIFO priority of the ranks (0: normal scheduler)"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
@@ -160,8 +143,8 @@ int main(int argc, char **argv) {
     else if (bname && strcmp(bname, "tree") == 0) tree = 1;
     else HV_DIE("hv_bsp: --barrier must be mpi or tree, got '%s'", bname ? bname : "(none)");
     const char *pinv = hv_args_get(opts, nopts, "pin");
-    if (pinv && strcmp(pinv, "0") != 0 && pin_to_own_cpu(ctx.rank) < 0 && ctx.rank == 0)
-        fprintf(stderr, "hv_bsp: warning: rank 0 could not be pinned (fewer allowed CPUs than ranks?)\n");
+    if (pinv && strcmp(pinv, "0") != 0 && hv_pin_rank(ctx.rank) < 0 && ctx.rank == 0)
+        fprintf(stderr, "hv_bsp: warning: rank 0 could not be pinned\n");
 
     /* --rt-prio: other user processes can no longer preempt the ranks; only the kernel, higher
      * real-time threads (the noise injector) and RT throttling (sched_rt_runtime_us) interrupt them */

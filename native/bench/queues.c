@@ -131,26 +131,6 @@ static uint64_t unexpected_iter(const hv_queues *q, int len, int size) {
     return dt;
 }
 
-/* --pin: rank r moves to the r-th CPU it may run on, so that the two ping-pong
- * ranks never share a core (a shared core turns every round trip into a
- * context switch). Ranks beyond the allowed CPUs stay unpinned. Returns the
- * CPU or -1. */
-static int pin_to_own_cpu(int rank) {
-    cpu_set_t allowed;
-    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
-    int k = 0;
-    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
-        if (!CPU_ISSET(cpu, &allowed)) continue;
-        if (k++ == rank) {
-            cpu_set_t one;
-            CPU_ZERO(&one);
-            CPU_SET(cpu, &one);
-            return sched_setaffinity(0, sizeof one, &one) == 0 ? cpu : -1;
-        }
-    }
-    return -1;
-}
-
 static uint64_t one_iter(const hv_queues *q, int len, int entries, int size) {
     return q->mode == MODE_POSTED ? posted_iter(q, len, entries, size) : unexpected_iter(q, len, size);
 }
@@ -163,7 +143,7 @@ int main(int argc, char **argv) {
         {"traversed", NULL, 0, "comma list: percent of the posted queue traversed, per point (posted)"},
         {"sizes", NULL, 0, "comma list: message size in bytes of each point"},
         {"any-source", NULL, 1, "post the receives with MPI_ANY_SOURCE (posted)"},
-        {"pin", NULL, 1, "pin rank r to the r-th allowed CPU"},
+        {"pin", NULL, 1, "pin rank r to the (r mod n)-th of the n allowed CPUs"},
         {"iters", NULL, 0, "maximum measured iterations per point"},
         {"min-iters", NULL, 0, "minimum measured iterations per point"},
         {"warmup", NULL, 0, "unmeasured iterations per point"},
@@ -218,7 +198,7 @@ int main(int argc, char **argv) {
     q.sreq = hv_malloc_touched((size_t)(maxlen ? maxlen : 1) * sizeof *q.sreq);
     double *rows = hv_malloc_touched((size_t)iters * 2 * sizeof *rows);
     uint64_t *t = hv_malloc_touched((size_t)iters * sizeof *t);
-    int cpu = hv_args_get(opts, nopts, "pin") ? pin_to_own_cpu(ctx.rank) : -1;
+    int cpu = hv_args_get(opts, nopts, "pin") ? hv_pin_rank(ctx.rank) : -1;
     int *cpus = hv_malloc_touched((size_t)ctx.size * sizeof *cpus);
     HV_MPI_CHECK(MPI_Gather(&cpu, 1, MPI_INT, cpus, 1, MPI_INT, 0, ctx.comm));
     const char *cols[] = {"iter", "rtt_ns"};

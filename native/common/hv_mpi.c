@@ -1,4 +1,5 @@
 #include "hv_mpi.h"
+#include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -42,6 +43,24 @@ void *hv_malloc_touched(size_t bytes) {
     if (posix_memalign(&p, (size_t)page, bytes ? bytes : 1) != 0) HV_DIE("out of memory allocating %zu bytes", bytes);
     memset(p, 0x5a, bytes);
     return p;
+}
+
+int hv_pin_rank(int rank) {
+    cpu_set_t allowed;
+    if (sched_getaffinity(0, sizeof allowed, &allowed) != 0) return -1;
+    int n = CPU_COUNT(&allowed);
+    if (n <= 0) return -1;
+    int want = rank % n, k = 0;
+    for (int cpu = 0; cpu < CPU_SETSIZE; cpu++) {
+        if (!CPU_ISSET(cpu, &allowed)) continue;
+        if (k++ == want) {
+            cpu_set_t one;
+            CPU_ZERO(&one);
+            CPU_SET(cpu, &one);
+            return sched_setaffinity(0, sizeof one, &one) == 0 ? cpu : -1;
+        }
+    }
+    return -1;
 }
 
 static double wtime(void) { return MPI_Wtime(); }

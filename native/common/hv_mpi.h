@@ -37,6 +37,12 @@ void hv_die(const char *file, int line, const char *fmt, ...) __attribute__((nor
 #define HV_DIE(...) hv_die(__FILE__, __LINE__, __VA_ARGS__)
 #define HV_ALLOC_CHECK(p) do { if (!(p)) HV_DIE("out of memory allocating %s", #p); } while (0)
 
+/* Pins the calling rank to the (rank mod n)-th of the n CPUs it may run on, so that
+ * ranks of one node sharing a core cannot turn every message into a context switch
+ * (ranks are placed in blocks, so this is the node-local index when ranks per node
+ * do not exceed the cores). Returns the CPU, or -1 if pinning failed. */
+int hv_pin_rank(int rank);
+
 /* Allocates, touches every page (so that page faults stay out of timed loops) and checks. */
 void *hv_malloc_touched(size_t bytes);
 

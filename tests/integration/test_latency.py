@@ -59,10 +59,3 @@ def test_resume_measures_only_missing_points(runs_dir):
     assert len(info["launches"]) == 2 and info["status"] == "complete"
     samples = pd.read_parquet(run.path / "latency.samples.parquet")
     assert set(samples["size_bytes"]) == {8, 64}
-
-
-def test_demo_prints_table_and_stores_run(runs_dir):
-    res = run_cli(["demo"], check=True)
-    assert "one-way latency" in res.stdout
-    assert "4MiB" in res.stdout
-    assert len(list(runs_dir.iterdir())) == 1

@@ -22,7 +22,7 @@ from hpcvar.cli.common import DURATION, bench_context, emit, launch_options, out
               help="Loop iterations per phase instead of calibrating (default: the --baseline run's, else "
                    "calibrated at start).")
 @click.option("--pin/--no-pin", default=True, show_default=True,
-              help="Pin rank r to the r-th CPU it may use (its jitter is then one CPU's).")
+              help="Pin rank r to the (r mod n)-th of the n CPUs it may use (its jitter is then one CPU's).")
 @click.option("--rt-prio", type=int, default=0, show_default=True,
               help="Run the ranks SCHED_FIFO at this priority (0: normal scheduler): other user processes then "
                    "cannot preempt them; keep it below 'noise inject --rt-prio' (50) so that injected bursts do.")

@@ -1,0 +1,83 @@
+"""The main job end to end: characterize --quick (what make demo runs), resume, and compare
+flagging a degradation made with the noise injector."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+
+import pytest
+
+from hpcvar.results import Run
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.mpi
+
+
+@pytest.mark.timeout(900)
+def test_demo_is_a_complete_quick_characterization(runs_dir):
+    res = run_cli(["demo"], timeout=900)
+    assert res.returncode == 0, res.stdout + res.stderr
+    run_path = re.search(r"characterization stored in (\S+)", res.stdout).group(1)
+    report = re.search(r"report: (\S+)", res.stdout).group(1)
+    run = Run.open(run_path)
+    steps = run.info["steps"]
+    expected = {"latency", "queues-posted", "queues-unexpected", "ace", "noise", "jitter", "fanin"}
+    assert {n for n, s in steps.items() if s["status"] == "complete"} == expected, steps
+    assert steps["sharing"]["status"] == "skipped" and "testbed" in steps["sharing"]["reason"]
+    children = {c.info["params"]["step"]: c for c in run.children()}
+    assert set(children) == expected
+    assert all(c.info["status"] == "complete" for c in children.values())
+    html = open(report).read()
+    # one section per step, figures inlined, headline numbers at the top
+    for title in ("Point-to-point latency", "posted-receive queue", "unexpected-message queue", "ACE",
+                  "OS jitter", "Fan-in"):
+        assert title.lower() in html.lower(), title
+    assert html.count("data:image/png;base64,") >= 10
+    assert html.index("Summary") < html.index("Point-to-point latency")
+
+
+def test_characterize_resume_runs_only_missing_steps(runs_dir):
+    args = ["characterize", "--quick", "--steps", "latency,queues-unexpected", "--json"]
+    first = json.loads(run_cli(args, check=True).stdout)
+    run = Run.open(first["run"])
+    kept = run.info["steps"]["latency"]["run"]
+    # forget the second step, as if the characterization had been interrupted there
+    lost = run.info["steps"].pop("queues-unexpected")["run"]
+    import shutil
+
+    shutil.rmtree(run.path / "steps" / lost)
+    run.info["status"] = "interrupted"
+    run.save()
+    again = json.loads(run_cli(args + ["--resume", run.id], check=True).stdout)
+    assert again["run"] == first["run"]
+    info = Run.open(run.path).info
+    assert info["steps"]["latency"]["run"] == kept  # not measured again
+    assert info["steps"]["queues-unexpected"]["status"] == "complete"
+    assert info["status"] == "complete"
+    assert len(list((run.path / "steps").iterdir())) == 2
+
+
+def test_compare_same_machine_unchanged_and_injected_noise_degraded(runs_dir):
+    lat = ["bench", "latency", "--np", "2", "--sizes", "64KiB", "--iters", "400", "--min-iters", "400",
+           "--time-per-size", "2s", "--json"]
+    base = json.loads(run_cli(lat, check=True).stdout)["run"]
+    same = json.loads(run_cli(lat, check=True).stdout)["run"]
+    res = run_cli(["compare", base, same, "--json"])
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert json.loads(res.stdout)["degraded"] == []
+    # 2 ms of noise every 4 ms on both CPUs while measuring
+    inject = subprocess.Popen([sys.executable, "-m", "hpcvar", "noise", "inject", "--cpus", "all", "--period", "4ms",
+                               "--burn", "2ms", "--time", "60s"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        noisy = json.loads(run_cli(lat, check=True).stdout)["run"]
+    finally:
+        inject.terminate()
+        inject.wait(timeout=30)
+    res = run_cli(["compare", base, noisy, "--json"])
+    assert res.returncode == 3, res.stdout + res.stderr
+    out = json.loads(res.stdout)
+    assert out["degraded"] == ["latency one-way size=64KiB"]
+    assert out["metrics"][0]["change_pct"] > 10
