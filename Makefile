@@ -22,13 +22,17 @@ else
   MPICC_FOR_BUILD := $(abspath $(BIN))/mpicc
 endif
 
-.PHONY: demo test install clean native-dev
+.PHONY: demo test test-slow install clean native-dev
 
 demo: $(STAMP)
 	$(BIN)/hpcvar demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# the long tests too (minutes each on 2 cores; not in CI)
+test-slow: $(STAMP)
+	$(BIN)/python -m pytest -m "slow or not slow" $(PYTEST_ARGS)
 
 install: $(STAMP)
 

@@ -48,6 +48,13 @@ def in_vm() -> bool | None:
     return "hypervisor" in flags
 
 
+def mem_available_bytes() -> int | None:
+    """MemAvailable from /proc/meminfo (None where unknown): the limit memory checks use."""
+    text = _read("/proc/meminfo") or ""
+    m = re.search(r"^MemAvailable:\s+(\d+) kB", text, re.M)
+    return int(m.group(1)) * 1024 if m else None
+
+
 def governor() -> str | None:
     return _read("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
 

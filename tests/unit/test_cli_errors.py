@@ -88,3 +88,36 @@ def test_missing_option_and_argument_are_named():
     assert res.returncode == 2 and res.stderr.strip() == "error: missing argument (RUNS). See --help"
     res = run_cli(["trace", "run", "--", "true"])
     assert res.returncode == 2 and "error: missing option (--output)" in res.stderr
+
+
+def test_sigterm_stops_helper_programs(tmp_path):
+    """A terminated hpcvar leaves no native program running (here: the noise injector)."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    proc = subprocess.Popen([sys.executable, "-m", "hpcvar", "noise", "inject", "--cpus", "0", "--period", "100ms",
+                             "--burn", "1ms", "--time", "60s", "--rt-prio", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 30
+        child = None
+        while child is None and time.monotonic() < deadline:
+            out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+            child = int(out[0]) if out else None
+            time.sleep(0.1)
+        assert child is not None, "the injector did not start"
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+        assert proc.returncode == 130 and "interrupted" in proc.stderr.read()
+        time.sleep(0.5)
+        try:
+            os.kill(child, 0)
+            alive = open(f"/proc/{child}/stat").read().split()[2] != "Z"
+        except (ProcessLookupError, FileNotFoundError):
+            alive = False
+        assert not alive
+    finally:
+        if proc.poll() is None:
+            proc.kill()

@@ -102,9 +102,9 @@ def test_more_clients_than_ranks():
 
 
 def test_memory_above_available(monkeypatch):
-    import hpcvar.bench.fanin as f
+    import hpcvar.metadata as m
 
-    monkeypatch.setattr(f, "mem_available_bytes", lambda: 10 << 20)
+    monkeypatch.setattr(m, "mem_available_bytes", lambda: 10 << 20)
     with pytest.raises(UsageError, match="available") as e:
         Fanin().validate(params(large=4 << 20, clients=[4], chatter_ratio=[0.0]), _ctx(11))
     assert e.value.where == "--large"

@@ -32,6 +32,7 @@ import itertools
 import numpy as np
 import pandas as pd
 
+from hpcvar import metadata
 from hpcvar.bench.runner import BenchContext, Benchmark
 from hpcvar.errors import UsageError
 from hpcvar.results import RawFile
@@ -89,16 +90,6 @@ def ranks_needed(params: dict) -> int:
     return max(params["servers"] + c + k for c in params["clients"] for k in chatter_counts(params, c))
 
 
-def mem_available_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (None where unknown)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def root_buffer_bytes(params: dict, point: dict) -> int:
@@ -197,7 +188,7 @@ class Fanin(Benchmark):
         self._check_memory(params, ctx)
 
     def _check_memory(self, params: dict, ctx: BenchContext) -> None:
-        avail = mem_available_bytes()
+        avail = metadata.mem_available_bytes()
         if avail is None:
             return
         one_host = ctx.launcher.name in ("local", "testbed")

@@ -36,6 +36,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
+from hpcvar import metadata
 from hpcvar.bench.runner import BenchContext, Benchmark
 from hpcvar.errors import UsageError
 from hpcvar.results import RawFile
@@ -66,16 +67,6 @@ FIT_STATS = {"median": lambda x: float(np.median(x)), "p10": lambda x: float(np.
 SUMMARY_PERCENTILES = (10.0, 50.0, 90.0, 99.0, 99.9)
 
 
-def available_memory_bytes() -> int | None:
-    """MemAvailable from /proc/meminfo (None where there is none)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def traversed_entries(length: int, pct: int) -> int:
@@ -173,7 +164,7 @@ class _QueuesBase(Benchmark):
     def check_memory(self, params: dict, ctx: BenchContext) -> None:
         if getattr(ctx.launcher, "name", "local") not in ("local", "testbed"):
             return  # ranks run on other hosts: this host's memory says nothing
-        avail = available_memory_bytes()
+        avail = metadata.mem_available_bytes()
         if avail is None:
             return
         ranks_here = min(ctx.np, ctx.ranks_per_node or ctx.np)

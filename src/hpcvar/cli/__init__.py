@@ -6,6 +6,7 @@ on stderr, exit code 2 for usage errors and 1 for failures.
 
 from __future__ import annotations
 
+import signal
 import sys
 
 import click
@@ -54,7 +55,13 @@ def _flag_of(e: click.ClickException) -> str | None:
     return getattr(e, "param_hint", None)
 
 
+def _terminated(signum, frame):
+    """SIGTERM behaves like Ctrl-C: running jobs and helper programs are stopped, finished points kept."""
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> None:
+    signal.signal(signal.SIGTERM, _terminated)
     try:
         rv = cli.main(args=argv, prog_name="hpcvar", standalone_mode=False)
     except HpcvarError as e:

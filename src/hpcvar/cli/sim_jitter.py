@@ -213,7 +213,7 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
             configs.append((name, tr, cpus, nt, k, a))
 
     trace_bytes = sum(c[3].nbytes() for c in configs)
-    avail = J.available_memory()
+    avail = metadata.mem_available_bytes()
     for n in task_list:
         need = J.memory_estimate(n, phases, bool(per_task), trace_bytes)
         if avail is not None and need > 0.9 * avail:

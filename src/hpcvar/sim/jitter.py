@@ -173,15 +173,6 @@ def memory_estimate(ntasks: int, phases: int, per_task_out: bool, trace_bytes: i
     return b
 
 
-def available_memory() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        return None
-    return None
 
 
 def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alignment, seed: int = 0,
