@@ -37,6 +37,14 @@ def test_demo_is_a_complete_quick_characterization(runs_dir):
         assert title.lower() in html.lower(), title
     assert html.count("data:image/png;base64,") >= 10
     assert html.index("Summary") < html.index("Point-to-point latency")
+    # every measured step gives compare raw-sample metrics; a run compared with itself is unchanged
+    from hpcvar.compare import compare_runs, metrics_of
+
+    metrics = metrics_of(run)
+    for step in ("latency", "queues-posted", "queues-unexpected", "ace", "noise", "fanin"):
+        assert any(name.startswith(f"{step}: ") for name in metrics), step
+    same = compare_runs(run, run)
+    assert same["degraded"] == [] and same["improved"] == []
 
 
 def test_characterize_resume_runs_only_missing_steps(runs_dir):

@@ -38,6 +38,7 @@ SECTION_BUILDERS: dict[str, Callable] = {}
 # modules whose import registers section builders (one line per area)
 SECTION_MODULES = [
     "hpcvar.report.sec_latency",
+    "hpcvar.report.metrics",
     "hpcvar.report.sec_sharing",
     "hpcvar.report.sec_queues",
     "hpcvar.report.sec_ace",

@@ -1,0 +1,80 @@
+"""What `hpcvar compare` compares for each kind of run: raw samples, never summaries.
+
+Each builder returns Metric(name, samples, higher_is_worse, unit); names are
+stable across runs of the same parameters so that two runs pair up metric by
+metric. Builders for latency live with its section (sec_latency.py).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hpcvar.compare import Metric, register_metrics
+from hpcvar.units import format_size
+
+NOISE_WINDOW_S = 0.1  # noise fraction per 100 ms window: a sample per window
+
+
+@register_metrics("bench queues posted")
+def queues_posted_metrics(run) -> list[Metric]:
+    s = run.read_table("queues_posted.samples")
+    return [Metric(f"posted queue length={L} traversed={t}% size={format_size(z)}", g["oneway_ns"].to_numpy(),
+                   True, "ns") for (L, t, z), g in s.groupby(["length", "traversed_pct", "size_bytes"])]
+
+
+@register_metrics("bench queues unexpected")
+def queues_unexpected_metrics(run) -> list[Metric]:
+    s = run.read_table("queues_unexpected.samples")
+    return [Metric(f"unexpected queue length={L} size={format_size(z)}", g["oneway_ns"].to_numpy(), True, "ns")
+            for (L, z), g in s.groupby(["length", "size_bytes"])]
+
+
+@register_metrics("bench ace")
+def ace_metrics(run) -> list[Metric]:
+    c = run.read_table("ace.cycles")
+    out = []
+    for (name, size), g in c.groupby(["name", "size_bytes"]):
+        for col, what in (("t_comm_ns", "T_comm"), ("t_barr_ns", "T_barr")):
+            out.append(Metric(f"ace {name} size={format_size(size)} {what} per cycle", g[col].to_numpy(), True, "ns"))
+    return out
+
+
+@register_metrics("bench fanin")
+def fanin_metrics(run) -> list[Metric]:
+    b = run.read_table("fanin.bins")
+    b = b[b["full"]]
+    keys = ["clients", "chatter", "queues", "depth", "match"]
+    return [Metric("fanin " + " ".join(f"{k}={v}" for k, v in zip(keys, kv)), g["large_bytes_per_s"].to_numpy(),
+                   False, "B/s") for kv, g in b.groupby(keys)]
+
+
+@register_metrics("bench sharing")
+def sharing_metrics(run) -> list[Metric]:
+    s = run.read_table("sharing.samples")
+    return [Metric(f"sharing {comm} ({src}->{dst}) time", g["t_ns"].to_numpy(), True, "ns")
+            for (comm, src, dst), g in s.groupby(["comm", "src", "dst"])]
+
+
+@register_metrics("bench bsp")
+def bsp_metrics(run) -> list[Metric]:
+    p = run.read_table("bsp.phases")
+    return [Metric("bsp phase duration", p.groupby(["rep", "phase"])["phase_ns"].max().to_numpy(), True, "ns")]
+
+
+@register_metrics("noise record")
+def noise_metrics(run) -> list[Metric]:
+    """Per CPU: the fraction of CPU lost in every 100 ms window, and every detour's duration."""
+    from hpcvar.noise.formats import load_trace
+
+    trace = load_trace(run.path / "trace.jtr")
+    out = []
+    for c in trace.cpus:
+        starts = c.starts()
+        window = int(NOISE_WINDOW_S * trace.freq_hz)
+        if c.length >= 2 * window and c.events:
+            idx = starts // window
+            lost = np.bincount(idx, weights=c.duration, minlength=int(c.length // window))[: c.length // window]
+            out.append(Metric(f"noise cpu{c.cpu} fraction lost per {NOISE_WINDOW_S * 1e3:.0f} ms", lost / window,
+                              True, ""))
+        out.append(Metric(f"noise cpu{c.cpu} detour", c.duration / trace.freq_hz * 1e9, True, "ns"))
+    return out
