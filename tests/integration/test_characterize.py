@@ -68,18 +68,37 @@ def test_characterize_resume_runs_only_missing_steps(runs_dir):
     assert len(list((run.path / "steps").iterdir())) == 2
 
 
+def _wait_for_child(proc: subprocess.Popen, timeout: float = 30.0) -> None:
+    """Wait until the injector's native program runs (Python start-up takes a moment)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        if out:
+            time.sleep(0.3)  # its threads are set up
+            return
+        assert proc.poll() is None, proc.stderr.read()
+        time.sleep(0.05)
+    raise AssertionError("the noise injector did not start")
+
+
 def test_compare_same_machine_unchanged_and_injected_noise_degraded(runs_dir):
-    lat = ["bench", "latency", "--np", "2", "--sizes", "64KiB", "--iters", "400", "--min-iters", "400",
-           "--time-per-size", "2s", "--json"]
+    # 4 MiB round trips of about 1 ms: 200 of them span about 0.2 s
+    lat = ["bench", "latency", "--np", "2", "--sizes", "4MiB", "--iters", "200", "--min-iters", "200",
+           "--time-per-size", "60s", "--json"]
     base = json.loads(run_cli(lat, check=True).stdout)["run"]
     same = json.loads(run_cli(lat, check=True).stdout)["run"]
     res = run_cli(["compare", base, same, "--json"])
     assert res.returncode == 0, res.stdout + res.stderr
     assert json.loads(res.stdout)["degraded"] == []
-    # 2 ms of noise every 4 ms on both CPUs while measuring
+    # 3 ms of noise every 4 ms on both CPUs while measuring: no 1 ms round trip fits between two
+    # bursts (with shorter bursts the free windows hold whole round trips and the median does not move)
     inject = subprocess.Popen([sys.executable, "-m", "hpcvar", "noise", "inject", "--cpus", "all", "--period", "4ms",
-                               "--burn", "2ms", "--time", "60s"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                               "--burn", "3ms", "--time", "120s"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True)
     try:
+        _wait_for_child(inject)
         noisy = json.loads(run_cli(lat, check=True).stdout)["run"]
     finally:
         inject.terminate()
@@ -87,5 +106,5 @@ def test_compare_same_machine_unchanged_and_injected_noise_degraded(runs_dir):
     res = run_cli(["compare", base, noisy, "--json"])
     assert res.returncode == 3, res.stdout + res.stderr
     out = json.loads(res.stdout)
-    assert out["degraded"] == ["latency one-way size=64KiB"]
+    assert out["degraded"] == ["latency one-way size=4MiB"]
     assert out["metrics"][0]["change_pct"] > 10
