@@ -472,11 +472,18 @@ int main(int argc, char **argv) {
             xs[b] = (double)s->bench[b];
             ys[b] = sum / (double)s->bench_iters / s->msgs;
         }
-        double ab[2];
+        double ab[3];
         if (fit_line(xs, ys, s->nbench, &ab[0], &ab[1]) != 0) HV_DIE("EA '%s': bench_sizes need two different sizes", s->name);
-        HV_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ab, 2, MPI_DOUBLE, MPI_SUM, e->comm));
+        ab[2] = ys[s->nbench - 1]; /* mean time per message at the largest benchmark size */
+        HV_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ab, 3, MPI_DOUBLE, MPI_SUM, e->comm));
         alpha = ab[0] / e->size;
         beta = ab[1] / e->size;
+        if (alpha + beta * (double)s->size <= 0 && s->bench[s->nbench - 1] == s->size) {
+            /* a noisy benchmark can fit a line that predicts a negative time at the EA's size:
+             * use the measured time per message at that size instead (alpha = it, beta = 0) */
+            alpha = ab[2] / e->size;
+            beta = 0;
+        }
     } else if (e) {
         alpha = s->alpha_ns;
         beta = s->beta_ns;

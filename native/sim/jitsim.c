@@ -9,11 +9,13 @@
  * trace, and the loop is bound by those cache misses. */
 #include "jitsim.h"
 
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
 #define HV_JS_PREFETCH 12 /* tasks ahead whose trace events are prefetched */
+#define HV_JS_GRAIN 256   /* default: split-level nodes per thread at least */
 
 /* ---- searching the cumulative event arrays --------------------------------------------------- */
 
@@ -284,62 +286,291 @@ static void phase_none(const hv_js_config *c, int64_t ph) {
     c->phase_end[ph] = mx;
 }
 
-static void phase_tree(const hv_js_config *c, int64_t ph, hv_arrival *buf) {
+/* ---- threads ---------------------------------------------------------------------------------
+ *
+ * Every task's state changes only through its own step() calls, whose inputs are its own
+ * state and the slots its children (going up) or its parent (going down) wrote. Any order
+ * that runs a task after its children going up and after its parent going down therefore
+ * gives the same integers as the serial sweeps. The threaded phase splits the tree at a
+ * "split level" whose nodes are dealt out in contiguous runs, one run per thread: the
+ * descendants of nodes [a, b) one level down are [k a + 1, k b + 1), again contiguous, so a
+ * thread sweeps its own subtrees level by level without waiting for anyone. Per phase:
+ * every thread sweeps its subtrees up; barrier; thread 0 sweeps the few nodes above the
+ * split level up and down; barrier; every thread sweeps its subtrees down; barrier. The
+ * split points balance the number of tasks (the deepest level may be partial). */
+
+typedef struct hv_team hv_team;
+
+typedef struct {
+    hv_team *team;
+    int32_t id;
+    int64_t lo, hi; /* this thread's nodes of the split level, or its tasks without a tree */
+    int64_t mx;     /* this thread's max over tasks of the next phase's start */
+    hv_arrival *buf;
+    pthread_t th;
+} hv_worker;
+
+struct hv_team {
+    const hv_js_config *c;
+    int32_t n;               /* threads */
+    int64_t split;           /* first index of the split level (tree) */
+    pthread_barrier_t bar;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int state; /* 0: wait, 1: go, 2: abort */
+    hv_worker *w;
+};
+
+static inline void prefetch_range(const hv_js_config *c, int64_t i, int64_t lo, int64_t hi) {
+    if (i >= lo && i < hi) prefetch_task(c, i);
+}
+
+/* The up step of task i (its work, its children's arrivals, its send to the parent). */
+/* always_inline: used by the serial and the threaded sweeps, and only inlined is it as fast
+ * as the original single loop. */
+#define HV_INLINE static inline __attribute__((always_inline))
+
+HV_INLINE void up_one(const hv_js_config *c, int64_t ph, int64_t i, hv_arrival *buf) {
     const int64_t n = c->ntasks, k = c->arity;
     hv_js_task *T = c->tasks;
-    /* up: children have larger indices than their parent, so walk the ranks downwards */
+    int64_t cur = step(c, i, T[i].t, c->work);
+    if (c->compute_end) c->compute_end[ph * n + i] = cur;
+    const int64_t first = k * i + 1;
+    if (first < n) {
+        const int64_t last = first + k - 1 < n - 1 ? first + k - 1 : n - 1;
+        if (last == first) {
+            cur = step(c, i, cur > T[first].slot ? cur : T[first].slot, c->recv);
+        } else if (last == first + 1) { /* binary tree: two children, ties by index */
+            int64_t a0 = T[first].slot, a1 = T[last].slot;
+            int64_t x = a0 <= a1 ? a0 : a1, y = a0 <= a1 ? a1 : a0;
+            cur = step(c, i, cur > x ? cur : x, c->recv);
+            cur = step(c, i, cur > y ? cur : y, c->recv);
+        } else {
+            const int64_t m = last - first + 1;
+            for (int64_t j = 0; j < m; j++) {
+                buf[j].a = T[first + j].slot;
+                buf[j].c = first + j;
+            }
+            sort_arrivals(buf, m);
+            for (int64_t j = 0; j < m; j++) cur = step(c, i, cur > buf[j].a ? cur : buf[j].a, c->recv);
+        }
+    }
+    if (i > 0) {
+        cur = step(c, i, cur, c->send);
+        T[i].slot = cur + latency(c, i, (i - 1) / k);
+    }
+    T[i].t = cur;
+}
+
+/* The down step of task i; returns its next phase start. */
+HV_INLINE int64_t down_one(const hv_js_config *c, int64_t ph, int64_t i) {
+    const int64_t n = c->ntasks, k = c->arity;
+    hv_js_task *T = c->tasks;
+    int64_t cur = T[i].t;
+    if (i > 0) cur = step(c, i, T[i].slot, c->recv);
+    const int64_t first = k * i + 1;
+    if (first < n) {
+        const int64_t last = first + k - 1 < n - 1 ? first + k - 1 : n - 1;
+        for (int64_t ch = first; ch <= last; ch++) {
+            cur = step(c, i, cur, c->send);
+            T[ch].slot = cur + latency(c, i, ch);
+        }
+    }
+    T[i].t = cur;
+    if (c->next_start) c->next_start[ph * n + i] = cur;
+    return cur;
+}
+
+/* One phase on one thread. Up: children have larger indices than their parent, so walk
+ * the ranks downwards; down: parents before children. */
+static void phase_tree(const hv_js_config *c, int64_t ph, hv_arrival *buf) {
+    const int64_t n = c->ntasks;
     for (int64_t i = n - 1; i >= 0; i--) {
         prefetch_task(c, i - HV_JS_PREFETCH);
-        int64_t cur = step(c, i, T[i].t, c->work);
-        if (c->compute_end) c->compute_end[ph * n + i] = cur;
-        const int64_t first = k * i + 1;
-        if (first < n) {
-            const int64_t last = first + k - 1 < n - 1 ? first + k - 1 : n - 1;
-            if (last == first) {
-                cur = step(c, i, cur > T[first].slot ? cur : T[first].slot, c->recv);
-            } else if (last == first + 1) { /* binary tree: two children, ties by index */
-                int64_t a0 = T[first].slot, a1 = T[last].slot;
-                int64_t x = a0 <= a1 ? a0 : a1, y = a0 <= a1 ? a1 : a0;
-                cur = step(c, i, cur > x ? cur : x, c->recv);
-                cur = step(c, i, cur > y ? cur : y, c->recv);
-            } else {
-                const int64_t m = last - first + 1;
-                for (int64_t j = 0; j < m; j++) {
-                    buf[j].a = T[first + j].slot;
-                    buf[j].c = first + j;
-                }
-                sort_arrivals(buf, m);
-                for (int64_t j = 0; j < m; j++) cur = step(c, i, cur > buf[j].a ? cur : buf[j].a, c->recv);
-            }
-        }
-        if (i > 0) {
-            cur = step(c, i, cur, c->send);
-            T[i].slot = cur + latency(c, i, (i - 1) / k);
-        }
-        T[i].t = cur;
+        up_one(c, ph, i, buf);
     }
-    /* down: parents before children */
     int64_t mx = 0;
     for (int64_t i = 0; i < n; i++) {
         prefetch_task(c, i + HV_JS_PREFETCH);
-        int64_t cur = T[i].t;
-        if (i > 0) cur = step(c, i, T[i].slot, c->recv);
-        const int64_t first = k * i + 1;
-        if (first < n) {
-            const int64_t last = first + k - 1 < n - 1 ? first + k - 1 : n - 1;
-            for (int64_t ch = first; ch <= last; ch++) {
-                cur = step(c, i, cur, c->send);
-                T[ch].slot = cur + latency(c, i, ch);
-            }
-        }
-        T[i].t = cur;
-        if (c->next_start) c->next_start[ph * n + i] = cur;
+        const int64_t cur = down_one(c, ph, i);
         if (cur > mx) mx = cur;
     }
     c->phase_end[ph] = mx;
 }
 
-int hv_js_simulate(const hv_js_config *c) {
+/* Tasks of the subtrees of split-level nodes [a, b): the sum over levels of the ranges. */
+static int64_t subtree_tasks(int64_t n, int64_t k, int64_t a, int64_t b) {
+    int64_t s = 0;
+    while (a < n && a < b) {
+        s += (b < n ? b : n) - a;
+        if (a > (n - 1) / k) break; /* the next level starts beyond n */
+        a = k * a + 1;
+        b = b > (INT64_MAX - 1) / k ? INT64_MAX : k * b + 1;
+    }
+    return s;
+}
+
+static void worker_phase_tree(hv_worker *me, int64_t ph) {
+    hv_team *tm = me->team;
+    const hv_js_config *c = tm->c;
+    const int64_t n = c->ntasks, k = c->arity;
+    /* up: the levels of my subtrees, deepest first; each level's run from its end */
+    int64_t lv[64][2], nl = 0;
+    for (int64_t a = me->lo, b = me->hi; a < n && a < b;) {
+        lv[nl][0] = a;
+        lv[nl][1] = b < n ? b : n;
+        nl++;
+        if (a > (n - 1) / k) break;
+        a = k * a + 1;
+        b = b > (INT64_MAX - 1) / k ? INT64_MAX : k * b + 1;
+    }
+    for (int64_t l = nl - 1; l >= 0; l--) {
+        const int64_t lo = lv[l][0], hi = lv[l][1];
+        for (int64_t i = hi - 1; i >= lo; i--) {
+            prefetch_range(c, i - HV_JS_PREFETCH, lo, hi);
+            up_one(c, ph, i, me->buf);
+        }
+    }
+    pthread_barrier_wait(&tm->bar);
+    int64_t mx = 0;
+    if (me->id == 0) { /* the top of the tree, above the split level */
+        for (int64_t i = tm->split - 1; i >= 0; i--) up_one(c, ph, i, me->buf);
+        for (int64_t i = 0; i < tm->split; i++) {
+            const int64_t cur = down_one(c, ph, i);
+            if (cur > mx) mx = cur;
+        }
+    }
+    pthread_barrier_wait(&tm->bar);
+    for (int64_t l = 0; l < nl; l++) {
+        const int64_t lo = lv[l][0], hi = lv[l][1];
+        for (int64_t i = lo; i < hi; i++) {
+            prefetch_range(c, i + HV_JS_PREFETCH, lo, hi);
+            const int64_t cur = down_one(c, ph, i);
+            if (cur > mx) mx = cur;
+        }
+    }
+    me->mx = mx;
+    pthread_barrier_wait(&tm->bar);
+    if (me->id == 0) {
+        for (int32_t j = 1; j < tm->n; j++)
+            if (tm->w[j].mx > mx) mx = tm->w[j].mx;
+        c->phase_end[ph] = mx;
+    }
+}
+
+static void worker_phase_none(hv_worker *me, int64_t ph) {
+    hv_team *tm = me->team;
+    const hv_js_config *c = tm->c;
+    const int64_t n = c->ntasks;
+    int64_t mx = 0;
+    for (int64_t i = me->lo; i < me->hi; i++) {
+        prefetch_range(c, i + HV_JS_PREFETCH, me->lo, me->hi);
+        int64_t f = step(c, i, c->tasks[i].t, c->work);
+        if (c->compute_end) c->compute_end[ph * n + i] = f;
+        if (f > mx) mx = f;
+    }
+    me->mx = mx;
+    pthread_barrier_wait(&tm->bar);
+    for (int32_t j = 0; j < tm->n; j++)
+        if (tm->w[j].mx > mx) mx = tm->w[j].mx;
+    for (int64_t i = me->lo; i < me->hi; i++) {
+        c->tasks[i].t = mx;
+        if (c->next_start) c->next_start[ph * n + i] = mx;
+    }
+    if (me->id == 0) c->phase_end[ph] = mx;
+    pthread_barrier_wait(&tm->bar); /* nobody overwrites its mx before all have read them */
+}
+
+static void *worker_run(void *arg) {
+    hv_worker *me = arg;
+    hv_team *tm = me->team;
+    pthread_mutex_lock(&tm->mu);
+    while (tm->state == 0) pthread_cond_wait(&tm->cv, &tm->mu);
+    const int go = tm->state == 1;
+    pthread_mutex_unlock(&tm->mu);
+    if (!go) return NULL;
+    for (int64_t ph = 0; ph < tm->c->phases; ph++) {
+        if (tm->c->barrier == HV_JS_BARRIER_NONE) worker_phase_none(me, ph);
+        else worker_phase_tree(me, ph);
+    }
+    return NULL;
+}
+
+/* The threaded simulation; returns 1 when the problem is too small to split (run it serially). */
+static int simulate_team(const hv_js_config *c, int32_t threads, int64_t grain) {
+    const int64_t n = c->ntasks, k = c->arity;
+    hv_team tm = {.c = c, .n = threads, .split = 0, .state = 0};
+    int64_t total, first = 0, size = n; /* the split level [first, first + size) */
+    if (c->barrier == HV_JS_BARRIER_TREE) {
+        if (k < 2) return 1; /* a chain: nothing runs side by side */
+        first = 0;
+        size = 1;
+        while (size < (int64_t)threads * grain) {
+            if (size >= n - first || size > INT64_MAX / k) return 1; /* no level below is wide enough */
+            first += size;
+            size *= k;
+        }
+        if (size > n - first) size = n - first; /* a partial deepest level */
+        if (size < (int64_t)threads * grain) return 1;
+        tm.split = first;
+        total = subtree_tasks(n, k, first, first + size);
+    } else {
+        if (n < (int64_t)threads * grain) return 1;
+        total = n;
+    }
+    hv_worker *w = calloc((size_t)threads, sizeof *w);
+    if (!w) return -1;
+    tm.w = w;
+    int rc = 0;
+    int64_t bufn = k > 2 ? (k < n ? k : n) : 0;
+    for (int32_t j = 0; j < threads; j++) {
+        w[j].team = &tm;
+        w[j].id = j;
+        if (bufn && !(w[j].buf = malloc((size_t)bufn * sizeof *w[j].buf))) rc = -1;
+        /* w[j].lo: the first node whose run before it holds at least j / threads of the tasks */
+        int64_t lo = first, hi = first + size;
+        const int64_t want = (int64_t)((__int128)total * j / threads);
+        if (c->barrier == HV_JS_BARRIER_TREE) {
+            while (lo < hi) {
+                const int64_t mid = lo + (hi - lo) / 2;
+                if (subtree_tasks(n, k, first, mid) >= want) hi = mid;
+                else lo = mid + 1;
+            }
+            w[j].lo = lo;
+        } else {
+            w[j].lo = want;
+        }
+    }
+    for (int32_t j = 0; j < threads; j++) w[j].hi = j + 1 < threads ? w[j + 1].lo : first + size;
+    if (rc) goto out_bufs;
+    if (pthread_barrier_init(&tm.bar, NULL, (unsigned)threads)) {
+        rc = -1;
+        goto out_bufs;
+    }
+    pthread_mutex_init(&tm.mu, NULL);
+    pthread_cond_init(&tm.cv, NULL);
+    int32_t started = 1;
+    for (; started < threads; started++)
+        if (pthread_create(&w[started].th, NULL, worker_run, &w[started])) break;
+    pthread_mutex_lock(&tm.mu);
+    tm.state = started == threads ? 1 : 2;
+    pthread_cond_broadcast(&tm.cv);
+    pthread_mutex_unlock(&tm.mu);
+    if (started == threads) worker_run(&w[0]);
+    else rc = -1;
+    for (int32_t j = 1; j < started; j++) pthread_join(w[j].th, NULL);
+    pthread_cond_destroy(&tm.cv);
+    pthread_mutex_destroy(&tm.mu);
+    pthread_barrier_destroy(&tm.bar);
+out_bufs:
+    for (int32_t j = 0; j < threads; j++) free(w[j].buf);
+    free(w);
+    return rc;
+}
+
+int hv_js_simulate(const hv_js_config *c) { return hv_js_simulate_threads(c, 1, 0); }
+
+int hv_js_simulate_threads(const hv_js_config *c, int32_t threads, int64_t grain) {
     if (c->ntasks < 1 || c->phases < 0 || c->work < 0 || c->send < 0 || c->recv < 0 || c->lat_intra < 0 ||
         c->lat_inter < 0 || c->cores < 1 || c->arity < 1 || c->ntasks > INT64_MAX / (c->arity + 1))
         return -2;
@@ -349,16 +580,22 @@ int hv_js_simulate(const hv_js_config *c) {
             if (c->traces[j].n < 1 || c->traces[j].n > INT32_MAX || c->traces[j].compute < 1 ||
                 c->traces[j].length < 1)
                 return -2;
+    if (threads < 1 || threads > 1024 || grain < 0) return -2;
+    if (grain == 0) grain = HV_JS_GRAIN;
+    for (int64_t i = 0; i < c->ntasks; i++) {
+        c->tasks[i].t = c->tasks[i].slot = c->tasks[i].absorbed = c->tasks[i].cend = c->tasks[i].cprev = 0;
+        c->tasks[i].end = -1;
+        c->tasks[i].hint = -1;
+    }
+    if (threads > 1) {
+        const int rc = simulate_team(c, threads, grain);
+        if (rc != 1) return rc;
+    }
     hv_arrival *buf = NULL;
     if (c->barrier == HV_JS_BARRIER_TREE && c->arity > 2) {
         int64_t m = c->arity < c->ntasks ? c->arity : c->ntasks;
         buf = malloc((size_t)m * sizeof *buf);
         if (!buf) return -1;
-    }
-    for (int64_t i = 0; i < c->ntasks; i++) {
-        c->tasks[i].t = c->tasks[i].slot = c->tasks[i].absorbed = c->tasks[i].cend = c->tasks[i].cprev = 0;
-        c->tasks[i].end = -1;
-        c->tasks[i].hint = -1;
     }
     for (int64_t ph = 0; ph < c->phases; ph++) {
         if (c->barrier == HV_JS_BARRIER_NONE) phase_none(c, ph);

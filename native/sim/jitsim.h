@@ -63,6 +63,12 @@ int hv_js_offsets(const hv_js_trace *traces, int32_t cores, hv_js_task *tasks, i
 /* Reset t, absorbed and hints (offsets kept), then simulate. 0 on success, -1 on memory, -2 on bad config. */
 int hv_js_simulate(const hv_js_config *c);
 
+/* hv_js_simulate() on `threads` POSIX threads (same integers as one thread). grain: the
+ * least number of tasks per thread (barrier none), or of nodes per thread in the tree level
+ * where the tree is split among the threads (0: the default, 256). Too small a problem (or
+ * an arity-1 chain) runs on one thread. */
+int hv_js_simulate_threads(const hv_js_config *c, int32_t threads, int64_t grain);
+
 /* Zeroed, 2 MiB aligned memory (transparent huge pages where allowed); NULL on failure. */
 void *hv_js_alloc(int64_t bytes);
 void hv_js_free(void *p);

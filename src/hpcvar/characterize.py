@@ -129,17 +129,16 @@ def _jitter(ctx: StepContext, quick: bool) -> Run:
 
 
 def _fanin(ctx: StepContext, quick: bool) -> Run:
+    """Fan-in with and without chatter; on the testbed one rank per host, sharing the root's link."""
     if ctx.bench.launcher.name == "testbed":
-        words = ["--clients", "2", "--chatter", "0,2", "--large", "4MiB", "--small", "64KiB",
+        words = ["--clients", "2", "--chatter", "0,1" if quick else "0,2", "--large", "4MiB", "--small", "64KiB",
                  "--duration", "2s" if quick else "5s"]
-        np = None
     else:
         words = ["--clients", "1", "--chatter", "0,1", "--large", "256KiB", "--small", "4KiB",
                  "--duration", "500ms" if quick else "3s"]
-        np = None
     if not quick:
         words += ["--queues", "single,dual", "--match", "any,exact", "--repeat", "3"]
-    return invoke(ctx, ["bench", "fanin", *words], np=np)
+    return invoke(ctx, ["bench", "fanin", *words], np=None)  # --np: what the largest point needs
 
 
 # the paper's Figure 2 schemes (examples/schemes/ has them as files, with comments)

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from hpcvar.errors import UsageError
 from hpcvar.noise.trace import CpuTrace
 from hpcvar.sim import closed_form as cf
 from hpcvar.sim import jitter as J
@@ -95,11 +96,50 @@ def test_native_equals_reference(seed):
         assert out.compute_end.tolist() == ref.compute_end
         assert out.next_start.tolist() == ref.next_start
         assert out.absorbed.tolist() == ref.absorbed
+        # two threads, split as finely as the tree allows (grain 1), must give the same integers
+        out2 = J.simulate(nt, wl, n, align, s, 2, per_task=True, keep_tasks=True, threads=2, grain=1)
+        assert out2.phase_end.tolist() == ref.phase_end
+        assert out2.compute_end.tolist() == ref.compute_end
+        assert out2.next_start.tolist() == ref.next_start
+        assert out2.absorbed.tolist() == ref.absorbed
+        assert out2.last_start.tolist() == out.last_start.tolist()
         base = J.simulate(None, wl, n, align)
         rbase = R.simulate(None, offs, wl.phases, wl.work, wl.barrier, wl.arity, wl.send, wl.recv, wl.lat_intra,
                            wl.lat_inter, wl.cores_per_node)
         assert base.total == rbase.total
         checked += 1
+
+
+@pytest.mark.parametrize("barrier,arity,n,threads,grain", [
+    ("tree", 2, 3000, 2, 0), ("tree", 3, 2500, 2, 0), ("tree", 2, 1000, 3, 7), ("tree", 4, 777, 2, 5),
+    ("tree", 1, 300, 2, 1), ("none", 2, 2000, 2, 0), ("none", 2, 50, 4, 1)])
+def test_threads_equal_one_thread(barrier, arity, n, threads, grain):
+    """Threaded runs (the default split and finer ones, partial deepest levels, more threads
+    than cores, a chain that stays serial) give the integers of the single-threaded core."""
+    rng = random.Random(n * 31 + arity)
+    cpus = []
+    for c in range(2):
+        E = 40
+        cpus.append(CpuTrace(c, np.array([rng.choice([0, 3, 50, 400]) for _ in range(E)]),
+                             np.array([rng.randint(1, 900) for _ in range(E)])))
+    nt = J.NativeTraces(cpus)
+    wl = J.Workload(work=700, phases=5, barrier=barrier, arity=arity, send=13, recv=11, lat_intra=3, lat_inter=29,
+                    cores_per_node=2)
+    al = J.Alignment("unsync")
+    one = J.simulate(nt, wl, n, al, 4, 0, per_task=True, keep_tasks=True)
+    many = J.simulate(nt, wl, n, al, 4, 0, per_task=True, keep_tasks=True, threads=threads, grain=grain)
+    assert one.total > wl.phases * wl.work
+    assert many.phase_end.tolist() == one.phase_end.tolist()
+    assert np.array_equal(many.compute_end, one.compute_end)
+    assert np.array_equal(many.next_start, one.next_start)
+    assert np.array_equal(many.absorbed, one.absorbed)
+    assert np.array_equal(many.last_start, one.last_start)
+
+
+def test_threads_bad_count():
+    nt = J.NativeTraces([CpuTrace(0, np.array([1]), np.array([5]))])
+    with pytest.raises(UsageError):
+        J.simulate(nt, J.Workload(work=3, phases=1), 4, J.Alignment("unsync"), threads=0)
 
 
 def test_tree_order_of_arrival_and_costs():
@@ -217,12 +257,25 @@ def test_cli_sweep_tables_plots(runs_dir):
     assert (run / "plots" / "sweep.png").is_file() and (run / "plots" / "sweep.svg").is_file()
 
 
+def test_cli_threads_same_results(runs_dir):
+    args = ["sim", "jitter", "--synthetic", "1kHz:25us,poisson:50Hz:200us", "--trace-length", "10s", "--quantum",
+            "1ms", "--barrier", "tree", "--send-cycles", "500", "--recv-cycles", "500", "--latency-inter", "2us",
+            "--phases", "3", "--tasks", "100,2048", "--replicas", "2", "--json", "--no-plots"]
+    one = json.loads(run_cli(args, check=True).stdout)
+    two = json.loads(run_cli(args + ["--threads", "2"], check=True).stdout)
+    for p1, p2 in zip(one["points"], two["points"], strict=True):
+        assert p1["total_cycles_each"] == p2["total_cycles_each"] and p1["phases"] == p2["phases"]
+        assert p1["absorbed_cycles"] == p2["absorbed_cycles"] and p1["waiting_cycles"] == p2["waiting_cycles"]
+    assert one["points"][-1]["slowdown"] > 0
+
+
 @pytest.mark.parametrize("args,flag", [
     (["--arity", "0"], "--arity"),
     (["--tasks", "3"], "fig2.off"),
     (["--tasks", "1"], "fig2.off"),
     (["--align", "cosched"], "--window"),
     (["--tasks", "200G", "--offsets", None], "--tasks"),
+    (["--threads", "0"], "--threads"),
 ])
 def test_cli_bad_input(runs_dir, fig2_files, args, flag):
     t, o = fig2_files

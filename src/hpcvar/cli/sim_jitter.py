@@ -127,10 +127,12 @@ def _read_offsets(path: str, ntasks: int, lengths: list[int], cores: int) -> np.
 @click.option("--per-task", "per_task", type=click.Path(dir_okay=False), default=None,
               help="Write CSV task,phase,compute_end,next_start (cycles) of replica 0 (one task count).")
 @click.option("--no-plots", is_flag=True, help="Do not draw the plots.")
+@click.option("--threads", type=int, default=1, show_default=True,
+              help="POSIX threads of the C core (the same results for any count; 2 on a 2-core machine).")
 @output_options
 def cli(traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
         cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
-        phases, task_list, per_task, no_plots, as_json, runs_dir):
+        phases, task_list, per_task, no_plots, threads, as_json, runs_dir):
     """Simulate N phases of (compute W, barrier) for many tasks on a jitter trace (jitSim).
 
     Every task starts at a position of the trace (--align) and computes W cycles of
@@ -141,6 +143,8 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
     # ---- checks before any work --------------------------------------------------------------
     if arity < 1:
         raise UsageError(f"arity {arity} is below 1", "--arity", "A k-ary tree needs k >= 1 (2: binary)")
+    if not 1 <= threads <= J.MAX_THREADS:
+        raise UsageError(f"{threads} threads", "--threads", f"Give 1 to {J.MAX_THREADS} (1: no extra threads)")
     if phases < 1:
         raise UsageError(f"{phases} phases", "--phases", "Simulate at least one phase")
     if not traces and not synthetics:
@@ -227,7 +231,7 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
     params = {"traces": list(traces), "synthetic": list(synthetics), "trace_length": trace_length, "freq_hz": f0,
               "align": aligns, "window_cycles": win, "window_origin_cycles": origin, "offsets": offsets_file,
               "seed": seed, "replicas": replicas, "cores_per_node": cores_per_node, "tasks": list(task_list),
-              **wl_base}
+              "threads": threads, **wl_base}
     run = Run.create("sim jitter", params, runs_dir, ["hpcvar", *sys.argv[1:]], metadata.collect({}))
 
     # ---- simulate --------------------------------------------------------------------------------
@@ -240,7 +244,8 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
                 al = J.Alignment("file", explicit=_read_offsets(offsets_file, n, nt.lengths, k))
             else:
                 al = J.Alignment(a, window=win, origin=origin)
-            pr = J.run_point(nt, wl, n, al, seed, replicas if not offsets_file else 1, name, per_task=bool(per_task))
+            pr = J.run_point(nt, wl, n, al, seed, replicas if not offsets_file else 1, name, per_task=bool(per_task),
+                             threads=threads)
             s = pr.summary(f0, min(nt.lengths))
             s["closed_form"] = _closed(periodic, wl, n, a, win, origin) if not offsets_file else None
             if s["coverage"] > 1:

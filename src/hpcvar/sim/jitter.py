@@ -60,6 +60,8 @@ def lib() -> ctypes.CDLL:
     so.hv_js_free.restype = None
     so.hv_js_free.argtypes = [ctypes.c_void_p]
     so.hv_js_simulate.argtypes = [ctypes.POINTER(_Config)]
+    so.hv_js_simulate_threads.restype = ctypes.c_int
+    so.hv_js_simulate_threads.argtypes = [ctypes.POINTER(_Config), ctypes.c_int32, ctypes.c_int64]
     if so.hv_js_task_size() != TASK_BYTES:
         raise HpcvarError(f"libhv_jitsim.so has a task layout of {so.hv_js_task_size()} bytes, expected {TASK_BYTES}",
                           None, "Rebuild hpcvar (make install) so that the library matches the Python code")
@@ -159,7 +161,7 @@ class Outcome:
     compute_end: np.ndarray | None = None  # [phase, task]
     next_start: np.ndarray | None = None
     elapsed_s: float = 0.0  # wall time of the C core
-    cpu_s: float = 0.0  # CPU time of the C core (this thread): robust to a busy machine
+    cpu_s: float = 0.0  # CPU time of the process during the C core (all its threads): robust to a busy machine
     offsets: np.ndarray | None = None
     absorbed_q: dict = field(default_factory=dict)  # quantiles over tasks of the absorbed jitter (cycles)
     waiting_q: dict = field(default_factory=dict)  # quantiles over tasks of the waiting (cycles)
@@ -173,11 +175,19 @@ def memory_estimate(ntasks: int, phases: int, per_task_out: bool, trace_bytes: i
     return b
 
 
+MAX_THREADS = 1024  # the core's limit
 
 
 def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alignment, seed: int = 0,
-             replica: int = 0, per_task: bool = False, keep_tasks: bool = False) -> Outcome:
-    """One run of the C core. traces=None simulates the same workload without jitter (T0)."""
+             replica: int = 0, per_task: bool = False, keep_tasks: bool = False, threads: int = 1,
+             grain: int = 0) -> Outcome:
+    """One run of the C core. traces=None simulates the same workload without jitter (T0).
+
+    threads > 1 runs the phases on that many POSIX threads (identical results); grain is the
+    least work per thread (tasks, or tree nodes at the split level; 0: the core's default).
+    """
+    if not 1 <= threads <= MAX_THREADS:
+        raise UsageError(f"{threads} threads", "--threads", f"Give 1 to {MAX_THREADS} threads")
     so = lib()
     tasks = native_empty(ntasks, TASK_DTYPE)
     if traces is not None:
@@ -202,9 +212,9 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
                   tasks=tasks.ctypes.data, phase_end=phase_end.ctypes.data,
                   compute_end=ce.ctypes.data if ce is not None else None,
                   next_start=ns.ctypes.data if ns is not None else None)
-    t0, c0 = time.perf_counter(), time.thread_time()
-    rc = so.hv_js_simulate(ctypes.byref(cfg))
-    elapsed, cpu = time.perf_counter() - t0, time.thread_time() - c0
+    t0, c0 = time.perf_counter(), time.process_time()
+    rc = so.hv_js_simulate_threads(ctypes.byref(cfg), threads, grain)
+    elapsed, cpu = time.perf_counter() - t0, time.process_time() - c0
     if rc == -1:
         raise HpcvarError("the simulator ran out of memory", "--tasks", "Simulate fewer tasks")
     if rc != 0:
@@ -288,7 +298,8 @@ class PointResult:
 
 
 def run_point(traces: NativeTraces, wl: Workload, ntasks: int, align: Alignment, seed: int, replicas: int,
-              config: str, per_task: bool = False) -> PointResult:
-    outs = [simulate(traces, wl, ntasks, align, seed, r, per_task=per_task and r == 0) for r in range(replicas)]
-    base = simulate(None, wl, ntasks, align)
+              config: str, per_task: bool = False, threads: int = 1) -> PointResult:
+    outs = [simulate(traces, wl, ntasks, align, seed, r, per_task=per_task and r == 0, threads=threads)
+            for r in range(replicas)]
+    base = simulate(None, wl, ntasks, align, threads=threads)
     return PointResult(config=config, tasks=ntasks, replicas=outs, baseline=base, wl=wl)
