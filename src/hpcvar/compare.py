@@ -48,9 +48,12 @@ def metrics_of(run) -> dict[str, Metric]:
 
     load_all()  # section modules also register their metrics
     if run.info.get("command") == "characterize":
-        out = {}
+        out, seen = {}, {}
         for child in run.children():
             step = child.info.get("params", {}).get("step") or child.info.get("command")
+            seen[step] = seen.get(step, 0) + 1
+            if seen[step] > 1:  # a step with several runs (sharing: one per scheme), in their order
+                step = f"{step}#{seen[step]}"
             for name, m in metrics_of(child).items():
                 out[f"{step}: {name}"] = Metric(f"{step}: {name}", m.samples, m.higher_is_worse, m.unit)
         return out

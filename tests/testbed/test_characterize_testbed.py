@@ -34,7 +34,8 @@ def test_quick_characterization_on_the_testbed(testbed, runs_dir):
     steps = {s["name"]: s for s in out["steps"]}
     assert all(s["status"] == "complete" for s in steps.values()), steps
     run = Run.open(out["run"])
-    children = {c.info["params"]["step"]: c for c in run.children()}
+    children = {c.info["params"]["step"]: c for c in run.children()}  # the last run of each step
+    assert all("step" in c.info["params"] for c in run.children())
     lat = children["latency"].info
     assert lat["metadata"]["launcher"]["launcher"] == "testbed"
     assert len(set(lat["metadata"]["native"]["hosts"].split(","))) == 2  # the two ranks on two hosts
