@@ -22,10 +22,11 @@ def sharing_section(run) -> Section:
                      **{f"{m} E_rel %": round(c["predicted"][m]["e_rel_pct"], 1) for m in res["models"]}})
     plots = plot_evaluation(run, res)
     t_ref = float(summ.t_ref_median_ns.iloc[0])
+    scheme = ", ".join(f"{c['src']}->{c['dst']}" for c in res["communications"])
     return Section(
         title=f"Bandwidth sharing ({len(rows)} communications)",
-        headlines=[Headline("T_ref", f"{t_ref / 1e6:.3g} ms", "reference transfer alone (median)")]
-        + [Headline(f"E_abs {m}", f"{v:.1f}%",
+        headlines=[Headline(f"T_ref [{scheme}]", f"{t_ref / 1e6:.3g} ms", "reference transfer alone (median)")]
+        + [Headline(f"E_abs {m} [{scheme}]", f"{v:.1f}%",
                     "mean |E_rel| with " + ("the fitted parameters" if fitted and m == "gige" else
                                             "the paper's parameters" if m == "gige" else "no parameter"))
            for m, v in res["e_abs_pct"].items()],
