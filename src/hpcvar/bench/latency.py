@@ -11,12 +11,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hpcvar.bench.runner import BenchContext, Benchmark
-from hpcvar.errors import UsageError
+from hpcvar.bench.runner import MAX_PINGPONG_SIZE, BenchContext, Benchmark, check_sizes_and_iters
 from hpcvar.results import RawFile
 from hpcvar.stats import summarize
 
-MAX_SIZE = 1 << 30  # 1 GiB: the benchmark allocates one buffer of the largest size per rank
+MAX_SIZE = MAX_PINGPONG_SIZE
 
 
 class Latency(Benchmark):
@@ -31,15 +30,7 @@ class Latency(Benchmark):
 
     def validate(self, params: dict, ctx: BenchContext) -> None:
         super().validate(params, ctx)
-        for s in params["sizes"]:
-            if s < 0 or s > MAX_SIZE:
-                raise UsageError(f"message size {s} is outside [0, {MAX_SIZE}] bytes", "--sizes",
-                                 "Give sizes up to 1GiB")
-        if params["iters"] < 1:
-            raise UsageError("--iters must be at least 1", "--iters", "Use --iters 1000")
-        if params["min_iters"] > params["iters"]:
-            raise UsageError(f"--min-iters {params['min_iters']} is above --iters {params['iters']}",
-                             "--min-iters", "Lower --min-iters")
+        check_sizes_and_iters(params, MAX_SIZE)
 
     def argv(self, params: dict, points: list[dict]) -> list[str]:
         return ["--sizes", ",".join(str(p["size"]) for p in points), "--iters", str(params["iters"]),

@@ -37,13 +37,13 @@ import pandas as pd
 from scipy import stats as sps
 
 from hpcvar import metadata
-from hpcvar.bench.runner import BenchContext, Benchmark
+from hpcvar.bench.runner import MAX_PINGPONG_SIZE, BenchContext, Benchmark, check_sizes_and_iters
 from hpcvar.errors import UsageError
 from hpcvar.results import RawFile
 from hpcvar.stats import summarize
 from hpcvar.units import format_size
 
-MAX_SIZE = 1 << 30  # 1 GiB, as bench latency: larger payloads are not a queue question
+MAX_SIZE = MAX_PINGPONG_SIZE  # larger payloads are not a queue question
 MAX_POSTED_LENGTH = 10000  # the range; the paper swept 0..1000
 # Unexpected messages: each one holds, at the receiver, a request and an eager-protocol
 # buffer slot until it is received; at the sender, a pending request. MPIs draw these
@@ -140,15 +140,7 @@ class _QueuesBase(Benchmark):
             if n < 0 or n > self.max_length:
                 raise UsageError(f"{self.length_what} {n} is outside [0, {self.max_length}]", "--lengths",
                                  f"Give lengths from 0 to {self.max_length}" + self.length_limit_reason())
-        for s in params["sizes"]:
-            if s < 0 or s > MAX_SIZE:
-                raise UsageError(f"message size {s} is outside [0, {MAX_SIZE}] bytes", "--sizes",
-                                 "Give sizes up to 1GiB")
-        if params["iters"] < 1:
-            raise UsageError("--iters must be at least 1", "--iters", "Use --iters 1000")
-        if params["min_iters"] > params["iters"]:
-            raise UsageError(f"--min-iters {params['min_iters']} is above --iters {params['iters']}",
-                             "--min-iters", "Lower --min-iters")
+        check_sizes_and_iters(params, MAX_SIZE)
         if params.get("fit_stat", "median") not in FIT_STATS:
             raise UsageError(f"unknown fit statistic '{params['fit_stat']}'", "--fit-stat",
                              f"Use one of {', '.join(FIT_STATS)}")

@@ -94,6 +94,22 @@ class Benchmark(ABC):
         return {}
 
 
+MAX_PINGPONG_SIZE = 1 << 30  # 1 GiB: ping-pong benchmarks allocate one buffer of the largest size per rank
+
+
+def check_sizes_and_iters(params: dict, max_size: int = MAX_PINGPONG_SIZE) -> None:
+    """The checks every ping-pong style benchmark shares: --sizes, --iters, --min-iters."""
+    for s in params["sizes"]:
+        if s < 0 or s > max_size:
+            raise UsageError(f"message size {s} is outside [0, {max_size}] bytes", "--sizes",
+                             "Give sizes up to 1GiB")
+    if params["iters"] < 1:
+        raise UsageError("--iters must be at least 1", "--iters", "Use --iters 1000")
+    if params["min_iters"] > params["iters"]:
+        raise UsageError(f"--min-iters {params['min_iters']} is above --iters {params['iters']}",
+                         "--min-iters", "Lower --min-iters")
+
+
 class _Progress:
     """Counts '#@point_end' markers in a growing raw file to drive a progress bar."""
 
