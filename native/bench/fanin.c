@@ -8,7 +8,8 @@
  *   positions [S+L, S+L+C)    chatter (small-buffer) clients; chatter j -> server j % S
  *   positions [S+L+C, np)     idle for this point (they only join the gathers)
  *
- * Clients (one message in flight each, blocking MPI_Send):
+ * Clients (one message in flight each; MPI_Isend + hv_wait, i.e. MPI_Wait unless
+ * --wait-us asks to yield or sleep between tests when ranks outnumber cores):
  *   large:   send --large bytes (tag LARGE) back to back;
  *   chatter: send --small bytes (tag SMALL), wait for the root's 8-byte ack
  *            (tag ACK); the round trip is timed on the chatter client.
@@ -46,7 +47,8 @@
  *   kind 4 root     (root)    rank=root a=window ns b=receives cancelled c=receives posted
  *   kind 5 chatter  (chatter) rank=client peer=root a=round trips b=recorded c=record stride
  *   kind 6 steady   (root)    rank=root a=first large completion ns b=last large completion ns
- *                             (both since t0, inside the window) c=large bytes completed after the first */
+ *                             (both since t0, inside the window) c=large bytes completed after the first
+ *   kind 7 csteady  (root)    rank=client peer=root: the same three for this client's messages alone */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -73,7 +75,8 @@ typedef struct {
 typedef struct {        /* a root's view of its clients, for one point */
     int n;
     int *rank, *role;
-    int64_t *final_total, *recv_total, *recv_win, *bytes_win;
+    int64_t *final_total, *recv_total, *recv_win, *bytes_win, *after_first;
+    uint64_t *t_first, *t_last;
     int *finished, *queue;
     MPI_Request *stop_req, *ack_req;
 } hv_clients;
@@ -153,6 +156,7 @@ int main(int argc, char **argv) {
         {"p-queues", NULL, 0, "per point: 0 single, 1 dual"},
         {"p-depth", NULL, 0, "per point: 0 deep, else posted receives per queue"},
         {"p-match", NULL, 0, "per point: 0 any, 1 exact"},
+        {"wait-us", NULL, 0, "waiting: 0 spin in MPI, -1 yield, N sleep N us between tests"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     hv_ctx ctx;
@@ -160,7 +164,7 @@ int main(int argc, char **argv) {
     comm = ctx.comm;
 
     char err[256];
-    long S, large, small, messages, max_samples, rep, seed;
+    long S, large, small, messages, max_samples, rep, seed, wait_us;
     double duration, bin_s;
     int64_t *pl, *pc, *pq, *pd, *pm;
     size_t npl, npc, npq, npd, npm;
@@ -173,12 +177,14 @@ int main(int argc, char **argv) {
         hv_args_long(opts, nopts, "max-samples", 2, 1L << 30, &max_samples, err, sizeof err) ||
         hv_args_long(opts, nopts, "rep", 0, 1L << 30, &rep, err, sizeof err) ||
         hv_args_long(opts, nopts, "seed", 0, 0x7fffffffffffffffL, &seed, err, sizeof err) ||
+        hv_args_long(opts, nopts, "wait-us", -1, 1000000, &wait_us, err, sizeof err) ||
         hv_args_list(opts, nopts, "p-clients", &pl, &npl, err, sizeof err) ||
         hv_args_list(opts, nopts, "p-chatter", &pc, &npc, err, sizeof err) ||
         hv_args_list(opts, nopts, "p-queues", &pq, &npq, err, sizeof err) ||
         hv_args_list(opts, nopts, "p-depth", &pd, &npd, err, sizeof err) ||
         hv_args_list(opts, nopts, "p-match", &pm, &npm, err, sizeof err))
         HV_DIE("hv_fanin: %s", err);
+    hv_set_wait(&ctx, (int)wait_us);
     const char *placement = hv_args_get(opts, nopts, "placement");
     if (!placement || (strcmp(placement, "fixed") != 0 && strcmp(placement, "shuffle") != 0))
         HV_DIE("hv_fanin: --placement must be fixed or shuffle");
@@ -226,7 +232,7 @@ int main(int argc, char **argv) {
             if (r0 > maxreq) maxreq = r0;
             if (r1 > maxreq) maxreq = r1;
             if (need > slab) slab = need;
-            if (nl + nc + nbins_max + 2 > maxrows) maxrows = nl + nc + nbins_max + 2;
+            if (2 * (nl + nc) + nbins_max + 2 > maxrows) maxrows = 2 * (nl + nc) + nbins_max + 2;
         }
     }
     if (max_samples + 1 > maxrows) maxrows = max_samples + 1;
@@ -247,6 +253,8 @@ int main(int argc, char **argv) {
         cl.rank = xcalloc(m, sizeof(int)); cl.role = xcalloc(m, sizeof(int));
         cl.final_total = xcalloc(m, sizeof(int64_t)); cl.recv_total = xcalloc(m, sizeof(int64_t));
         cl.recv_win = xcalloc(m, sizeof(int64_t)); cl.bytes_win = xcalloc(m, sizeof(int64_t));
+        cl.after_first = xcalloc(m, sizeof(int64_t));
+        cl.t_first = xcalloc(m, sizeof(uint64_t)); cl.t_last = xcalloc(m, sizeof(uint64_t));
         cl.finished = xcalloc(m, sizeof(int)); cl.queue = xcalloc(m, sizeof(int));
         cl.stop_req = xcalloc(m, sizeof(MPI_Request)); cl.ack_req = xcalloc(m, sizeof(MPI_Request));
     }
@@ -301,7 +309,8 @@ int main(int argc, char **argv) {
             int nlarge = 0;
             for (int k = 0; k < cl.n; k++) {
                 local_of[cl.rank[k]] = k;
-                cl.final_total[k] = cl.recv_total[k] = cl.recv_win[k] = cl.bytes_win[k] = 0;
+                cl.final_total[k] = cl.recv_total[k] = cl.recv_win[k] = cl.bytes_win[k] = cl.after_first[k] = 0;
+                cl.t_first[k] = cl.t_last[k] = 0;
                 cl.finished[k] = 0;
                 cl.stop_req[k] = cl.ack_req[k] = MPI_REQUEST_NULL;
                 nlarge += cl.role[k] == ROLE_LARGE;
@@ -338,16 +347,18 @@ int main(int argc, char **argv) {
                 for (int s = 0; s < q[i].n; s++) post(&q[i], &cl, s);
                 posted += q[i].n;
             }
-            HV_MPI_CHECK(MPI_Barrier(comm));
+            hv_barrier(&ctx);
             const uint64_t t0 = hv_ticks(&ctx.timer);
             uint64_t t_end = messages > 0 ? UINT64_MAX : t0 + dur_ticks;
             while (nfinished < cl.n) {
+                int progressed = 0;
                 for (int i = 0; i < nq; i++) {
                     hv_queue *Q = &q[i];
                     int outc = 0;
                     if (Q->n == 0) continue;
                     HV_MPI_CHECK(MPI_Testsome(Q->n, Q->req, &outc, Q->idx, Q->st));
                     if (outc == MPI_UNDEFINED || outc == 0) continue;
+                    progressed = 1;
                     const uint64_t now = hv_ticks(&ctx.timer);
                     const int in_win = !stopped && now <= t_end;
                     for (int j = 0; j < outc; j++) {
@@ -372,10 +383,13 @@ int main(int argc, char **argv) {
                                 if (have_first) bytes_after_first += bytes;
                                 else { t_first = now; have_first = 1; }
                                 t_last = now;
+                                if (cl.t_first[k]) cl.after_first[k] += bytes;
+                                else cl.t_first[k] = now;
+                                cl.t_last[k] = now;
                             }
                         }
                         if (cl.role[k] == ROLE_CHATTER) {
-                            if (cl.ack_req[k] != MPI_REQUEST_NULL) HV_MPI_CHECK(MPI_Wait(&cl.ack_req[k], MPI_STATUS_IGNORE));
+                            if (cl.ack_req[k] != MPI_REQUEST_NULL) hv_wait(&ctx, &cl.ack_req[k]);
                             HV_MPI_CHECK(MPI_Isend(&ackbuf, HDR, MPI_BYTE, st->MPI_SOURCE, TAG_ACK, comm, &cl.ack_req[k]));
                         }
                         if (cl.final_total[k] > 0 && cl.recv_total[k] == cl.final_total[k]) {
@@ -404,12 +418,13 @@ int main(int argc, char **argv) {
                             HV_MPI_CHECK(MPI_Isend(&stopbuf, HDR, MPI_BYTE, cl.rank[k], TAG_STOP, comm, &cl.stop_req[k]));
                     }
                 }
+                if (!progressed) hv_idle(&ctx);
             }
             for (int i = 0; i < nq; i++)
                 for (int s = 0; s < q[i].n; s++)
                     if (q[i].req[s] != MPI_REQUEST_NULL) cancelled += cancel_req(&q[i].req[s]);
-            HV_MPI_CHECK(MPI_Waitall(cl.n, cl.stop_req, MPI_STATUSES_IGNORE));
-            HV_MPI_CHECK(MPI_Waitall(cl.n, cl.ack_req, MPI_STATUSES_IGNORE));
+            hv_waitall(&ctx, cl.n, cl.stop_req);
+            hv_waitall(&ctx, cl.n, cl.ack_req);
             if (!stopped) t_end = t0; /* a root without clients */
             const double window_ns = hv_ticks_to_ns(&ctx.timer, t_end - t0);
             for (int k = 0; k < cl.n; k++) {
@@ -433,29 +448,39 @@ int main(int argc, char **argv) {
             r[4] = have_first ? hv_ticks_to_ns(&ctx.timer, t_first - t0) : 0.0;
             r[5] = have_first ? hv_ticks_to_ns(&ctx.timer, t_last - t0) : 0.0;
             r[6] = (double)bytes_after_first;
+            for (int k = 0; k < cl.n; k++) {
+                if (cl.role[k] != ROLE_LARGE) continue;
+                r = rows + nrows++ * NCOLS;
+                r[0] = 7; r[1] = cl.rank[k]; r[2] = ctx.rank; r[3] = 0;
+                r[4] = cl.t_first[k] ? hv_ticks_to_ns(&ctx.timer, cl.t_first[k] - t0) : 0.0;
+                r[5] = cl.t_first[k] ? hv_ticks_to_ns(&ctx.timer, cl.t_last[k] - t0) : 0.0;
+                r[6] = (double)cl.after_first[k];
+            }
         } else if (role == ROLE_LARGE) {
             MPI_Request stop_req;
             int stopflag = 0;
             int64_t sent = 0, hdr;
             HV_MPI_CHECK(MPI_Irecv(&stopbuf, HDR, MPI_BYTE, server, TAG_STOP, comm, &stop_req));
-            HV_MPI_CHECK(MPI_Barrier(comm));
+            hv_barrier(&ctx);
             for (;;) {
                 if (!stopflag) HV_MPI_CHECK(MPI_Test(&stop_req, &stopflag, MPI_STATUS_IGNORE));
                 int last = stopflag || (messages > 0 && sent + 1 == messages);
                 int n = stopflag ? HDR : (int)large;
                 hdr = last ? sent + 1 : 0;
                 memcpy(lbuf, &hdr, sizeof hdr);
-                HV_MPI_CHECK(MPI_Send(lbuf, n, MPI_BYTE, server, TAG_LARGE, comm));
+                MPI_Request sreq;
+                HV_MPI_CHECK(MPI_Isend(lbuf, n, MPI_BYTE, server, TAG_LARGE, comm, &sreq));
+                hv_wait(&ctx, &sreq);
                 sent++;
                 if (last) break;
             }
-            if (!stopflag) HV_MPI_CHECK(MPI_Wait(&stop_req, MPI_STATUS_IGNORE));
+            if (!stopflag) hv_wait(&ctx, &stop_req);
         } else if (role == ROLE_CHATTER) {
             MPI_Request stop_req;
             int stopflag = 0;
             int64_t sent = 0, hdr, nrec = 0, stride = 1;
             HV_MPI_CHECK(MPI_Irecv(&stopbuf, HDR, MPI_BYTE, server, TAG_STOP, comm, &stop_req));
-            HV_MPI_CHECK(MPI_Barrier(comm));
+            hv_barrier(&ctx);
             const uint64_t t0 = hv_ticks(&ctx.timer);
             for (;;) {
                 if (!stopflag) HV_MPI_CHECK(MPI_Test(&stop_req, &stopflag, MPI_STATUS_IGNORE));
@@ -463,8 +488,10 @@ int main(int argc, char **argv) {
                 memcpy(sbuf, &hdr, sizeof hdr);
                 const int n = stopflag ? HDR : (int)small;
                 const uint64_t a = hv_ticks(&ctx.timer);
-                HV_MPI_CHECK(MPI_Send(sbuf, n, MPI_BYTE, server, TAG_SMALL, comm));
-                HV_MPI_CHECK(MPI_Recv(&ackin, HDR, MPI_BYTE, server, TAG_ACK, comm, MPI_STATUS_IGNORE));
+                MPI_Request rt[2];
+                HV_MPI_CHECK(MPI_Irecv(&ackin, HDR, MPI_BYTE, server, TAG_ACK, comm, &rt[0]));
+                HV_MPI_CHECK(MPI_Isend(sbuf, n, MPI_BYTE, server, TAG_SMALL, comm, &rt[1]));
+                hv_waitall(&ctx, 2, rt);
                 const uint64_t b = hv_ticks(&ctx.timer);
                 if (!stopflag && sent % stride == 0) {
                     if (nrec == max_samples) { /* keep every other sample, double the stride */
@@ -492,15 +519,15 @@ int main(int argc, char **argv) {
             r[0] = 5; r[1] = ctx.rank; r[2] = server; r[3] = 0; r[4] = (double)(sent - 1); r[5] = (double)nrec;
             r[6] = (double)stride;
         } else {
-            HV_MPI_CHECK(MPI_Barrier(comm));
+            hv_barrier(&ctx);
         }
 
         char desc[320];
         snprintf(desc, sizeof desc,
                  "rep=%ld clients=%d chatter=%d queues=%s depth=%s%.0d match=%s servers=%ld large=%ld small=%ld "
-                 "bin_ns=%.0f duration_s=%g messages=%ld placement=%s seed=%ld",
+                 "bin_ns=%.0f duration_s=%g messages=%ld placement=%s seed=%ld wait_us=%ld",
                  rep, L, C, dual ? "dual" : "single", depth ? "" : "deep", depth, exact_mode ? "exact" : "any", S,
-                 large, small, bin_s * 1e9, duration, messages, placement, seed);
+                 large, small, bin_s * 1e9, duration, messages, placement, seed, wait_us);
         hv_gather_point(&ctx, desc, rows, nrows);
     }
     free(perm); free(pos_of); free(local_of); free(rows);
@@ -510,7 +537,7 @@ int main(int argc, char **argv) {
             free(q[i].req); free(q[i].slot_pos); free(q[i].clients); free(q[i].idx); free(q[i].st);
         }
         free(cl.rank); free(cl.role); free(cl.final_total); free(cl.recv_total); free(cl.recv_win);
-        free(cl.bytes_win); free(cl.finished); free(cl.queue); free(cl.stop_req); free(cl.ack_req);
+        free(cl.bytes_win); free(cl.after_first); free(cl.t_first); free(cl.t_last); free(cl.finished); free(cl.queue); free(cl.stop_req); free(cl.ack_req);
         free(rbuf); free(bin_large); free(bin_small);
     } else {
         free(lbuf); free(sbuf); free(rtt); free(tsend);

@@ -4,6 +4,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <unistd.h>
 
 static int world_rank(void) {
@@ -64,6 +66,46 @@ int hv_pin_rank(int rank) {
 }
 
 static double wtime(void) { return MPI_Wtime(); }
+
+void hv_set_wait(hv_ctx *ctx, int wait_us) {
+    ctx->wait_us = wait_us;
+    /* the default 50 us timer slack would double a 50 us sleep */
+    if (wait_us > 0) prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL);
+}
+
+void hv_idle(const hv_ctx *ctx) {
+    if (ctx->wait_us < 0) {
+        sched_yield();
+    } else if (ctx->wait_us > 0) {
+        struct timespec ts = {ctx->wait_us / 1000000, (long)(ctx->wait_us % 1000000) * 1000L};
+        nanosleep(&ts, NULL);
+    }
+}
+
+void hv_waitall(const hv_ctx *ctx, int n, MPI_Request *reqs) {
+    if (ctx->wait_us == 0) {
+        HV_MPI_CHECK(MPI_Waitall(n, reqs, MPI_STATUSES_IGNORE));
+        return;
+    }
+    for (;;) {
+        int done = 0;
+        HV_MPI_CHECK(MPI_Testall(n, reqs, &done, MPI_STATUSES_IGNORE));
+        if (done) return;
+        hv_idle(ctx);
+    }
+}
+
+void hv_wait(const hv_ctx *ctx, MPI_Request *req) { hv_waitall(ctx, 1, req); }
+
+void hv_barrier(const hv_ctx *ctx) {
+    if (ctx->wait_us == 0) {
+        HV_MPI_CHECK(MPI_Barrier(ctx->comm));
+        return;
+    }
+    MPI_Request r;
+    HV_MPI_CHECK(MPI_Ibarrier(ctx->comm, &r));
+    hv_wait(ctx, &r);
+}
 
 void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts) {
     memset(ctx, 0, sizeof *ctx);
@@ -152,7 +194,9 @@ void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt 
 
 void hv_gather_point(hv_ctx *ctx, const char *desc, const double *rows, size_t nrows) {
     int ncols = ctx->rank == 0 ? ctx->out.ncols : 0;
-    HV_MPI_CHECK(MPI_Bcast(&ncols, 1, MPI_INT, 0, ctx->comm));
+    MPI_Request r;
+    HV_MPI_CHECK(MPI_Ibcast(&ncols, 1, MPI_INT, 0, ctx->comm, &r));
+    hv_wait(ctx, &r);
     long long mine = (long long)nrows * ncols;
     if (mine > 0x7fffffffLL) HV_DIE("point '%s' too large to gather (%lld values)", desc, mine);
     int count = (int)mine;
@@ -165,7 +209,8 @@ void hv_gather_point(hv_ctx *ctx, const char *desc, const double *rows, size_t n
         HV_ALLOC_CHECK(counts);
         HV_ALLOC_CHECK(displs);
     }
-    HV_MPI_CHECK(MPI_Gather(&count, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->comm));
+    HV_MPI_CHECK(MPI_Igather(&count, 1, MPI_INT, counts, 1, MPI_INT, 0, ctx->comm, &r));
+    hv_wait(ctx, &r);
     if (ctx->rank == 0) {
         for (int r = 0; r < ctx->size; r++) {
             displs[r] = (int)total;
@@ -175,7 +220,8 @@ void hv_gather_point(hv_ctx *ctx, const char *desc, const double *rows, size_t n
         all = malloc((size_t)(total ? total : 1) * sizeof *all);
         HV_ALLOC_CHECK(all);
     }
-    HV_MPI_CHECK(MPI_Gatherv(rows, count, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, ctx->comm));
+    HV_MPI_CHECK(MPI_Igatherv(rows, count, MPI_DOUBLE, all, counts, displs, MPI_DOUBLE, 0, ctx->comm, &r));
+    hv_wait(ctx, &r);
     if (ctx->rank == 0) {
         if (hv_out_point(&ctx->out, desc, all, ncols ? (size_t)(total / ncols) : 0) != 0)
             HV_DIE("%s: writing the raw output failed", ctx->prog);

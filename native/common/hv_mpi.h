@@ -28,6 +28,8 @@ typedef struct {
     hv_timer timer;
     hv_out out;       /* open on rank 0 only */
     const char *prog;
+    int wait_us;      /* how hv_wait & co. wait: 0 spin in MPI, -1 sched_yield between tests,
+                       * N > 0 sleep N microseconds between tests (for ranks outnumbering cores) */
 } hv_ctx;
 
 void hv_mpi_fail(const char *call, int rc, const char *file, int line) __attribute__((noreturn));
@@ -46,8 +48,18 @@ int hv_pin_rank(int rank);
 /* Allocates, touches every page (so that page faults stay out of timed loops) and checks. */
 void *hv_malloc_touched(size_t bytes);
 
+/* Waiting by ctx->wait_us. With 0 these are MPI_Wait, MPI_Waitall and MPI_Barrier (the
+ * library spins); otherwise they test and yield or sleep between tests, so that ranks
+ * sharing a core let the one with work run instead of spinning through its time slice. */
+void hv_set_wait(hv_ctx *ctx, int wait_us); /* also lowers the timer slack to 1 us when sleeping */
+void hv_wait(const hv_ctx *ctx, MPI_Request *req);
+void hv_waitall(const hv_ctx *ctx, int n, MPI_Request *reqs);
+void hv_barrier(const hv_ctx *ctx);
+/* Called by a polling loop that found nothing to do: yields or sleeps by ctx->wait_us. */
+void hv_idle(const hv_ctx *ctx);
+
 void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts);
-/* Collective over ctx->comm: every rank passes its rows (nrows may be 0). */
+/* Collective over ctx->comm: every rank passes its rows (nrows may be 0); waits by ctx->wait_us. */
 void hv_gather_point(hv_ctx *ctx, const char *desc, const double *rows, size_t nrows);
 /* Rank 0 closes the output; MPI_Finalize. */
 void hv_ctx_finish(hv_ctx *ctx);

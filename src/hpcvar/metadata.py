@@ -132,6 +132,7 @@ def collect(extra: dict | None = None) -> dict:
         "virtualized": in_vm(),
         "smt_active": smt_active(),
         "clocksource": clocksource(),
+        "tcp_congestion_control": (_read("/proc/sys/net/ipv4/tcp_congestion_control") or "").strip() or None,
         "isolation": isolation(),
         "python": platform.python_version(),
         "hpcvar_version": __version__,

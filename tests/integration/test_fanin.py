@@ -68,3 +68,15 @@ def test_messages_mode_counts_every_byte_and_repeats_with_shuffle(runs_dir):
     raws = sorted((run.path / "raw").glob("launch-*.raw"))
     heads = [next(line for line in r.read_text().splitlines() if line.startswith("#@placement_ranks=")) for r in raws]
     assert all(len(h.split("=")[1].split(",")) == 4 for h in heads)
+
+
+@pytest.mark.parametrize("wait, us", [("spin", 0), ("yield", -1), ("sleep:20", 20)])
+def test_each_way_of_waiting_runs_and_is_recorded(runs_dir, wait, us):
+    res = run_cli(["bench", "fanin", "--np", "3", "--clients", "1", "--chatter", "1", "--large", "64KiB",
+                   "--small", "1KiB", "--duration", "100ms", "--wait", wait, "--json", "--timeout", "120s"],
+                  check=True, timeout=180)
+    out = json.loads(res.stdout)
+    assert out["wait"] == wait
+    (p,) = out["points"]
+    assert p["wait_us"] == us
+    assert p["aggregate_bytes_per_s"] > 0 and p["chatter_rtt_n"] > 0

@@ -14,10 +14,10 @@ import pytest
 
 from tests.conftest import run_cli
 
-# Both tests are marked slow (make test-slow): with 4-5 busy-polling MPICH ranks on 2 cores a run
-# sometimes stalls for minutes (seen twice in six runs here); the quick testbed characterization in
-# tests/testbed/test_characterize_testbed.py runs fan-in across the testbed in CI.
-pytestmark = [pytest.mark.root, pytest.mark.slow]
+# Ranks outnumber the 2 cores here, so --wait auto makes them sleep 50 us between MPI tests instead of
+# spinning (docs/fanin.md); MPICH runs on its ofi netmod (docs/testbed.md: ch4:ucx on tcp loses
+# MPI_ANY_SOURCE receives). Both together: about 15 s and 70 s here.
+pytestmark = [pytest.mark.root]
 
 LINK_BYTES_PER_S = 200e6 / 8
 HOSTS = 4  # root + 2 large-buffer clients + 1 chatter client
@@ -65,13 +65,23 @@ def test_root_link_saturated_fair_and_chatter_drop(testbed, runs_dir):
     assert chat["aggregate_bytes_per_s"] + chat["chatter_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
 
 
-@pytest.mark.timeout(1800)
+@pytest.mark.timeout(900)
 def test_strategies_on_the_testbed(testbed, runs_dir):
     out = _fanin(testbed, runs_dir, "--chatter", "0,1", "--queues", "single,dual", "--depth", "deep,1",
-                 "--match", "any,exact", "--duration", "1s")
+                 "--match", "any,exact")
+    by = {}
     for p in out["points"]:
-        print("%-6s depth %-4s %-5s chatter %d: %.2f MB/s large, %.3f MB/s chatter, Jain %.3f" % (
+        print("%-6s depth %-4s %-5s chatter %d: %.2f MB/s large, %.3f MB/s chatter, RTT p50 %.1f ms, Jain %.3f" % (
             p["queues"], p["depth"], p["match"], p["chatter"], p["aggregate_bytes_per_s"] / 1e6,
-            p["chatter_bytes_per_s"] / 1e6, p["jain_index"]))
+            p["chatter_bytes_per_s"] / 1e6, p["chatter_rtt_median_ns"] / 1e6, p["jain_index"]))
+        by[(p["queues"], p["depth"], p["match"], p["chatter"])] = p
         assert 0 < p["aggregate_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
-    assert len(out["chatter_effect"]) == 8
+        if p["chatter"] == 0:  # every strategy fills the root's link when nothing else competes
+            assert p["aggregate_bytes_per_s"] >= 0.85 * LINK_BYTES_PER_S
+    assert len(by) == 16 and len(out["chatter_effect"]) == 8
+    for match in ("any", "exact"):
+        # one posted receive shared by 4 MiB and 64 KiB messages: chatter waits behind whole large messages;
+        # a separate small queue of depth 1 keeps it flowing (the paper's case for dual queues)
+        single, dual = by[("single", 1, match, 1)], by[("dual", 1, match, 1)]
+        assert single["chatter_bytes_per_s"] < 0.5 * dual["chatter_bytes_per_s"], (single, dual)
+        assert single["chatter_rtt_median_ns"] > 2 * dual["chatter_rtt_median_ns"], (single, dual)

@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hpcvar.bench.fanin import (Fanin, chatter_counts, chatter_effect, parse_choice_list, parse_depth_list,
+from hpcvar.bench.fanin import (Fanin, chatter_counts, chatter_effect, parse_choice_list, parse_depth_list, parse_wait,
+                                resolve_wait, wait_us,
                                 ranks_needed, root_buffer_bytes)
 from hpcvar.bench.runner import BenchContext
 from hpcvar.errors import UsageError
@@ -122,10 +123,11 @@ RAW = """#@hpcvar_raw=1
 2,0,-1,3,0,0,300000000
 4,0,-1,0,300000000,1,3
 6,0,-1,0,50000000,250000000,3000
+7,1,0,0,50000000,250000000,2000
 3,3,0,0,2000,0,0
 3,3,0,1,4000,500,0
 5,3,0,0,50,2,1
-#@point_end rows=12
+#@point_end rows=13
 #@point rep=0 clients=2 chatter=0 queues=single depth=deep match=any servers=1 large=100 small=10 bin_ns=100000000 duration_s=0.3 messages=0 placement=fixed seed=1
 1,1,0,1,3000,30,31
 1,2,0,1,3000,30,31
@@ -145,7 +147,10 @@ def test_tables_from_raw(tmp_path):
     pts = t["fanin.points"].set_index("chatter")
     w = pts.loc[1]
     assert w["window_s"] == pytest.approx(0.3)
-    assert w["aggregate_bytes_per_s"] == pytest.approx(3000 / 0.2)  # steady: after the first completion
+    # steady, per client: client 1 from its first to its last completion, client 2 (no steady row: fewer
+    # than two completions) at its window rate
+    steady = 2000 / 0.2 + 1000 / 0.3
+    assert w["aggregate_bytes_per_s"] == pytest.approx(steady)
     assert w["window_bytes_per_s"] == pytest.approx(4000 / 0.3)
     assert w["chatter_bytes_per_s"] == pytest.approx(500 / 0.3)
     assert w["jain_index"] == pytest.approx(4000**2 / (2 * (3000**2 + 1000**2)))
@@ -163,7 +168,7 @@ def test_tables_from_raw(tmp_path):
     assert len(eff) == 1
     # the point without chatter has no steady row: its window rate stands in
     assert pts.loc[0]["aggregate_bytes_per_s"] == pytest.approx(6000 / 0.3)
-    assert eff[0]["drop_pct"] == pytest.approx(100 * (1 - (3000 / 0.2) / (6000 / 0.3)))
+    assert eff[0]["drop_pct"] == pytest.approx(100 * (1 - steady / (6000 / 0.3)))
     var = t["fanin.variability"]
     assert list(var["runs"]) == [1, 1]
     res = Fanin().result(t, params())
@@ -176,7 +181,7 @@ def test_variability_between_runs(tmp_path):
     text = RAW.split("#@point rep=0 clients=2 chatter=0")[0]
     second = text.replace("rep=0", "rep=1").replace("2,0,-1,0,1500,200,0", "2,0,-1,0,3000,200,0").replace(
         "1,1,0,1,3000,30,31", "1,1,0,1,4500,45,46").replace(
-        "6,0,-1,0,50000000,250000000,3000", "6,0,-1,0,50000000,250000000,4500")
+        "7,1,0,0,50000000,250000000,2000", "7,1,0,0,50000000,250000000,3500")
     second = second.split("\n", 2)[2]  # without the header lines
     (tmp_path / "a.raw").write_text(text)
     (tmp_path / "b.raw").write_text("#@hpcvar_raw=1\n#@columns=kind,rank,peer,idx,a,b,c\n" + second)
@@ -196,9 +201,25 @@ def test_variability_between_runs(tmp_path):
     (["--clients", "4", "--np", "3"], "--clients"),
     (["--queues", "triple"], "--queues"),
     (["--match", "some"], "--match"),
+    (["--wait", "sleep:0"], "--wait"),
+    (["--wait", "nap"], "--wait"),
 ])
 def test_cli_refuses_before_launch(runs_dir, args, flag):
     res = run_cli(["bench", "fanin", "--chatter-ratio", "0", *args])
     assert res.returncode == 2, res.stderr
     assert res.stderr.startswith("error: ") and f"({flag})" in res.stderr
     assert not runs_dir.exists() or not any(runs_dir.iterdir())
+
+
+def test_wait_modes():
+    assert parse_wait("AUTO") == "auto" and parse_wait("spin") == "spin" and parse_wait("yield") == "yield"
+    assert parse_wait("sleep") == "sleep:50" and parse_wait("sleep:200us") == "sleep:200"
+    for bad in ("sleep:0", "sleep:-1", "sleep:x", "sleep:2000000", "poll"):
+        with pytest.raises(UsageError) as e:
+            parse_wait(bad)
+        assert e.value.where == "--wait"
+    # auto spins while every rank has a core, sleeps when ranks outnumber the cores they share
+    assert resolve_wait("auto", 2, 2) == "spin" and resolve_wait("auto", 4, 2) == "sleep:50"
+    assert resolve_wait("auto", 64, None) == "spin"  # unknown cores (srun, template): MPI's own waiting
+    assert resolve_wait("yield", 4, 2) == "yield"
+    assert [wait_us(w) for w in ("spin", "yield", "sleep:50")] == [0, -1, 50]

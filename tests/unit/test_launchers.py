@@ -14,13 +14,15 @@ SPEC = LaunchSpec(np=4, exe=EXE, args=["--sizes", "8"])
 
 OMPI4_TEXT = "mpiexec (OpenRTE) 4.1.4\n\nReport bugs to http://www.open-mpi.org/community/help/\n"
 OMPI5_TEXT = "mpiexec (Open MPI) 5.0.11\n\nReport bugs to https://www.open-mpi.org/community/help/\n"
-MPICH_TEXT = "HYDRA build details:\n    Version:                                 5.0.2\n    Release Date: ..."
+MPICH_TEXT = ("HYDRA build details:\n    Version:                                 5.0.2\n    Release Date: ...\n"
+              "    Configure options:                       --with-device=ch4:ucx,ofi --with-pm=hydra:gforker\n")
 
 
 def test_version_detection():
     assert parse_version_text(OMPI4_TEXT) == MpiFlavor("openmpi", "4.1.4")
     assert parse_version_text(OMPI5_TEXT) == MpiFlavor("openmpi", "5.0.11")
-    assert parse_version_text(MPICH_TEXT) == MpiFlavor("mpich", "5.0.2")
+    assert parse_version_text(MPICH_TEXT) == MpiFlavor("mpich", "5.0.2", ("ucx", "ofi"))
+    assert parse_version_text(MPICH_TEXT.replace("ucx,ofi", "ucx")).devices == ("ucx",)
     assert parse_version_text("something else").family == "unknown"
 
 

@@ -141,6 +141,14 @@ def test_mpich_argv_golden():
     assert env == {"A": "1", "UCX_TLS": "tcp,self", "FI_PROVIDER": "tcp"}
 
 
+def test_mpich_with_ofi_uses_the_ofi_netmod():
+    launcher = TestbedLauncher(plan=plan3(), mpiexec="/mpi/bin/mpiexec",
+                               flavor=MpiFlavor("mpich", "5.0.2", ("ucx", "ofi")), root=True)
+    argv, env = launcher.command(spec())
+    assert argv[argv.index("MPIR_CVAR_CH4_NETMOD") + 1] == "ofi" and env["MPIR_CVAR_CH4_NETMOD"] == "ofi"
+    assert env["FI_PROVIDER"] == "tcp"
+
+
 def test_mpich_intra_host_tcp_and_map_by_host():
     p = plan3(intra_host="tcp")
     argv, _ = mpich(p, map_by="host", ranks_per_host=2).command(spec(np=4))

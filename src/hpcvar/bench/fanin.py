@@ -44,7 +44,7 @@ HEADER_BYTES = 8  # every message starts with an 8-byte header (end-of-stream co
 MAX_MSG = 0x7FFFFFFF  # MPI count limit for MPI_BYTE
 MAX_BINS = 1_000_000  # bins per root and point (preallocated by the root)
 POINT_FIELDS = ["rep", "clients", "chatter", "queues", "depth", "match"]
-KIND_CLIENT, KIND_BIN, KIND_RTT, KIND_ROOT, KIND_CHATTER, KIND_STEADY = 1, 2, 3, 4, 5, 6
+KIND_CLIENT, KIND_BIN, KIND_RTT, KIND_ROOT, KIND_CHATTER, KIND_STEADY, KIND_CLIENT_STEADY = 1, 2, 3, 4, 5, 6, 7
 
 
 def parse_depth_list(text: str, flag: str = "--depth") -> list:
@@ -76,6 +76,40 @@ def parse_choice_list(text: str, choices: tuple, flag: str) -> list[str]:
                              f"Give a comma list of {' / '.join(choices)}")
         out.append(part)
     return list(dict.fromkeys(out))
+
+
+DEFAULT_SLEEP_US = 50
+
+
+def parse_wait(text: str) -> str:
+    """Normalize --wait: auto, spin, yield, sleep (50 us) or sleep:N (N microseconds, 1..1000000)."""
+    t = text.strip().lower()
+    if t in ("auto", "spin", "yield"):
+        return t
+    if t == "sleep":
+        return f"sleep:{DEFAULT_SLEEP_US}"
+    if t.startswith("sleep:"):
+        num = t[len("sleep:"):].removesuffix("us")
+        if num.isdigit() and 1 <= int(num) <= 1_000_000:
+            return f"sleep:{int(num)}"
+    raise UsageError(f"'{text}' is not a way to wait", "--wait",
+                     "Give auto, spin, yield, sleep or sleep:N (N microseconds between tests, 1 to 1000000)")
+
+
+def resolve_wait(wait: str, np_: int, slots: int | None) -> str:
+    """auto: spin (MPI's own busy wait) unless the ranks outnumber the cores they share, then sleep."""
+    if wait != "auto":
+        return wait
+    return f"sleep:{DEFAULT_SLEEP_US}" if slots and np_ > slots else "spin"
+
+
+def wait_us(wait: str) -> int:
+    """The native --wait-us: 0 spin, -1 yield, N sleep N microseconds."""
+    if wait == "spin":
+        return 0
+    if wait == "yield":
+        return -1
+    return int(wait.split(":", 1)[1])
 
 
 def chatter_counts(params: dict, clients: int) -> list[int]:
@@ -227,6 +261,7 @@ class Fanin(Benchmark):
             "--p-queues", ",".join(str(QUEUES.index(p["queues"])) for p in points),
             "--p-depth", ",".join("0" if p["depth"] == "deep" else str(p["depth"]) for p in points),
             "--p-match", ",".join(str(MATCHES.index(p["match"])) for p in points),
+            "--wait-us", str(wait_us(params.get("wait", "spin"))),
         ]
 
     def estimate_s(self, params: dict, points: list[dict]) -> float:
@@ -263,7 +298,8 @@ class Fanin(Benchmark):
             d = {k: r[k] for k in _POINT_COLS}
             d["depth"] = "deep" if r["depth"] == "deep" else int(r["depth"])
             points.append(d)
-        return {"benchmark": "fanin", "servers": params["servers"], "large": params["large"],
+        return {"benchmark": "fanin", "servers": params["servers"], "wait": params.get("wait", "spin"),
+                "large": params["large"],
                 "small": params["small"], "placement": params["placement"], "repeat": params["repeat"],
                 "points": points, "variability": tables["fanin.variability"].to_dict("records"),
                 "chatter_effect": chatter_effect(pts)}
@@ -271,7 +307,7 @@ class Fanin(Benchmark):
 
 # ---- tidy tables from one raw point ------------------------------------------------------------
 _KEY_COLS = ("rep", "clients", "chatter", "queues", "depth", "match")
-_POINT_COLS = (*_KEY_COLS, "servers", "large_bytes", "small_bytes", "placement", "seed", "window_s",
+_POINT_COLS = (*_KEY_COLS, "servers", "large_bytes", "small_bytes", "placement", "seed", "wait_us", "window_s",
                "large_bytes_total", "aggregate_bytes_per_s", "window_bytes_per_s", "chatter_bytes_per_s", "jain_index",
                "chatter_jain_index", "chatter_rtt_n", "chatter_rtt_median_ns", "chatter_rtt_p99_ns",
                "chatter_round_trips", "rate_cv", "receives_posted", "receives_cancelled")
@@ -328,17 +364,20 @@ def _point_tables(raw: RawFile, p, key: dict):
 
     large = clients[clients["role"] == "large"]
     chat = clients[clients["role"] == "chatter"]
-    steady = {int(r[col["rank"]]): (r[col["a"]], r[col["b"]], r[col["c"]]) for r in sel(KIND_STEADY)}
+    csteady = {int(r[col["rank"]]): (r[col["a"]], r[col["b"]], r[col["c"]]) for r in sel(KIND_CLIENT_STEADY)}
     agg = win_bw = chat_bw = 0.0
     for srv, w in window_ns.items():
         if w > 0:
-            lb = large.loc[large["server_rank"] == srv, "bytes"].sum() / (w * 1e-9)
-            win_bw += lb
+            mine = large[large["server_rank"] == srv]
+            win_bw += mine["bytes"].sum() / (w * 1e-9)
             chat_bw += chat.loc[chat["server_rank"] == srv, "bytes"].sum() / (w * 1e-9)
-            first, last, after = steady.get(srv, (0.0, 0.0, 0.0))
-            # steady rate: bytes completed after the root's first large completion / (last - first);
-            # the window rate when fewer than two large messages completed
-            agg += after / ((last - first) * 1e-9) if last > first and after > 0 else lb
+            for rank, nbytes in zip(mine["rank"], mine["bytes"]):
+                # steady rate of each client (one message in flight): its bytes completed after its own first
+                # completion / (its last - its first completion); summed over clients. A root-wide version
+                # would count the part of the other clients' messages that arrived before that first
+                # completion (+6% with 2 clients here). The window rate when fewer than 2 messages completed.
+                first, last, after = csteady.get(int(rank), (0.0, 0.0, 0.0))
+                agg += after / ((last - first) * 1e-9) if last > first and after > 0 else nbytes / (w * 1e-9)
     s = summarize(rtt["rtt_ns"].to_numpy(), ci=False)
     full = bins[bins["full"]]
     per_bin = full.groupby("bin")["large_bytes_per_s"].sum().to_numpy()  # summed over roots
@@ -346,6 +385,7 @@ def _point_tables(raw: RawFile, p, key: dict):
     prow.update({
         "servers": int(p.params["servers"]), "large_bytes": int(p.params["large"]),
         "small_bytes": int(p.params["small"]), "placement": p.params["placement"], "seed": int(p.params["seed"]),
+        "wait_us": int(p.params.get("wait_us", 0)),
         "window_s": max(window_ns.values(), default=0.0) * 1e-9,
         "large_bytes_total": int(large["bytes"].sum()), "aggregate_bytes_per_s": float(agg),
         "window_bytes_per_s": float(win_bw),
@@ -433,4 +473,5 @@ def chatter_label(clients: int, chatter: int) -> str:
 
 
 __all__ = ["Fanin", "MATCHES", "QUEUES", "chatter_counts", "chatter_effect", "parse_choice_list",
-           "parse_depth_list", "ranks_needed", "root_buffer_bytes", "variability"]
+           "parse_depth_list", "parse_wait", "ranks_needed", "resolve_wait", "root_buffer_bytes", "variability",
+           "wait_us"]

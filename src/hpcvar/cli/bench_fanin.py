@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.bench.fanin import MATCHES, QUEUES, Fanin, parse_choice_list, parse_depth_list, ranks_needed
+from hpcvar.bench.fanin import (MATCHES, QUEUES, Fanin, parse_choice_list, parse_depth_list, parse_wait, ranks_needed,
+                                resolve_wait)
 from hpcvar.bench.runner import run_benchmark
 from hpcvar.cli.common import DURATION, FLOAT_LIST, INT_LIST, SIZE, bench_context, emit, launch_options, output_options
 from hpcvar.report.fanin import plot_fanin, render_fanin
@@ -42,10 +43,13 @@ from hpcvar.report.fanin import plot_fanin, render_fanin
               help="Seed of --placement shuffle (repetition r uses seed + r).")
 @click.option("--max-samples", type=int, default=20000, show_default=True,
               help="Chatter round trips recorded per client and point (beyond, every 2nd, 4th, ... is kept).")
+@click.option("--wait", default="auto", show_default=True,
+              help="How ranks wait for MPI: spin (MPI's busy wait), yield, sleep or sleep:N (test, then sleep N us; "
+                   "default 50). auto: spin, or sleep when ranks outnumber the cores they share.")
 @launch_options(default_np=None)
 @output_options
 def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messages, queues, depth, match_, bin_,
-        repeat, placement, seed, max_samples, as_json, **kw):
+        repeat, placement, seed, max_samples, wait, as_json, **kw):
     """Fan-in: large-buffer clients and chatter clients into one root.
 
     Ranks take roles by position: servers first, then large-buffer clients,
@@ -61,9 +65,11 @@ def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messag
               "queues": parse_choice_list(queues, QUEUES, "--queues"), "depth": parse_depth_list(depth),
               "match": parse_choice_list(match_, MATCHES, "--match"), "bin_s": bin_, "repeat": repeat,
               "placement": placement, "seed": seed, "max_samples": max_samples}
+    wait = parse_wait(wait)
     ctx = bench_context(kw)
     if ctx.np is None:
         ctx.np = max(ranks_needed(params), Fanin.min_np) if servers >= 1 and min(clients) >= 1 else 2
+    params["wait"] = resolve_wait(wait, ctx.np, ctx.launcher.slots())
     run, result = run_benchmark(Fanin(), params, ctx)
     pngs = plot_fanin(run, run.read_table("fanin.points"), run.read_table("fanin.bins"),
                        by_ratio=chatter is None)

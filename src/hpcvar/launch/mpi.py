@@ -17,6 +17,7 @@ from hpcvar.errors import MissingToolError
 class MpiFlavor:
     family: str  # "mpich", "openmpi" or "unknown"
     version: str  # "5.0.11"; "" when unknown
+    devices: tuple[str, ...] = ()  # MPICH ch4 netmods built in (--with-device=ch4:ucx,ofi -> ucx, ofi)
 
     @property
     def major(self) -> int:
@@ -32,7 +33,8 @@ def parse_version_text(text: str) -> MpiFlavor:
         return MpiFlavor("openmpi", m.group(1))
     if "HYDRA" in text or "MPICH" in text or "hydra" in text:
         m = re.search(r"Version:\s+([0-9][0-9.a-z]*)", text)
-        return MpiFlavor("mpich", m.group(1) if m else "")
+        d = re.search(r"--with-device=ch\d:([a-z0-9,]+)", text)
+        return MpiFlavor("mpich", m.group(1) if m else "", tuple(d.group(1).split(",")) if d else ())
     if "Intel(R) MPI" in text:
         m = re.search(r"Version\s+([0-9.]+)", text)
         return MpiFlavor("mpich", m.group(1) if m else "")  # Intel MPI is MPICH-derived (hydra)

@@ -14,7 +14,9 @@ How (both MPI families; see docs/testbed.md):
 - Every host shares the machine's /dev/shm, so shared-memory transports would
   bypass the links: MPICH gets ``UCX_TLS=tcp,self`` (the ch4:ucx netmod; without
   it UCX reaches other hosts through shared memory) and ``FI_PROVIDER=tcp`` (the
-  ch4:ofi netmod); Open MPI gets ``--mca pml ob1 --mca btl tcp,sm,self`` with
+  ch4:ofi netmod), and ``MPIR_CVAR_CH4_NETMOD=ofi`` when the library has ofi
+  (MPICH 5.0.2's ch4:ucx on tcp,self never completes an MPI_ANY_SOURCE receive
+  that two senders compete for); Open MPI gets ``--mca pml ob1 --mca btl tcp,sm,self`` with
   ``btl_tcp_if_include`` and ``oob_tcp_if_include`` set to the testbed subnet.
   Ranks on the same host use shared memory (hosts have distinct hostnames, so
   the MPI libraries see them as distinct nodes) unless the testbed was built with
@@ -126,6 +128,9 @@ class TestbedLauncher(Launcher):
 
     def _mpich(self, spec, plan, used, counts, env) -> list[str]:
         tcp = dict(MPICH_TCP_ENV)
+        if "ofi" in self.flavor.devices:
+            # ch4:ucx restricted to tcp,self loses MPI_ANY_SOURCE receives (docs/testbed.md): use ofi
+            tcp["MPIR_CVAR_CH4_NETMOD"] = "ofi"
         if plan.intra_host == "tcp":
             tcp["MPIR_CVAR_NOLOCAL"] = "1"
         hosts = ",".join(f"{h.addr}:{counts[h.name] if self.map_by == 'slot' else 1}" for h in used)

@@ -135,6 +135,8 @@ def _build(plan: Plan, say) -> None:
         say(f"host {h.name}: namespace {h.ns}, {h.addr}/{plan.prefixlen}, {h.rate_bps / 1e6:g} Mbit/s")
         sh(["ip", "netns", "add", h.ns])
         sh(["ip", "-n", h.ns, "link", "set", "lo", "up"])
+        # every connection starts afresh: no cwnd/ssthresh/RTT cached from an earlier run to this peer
+        sh(["ip", "netns", "exec", h.ns, "sysctl", "-qw", "net.ipv4.tcp_no_metrics_save=1"])
         # both ends are created inside their namespaces: nothing ever appears in the root namespace
         sh(["ip", "link", "add", h.dev, "netns", h.ns, "mtu", str(plan.mtu), "type", "veth",
             "peer", "name", h.port, "netns", sw, "mtu", str(plan.mtu)])
