@@ -2,13 +2,22 @@
 
 Alternates runs without and with the tracer (LD_PRELOAD of libhv_trace.so built against the system
 Open MPI) and reports the median of LAMMPS' own "Loop time" and of the wall time of mpirun, and the
-overhead = (median with - median without) / median without. The last traced run is merged into a native
+overhead = the median over repetitions of (with / without - 1), each repetition running both back to
+back (in alternating order), with a bootstrap 95% CI of that median. The last traced run is merged into a native
 trace (--trace-out) for 'hpcvar sim app'.
 
 Needs: apt-get install lammps libopenmpi-dev; a tracer built against /usr/bin/mpicc:
     MPICC=/usr/bin/mpicc cmake -S . -B build/replay-ompi && cmake --build build/replay-ompi --target hv_trace
 Run (as root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1):
     .venv/bin/python benchmarks/trace_overhead_lammps.py --lib build/replay-ompi/bin/libhv_trace.so --reps 5
+
+With --replay BIN (a directory with hv_latency built against the same Open MPI, e.g.
+MPICC=/usr/bin/mpicc cmake -S . -B build/ompi && cmake --build build/ompi), the last traced run is then
+replayed: the machine's point-to-point parameters are measured with that hv_latency (2 ranks: alpha =
+median one-way time of 8 B, bandwidth = 4 MiB / its one-way time), the trace is replayed with them on
+the machine as it is (1 node x --np cores, rrp) and on a hypothetical cluster of --np nodes on Gigabit
+Ethernet (1gbit, 50us; mappings rrn, rrp, random with 5 replicas; models none, gige, myrinet, maxmin),
+and the mean E_abs of the predicted communication time per task against the measured one is printed.
 """
 
 from __future__ import annotations
@@ -48,6 +57,7 @@ def main() -> None:
     ap.add_argument("--lmp", default="lmp")
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--trace-out", default=None, help="write the last traced run as a native trace here")
+    ap.add_argument("--replay", default=None, metavar="BIN", help="replay the trace (see the docstring)")
     a = ap.parse_args()
     for tool in (a.mpirun, a.lmp):
         if not shutil.which(tool):
@@ -70,11 +80,17 @@ def main() -> None:
                     e.update(LD_PRELOAD=str(Path(a.lib).resolve()), HV_TRACE_DIR=str(raw))
                 res[mode].append(run_once(cmd, e, work / f"log.{mode}.{r}", a.timeout))
                 print(f"rep {r} {mode:6s}: loop {res[mode][-1][0]:.3f} s, wall {res[mode][-1][1]:.3f} s", flush=True)
+        from hpcvar.stats import median_ci
+
         for k, name in ((0, "LAMMPS loop time"), (1, "mpirun wall time")):
             p = np.median([x[k] for x in res["plain"]])
             t = np.median([x[k] for x in res["traced"]])
-            print(f"{name}: median without {p:.3f} s, with tracer {t:.3f} s, overhead {(t - p) / p * 100:+.2f} % "
-                  f"({a.reps} reps each)")
+            # paired: each repetition ran both, back to back, so slow drifts of the machine cancel in the ratio
+            ratios = np.array([tr[k] / pl[k] for tr, pl in zip(res["traced"], res["plain"])])
+            lo, hi = median_ci(ratios)
+            print(f"{name}: median without {p:.3f} s, with tracer {t:.3f} s; paired overhead median "
+                  f"{(np.median(ratios) - 1) * 100:+.2f} % (95% CI {(lo - 1) * 100:+.2f} to {(hi - 1) * 100:+.2f} %, "
+                  f"{a.reps} pairs)")
         from hpcvar.traces.native import merge_raw, write_parquet
 
         tr = merge_raw(raw, source=" ".join(cmd))
@@ -82,11 +98,50 @@ def main() -> None:
         print(f"trace: {len(ev)} events over {tr.ntasks} ranks ({len(ev) / tr.ntasks:.0f} per rank), clock "
               f"{tr.meta.get('clock')} (read cost tsc {tr.meta.get('clock_cost_tsc_ns')} ns, mono "
               f"{tr.meta.get('clock_cost_mono_ns')} ns)")
-        if a.trace_out:
-            write_parquet(tr, a.trace_out)
-            print(f"wrote {a.trace_out}")
+        out = Path(a.trace_out) if a.trace_out else work / "lj.trace"
+        write_parquet(tr, out)
+        print(f"wrote {out}")
+        if a.replay:
+            replay(out, Path(a.replay), a.np, env)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def hpcvar(args: list[str], env: dict) -> dict:
+    import json
+    import sys
+
+    res = subprocess.run([sys.executable, "-m", "hpcvar", *args, "--json"], env=env, check=True,
+                         capture_output=True, text=True, timeout=1800)
+    return json.loads(res.stdout)
+
+
+def replay(trace: Path, native_bin: Path, np_: int, env: dict) -> None:
+    runs = Path(tempfile.mkdtemp(prefix="hv_lmp_runs_"))
+    e = dict(env, HPCVAR_NATIVE_DIR=str(native_bin.resolve()), HPCVAR_RUNS=str(runs))
+    try:
+        lat = hpcvar(["bench", "latency", "--np", "2", "--sizes", "8,4MiB", "--time-per-size", "2s"], e)
+        by = {s["size"]: s for s in lat["sizes"]}
+        alpha = by[8]["median_ns"] * 1e-9
+        bw = (4 << 20) / (by[4 << 20]["median_ns"] * 1e-9)
+        print(f"machine (hv_latency): alpha {alpha * 1e6:.2f} us, "
+              f"bandwidth {bw / 1e6:.0f} MB/s")
+        local = hpcvar(["sim", "app", str(trace), "--nodes", "1", "--cores-per-node", str(np_), "--bandwidth",
+                        f"{bw:.0f}", "--latency", f"{alpha:.9f}", "--mapping", "rrp", "--model", "none",
+                        "--no-plots"], e)
+        for r in local["runs"]:
+            per = ", ".join(f"task {t['task']}: S_m {t['measured_comm_s']:.3f} s, S_p {t['comm_s']:.3f} s, "
+                            f"E_abs {t['e_abs_pct']:.1f} %" for t in r["tasks"])
+            print(f"replay on this machine (1 node x {np_}, rrp): mean E_abs {r['mean_e_abs_pct']:.1f} % ({per}); "
+                  f"makespan {r['makespan_s']:.3f} s")
+        gige = hpcvar(["sim", "app", str(trace), "--nodes", str(np_), "--cores-per-node", "1", "--bandwidth",
+                       "1gbit", "--latency", "50us", "--mapping", "rrn,rrp,random", "--model",
+                       "none,gige,myrinet,maxmin", "--replicas", "5", "--no-plots"], e)
+        for r in gige["runs"]:
+            print(f"replay on {np_} GigE nodes: mapping {r['mapping']:6s} model {r['model']:8s} mean E_abs "
+                  f"{r['mean_e_abs_pct']:.1f} %, makespan {r['makespan_s']:.3f} s")
+    finally:
+        shutil.rmtree(runs, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -141,10 +141,14 @@ def test_mpich_argv_golden():
     assert env == {"A": "1", "UCX_TLS": "tcp,self", "FI_PROVIDER": "tcp"}
 
 
-def test_mpich_with_ofi_uses_the_ofi_netmod():
+def test_mpich_with_ofi_uses_the_ofi_netmod_for_wildcard_receivers():
     launcher = TestbedLauncher(plan=plan3(), mpiexec="/mpi/bin/mpiexec",
                                flavor=MpiFlavor("mpich", "5.0.2", ("ucx", "ofi")), root=True)
     argv, env = launcher.command(spec())
+    assert "MPIR_CVAR_CH4_NETMOD" not in argv and "MPIR_CVAR_CH4_NETMOD" not in env  # ucx by default
+    s = spec()
+    s.any_source = True  # a program with wildcard receives gets ofi (ucx on tcp loses them)
+    argv, env = launcher.command(s)
     assert argv[argv.index("MPIR_CVAR_CH4_NETMOD") + 1] == "ofi" and env["MPIR_CVAR_CH4_NETMOD"] == "ofi"
     assert env["FI_PROVIDER"] == "tcp"
 

@@ -153,6 +153,7 @@ class Fanin(Benchmark):
     name = "fanin"
     program = "hv_fanin"
     min_np = 2
+    any_source = True  # --match any: several clients compete for the root's wildcard receives
 
     def point_fields(self) -> list[str]:
         return list(POINT_FIELDS)

@@ -47,6 +47,7 @@ class Benchmark(ABC):
     name: str = ""  # "latency"
     program: str = ""  # "hv_latency"
     min_np: int = 2
+    any_source: bool = False  # receives with MPI_ANY_SOURCE from competing senders (see LaunchSpec)
 
     @abstractmethod
     def points(self, params: dict) -> list[dict]:
@@ -208,7 +209,7 @@ def _launch(bench: Benchmark, params: dict, ctx: BenchContext, run: Run, exe: Pa
         args += ["--timer", ctx.timer]
     timeout = ctx.timeout_s or (60.0 + 3.0 * bench.estimate_s(params, batch))
     spec = LaunchSpec(np=ctx.np, exe=exe, args=args, env=bench.env(params), timeout_s=timeout,
-                      ranks_per_node=ctx.ranks_per_node, extra_args=ctx.launcher_args)
+                      ranks_per_node=ctx.ranks_per_node, extra_args=ctx.launcher_args, any_source=bench.any_source)
     argv, _ = ctx.launcher.command(spec)
     run.info["launches"].append({"label": raw_path.stem, "argv": argv, "timeout_s": timeout, "points": len(batch)})
     run.save()

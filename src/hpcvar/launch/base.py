@@ -32,6 +32,9 @@ class LaunchSpec:
     timeout_s: float = 120.0
     ranks_per_node: int | None = None
     extra_args: list[str] = field(default_factory=list)  # user's own launcher options (--launcher-args)
+    # the program receives with MPI_ANY_SOURCE while several senders compete: launchers avoid transports
+    # known to lose such receives (the testbed's MPICH on ch4:ucx over tcp; docs/testbed.md)
+    any_source: bool = False
 
 
 @dataclass

@@ -14,9 +14,10 @@ How (both MPI families; see docs/testbed.md):
 - Every host shares the machine's /dev/shm, so shared-memory transports would
   bypass the links: MPICH gets ``UCX_TLS=tcp,self`` (the ch4:ucx netmod; without
   it UCX reaches other hosts through shared memory) and ``FI_PROVIDER=tcp`` (the
-  ch4:ofi netmod), and ``MPIR_CVAR_CH4_NETMOD=ofi`` when the library has ofi
-  (MPICH 5.0.2's ch4:ucx on tcp,self never completes an MPI_ANY_SOURCE receive
-  that two senders compete for); Open MPI gets ``--mca pml ob1 --mca btl tcp,sm,self`` with
+  ch4:ofi netmod), and ``MPIR_CVAR_CH4_NETMOD=ofi`` for programs that say they
+  receive from MPI_ANY_SOURCE (``LaunchSpec.any_source``) when the library has ofi
+  (MPICH 5.0.2's ch4:ucx on tcp,self loses MPI_ANY_SOURCE receives that two
+  senders compete for, and its ch4:ofi hangs with hundreds of unexpected messages); Open MPI gets ``--mca pml ob1 --mca btl tcp,sm,self`` with
   ``btl_tcp_if_include`` and ``oob_tcp_if_include`` set to the testbed subnet.
   Ranks on the same host use shared memory (hosts have distinct hostnames, so
   the MPI libraries see them as distinct nodes) unless the testbed was built with
@@ -128,8 +129,10 @@ class TestbedLauncher(Launcher):
 
     def _mpich(self, spec, plan, used, counts, env) -> list[str]:
         tcp = dict(MPICH_TCP_ENV)
-        if "ofi" in self.flavor.devices:
-            # ch4:ucx restricted to tcp,self loses MPI_ANY_SOURCE receives (docs/testbed.md): use ofi
+        if spec.any_source and "ofi" in self.flavor.devices and "MPIR_CVAR_CH4_NETMOD" not in os.environ:
+            # ch4:ucx restricted to tcp,self loses MPI_ANY_SOURCE receives that several senders compete
+            # for; ch4:ofi cannot hold hundreds of unexpected messages (queues unexpected hangs): so ofi
+            # only for the programs that need it (docs/testbed.md)
             tcp["MPIR_CVAR_CH4_NETMOD"] = "ofi"
         if plan.intra_host == "tcp":
             tcp["MPIR_CVAR_NOLOCAL"] = "1"
