@@ -27,13 +27,18 @@ def native_dirs() -> list[Path]:
 
 @functools.cache
 def build_info() -> dict:
-    """What the build found: MPI compiler and its directory, compiler flags."""
+    """What the build found: MPI compiler and its directory, compiler flags.
+
+    A CMake build directory keeps build_info.json one level above its bin/: with HPCVAR_NATIVE_DIR set,
+    both places are looked at before the installed package, so that a build against another MPI (e.g.
+    MPICC=/usr/bin/mpicc) is launched with that MPI's mpiexec and not with the installed one's.
+    """
     for d in native_dirs():
-        f = d / "build_info.json"
-        if f.is_file():
-            info = json.loads(f.read_text())
-            info["native_dir"] = str(d)
-            return info
+        for f in (d / "build_info.json", d.parent / "build_info.json"):
+            if f.is_file():
+                info = json.loads(f.read_text())
+                info["native_dir"] = str(d)
+                return info
     return {"mpi_found": False, "native_dir": None}
 
 

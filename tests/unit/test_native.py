@@ -27,6 +27,19 @@ def test_native_dir_override_comes_first(tmp_path, monkeypatch):
         native.find_program("hv_does_not_exist")
 
 
+def test_a_cmake_build_dir_brings_its_own_build_info(tmp_path, monkeypatch):
+    # build/x/build_info.json next to build/x/bin: that build's MPI, not the installed package's
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "build_info.json").write_text('{"mpi_found": true, "mpi_bindir": "/usr/bin"}')
+    monkeypatch.setenv("HPCVAR_NATIVE_DIR", str(tmp_path / "bin"))
+    native.build_info.cache_clear()
+    try:
+        info = native.build_info()
+        assert info["mpi_bindir"] == "/usr/bin" and info["native_dir"] == str(tmp_path / "bin")
+    finally:
+        native.build_info.cache_clear()
+
+
 def test_installed_build_has_the_probe_and_build_info():
     info = native.build_info()
     assert info.get("native_dir"), "hpcvar/_bin/build_info.json is missing: reinstall (make install)"
