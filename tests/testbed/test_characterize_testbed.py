@@ -9,20 +9,15 @@ import pytest
 
 from hpcvar.results import Run
 from tests.conftest import run_cli
+from tests.testbed.conftest import testbed_up
 
 pytestmark = [pytest.mark.root, pytest.mark.mpi]
 
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
-    state = tmp_path_factory.mktemp("tb") / "state.json"
-    env = {"HPCVAR_TESTBED_STATE": str(state)}
-    run_cli(["testbed", "up", "--hosts", "4", "--rate", "200mbit", "--prefix", "hvch-"], env=env, check=True,
-            timeout=120)
-    try:
+    with testbed_up(tmp_path_factory, "hvch-", 4) as env:
         yield env
-    finally:
-        run_cli(["testbed", "down"], env=env, timeout=120)
 
 
 @pytest.mark.timeout(1200)

@@ -13,6 +13,7 @@ import json
 import pytest
 
 from tests.conftest import run_cli
+from tests.testbed.conftest import testbed_up
 
 # Ranks outnumber the 2 cores here, so --wait auto makes them sleep 50 us between MPI tests instead of
 # spinning (docs/fanin.md); MPICH runs on its ofi netmod (docs/testbed.md: ch4:ucx on tcp loses
@@ -25,14 +26,8 @@ HOSTS = 4  # root + 2 large-buffer clients + 1 chatter client
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
-    state = tmp_path_factory.mktemp("tb") / "state.json"
-    env = {"HPCVAR_TESTBED_STATE": str(state)}
-    run_cli(["testbed", "up", "--hosts", str(HOSTS), "--rate", "200mbit", "--prefix", "hvfi-"], env=env,
-            check=True, timeout=120)
-    try:
+    with testbed_up(tmp_path_factory, "hvfi-", HOSTS) as env:
         yield env
-    finally:
-        run_cli(["testbed", "down"], env=env, timeout=120)
 
 
 def _fanin(env, runs_dir, *args):

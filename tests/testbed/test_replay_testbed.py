@@ -17,6 +17,7 @@ import pytest
 
 from hpcvar._native import build_info, find_library
 from tests.conftest import run_cli
+from tests.testbed.conftest import testbed_up
 
 pytestmark = pytest.mark.root
 
@@ -25,14 +26,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
-    state = tmp_path_factory.mktemp("tb") / "state.json"
-    env = {"HPCVAR_TESTBED_STATE": str(state)}
-    run_cli(["testbed", "up", "--hosts", "4", "--rate", "200mbit", "--prefix", "hvrp-", "--ranks-per-host", "1"],
-            env=env, check=True, timeout=120)
-    try:
+    with testbed_up(tmp_path_factory, "hvrp-", 4, "200mbit", "--ranks-per-host", "1") as env:
         yield env
-    finally:
-        run_cli(["testbed", "down"], env=env, timeout=120)
 
 
 def test_trace_on_testbed_and_replay_with_gige_and_maxmin(testbed, tmp_path, runs_dir):

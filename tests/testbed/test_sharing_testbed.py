@@ -13,6 +13,7 @@ import os
 import pytest
 
 from tests.conftest import run_cli
+from tests.testbed.conftest import testbed_up
 
 pytestmark = pytest.mark.root
 
@@ -21,14 +22,8 @@ SIZE = "20MiB"  # the paper's size: 0.84 s alone at 200 Mbit/s (smaller sizes hi
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
-    state = tmp_path_factory.mktemp("tb") / "state.json"
-    env = {"HPCVAR_TESTBED_STATE": str(state)}
-    run_cli(["testbed", "up", "--hosts", "4", "--rate", "200mbit", "--prefix", "hvsh-"], env=env, check=True,
-            timeout=120)
-    try:
+    with testbed_up(tmp_path_factory, "hvsh-", 4) as env:
         yield env
-    finally:
-        run_cli(["testbed", "down"], env=env, timeout=120)
 
 
 def _bench(env, runs_dir, scheme):
