@@ -11,11 +11,18 @@
  *      compare with the end; nothing else (no syscall, allocation or store).
  *      A difference above the threshold is a jitter event: its start (the
  *      read before the gap, relative to the common start) and its duration
- *      (difference - t_min) go into the preallocated buffer; then the clock
- *      is read again with rdtscp, whose aux value (TSC_AUX = node << 12 | cpu)
- *      detects a migration off the pinned CPU.
+ *      (difference - t_min) go into the preallocated buffer; then rdtscp reads
+ *      the aux value (TSC_AUX = node << 12 | cpu), which detects a migration
+ *      off the pinned CPU. The clock is not re-based on that read: the stores
+ *      and the rdtscp count towards the next difference, so a detour that
+ *      starts while an event is being stored is not hidden. A thread that
+ *      starts after the common start records the delay as a detour at 0.
  *   3. t_min is measured again after the loop (its drift is reported).
  * A full buffer stops that CPU early (flag "overflow", recorded length shorter).
+ *
+ * The metadata holds the common start as a raw TSC value (t0_tsc) and each thread's
+ * kernel id (tid), so that kernel trace events stamped with trace_clock x86-tsc can
+ * be aligned with the events (hpcvar noise record --attribute).
  *
  * Output: the native jitter trace (.jtr, docs/formats.md "Jitter traces"):
  *   header  "HVJTR\r\n\x1a", u32 version=1, u32 ncpus, f64 freq_hz, u64 meta_len
@@ -34,6 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
 #include "hv_args.h"
@@ -114,6 +122,7 @@ typedef struct {
     uint64_t mig_events;
     unsigned flags, aux_start, aux_end;
     int mlocked, rt;
+    long tid;
     long vcs0, nvcs0, vcs1, nvcs1;
     pthread_t th;
 } cpu_state;
@@ -149,6 +158,7 @@ static void thread_ctxsw(long *vol, long *nonvol) {
 
 static void *collector(void *arg) {
     cpu_state *c = arg;
+    c->tid = (long)syscall(SYS_gettid);
     /* buffers on this CPU, touched (pre-faulted) and locked where allowed */
     c->start = malloc(c->cap * sizeof *c->start);
     c->delta = malloc(c->cap * sizeof *c->delta);
@@ -183,6 +193,7 @@ static void *collector(void *arg) {
     uint64_t iters = 0, mig = 0;
     uint64_t prev = __rdtsc();
     while (prev < t0) prev = __rdtsc();
+    prev = t0;  /* a thread that was late (descheduled) sees the delay as its first detour */
     uint64_t now = prev;
     /* the timed loop */
     for (;;) {
@@ -192,7 +203,7 @@ static void *collector(void *arg) {
             st[n] = prev - t0;
             dl[n] = now - prev;
             if (++n == cap) { c->flags |= FLAG_OVERFLOW; break; }
-            now = __rdtscp(&aux);
+            __rdtscp(&aux);  /* its time counts towards the next difference (nothing is hidden) */
             if (__builtin_expect((aux & 0xfffu) != want, 0)) mig++;
         }
         if (__builtin_expect(now >= t1, 0)) break;
@@ -333,6 +344,8 @@ int main(int argc, char **argv) {
     jb_key(&m, "max_events"); jb_printf(&m, "%ld", max_events);
     jb_key(&m, "proc_before"); jb_put(&m, before.p, before.n);
     jb_key(&m, "proc_after"); jb_put(&m, after.p, after.n);
+    jb_key(&m, "t0_tsc"); jb_printf(&m, "%llu", (unsigned long long)g_t0);
+    jb_key(&m, "pid"); jb_printf(&m, "%ld", (long)getpid());
     jb_key(&m, "window_mono_ns"); jb_printf(&m, "%llu", (unsigned long long)((m1 + m1b) / 2 - (m0 + m0b) / 2));
     jb_put(&m, "}", 1);
 
@@ -360,6 +373,7 @@ int main(int argc, char **argv) {
         jb_key(&cm, "migrations"); jb_printf(&cm, "%llu", (unsigned long long)c->mig_events);
         jb_key(&cm, "aux_cpu_start"); jb_printf(&cm, "%u", c->aux_start & 0xfffu);
         jb_key(&cm, "aux_cpu_end"); jb_printf(&cm, "%u", c->aux_end & 0xfffu);
+        jb_key(&cm, "tid"); jb_printf(&cm, "%ld", c->tid);
         jb_key(&cm, "rt_prio"); jb_printf(&cm, "%d", c->rt ? g_rt_prio : 0);
         jb_key(&cm, "mlocked"); jb_put(&cm, c->mlocked ? "true" : "false", c->mlocked ? 4 : 5);
         jb_key(&cm, "voluntary_ctxt_switches"); jb_printf(&cm, "%ld", c->vcs1 >= 0 && c->vcs0 >= 0 ? c->vcs1 - c->vcs0 : -1);

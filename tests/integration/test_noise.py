@@ -15,7 +15,7 @@ from hpcvar.noise import analysis, collector
 from hpcvar.noise.formats import read_jtr
 from hpcvar.noise.trace import recorded_starts
 from hpcvar.results import Run
-from tests.conftest import run_cli
+from tests.conftest import hpcvar_cmd, run_cli
 
 
 def _have_tools() -> bool:
@@ -55,30 +55,77 @@ def test_record_two_seconds_end_to_end(runs_dir):
     assert any(c["tick"]["found"] for c in out["cpus"]), [c["periods"] for c in out["cpus"]]
 
 
-def test_injector_is_recovered_by_the_collector(tmp_path):
-    cpu = 1 if 1 in collector.parse_cpus("all") else 0
-    period_ns, burn_ns = 10e6, 1e6
-    inj = subprocess.Popen(collector.InjectSpec([cpu], 3.5, period_ns, burn_ns, rt_prio=50).argv(),
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+def _noise_cpu() -> int:
+    return 1 if 1 in collector.parse_cpus("all") else 0
+
+
+def _record_while_injecting(inject_argv: list[str], cpu: int, path, duration_s: float = 2.0,
+                            ready: str | None = None) -> tuple[str, object]:
+    """Start the injector, record ``duration_s`` on ``cpu`` with the collector at a lower real-time priority
+    (other users' processes cannot hide the bursts); returns the injector's stdout and the trace. With
+    ``ready``, recording starts once the injector's stderr shows that text (the CLI's start-up takes
+    seconds on a loaded machine), else 0.3 s after the start."""
+    import select
+
+    inj = subprocess.Popen(inject_argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
+        if ready:
+            deadline, seen = time.monotonic() + 60, ""
+            while ready not in seen and time.monotonic() < deadline and inj.poll() is None:
+                if select.select([inj.stderr], [], [], 0.5)[0]:
+                    seen += inj.stderr.readline()
+            assert ready in seen, f"the injector did not start: {seen}"
         time.sleep(0.3)
-        # the collector at a lower real-time priority: other users' processes cannot hide the bursts
-        collector.collect([cpu], 2.0, tmp_path / "t.jtr", max_rate=100000, rt_prio=10)
-        out, _ = inj.communicate(timeout=30)
+        collector.collect([cpu], duration_s, path, max_rate=100000, rt_prio=10)
+        out, err = inj.communicate(timeout=60)
     finally:
         if inj.poll() is None:
             inj.kill()
             inj.wait()
-    rep = collector.parse_inject_result(out)
-    if not rep[0]["realtime"]:
-        pytest.skip("SCHED_FIFO is not allowed here: the injector cannot promise its bursts")
-    t = read_jtr(tmp_path / "t.jtr")
+    assert inj.returncode == 0, err
+    return out, read_jtr(path)
+
+
+def _recovered(t, burn_ns: float) -> dict:
+    """Rate, median duration and median period of the recorded events near the injected duration."""
     c = t.cpus[0]
     ns = 1e9 / t.freq_hz
     d, s = c.duration * ns, recorded_starts(c) * ns
     near = (d > 0.75 * burn_ns) & (d < 1.5 * burn_ns)  # events near the injected duration only
-    rate = near.sum() / (c.length * ns / 1e9)
-    assert rate == pytest.approx(1e9 / period_ns, rel=0.10)
-    assert np.median(d[near]) == pytest.approx(burn_ns, rel=0.10)
-    assert np.median(np.diff(s[near])) == pytest.approx(period_ns, rel=0.10)
-    assert any(abs(src["hz"] - 100.0) < 1.0 for src in analysis.sources_by_class(t, c))
+    return {"rate": near.sum() / (c.length * ns / 1e9), "duration_ns": float(np.median(d[near])),
+            "period_ns": float(np.median(np.diff(s[near])))}
+
+
+def test_injector_is_recovered_by_the_collector(tmp_path):
+    cpu = _noise_cpu()
+    period_ns, burn_ns = 10e6, 1e6
+    out, t = _record_while_injecting(collector.InjectSpec([cpu], 3.5, period_ns, burn_ns, rt_prio=50).argv(), cpu,
+                                     tmp_path / "t.jtr")
+    rep = collector.parse_inject_result(out)
+    if not rep[0]["realtime"]:
+        pytest.skip("SCHED_FIFO is not allowed here: the injector cannot promise its bursts")
+    r = _recovered(t, burn_ns)
+    assert r["rate"] == pytest.approx(1e9 / period_ns, rel=0.10)
+    assert r["duration_ns"] == pytest.approx(burn_ns, rel=0.10)
+    assert r["period_ns"] == pytest.approx(period_ns, rel=0.10)
+    assert any(abs(src["hz"] - 100.0) < 1.0 for src in analysis.sources_by_class(t, t.cpus[0]))
+
+
+def test_replayed_trace_is_recovered_by_the_collector(tmp_path):
+    """hpcvar noise synth a 100 Hz x 1 ms trace, hpcvar noise inject --trace it on one CPU while recording there:
+    the recorded detours recover its period and duration."""
+    cpu = _noise_cpu()
+    period_ns, burn_ns = 10e6, 1e6
+    synth = tmp_path / "p.jtr"
+    run_cli(["noise", "synth", str(synth), "--periodic", "100Hz:1ms", "--length", "1s"], timeout=120, check=True)
+    argv = hpcvar_cmd() + ["noise", "inject", "--cpus", str(cpu), "--trace", str(synth), "--time", "3.5s", "--json"]
+    out, t = _record_while_injecting(argv, cpu, tmp_path / "t.jtr", ready="replaying")
+    rep = json.loads(out)["cpus"]
+    if not rep[0]["realtime"]:
+        pytest.skip("SCHED_FIFO is not allowed here: the injector cannot promise its bursts")
+    assert rep[0]["bursts"] >= 300  # 100/s over 3.5 s, the 1 s trace looped
+    r = _recovered(t, burn_ns)
+    assert r["rate"] == pytest.approx(1e9 / period_ns, rel=0.10)
+    assert r["duration_ns"] == pytest.approx(burn_ns, rel=0.15)
+    assert r["period_ns"] == pytest.approx(period_ns, rel=0.10)
+    assert any(abs(src["hz"] - 100.0) < 1.0 for src in analysis.sources_by_class(t, t.cpus[0]))

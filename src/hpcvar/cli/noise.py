@@ -41,13 +41,19 @@ def cli() -> None:
 @click.option("--rt-prio", type=click.IntRange(0, 99), default=0, show_default=True,
               help="Run the collector threads SCHED_FIFO at this priority (0: normal scheduler). Other user "
                    "processes then cannot preempt it: the trace shows kernel and real-time noise only.")
+@click.option("--attribute", is_flag=True,
+              help="Also trace the kernel's irq, softirq, irq_vectors and sched_switch events (tracefs, root) "
+                   "and attribute each detour to the events that overlap it in time.")
 @click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also copy the .jtr trace here.")
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Draw the PNG/SVG figures.")
 @output_options
-def record(cpus, duration, threshold, max_rate, rt_prio, out, plots, as_json, runs_dir):
+def record(cpus, duration, threshold, max_rate, rt_prio, attribute, out, plots, as_json, runs_dir):
     """Record OS jitter: one pinned TSC-reading thread per CPU (the paper's TraceCollector).
 
     Stores the trace (trace.jtr), per-CPU statistics, periodic sources and /proc attribution in a run.
+    With --attribute (root), a private tracefs instance records the kernel events on those CPUs during the
+    run, and every detour is matched in time with them (tables noise.attribution and
+    noise.attribution_summary).
     """
     import shutil
 
@@ -66,16 +72,31 @@ def record(cpus, duration, threshold, max_rate, rt_prio, out, plots, as_json, ru
     if mem > 4 << 30:
         raise UsageError(f"the event buffers would take {mem / 2**30:.1f} GiB", "--max-rate",
                          "Lower --max-rate or --duration")
+    tracefs = None
+    if attribute:
+        from hpcvar.noise import ktrace
+
+        tracefs = ktrace.require_tracefs("--attribute")  # fails (root, tracefs) before anything is recorded
     argv = ["hpcvar", *sys.argv[1:]]
     params = {"cpus": cpu_list, "duration_s": duration, "threshold_ns": thr_ns, "max_rate": max_rate,
-              "rt_prio": rt_prio}
+              "rt_prio": rt_prio, "attribute": attribute}
     run = Run.create("noise record", params, runs_dir, argv=argv, metadata=metadata.collect())
     err = stderr_console()
-    err.print(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} into {run.path}")
     jtr = run.path / "trace.jtr"
+    rec = None
     try:
-        res = collector.collect(cpu_list, duration, jtr, thr_ns, max_rate, argv, rt_prio)
-    except Exception:
+        if attribute:
+            ref_s = min(collector.REFERENCE_S, duration)
+            err.print(f"reference recording without tracing: {ref_s:g} s")
+            collector.collect(cpu_list, ref_s, run.raw_dir() / "untraced.jtr", thr_ns, max_rate, argv, rt_prio)
+            err.print(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} with kernel tracepoints "
+                      f"(tracefs instance under {tracefs}/instances) into {run.path}")
+            rec = collector.collect_attributed(cpu_list, duration, jtr, thr_ns, max_rate, argv, rt_prio, tracefs)
+            res = rec.result
+        else:
+            err.print(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} into {run.path}")
+            res = collector.collect(cpu_list, duration, jtr, thr_ns, max_rate, argv, rt_prio)
+    except BaseException:
         run.finish("failed", exit_status=1)
         raise
     (run.raw_dir() / "collector.log").write_text(res.stderr)
@@ -83,6 +104,21 @@ def record(cpus, duration, threshold, max_rate, rt_prio, out, plots, as_json, ru
     report = analysis.analyze(trace)
     for name, df in collector.tables(report).items():
         run.write_table(name, df)
+    if rec is not None:
+        from hpcvar.results import atomic_write_text, dumps
+
+        kev, session = collector.kernel_events(rec, trace)
+        session["overhead"] = collector.tracing_overhead(read_jtr(run.raw_dir() / "untraced.jtr"), trace,
+                                                         min(collector.REFERENCE_S, duration))
+        atomic_write_text(run.path / "tracefs.json", dumps(session))
+        run.write_table("noise.kernel_events", kev)
+        det, summ = collector.add_matched(report, trace, kev, session)
+        run.write_table("noise.attribution", det)
+        run.write_table("noise.attribution_summary", summ)
+        if report["matched"].get("warning"):
+            run.warn(report["matched"]["warning"] + "; record shorter or on fewer CPUs")
+        if not len(kev):
+            run.warn("tracefs recorded no kernel event on the recorded CPUs")
     for q in report["quality"]["cpus"]:
         if q.get("overflow"):
             run.warn(f"CPU {q['cpu']}: the event buffer filled; raise --max-rate")
@@ -127,6 +163,8 @@ def report(source, freq, fmt, plots_dir, top, as_json, runs_dir):
         trace = load_trace(run.path / "trace.jtr")
     trace.validate(str(path))
     rep = analysis.analyze(trace, top)
+    if run is not None:
+        collector.add_matched_from_run(rep, trace, run)
     out_dir = Path(plots_dir) if plots_dir else (run.plots_dir() if run else None)
     if out_dir:
         analysis.plot_all(trace, rep, out_dir)

@@ -1,7 +1,9 @@
 """Front end of the native collector and injector, synthetic traces, and the stored noise run.
 
 ``record`` runs hv_noise_collect (one pinned thread per CPU), stores the .jtr in a run directory with
-the tables ``noise.summary``, ``noise.periods``, ``noise.sources`` and the plots. ``inject`` runs
+the tables ``noise.summary``, ``noise.periods``, ``noise.sources`` and the plots. ``collect_attributed``
+runs it inside a private tracefs instance (``--attribute``); ``kernel_events``, ``tracing_overhead`` and
+``add_matched`` turn that into the matched attribution (hpcvar.noise.matching). ``inject`` runs
 hv_noise_inject. ``synth`` makes periodic / Poisson / mixed traces (events merged where they overlap).
 """
 
@@ -63,10 +65,114 @@ def collect(cpus: list[int], duration_s: float, out: Path, threshold_ns: float =
     exe = find_program("hv_noise_collect")
     max_events = int(duration_s * max_rate) + 4096
     cmd = [str(exe), "--cpus", ",".join(map(str, cpus)), "--duration", repr(float(duration_s)),
-           "--threshold-ns", repr(float(threshold_ns)), "--max-events", str(max_events), "--out", str(out), "--rt-prio", str(rt_prio)]
+           "--threshold-ns", repr(float(threshold_ns)), "--max-events", str(max_events), "--out", str(out),
+           "--rt-prio", str(rt_prio)]
     if argv:
         cmd += ["--argv", shlex.join(argv)]
     return _run(cmd, duration_s * 1.5 + 60, "the collector (hv_noise_collect)")
+
+
+REFERENCE_S = 0.5  # untraced reference recording of --attribute (tracing overhead)
+
+
+@dataclass
+class TracedRecording:
+    """What ``collect_attributed`` returns: the collector's result and the raw tracefs output."""
+
+    result: subprocess.CompletedProcess
+    texts: dict[int, str]  # per CPU: the text of per_cpu/cpuN/trace
+    stats: dict[int, dict]  # per CPU: per_cpu/cpuN/stats (entries, overrun, dropped, lost)
+    events: list[str]
+    buffer_kb: int
+    instance: str
+    stale_removed: list[str]
+
+
+def collect_attributed(cpus: list[int], duration_s: float, out: Path, threshold_ns: float = 0.0,
+                       max_rate: float = DEFAULT_MAX_RATE, argv: list[str] | None = None, rt_prio: int = 0,
+                       root: Path | None = None) -> TracedRecording:
+    """``collect`` inside a private tracefs instance on ``cpus``: tracing is on before the collector starts
+    and off after it has exited; the instance is removed on every exit path (error, Ctrl-C, SIGTERM)."""
+    from hpcvar.noise import ktrace
+
+    root = root or ktrace.require_tracefs()
+    buf = ktrace.buffer_kb_for(duration_s, len(cpus))
+    with ktrace.TraceSession(root, cpus, buf) as ts:
+        ts.start()
+        try:
+            res = collect(cpus, duration_s, out, threshold_ns, max_rate, argv, rt_prio)
+        finally:
+            ts.stop()
+        stats = {c: ts.stats(c) for c in cpus}
+        texts = {c: ts.read(c) for c in cpus}
+        return TracedRecording(res, texts, stats, list(ts.events), buf, ts.path.name, list(ts.removed))
+
+
+def kernel_events(rec: TracedRecording, trace: JitterTrace) -> tuple[pd.DataFrame, dict]:
+    """The ``noise.kernel_events`` frame (times relative to the collector's common start) and the session
+    facts stored with the run (tracefs.json)."""
+    from hpcvar.errors import HpcvarError
+    from hpcvar.noise import ktrace
+
+    t0 = trace.meta.get("t0_tsc")
+    if t0 is None:
+        raise HpcvarError("the collector wrote no t0_tsc: it is older than this hpcvar", "--attribute",
+                          "Rebuild the native programs (make install)")
+    t0 = int(t0)
+    tids = {int(c.meta["tid"]) for c in trace.cpus if "tid" in c.meta}
+    rows, cpus = [], {}
+    for cpu, text in rec.texts.items():
+        recs = [r for r in ktrace.parse_trace(text, f"per_cpu/cpu{cpu}/trace") if r.cpu == cpu]
+        rows += ktrace.kernel_intervals(recs, tids, cycles_per_ns=trace.freq_hz / 1e9)
+        st = rec.stats.get(cpu, {})
+        cpus[str(cpu)] = {"records": len(recs), "lost": st.get("lost", 0), "overrun": st.get("overrun", 0),
+                          "commit_overrun": st.get("commit_overrun", 0), "dropped": st.get("dropped", 0),
+                          "first_cycles": recs[0].ts - t0 if recs else None,
+                          "last_cycles": max(r.ts for r in recs) - t0 if recs else None}
+    df = pd.DataFrame(rows, columns=["cpu", "source", "kind", "start", "end", "complete"])
+    df = df.rename(columns={"start": "start_cycles", "end": "end_cycles"})
+    df["start_cycles"] = df["start_cycles"].astype(np.int64) - t0
+    df["end_cycles"] = df["end_cycles"].astype(np.int64) - t0
+    df["cpu"] = df["cpu"].astype(np.int64)
+    df["complete"] = df["complete"].astype(bool)
+    session = {"clock": ktrace.CLOCK, "events": rec.events, "buffer_kb": rec.buffer_kb, "instance": rec.instance,
+               "stale_instances_removed": rec.stale_removed, "cpus": cpus}
+    return df, session
+
+
+def tracing_overhead(untraced: JitterTrace, traced: JitterTrace, reference_s: float) -> dict:
+    """t_min, loop iteration, noise fraction, event rate and mean detour without and with tracing."""
+    from hpcvar.noise import analysis
+
+    def per_cpu(t: JitterTrace) -> dict[int, dict]:
+        q = {r["cpu"]: r for r in analysis.quality(t)["cpus"]}
+        return {c.cpu: analysis.cpu_stats(t, c) | {"loop_ns": q.get(c.cpu, {}).get("loop_ns")} for c in t.cpus}
+
+    u, t = per_cpu(untraced), per_cpu(traced)
+    rows = []
+    for cpu in sorted(t):
+        if cpu not in u:
+            continue
+        row = {"cpu": cpu}
+        for k in ("t_min_ns", "loop_ns", "noise_fraction", "events_per_s", "mean_ns"):
+            row[k + "_untraced"], row[k + "_traced"] = u[cpu].get(k), t[cpu].get(k)
+        rows.append(row)
+    return {"reference_s": reference_s, "cpus": rows,
+            "note": f"untraced: a {reference_s:g} s recording just before the traced one, same options; "
+                    "tracepoints add their own cost to every traced kernel event (the detour grows), "
+                    "not to the loop"}
+
+
+def add_matched(report: dict, trace: JitterTrace, kev: pd.DataFrame, session: dict):
+    """Put the matched attribution (and the tracing overhead) into an analysis report; returns the frames
+    (noise.attribution, noise.attribution_summary)."""
+    from hpcvar.noise import matching
+
+    det, summ, out = matching.match_trace(trace, kev, session)
+    report["matched"] = out
+    if session.get("overhead"):
+        report["quality"]["tracing"] = session["overhead"]
+    return det, summ
 
 
 @dataclass
@@ -118,6 +224,18 @@ def parse_inject_result(stdout: str) -> list[dict]:
 def inject(spec: InjectSpec) -> list[dict]:
     res = _run(spec.argv(), spec.time_s + 30, "the injector (hv_noise_inject)")
     return parse_inject_result(res.stdout)
+
+
+def add_matched_from_run(report: dict, trace: JitterTrace, run) -> bool:
+    """``add_matched`` from what 'noise record --attribute' stored in ``run`` (noise.kernel_events and
+    tracefs.json); False when the run was recorded without --attribute."""
+    import json
+
+    f = Path(run.path) / "tracefs.json"
+    if not (run.has_table("noise.kernel_events") and f.is_file()):
+        return False
+    add_matched(report, trace, run.read_table("noise.kernel_events"), json.loads(f.read_text()))
+    return True
 
 
 # ---- synthetic traces --------------------------------------------------------------------------------------
@@ -221,7 +339,13 @@ def json_summary(report: dict) -> dict:
         d["periods"] = [{"hz": s["hz"], "strength": s["strength"], "harmonics": s["harmonics"]} for s in c["periods"]]
         d["tick"] = c.get("tick")
         cpus.append(d)
+    from hpcvar.noise.matching import RATE_HOW
+
+    att = {k: v for k, v in report["attribution"].items() if k != "sources"}
+    att["top_sources"] = [s for s in report["attribution"].get("sources", []) if s["per_s"] >= 1.0][:20]
+    att["how"] = RATE_HOW
+    # time-aligned attribution (noise record --attribute): matched, not guessed
+    att["matched"] = report.get("matched") or {"available": False,
+                                               "note": "not recorded: hpcvar noise record --attribute (root)"}
     return {"freq_hz": report["freq_hz"], "kernel": report.get("kernel"), "kernel_hz": report.get("kernel_hz"),
-            "source": report.get("source"), "cpus": cpus, "quality": report["quality"],
-            "attribution": {k: v for k, v in report["attribution"].items() if k != "sources"}
-            | {"top_sources": [s for s in report["attribution"].get("sources", []) if s["per_s"] >= 1.0][:20]}}
+            "source": report.get("source"), "cpus": cpus, "quality": report["quality"], "attribution": att}

@@ -31,6 +31,9 @@ def render_noise(console: Console, result: dict) -> None:
         found = sum(1 for x in tick if x["found"])
         console.print(f"kernel tick CONFIG_HZ={tick[0]['config_hz']}: in the spectrum of {found} of {len(tick)} CPUs")
     att = result.get("attribution", {})
+    matched = att.get("matched") or {}
+    if matched.get("available"):
+        render_matched(console, matched)
     if att.get("available"):
         top = [s for s in att.get("top_sources", [])][:8]
         if top:
@@ -39,13 +42,70 @@ def render_noise(console: Console, result: dict) -> None:
         for m in att.get("matches", [])[:6]:
             console.print(f"  CPU {m['cpu']}: {m['hz']:.1f} Hz matches {m['source']} at {m['per_s']:.1f}/s "
                           f"({m['how']})")
+        console.print("  /proc rates and rate matches are a GUESS from counts"
+                      + ("; the time-aligned table above is MATCHED" if matched.get("available") else
+                         "; hpcvar noise record --attribute (root) matches detours with kernel events in time"))
     q = result.get("quality", {})
     if q.get("freq_drift_ppm") is not None:
         console.print(f"collector: TSC {q['tsc_hz'] / 1e9:.6f} GHz, drift over the run {q['freq_drift_ppm']:+.2f} ppm, "
                       f"calibration spread {q.get('calib_spread_ppm', 0):.1f} ppm"
                       + (", in a VM" if q.get("in_vm") else ""))
+    for line in tracing_notes(q):
+        console.print(line)
     if result.get("run"):
         console.print(f"stored in {result['run']}")
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.3g}%"
+
+
+def render_matched(console: Console, matched: dict, top: int = 8) -> None:
+    """The time-aligned attribution: per CPU, the top sources by lost time and the unattributed share."""
+    t = Table(title="Detours MATCHED with kernel events in time (tracefs, x86-tsc)", title_justify="left")
+    for col in ("cpu", "source", "detours", "of detours", "lost time", "of lost time", "kernel events in detours"):
+        t.add_column(col, justify="left" if col == "source" else "right", no_wrap=col != "source")
+    for c in matched.get("cpus", []):
+        rows = [s for s in c["sources"] if s["source"] != "unattributed" and s["detours"]][:top]
+        rows += [s for s in c["sources"] if s["source"] == "unattributed"]
+        for s in rows:
+            t.add_row(str(c["cpu"]), s["source"], str(s["detours"]), _pct(s["detour_share"]),
+                      format_time_ns(s["lost_ns"]), _pct(s["lost_share"]),
+                      f"{s['kernel_events_in_detours']}/{s['kernel_events']}" if s["kernel_events"] else "-")
+    console.print(t)
+    for c in matched.get("cpus", []):
+        cls = ", ".join(f"{_cls(k)} {_pct(k['attributed_share'])}" for k in c.get("classes", []))
+        console.print(f"CPU {c['cpu']}: {_pct(1 - c['unattributed_lost_share'])} of the lost time and "
+                      f"{_pct(c['attributed_share'])} of {c['covered_detours']} detours attributed (by size: {cls}); "
+                      f"{c['kernel_events_in_detours']} of {c['kernel_events']} kernel events fell in a detour; "
+                      f"tracefs lost {c['lost_kernel_events']} events")
+    console.print("  " + matched.get("how", ""))
+    if matched.get("warning"):
+        console.print("  warning: " + matched["warning"])
+
+
+def _cls(k: dict) -> str:
+    lo, hi = k["lo_ns"], k["hi_ns"]
+    return f"<{format_time_ns(hi)}" if not lo else (f">{format_time_ns(lo)}" if hi is None
+                                                    else f"{format_time_ns(lo)}-{format_time_ns(hi)}")
+
+
+def tracing_notes(quality: dict) -> list[str]:
+    """One line per CPU: t_min, loop iteration, noise fraction and event rate without and with tracing."""
+    tr = quality.get("tracing") or {}
+    out = []
+    for r in tr.get("cpus", []):
+        def pair(k, fmt):
+            a, b = r.get(k + "_untraced"), r.get(k + "_traced")
+            return f"{fmt(a) if a is not None else '-'} -> {fmt(b) if b is not None else '-'}"
+
+        out.append(f"tracing overhead CPU {r['cpu']} (untraced -> traced): t_min {pair('t_min_ns', format_time_ns)}, "
+                   f"loop {pair('loop_ns', format_time_ns)}, noise {pair('noise_fraction', _pct)}, "
+                   f"events {pair('events_per_s', lambda x: f'{x:.0f}/s')}, "
+                   f"mean detour {pair('mean_ns', format_time_ns)}")
+    if out:
+        out.append("  (" + tr.get("note", "") + ")")
+    return out
 
 
 @register("noise record")
@@ -63,11 +123,22 @@ def noise_section(run) -> Section:
     if run.has_table("noise.sources"):
         src = run.read_table("noise.sources")
         sec.tables.append(("Interrupt/softirq rates over the window (/proc)", src[src["per_s"] >= 1.0]))
+    if run.has_table("noise.attribution_summary"):
+        sec.tables.append(("Detours matched with kernel events in time (tracefs; matched, not a guess)",
+                           run.read_table("noise.attribution_summary")))
+        matched = (res.get("attribution") or {}).get("matched") or {}
+        for c in matched.get("cpus", []):
+            sec.headlines.append(Headline(
+                f"CPU {c['cpu']} lost time matched", _pct(1 - c["unattributed_lost_share"]),
+                f"detour time overlapping a kernel event (time-aligned); {_pct(c['attributed_share'])} of the "
+                "detours, short ones being mostly invisible to the kernel (hypervisor exits)"))
     plots = Path(run.path) / "plots"
     for p in sorted(plots.glob("noise_*.png")):
         sec.figures.append((p.stem.replace("_", " "), p))
     sec.notes.append("Attribution compares /proc counters with detour rates: a rate match is a guess, "
-                     "not a time-aligned proof (docs/noise.md).")
+                     "not a time-aligned proof (docs/noise.md). 'noise record --attribute' matches each detour "
+                     "in time with the kernel's tracepoints instead.")
+    sec.notes += tracing_notes(res.get("quality") or {})
     for w in run.info.get("warnings", []):
         sec.notes.append(w)
     return sec

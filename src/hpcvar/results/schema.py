@@ -229,6 +229,31 @@ TABLES.update({
         "cpu": "CPU", "kind": "interrupt or softirq", "source": "/proc/interrupts or /proc/softirqs row",
         "count": "increase over the recording window", "per_s": "count / window (1/s)",
     },
+    # noise record --attribute: kernel tracepoints time-aligned with the detours (matched, not a rate guess)
+    "noise.kernel_events": {
+        "cpu": "CPU", "source": "e.g. 'irq 0 timer', 'softirq TIMER', 'local_timer', 'sched_switch to kworker/0:1'",
+        "kind": "irq, softirq, vector (irq_vectors), nmi or sched",
+        "start_cycles": "entry (or switch-out) time, TSC cycles from the collector's common start",
+        "end_cycles": "exit (or switch-in) time, TSC cycles from the collector's common start",
+        "complete": "both ends were recorded (else the interval is cut at the first/last record)",
+    },
+    "noise.attribution": {
+        "cpu": "CPU", "event": "detour index k on that CPU",
+        "start_ns": "detour start from the recording start (ns)", "duration_ns": "detour duration (ns)",
+        "sources": "kernel sources overlapping the detour, chronological, ' + '-joined, or 'unattributed'",
+        "primary": "the source with the largest overlap",
+        "kernel_events": "kernel trace intervals overlapping the detour",
+        "covered": "the kernel trace covered the detour (false after tracefs lost events)",
+    },
+    "noise.attribution_summary": {
+        "cpu": "CPU", "source": "kernel source, or 'unattributed'",
+        "detours": "covered detours this source overlaps",
+        "detour_share": "detours / covered detours (a detour with two sources counts for both)",
+        "lost_ns": "detour time given to this source, split by overlap (ns)",
+        "lost_share": "lost_ns / total detour time (the shares and 'unattributed' sum to 1)",
+        "kernel_events": "this source's trace intervals within the recording",
+        "kernel_events_in_detours": "of those, the ones overlapping a detour",
+    },
 })
 
 
