@@ -8,7 +8,7 @@ from tests.conftest import run_cli
 
 
 @contextlib.contextmanager
-def testbed_up(tmp_path_factory, prefix: str, hosts: int = 4, rate: str = "200mbit", *extra: str):
+def up_testbed(tmp_path_factory, prefix: str, hosts: int = 4, rate: str = "200mbit", *extra: str):
     """Yields the environment ({"HPCVAR_TESTBED_STATE": ...}) of a fresh testbed with its own prefix."""
     state = tmp_path_factory.mktemp("tb") / "state.json"
     env = {"HPCVAR_TESTBED_STATE": str(state)}

@@ -9,14 +9,14 @@ import pytest
 
 from hpcvar.results import Run
 from tests.conftest import run_cli
-from tests.testbed.conftest import testbed_up
+from tests.testbed.conftest import up_testbed
 
 pytestmark = [pytest.mark.root, pytest.mark.mpi]
 
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
-    with testbed_up(tmp_path_factory, "hvch-", 4) as env:
+    with up_testbed(tmp_path_factory, "hvch-", 4) as env:
         yield env
 
 

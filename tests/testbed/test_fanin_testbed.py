@@ -13,7 +13,7 @@ import json
 import pytest
 
 from tests.conftest import run_cli
-from tests.testbed.conftest import testbed_up
+from tests.testbed.conftest import up_testbed
 
 # Ranks outnumber the 2 cores here, so --wait auto makes them sleep 50 us between MPI tests instead of
 # spinning (docs/fanin.md); MPICH runs on its ofi netmod (docs/testbed.md: ch4:ucx on tcp loses
@@ -26,7 +26,7 @@ HOSTS = 4  # root + 2 large-buffer clients + 1 chatter client
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
-    with testbed_up(tmp_path_factory, "hvfi-", HOSTS) as env:
+    with up_testbed(tmp_path_factory, "hvfi-", HOSTS) as env:
         yield env
 
 

@@ -17,7 +17,7 @@ import pytest
 
 from hpcvar._native import build_info, find_library
 from tests.conftest import run_cli
-from tests.testbed.conftest import testbed_up
+from tests.testbed.conftest import up_testbed
 
 pytestmark = pytest.mark.root
 
@@ -26,42 +26,56 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
-    with testbed_up(tmp_path_factory, "hvrp-", 4, "200mbit", "--ranks-per-host", "1") as env:
+    with up_testbed(tmp_path_factory, "hvrp-", 4, "200mbit", "--ranks-per-host", "1") as env:
         yield env
 
 
-def test_trace_on_testbed_and_replay_with_gige_and_maxmin(testbed, tmp_path, runs_dir):
-    import os
-
-    from hpcvar.launch.base import LaunchSpec
-    from hpcvar.testbed.launcher import TestbedLauncher
-
-    env = dict(testbed, HPCVAR_RUNS=str(runs_dir))
+def _conflicts(tmp_path) -> Path:
     mpicc = Path(build_info()["mpi_bindir"]) / "mpicc"
     exe = tmp_path / "conflicts"
     subprocess.run([str(mpicc), "-O2", "-o", str(exe), str(ROOT / "examples/replay/conflicts.c")], check=True,
                    timeout=120)
-    # measured network parameters of the testbed: 8 B latency and 4 MiB bandwidth between two hosts
-    lat = json.loads(run_cli(["bench", "latency", "--launcher", "testbed", "--np", "2", "--ranks-per-node", "1",
-                              "--sizes", "8,4MiB", "--iters", "5", "--min-iters", "5", "--warmup", "1", "--json"],
-                             env=env, check=True, timeout=120).stdout)
+    return exe
+
+
+def _measure(env, ranks_per_node: int) -> tuple[float, float]:
+    """(one-way 8 B latency in s, 4 MiB bandwidth in B/s) of 2 ranks on 2 hosts (1 per node) or on one (2)."""
+    lat = json.loads(run_cli(["bench", "latency", "--launcher", "testbed", "--np", "2", "--ranks-per-node",
+                              str(ranks_per_node), "--sizes", "8,4MiB", "--iters", "5", "--min-iters", "5",
+                              "--warmup", "1", "--json"], env=env, check=True, timeout=120).stdout)
     by = {s["size"]: s for s in lat["sizes"]}
     alpha = by[8]["median_ns"] * 1e-9
-    bw = (4 << 20) / (by[4 << 20]["median_ns"] * 1e-9 - alpha)
-    assert 15e6 < bw < 26e6, bw  # 200 Mbit/s = 25e6 B/s, minus TCP/IP headers
+    return alpha, (4 << 20) / (by[4 << 20]["median_ns"] * 1e-9 - alpha)
 
-    # trace 'hpcvar trace -o APP.trace -- <launcher and application>' with the testbed launcher's command
-    raw = tmp_path / "raw"
+
+def _trace(env, state, exe, tmp_path, ranks_per_host: int) -> Path:
+    """'hpcvar trace -o APP.trace -- <launcher and application>' with the testbed launcher's command."""
+    from hpcvar.launch.base import LaunchSpec
+    from hpcvar.testbed.launcher import TestbedLauncher
+
+    raw = tmp_path / f"raw{ranks_per_host}"
     raw.mkdir()
     lib = str(find_library("libhv_trace.so").resolve())
-    argv, _ = TestbedLauncher(ranks_per_host=1, state_path=testbed["HPCVAR_TESTBED_STATE"]).command(
+    argv, _ = TestbedLauncher(ranks_per_host=ranks_per_host, state_path=state).command(
         LaunchSpec(np=4, exe=exe, args=["3", str(2 << 20)], env={"LD_PRELOAD": lib, "HV_TRACE_DIR": str(raw)}))
-    out = tmp_path / "conflicts.trace"
+    out = tmp_path / f"conflicts{ranks_per_host}.trace"
     res = run_cli(["trace", "-o", str(out), "--raw-dir", str(raw), "--timeout", "90s", "--json", "--", *argv],
                   env=env, timeout=120)
     assert res.returncode == 0, res.stderr
     s = json.loads(res.stdout)
     assert s["ntasks"] == 4 and s["ops"]["sendrecv"] == 12 and s["ops"]["allreduce"] == 12
+    return out
+
+
+def test_trace_on_testbed_and_replay_with_gige_and_maxmin(testbed, tmp_path, runs_dir):
+    import os
+
+    env = dict(testbed, HPCVAR_RUNS=str(runs_dir))
+    exe = _conflicts(tmp_path)
+    # measured network parameters of the testbed: 8 B latency and 4 MiB bandwidth between two hosts
+    alpha, bw = _measure(env, 1)
+    assert 15e6 < bw < 26e6, bw  # 200 Mbit/s = 25e6 B/s, minus TCP/IP headers
+    out = _trace(env, testbed["HPCVAR_TESTBED_STATE"], exe, tmp_path, 1)
 
     args = ["sim", "app", str(out), "--nodes", "4", "--cores-per-node", "1", "--bandwidth", f"{bw:.6g}",
             "--latency", f"{alpha:.6g}", "--mapping", "rrn", "--json"]
@@ -81,3 +95,22 @@ def test_trace_on_testbed_and_replay_with_gige_and_maxmin(testbed, tmp_path, run
     assert e["none"] > 30
     assert e["maxmin"] < 15
     assert e["maxmin"] < e["gige"] < e["none"]
+
+
+def test_replay_with_the_placement_that_ran_beats_the_other(testbed, tmp_path, runs_dir):
+    """4 ranks on 2 hosts (ranks 0,1 on h1 and 2,3 on h2: rrp's placement), replayed on 2 nodes x 2 cores with
+    rrp and with rrn under maxmin: the mapping that ran predicts the measured communication time better."""
+    env = dict(testbed, HPCVAR_RUNS=str(runs_dir))
+    exe = _conflicts(tmp_path)
+    alpha, bw = _measure(env, 1)
+    shm_alpha, shm_bw = _measure(env, 2)  # both ranks on h1: shared memory, as ranks 0 and 1 of the trace
+    out = _trace(env, testbed["HPCVAR_TESTBED_STATE"], exe, tmp_path, 2)
+    res = run_cli(["sim", "app", str(out), "--nodes", "2", "--cores-per-node", "2", "--bandwidth", f"{bw:.6g}",
+                   "--latency", f"{alpha:.6g}", "--shm-bandwidth", f"{shm_bw:.6g}", "--shm-latency",
+                   f"{shm_alpha:.6g}", "--mapping", "rrp,rrn", "--model", "maxmin", "--json"], env=env, timeout=120)
+    assert res.returncode == 0, res.stderr
+    e = {r["mapping"]: r["mean_e_abs_pct"] for r in json.loads(res.stdout)["runs"]}
+    print(f"testbed replay by mapping (maxmin; network {bw:.4g} B/s, {alpha * 1e6:.1f} us; shared memory "
+          f"{shm_bw:.4g} B/s, {shm_alpha * 1e6:.2f} us): " + ", ".join(f"{m} {v:.1f} %" for m, v in e.items()))
+    assert e["rrp"] < 15
+    assert e["rrn"] > 2 * e["rrp"]

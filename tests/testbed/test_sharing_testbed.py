@@ -13,7 +13,7 @@ import os
 import pytest
 
 from tests.conftest import run_cli
-from tests.testbed.conftest import testbed_up
+from tests.testbed.conftest import up_testbed
 
 pytestmark = pytest.mark.root
 
@@ -22,7 +22,7 @@ SIZE = "20MiB"  # the paper's size: 0.84 s alone at 200 Mbit/s (smaller sizes hi
 
 @pytest.fixture(scope="module")
 def testbed(tmp_path_factory):
-    with testbed_up(tmp_path_factory, "hvsh-", 4) as env:
+    with up_testbed(tmp_path_factory, "hvsh-", 4) as env:
         yield env
 
 
