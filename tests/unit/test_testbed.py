@@ -177,6 +177,9 @@ def test_openmpi_argv_golden():
     argv, env = old.command(spec(np=3))
     assert argv[12:15] == ["--mca", "plm_rsh_agent", "/run/hpcvar-testbed/agent"]
     assert "tcp,self" in argv and argv[argv.index("--map-by") + 1] == "node" and "OMPI_ALLOW_RUN_AS_ROOT" not in env
+    old4 = TestbedLauncher(plan=plan3(), mpiexec="m", flavor=MpiFlavor("openmpi", "4.1.4"), root=False)
+    argv, _ = old4.command(spec(np=2))
+    assert argv[argv.index("btl") + 1] == "tcp,vader,self"  # Open MPI 4: "sm" is a dead alias of vader
 
 
 def test_placement_and_capacity():

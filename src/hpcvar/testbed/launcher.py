@@ -17,7 +17,8 @@ How (both MPI families; see docs/testbed.md):
   ch4:ofi netmod), and ``MPIR_CVAR_CH4_NETMOD=ofi`` for programs that say they
   receive from MPI_ANY_SOURCE (``LaunchSpec.any_source``) when the library has ofi
   (MPICH 5.0.2's ch4:ucx on tcp,self loses MPI_ANY_SOURCE receives that two
-  senders compete for, and its ch4:ofi hangs with hundreds of unexpected messages); Open MPI gets ``--mca pml ob1 --mca btl tcp,sm,self`` with
+  senders compete for, and its ch4:ofi hangs with hundreds of unexpected messages);
+  Open MPI gets ``--mca pml ob1 --mca btl tcp,sm,self`` (4.x: ``vader`` for ``sm``) with
   ``btl_tcp_if_include`` and ``oob_tcp_if_include`` set to the testbed subnet.
   Ranks on the same host use shared memory (hosts have distinct hostnames, so
   the MPI libraries see them as distinct nodes) unless the testbed was built with
@@ -147,7 +148,10 @@ class TestbedLauncher(Launcher):
     def _openmpi(self, spec, plan, used, counts, env) -> list[str]:
         agent_opt = ["--prtemca", "plm_ssh_agent"] if self.flavor.major >= 5 else ["--mca", "plm_rsh_agent"]
         hosts = ",".join(f"{h.addr}:{counts[h.name]}" for h in used)
-        btl = "tcp,self" if plan.intra_host == "tcp" else "tcp,sm,self"
+        # the shared-memory BTL is "sm" in Open MPI 5 and "vader" in 4.x (where "sm" is a dead alias that
+        # fails MPI_Init: "btl sm is dead")
+        shm = "sm" if self.flavor.major >= 5 else "vader"
+        btl = "tcp,self" if plan.intra_host == "tcp" else f"tcp,{shm},self"
         argv = [self.mpiexec, *agent_opt, plan.agent, "--host", hosts, "-n", str(spec.np),
                 "--map-by", "node" if self.map_by == "host" else "slot", "--bind-to", "none",
                 "--mca", "pml", "ob1", "--mca", "btl", btl,
