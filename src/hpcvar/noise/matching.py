@@ -129,33 +129,27 @@ def match_cpu(trace, c, kev, session: dict) -> tuple:
     lost_total = float(dur_ns[covered].sum())
     attributed = covered & (att["n_events"] > 0)
     sh = att["shares"]
-    rows = []
+    ev_n = kw.groupby("source").size()  # kernel events per source in the window
+
+    def row(src, detours, lost_ns, events, in_detours):
+        return {"cpu": c.cpu, "source": src, "detours": int(detours), "detour_share": detours / cov_n if cov_n else 0.0,
+                "lost_ns": float(lost_ns), "lost_share": lost_ns / lost_total if lost_total else 0.0,
+                "kernel_events": int(events), "kernel_events_in_detours": int(in_detours)}
+
+    rows, seen = [], set()
     if len(sh):
         sh = sh[covered[sh["det"].to_numpy(dtype=np.int64)]]
         w_ns = sh["weight"].to_numpy(dtype=float) * dur_ns[sh["det"].to_numpy(dtype=np.int64)]
         g = sh.assign(lost_ns=w_ns).groupby("source").agg(detours=("det", "nunique"), lost_ns=("lost_ns", "sum"))
-        ev_n = kw.groupby("source").size()
         ev_m = kw[att["event_matched"]].groupby("source").size()
         for src, r in g.iterrows():
-            rows.append({"cpu": c.cpu, "source": src, "detours": int(r["detours"]),
-                         "detour_share": r["detours"] / cov_n if cov_n else 0.0, "lost_ns": float(r["lost_ns"]),
-                         "lost_share": r["lost_ns"] / lost_total if lost_total else 0.0,
-                         "kernel_events": int(ev_n.get(src, 0)), "kernel_events_in_detours": int(ev_m.get(src, 0))})
-        for src, n_ev in ev_n.items():  # sources seen in the window that never overlapped a detour
-            if src not in g.index:
-                rows.append({"cpu": c.cpu, "source": src, "detours": 0, "detour_share": 0.0, "lost_ns": 0.0,
-                             "lost_share": 0.0, "kernel_events": int(n_ev), "kernel_events_in_detours": 0})
-    else:
-        for src, n_ev in kw.groupby("source").size().items():
-            rows.append({"cpu": c.cpu, "source": src, "detours": 0, "detour_share": 0.0, "lost_ns": 0.0,
-                         "lost_share": 0.0, "kernel_events": int(n_ev), "kernel_events_in_detours": 0})
+            rows.append(row(src, r["detours"], r["lost_ns"], ev_n.get(src, 0), ev_m.get(src, 0)))
+        seen = set(g.index)
+    rows += [row(src, 0, 0.0, n_ev, 0) for src, n_ev in ev_n.items() if src not in seen]  # never in a detour
     rows.sort(key=lambda r: (-r["lost_ns"], -r["detours"], r["source"]))
     un = covered & ~attributed
     un_ns = float(dur_ns[un].sum())
-    rows.append({"cpu": c.cpu, "source": UNATTRIBUTED, "detours": int(un.sum()),
-                 "detour_share": un.sum() / cov_n if cov_n else 0.0, "lost_ns": un_ns,
-                 "lost_share": un_ns / lost_total if lost_total else 0.0, "kernel_events": 0,
-                 "kernel_events_in_detours": 0})
+    rows.append(row(UNATTRIBUTED, un.sum(), un_ns, 0, 0))
     classes = []
     for lo, hi in zip(CLASS_EDGES_NS[:-1], CLASS_EDGES_NS[1:]):
         m = covered & (dur_ns >= lo) & (dur_ns < hi)
