@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import subprocess
 import tempfile
 import time
@@ -153,9 +154,7 @@ def main() -> None:
           f"median 10-100 us detour {_mean(un, 'tick_median_ns') / 1e3:.1f} -> "
           f"{_mean(tr, 'tick_median_ns') / 1e3:.1f} us; "
           f"{_mean(tr, 'records_per_s'):.0f} trace records/s, {sum(s['lost_records'] for s in tr)} lost")
-    for p in d.iterdir():
-        p.unlink()
-    d.rmdir()
+    shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":
