@@ -46,9 +46,9 @@
  *   kind 3 rtt      (chatter) rank=client peer=root idx=sequence a=round trip ns b=send time ns since t0
  *   kind 4 root     (root)    rank=root a=window ns b=receives cancelled c=receives posted
  *   kind 5 chatter  (chatter) rank=client peer=root a=round trips b=recorded c=record stride
- *   kind 6 steady   (root)    rank=root a=first large completion ns b=last large completion ns
- *                             (both since t0, inside the window) c=large bytes completed after the first
- *   kind 7 csteady  (root)    rank=client peer=root: the same three for this client's messages alone */
+ *   kind 7 csteady  (root)    rank=client peer=root a=the client's first large completion ns b=its last
+ *                             (both since t0, inside the window) c=its large bytes completed after the first
+ * (kind 6, a root-wide version of kind 7, is no longer written: docs/fanin.md) */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,7 +232,7 @@ int main(int argc, char **argv) {
             if (r0 > maxreq) maxreq = r0;
             if (r1 > maxreq) maxreq = r1;
             if (need > slab) slab = need;
-            if (2 * (nl + nc) + nbins_max + 2 > maxrows) maxrows = 2 * (nl + nc) + nbins_max + 2;
+            if (2 * (nl + nc) + nbins_max + 1 > maxrows) maxrows = 2 * (nl + nc) + nbins_max + 1;
         }
     }
     if (max_samples + 1 > maxrows) maxrows = max_samples + 1;
@@ -339,9 +339,7 @@ int main(int argc, char **argv) {
                 for (int s = 0; s < Q->n; s++) Q->slot_pos[s] = s % (Q->nclients ? Q->nclients : 1);
             }
             for (long b = 0; b < nbins_max; b++) bin_large[b] = bin_small[b] = 0.0;
-            int nfinished = 0, large_finished = 0, stopped = 0, have_first = 0;
-            uint64_t t_first = 0, t_last = 0;
-            int64_t bytes_after_first = 0;
+            int nfinished = 0, large_finished = 0, stopped = 0;
             long posted = 0;
             for (int i = 0; i < nq; i++) {
                 for (int s = 0; s < q[i].n; s++) post(&q[i], &cl, s);
@@ -380,9 +378,6 @@ int main(int argc, char **argv) {
                                 else bin_small[b] += bytes;
                             }
                             if (cl.role[k] == ROLE_LARGE) {
-                                if (have_first) bytes_after_first += bytes;
-                                else { t_first = now; have_first = 1; }
-                                t_last = now;
                                 if (cl.t_first[k]) cl.after_first[k] += bytes;
                                 else cl.t_first[k] = now;
                                 cl.t_last[k] = now;
@@ -443,11 +438,6 @@ int main(int argc, char **argv) {
             double *r = rows + nrows++ * NCOLS;
             r[0] = 4; r[1] = ctx.rank; r[2] = -1; r[3] = 0; r[4] = window_ns; r[5] = (double)cancelled;
             r[6] = (double)posted;
-            r = rows + nrows++ * NCOLS;
-            r[0] = 6; r[1] = ctx.rank; r[2] = -1; r[3] = 0;
-            r[4] = have_first ? hv_ticks_to_ns(&ctx.timer, t_first - t0) : 0.0;
-            r[5] = have_first ? hv_ticks_to_ns(&ctx.timer, t_last - t0) : 0.0;
-            r[6] = (double)bytes_after_first;
             for (int k = 0; k < cl.n; k++) {
                 if (cl.role[k] != ROLE_LARGE) continue;
                 r = rows + nrows++ * NCOLS;

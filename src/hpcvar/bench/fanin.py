@@ -44,7 +44,7 @@ HEADER_BYTES = 8  # every message starts with an 8-byte header (end-of-stream co
 MAX_MSG = 0x7FFFFFFF  # MPI count limit for MPI_BYTE
 MAX_BINS = 1_000_000  # bins per root and point (preallocated by the root)
 POINT_FIELDS = ["rep", "clients", "chatter", "queues", "depth", "match"]
-KIND_CLIENT, KIND_BIN, KIND_RTT, KIND_ROOT, KIND_CHATTER, KIND_STEADY, KIND_CLIENT_STEADY = 1, 2, 3, 4, 5, 6, 7
+KIND_CLIENT, KIND_BIN, KIND_RTT, KIND_ROOT, KIND_CHATTER, KIND_CLIENT_STEADY = 1, 2, 3, 4, 5, 7  # 6: retired
 
 
 def parse_depth_list(text: str, flag: str = "--depth") -> list:
