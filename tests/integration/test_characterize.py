@@ -89,7 +89,9 @@ def test_compare_same_machine_unchanged_and_injected_noise_degraded(runs_dir):
            "--time-per-size", "60s", "--json"]
     base = json.loads(run_cli(lat, check=True).stdout)["run"]
     same = json.loads(run_cli(lat, check=True).stdout)["run"]
-    res = run_cli(["compare", base, same, "--json"])
+    # two back-to-back runs on this shared VM have differed by 11% (4 MiB copies through shared memory:
+    # 493 vs 547 us in one CI run), so "unchanged" is judged at 25%; the injected noise below is far above it
+    res = run_cli(["compare", base, same, "--threshold", "25", "--json"])
     assert res.returncode == 0, res.stdout + res.stderr
     assert json.loads(res.stdout)["degraded"] == []
     # 3 ms of noise every 4 ms on both CPUs while measuring: no 1 ms round trip fits between two
@@ -107,4 +109,5 @@ def test_compare_same_machine_unchanged_and_injected_noise_degraded(runs_dir):
     assert res.returncode == 3, res.stdout + res.stderr
     out = json.loads(res.stdout)
     assert out["degraded"] == ["latency one-way size=4MiB"]
-    assert out["metrics"][0]["change_pct"] > 10
+    print("injected noise: change", out["metrics"][0]["change_pct"])
+    assert out["metrics"][0]["change_pct"] > 25, out["metrics"][0]
