@@ -86,6 +86,15 @@ def _record_while_injecting(inject_argv: list[str], cpu: int, path, duration_s: 
     return out, read_jtr(path)
 
 
+def _assert_duration_recovered(median_ns: float, burn_ns: float) -> None:
+    """The collector sees each burst plus what it costs the kernel to switch to the injector and back (and, on a
+    virtual machine, any time the hypervisor takes the vCPU meanwhile): it may only lengthen the burst. Here the
+    excess is 55-80 us for a 1 ms burst; one CI machine gave 127 us. So: never shorter than the burst (5% for the
+    two clocks' calibrations), and at most 30% longer."""
+    assert 0.95 * burn_ns <= median_ns <= 1.30 * burn_ns, (
+        f"median recorded detour {median_ns / 1e3:.1f} us for an injected burst of {burn_ns / 1e3:.1f} us")
+
+
 def _recovered(t, burn_ns: float) -> dict:
     """Rate, median duration and median period of the recorded events near the injected duration."""
     c = t.cpus[0]
@@ -106,7 +115,7 @@ def test_injector_is_recovered_by_the_collector(tmp_path):
         pytest.skip("SCHED_FIFO is not allowed here: the injector cannot promise its bursts")
     r = _recovered(t, burn_ns)
     assert r["rate"] == pytest.approx(1e9 / period_ns, rel=0.10)
-    assert r["duration_ns"] == pytest.approx(burn_ns, rel=0.10)
+    _assert_duration_recovered(r["duration_ns"], burn_ns)
     assert r["period_ns"] == pytest.approx(period_ns, rel=0.10)
     assert any(abs(src["hz"] - 100.0) < 1.0 for src in analysis.sources_by_class(t, t.cpus[0]))
 
@@ -126,6 +135,6 @@ def test_replayed_trace_is_recovered_by_the_collector(tmp_path):
     assert rep[0]["bursts"] >= 300  # 100/s over 3.5 s, the 1 s trace looped
     r = _recovered(t, burn_ns)
     assert r["rate"] == pytest.approx(1e9 / period_ns, rel=0.10)
-    assert r["duration_ns"] == pytest.approx(burn_ns, rel=0.15)
+    _assert_duration_recovered(r["duration_ns"], burn_ns)
     assert r["period_ns"] == pytest.approx(period_ns, rel=0.10)
     assert any(abs(src["hz"] - 100.0) < 1.0 for src in analysis.sources_by_class(t, t.cpus[0]))
