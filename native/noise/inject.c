@@ -4,29 +4,36 @@
  * where allowed, else the normal scheduler, reported on stderr) either
  *   - periodic mode: wakes at t0 + phase + k * period (absolute
  *     clock_nanosleep on CLOCK_MONOTONIC, so that errors do not accumulate)
- *     and burns --burn-ns on the TSC, for --time seconds; or
+ *     and burns on the TSC until --burn-ns after that wake-up time, for
+ *     --time seconds (see burst()); or
  *   - replay mode (--replay FILE): FILE holds one "start_ns duration_ns" pair
  *     per line, starts relative to the injector's start and increasing; the
  *     thread sleeps until each start and burns its duration. --time bounds the
  *     replay; --loop repeats the file (period = its last line's "length_ns"
  *     given by --replay-length-ns).
- * At the end, one line per CPU on stdout: "cpu=C bursts=N burned_ns=X late_ns_max=Y rt=0|1". */
+ * At the end, one line per CPU on stdout:
+ * "cpu=C bursts=N burned_ns=X late_ns_p50=P late_ns_max=Y missed=K rt=0|1"
+ * (P: the median wake-up lateness, to 1 us; -1 without bursts). */
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <time.h>
 #include "hv_args.h"
 #include "hv_timer.h"
 
 #define DIE(...) do { fprintf(stderr, "hv_noise_inject: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
 
+enum { LATE_BINS = 10000 }; /* 0 .. 10 ms */
+
 typedef struct {
     int cpu, rt;
-    long bursts;
+    long bursts, missed;
     double burned_ns, late_max_ns;
+    uint32_t late_hist[LATE_BINS + 1]; /* wake-up lateness in 1 us bins; the last one is "later" */
     pthread_t th;
 } inj_state;
 
@@ -47,19 +54,39 @@ static uint64_t mono_now(void) {
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* A burst is due at due_ns and ends at due_ns + burn_ns: the time the thread
+ * took to run after its timer fired (interrupt, wake-up, switch in) is part of
+ * the CPU the burst takes from whatever ran there, so the spin covers only
+ * the rest. A wake-up later than the whole burst burns nothing (counted in
+ * "missed"). What remains on top of the promised length is the switch back. */
 static void burst(inj_state *s, uint64_t due_ns, double burn_ns) {
     sleep_until(due_ns);
     uint64_t now = mono_now();
     double late = now > due_ns ? (double)(now - due_ns) : 0.0;
     if (late > s->late_max_ns) s->late_max_ns = late;
-    s->burned_ns += hv_ticks_to_ns(&g_tm, hv_spin_ns(&g_tm, burn_ns));
+    s->late_hist[late < LATE_BINS * 1e3 ? (size_t)(late / 1e3) : LATE_BINS]++;
+    if (late < burn_ns) s->burned_ns += hv_ticks_to_ns(&g_tm, hv_spin_ns(&g_tm, burn_ns - late));
+    else s->missed++;
     s->bursts++;
+}
+
+/* median wake-up lateness (ns, to the 1 us bin's middle); -1 when there was no burst */
+static double late_p50(const inj_state *s) {
+    if (s->bursts == 0) return -1;
+    long half = (s->bursts + 1) / 2, seen = 0;
+    for (size_t b = 0; b <= LATE_BINS; b++) {
+        seen += s->late_hist[b];
+        if (seen >= half) return b == LATE_BINS ? LATE_BINS * 1e3 : ((double)b + 0.5) * 1e3;
+    }
+    return -1;
 }
 
 static void *injector(void *arg) {
     inj_state *s = arg;
     struct sched_param sp = {.sched_priority = g_prio};
     s->rt = g_prio > 0 && pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0;
+    /* the kernel may defer a normal thread's timer by its slack (50 us by default) */
+    prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
     const uint64_t t0 = g_t0_ns, end = t0 + (uint64_t)g_time_ns;
     if (g_rn == 0) {
         for (long k = 0;; k++) {
@@ -174,8 +201,9 @@ int main(int argc, char **argv) {
         if (g_prio > 0 && !ss[i].rt)
             fprintf(stderr, "hv_noise_inject: SCHED_FIFO refused on CPU %d (needs root or CAP_SYS_NICE); "
                     "bursts may be delayed or sliced\n", ss[i].cpu);
-        printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_max=%.0f rt=%d\n", ss[i].cpu, ss[i].bursts,
-               ss[i].burned_ns, ss[i].late_max_ns, ss[i].rt);
+        printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_p50=%.0f late_ns_max=%.0f missed=%ld rt=%d\n",
+               ss[i].cpu, ss[i].bursts, ss[i].burned_ns, late_p50(&ss[i]), ss[i].late_max_ns, ss[i].missed,
+               ss[i].rt);
     }
     free(ss);
     free(cpus);

@@ -87,11 +87,10 @@ def _record_while_injecting(inject_argv: list[str], cpu: int, path, duration_s: 
 
 
 def _assert_duration_recovered(median_ns: float, burn_ns: float) -> None:
-    """The collector sees each burst plus what it costs the kernel to switch to the injector and back (and, on a
-    virtual machine, any time the hypervisor takes the vCPU meanwhile): it may only lengthen the burst. Here the
-    excess is 55-80 us for a 1 ms burst; one CI machine gave 127 us. So: never shorter than the burst (5% for the
-    two clocks' calibrations), and at most 30% longer."""
-    assert 0.95 * burn_ns <= median_ns <= 1.30 * burn_ns, (
+    """Within 10% (the issue's bound). The injector ends each burst at its due time + the burst (its wake-up
+    latency counts in the burst), so what is left over is the switch back: +1-2% here. Before that rule the
+    wake-up latency came on top: +6-8% here and +12.7% on one CI machine."""
+    assert median_ns == pytest.approx(burn_ns, rel=0.10), (
         f"median recorded detour {median_ns / 1e3:.1f} us for an injected burst of {burn_ns / 1e3:.1f} us")
 
 
@@ -113,6 +112,7 @@ def test_injector_is_recovered_by_the_collector(tmp_path):
     rep = collector.parse_inject_result(out)
     if not rep[0]["realtime"]:
         pytest.skip("SCHED_FIFO is not allowed here: the injector cannot promise its bursts")
+    assert 0 <= rep[0]["late_ns_p50"] < burn_ns and rep[0]["missed"] < rep[0]["bursts"] / 2, rep
     r = _recovered(t, burn_ns)
     assert r["rate"] == pytest.approx(1e9 / period_ns, rel=0.10)
     _assert_duration_recovered(r["duration_ns"], burn_ns)

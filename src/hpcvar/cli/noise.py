@@ -284,7 +284,8 @@ def inject(cpus, period, burn, phase, time_s, trace_path, trace_cpu, freq, rt_pr
     else:
         for r in res:
             stdout_console().print(f"CPU {r['cpu']}: {r['bursts']} bursts, {r['burned_ns'] / 1e6:.1f} ms burned, "
-                                   f"latest wake-up {r['late_ns_max'] / 1e3:.1f} us late, "
+                                   f"wake-ups {r['late_ns_p50'] / 1e3:.1f} us late (median) "
+                                   f"(latest {r['late_ns_max'] / 1e3:.1f} us), {r['missed']} missed, "
                                    f"{'SCHED_FIFO' if r['realtime'] else 'normal scheduler'}")
 
 
