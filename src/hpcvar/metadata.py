@@ -28,6 +28,33 @@ def _read(path: str) -> str | None:
         return None
 
 
+STEAL_WARN_PCT = 10.0
+
+
+def cpu_ticks() -> tuple[int, int] | None:
+    """(steal, total) clock ticks of all CPUs so far, from /proc/stat's "cpu" line; None where there is none."""
+    line = (_read("/proc/stat") or "").split("\n", 1)[0].split()
+    if len(line) < 9 or line[0] != "cpu":
+        return None
+    v = [int(x) for x in line[1:9]]  # user nice system idle iowait irq softirq steal (guest is inside user)
+    return v[7], sum(v)
+
+
+def steal_pct(start: tuple[int, int] | None, end: tuple[int, int] | None = None) -> float | None:
+    """The share (%) of all CPUs' time that the hypervisor took (steal) between two ``cpu_ticks()``."""
+    end = end if end is not None else cpu_ticks()
+    if start is None or end is None or end[1] <= start[1]:
+        return None
+    return 100.0 * (end[0] - start[0]) / (end[1] - start[1])
+
+
+def steal_warning(pct: float | None) -> str | None:
+    if pct is None or pct < STEAL_WARN_PCT:
+        return None
+    return (f"the hypervisor took {pct:.0f}% of the CPUs' time during the measurement (steal time): timings and "
+            "rates are disturbed; repeat the run when the host is quieter")
+
+
 def cpu_model() -> str | None:
     text = _read("/proc/cpuinfo") or ""
     m = re.search(r"^model name\s*:\s*(.+)$", text, re.M)

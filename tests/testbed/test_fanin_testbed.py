@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import best_of_quiet_attempts, run_cli
 from tests.testbed.conftest import up_testbed
 
 # Ranks outnumber the 2 cores here, so --wait auto makes them sleep 50 us between MPI tests instead of
@@ -38,47 +38,60 @@ def _fanin(env, runs_dir, *args):
     return json.loads(res.stdout)
 
 
-@pytest.mark.timeout(600)
+@pytest.mark.timeout(900)
 def test_root_link_saturated_fair_and_chatter_drop(testbed, runs_dir):
-    out = _fanin(testbed, runs_dir, "--chatter", "0,1")
-    by = {p["chatter"]: p for p in out["points"]}
-    alone, chat = by[0], by[1]
-    print("aggregate without chatter: %.2f MB/s (%.1f%% of link), Jain %.4f" % (
-        alone["aggregate_bytes_per_s"] / 1e6, 100 * alone["aggregate_bytes_per_s"] / LINK_BYTES_PER_S,
-        alone["jain_index"]))
-    print("with 1 chatter client: large %.2f MB/s, chatter %.2f MB/s, RTT p50 %.2f ms" % (
-        chat["aggregate_bytes_per_s"] / 1e6, chat["chatter_bytes_per_s"] / 1e6, chat["chatter_rtt_median_ns"] / 1e6))
-    assert 0.85 * LINK_BYTES_PER_S <= alone["aggregate_bytes_per_s"] <= 1.0 * LINK_BYTES_PER_S
-    assert alone["jain_index"] > 0.95
-    eff = out["chatter_effect"]
-    assert len(eff) == 1
-    print("drop under chatter: %.1f%%" % eff[0]["drop_pct"])
-    assert chat["chatter_bytes_per_s"] > 0
-    assert eff[0]["drop_pct"] > 0
-    assert chat["aggregate_bytes_per_s"] < alone["aggregate_bytes_per_s"]
-    # the link is shared: large + chatter stay within it
-    assert chat["aggregate_bytes_per_s"] + chat["chatter_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
+    def within_the_link(out):
+        by = {p["chatter"]: p for p in out["points"]}
+        assert len(out["chatter_effect"]) == 1
+        # the link is shared: large + chatter stay within it
+        assert by[1]["aggregate_bytes_per_s"] + by[1]["chatter_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
+        assert by[0]["aggregate_bytes_per_s"] <= 1.0 * LINK_BYTES_PER_S
+
+    def saturated_fair_and_dropped(out):
+        by = {p["chatter"]: p for p in out["points"]}
+        alone, chat, eff = by[0], by[1], out["chatter_effect"][0]
+        print("aggregate without chatter: %.2f MB/s (%.1f%% of link), Jain %.4f; with 1 chatter client: large "
+              "%.2f MB/s, chatter %.2f MB/s, RTT p50 %.2f ms; drop %.1f%%" % (
+                  alone["aggregate_bytes_per_s"] / 1e6, 100 * alone["aggregate_bytes_per_s"] / LINK_BYTES_PER_S,
+                  alone["jain_index"], chat["aggregate_bytes_per_s"] / 1e6, chat["chatter_bytes_per_s"] / 1e6,
+                  chat["chatter_rtt_median_ns"] / 1e6, eff["drop_pct"]))
+        assert 0.85 * LINK_BYTES_PER_S <= alone["aggregate_bytes_per_s"], alone["aggregate_bytes_per_s"]
+        assert alone["jain_index"] > 0.95, alone["jain_index"]
+        assert chat["chatter_bytes_per_s"] > 0
+        assert eff["drop_pct"] > 0 and chat["aggregate_bytes_per_s"] < alone["aggregate_bytes_per_s"], eff
+
+    best_of_quiet_attempts(lambda: _fanin(testbed, runs_dir, "--chatter", "0,1"), saturated_fair_and_dropped,
+                           always=within_the_link, what="fan-in of 2 clients (+1 chatter) into the root")
 
 
 @pytest.mark.timeout(900)
 def test_strategies_on_the_testbed(testbed, runs_dir):
-    out = _fanin(testbed, runs_dir, "--chatter", "0,1", "--queues", "single,dual", "--depth", "deep,1",
-                 "--match", "any,exact")
-    by = {}
-    for p in out["points"]:
-        print("%-6s depth %-4s %-5s chatter %d: %.2f MB/s large, %.3f MB/s chatter, RTT p50 %.1f ms, Jain %.3f" % (
-            p["queues"], p["depth"], p["match"], p["chatter"], p["aggregate_bytes_per_s"] / 1e6,
-            p["chatter_bytes_per_s"] / 1e6, p["chatter_rtt_median_ns"] / 1e6, p["jain_index"]))
-        by[(p["queues"], p["depth"], p["match"], p["chatter"])] = p
-        assert 0 < p["aggregate_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
-        if p["chatter"] == 0:  # every strategy nearly fills the root's link when nothing else competes
-            # (exact matching at depth 1 serves one client at a time, with a handshake gap between messages:
-            # 21-23.5 MB/s in runs here, so the bound is looser than the 85% of the headline test)
-            assert p["aggregate_bytes_per_s"] >= 0.75 * LINK_BYTES_PER_S
-    assert len(by) == 16 and len(out["chatter_effect"]) == 8
-    for match in ("any", "exact"):
-        # one posted receive shared by 4 MiB and 64 KiB messages: chatter waits behind whole large messages;
-        # a separate small queue of depth 1 keeps it flowing (the paper's case for dual queues)
-        single, dual = by[("single", 1, match, 1)], by[("dual", 1, match, 1)]
-        assert single["chatter_bytes_per_s"] < 0.5 * dual["chatter_bytes_per_s"], (single, dual)
-        assert single["chatter_rtt_median_ns"] > 2 * dual["chatter_rtt_median_ns"], (single, dual)
+    def key(p):
+        return p["queues"], p["depth"], p["match"], p["chatter"]
+
+    def within_the_link(out):
+        assert len({key(p) for p in out["points"]}) == 16 and len(out["chatter_effect"]) == 8
+        for p in out["points"]:
+            print("%-6s depth %-4s %-5s chatter %d: %.2f MB/s large, %.3f MB/s chatter, RTT p50 %.1f ms, "
+                  "Jain %.3f" % (p["queues"], p["depth"], p["match"], p["chatter"], p["aggregate_bytes_per_s"] / 1e6,
+                                 p["chatter_bytes_per_s"] / 1e6, p["chatter_rtt_median_ns"] / 1e6, p["jain_index"]))
+            assert 0 < p["aggregate_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
+
+    def strategies_behave(out):
+        by = {key(p): p for p in out["points"]}
+        for p in out["points"]:
+            if p["chatter"] == 0:  # every strategy nearly fills the root's link when nothing else competes
+                # (exact matching at depth 1 serves one client at a time, with a handshake gap between
+                # messages: 21-23.5 MB/s in runs here, so the bound is looser than the headline test's 85%)
+                assert p["aggregate_bytes_per_s"] >= 0.75 * LINK_BYTES_PER_S, key(p)
+        for match in ("any", "exact"):
+            # one posted receive shared by 4 MiB and 64 KiB messages: chatter waits behind whole large
+            # messages; a separate small queue of depth 1 keeps it flowing (the paper's case for dual queues)
+            single, dual = by[("single", 1, match, 1)], by[("dual", 1, match, 1)]
+            assert single["chatter_bytes_per_s"] < 0.5 * dual["chatter_bytes_per_s"], (single, dual)
+            assert single["chatter_rtt_median_ns"] > 2 * dual["chatter_rtt_median_ns"], (single, dual)
+
+    # 16 points of 3 s: about 70 s an attempt, so 2 attempts at most
+    best_of_quiet_attempts(lambda: _fanin(testbed, runs_dir, "--chatter", "0,1", "--queues", "single,dual",
+                                          "--depth", "deep,1", "--match", "any,exact"),
+                           strategies_behave, tries=2, always=within_the_link, what="the fan-in strategy sweep")

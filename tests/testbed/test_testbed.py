@@ -20,7 +20,7 @@ import pytest
 from hpcvar.testbed import netns
 from hpcvar.testbed.noise import Flow, run_flows
 from hpcvar.testbed.plan import load_state, make_plan
-from tests.conftest import mpi_available, run_cli
+from tests.conftest import best_of_quiet_attempts, mpi_available, run_cli
 
 pytestmark = pytest.mark.root
 
@@ -46,59 +46,58 @@ def bench(state, runs_dir, *args) -> dict:
     return {s["size"]: s for s in json.loads(res.stdout)["sizes"]}
 
 
-@pytest.fixture(scope="module")
-def cross_host(testbed, tmp_path_factory):
-    """Ranks 0 and 1 on h1 and h2, with the bytes h1's link carried meanwhile."""
+def cross_host(testbed, runs_dir) -> tuple[dict, int]:
+    """Ranks 0 and 1 on h1 and h2: the sizes measured, and the bytes h1's link carried meanwhile."""
     if not mpi_available():
         pytest.skip("hpcvar was built without MPI")
     before = netns.qdisc_counters(f"{PREFIX}h1", f"{PREFIX}eth0")["bytes"]
-    sizes = bench(testbed, tmp_path_factory.mktemp("runs"))
+    sizes = bench(testbed, runs_dir)
     after = netns.qdisc_counters(f"{PREFIX}h1", f"{PREFIX}eth0")["bytes"]
     return sizes, after - before
 
 
-def test_single_stream_gets_the_shaped_rate(cross_host):
-    sizes, link_bytes = cross_host
-    big = sizes[4 << 20]
-    bw_bps = big["bw_bytes_per_s"] * 8
-    assert abs(bw_bps - RATE) / RATE <= 0.05, f"{bw_bps / 1e6:.1f} Mbit/s at 4 MiB, shaped at {RATE / 1e6:.0f}"
-    # the MPI traffic really crossed h1's shaped link (not /dev/shm): every measured 4 MiB message did
-    assert link_bytes >= big["n"] * (4 << 20)
+def test_single_stream_gets_the_shaped_rate(testbed, tmp_path):
+    def within_5pct(m):
+        bw_bps = m[0][4 << 20]["bw_bytes_per_s"] * 8
+        assert abs(bw_bps - RATE) / RATE <= 0.05, f"{bw_bps / 1e6:.1f} Mbit/s at 4 MiB, shaped at {RATE / 1e6:.0f}"
+
+    def crossed_the_link(m):
+        # the MPI traffic really crossed h1's shaped link (not /dev/shm): every measured 4 MiB message did
+        assert m[1] >= m[0][4 << 20]["n"] * (4 << 20)
+
+    best_of_quiet_attempts(lambda: cross_host(testbed, tmp_path / f"runs{time.monotonic_ns()}"), within_5pct,
+                           always=crossed_the_link, what="one 4 MiB stream across h1's link")
 
 
-def test_cross_host_latency_is_above_same_host(cross_host, testbed, tmp_path):
+def test_cross_host_latency_is_above_same_host(testbed, tmp_path):
     same = bench(testbed, tmp_path / "runs", "--ranks-per-node", "2")  # both ranks on h1: shared memory
-    cross = cross_host[0]
+    cross = cross_host(testbed, tmp_path / "runs")[0]
     # the least disturbed round trips (min) do not depend on the machine's load as medians do
     assert cross[8]["min_ns"] > 3 * same[8]["min_ns"], (cross[8], same[8])
     assert cross[8]["median_ns"] > same[8]["median_ns"]
 
 
-def _steal_ticks() -> int:
-    with open("/proc/stat") as f:
-        return int(f.readline().split()[8])  # cpu user nice system idle iowait irq softirq steal
-
-
 def test_two_into_one_share_the_receivers_link(testbed):
-    """Two senders into h1 share h1's 200 mbit download link: every attempt carries at most the link's rate
-    (the bridge port's shaping holds) and splits it fairly (each flow 35-65% of the total); the best of up to
-    3 attempts carries 90-110% of the rate. Only the last check may take another attempt: a busy machine
-    (two CI runs gave 120 and 146 Mbit/s in all, both split fairly, where this machine gives 185-199) starves
-    the Python endpoints of CPU, which can only lower the total, never raise it or skew the split."""
-    seen = []
-    for _ in range(3):
-        steal0 = _steal_ticks()
+    """Two senders into h1 share h1's 200 mbit download link: on every attempt they carry at most 110% of
+    the rate (the bridge port's shaping holds) and split what they carry fairly (each 35-65%); on a quiet
+    host they carry 90-110% of it. A busy host only lowers the total: two CI runs got 59 + 61 and 68 + 78
+    Mbit/s, both split fairly, and one run here got 58 + 53 with 43% of the CPUs taken by the hypervisor."""
+    def measure():
         res = run_flows(testbed, [Flow("h2", "h1"), Flow("h3", "h1")], 3.0)
         rates = [f["measured_bps"] for f in res["flows"]]
         assert all(r is not None for r in rates), res
+        return rates
+
+    def ceiling_and_split(rates):
         total = sum(rates)
-        seen.append(f"{' + '.join(f'{r / 1e6:.1f}' for r in rates)} Mbit/s (steal {_steal_ticks() - steal0} ticks)")
-        assert total <= 1.1 * RATE, seen
+        assert total <= 1.1 * RATE, [x / 1e6 for x in rates]
         for r in rates:
-            assert 0.35 * total <= r <= 0.65 * total, seen
-        if abs(total - RATE) / RATE <= 0.1:
-            return
-    pytest.fail(f"the two flows never carried 90-110% of {RATE / 1e6:.0f} Mbit/s: {seen}")
+            assert 0.35 * total <= r <= 0.65 * total, [x / 1e6 for x in rates]
+
+    def fills_the_link(rates):
+        assert abs(sum(rates) - RATE) / RATE <= 0.1, f"{' + '.join(f'{x / 1e6:.1f}' for x in rates)} Mbit/s"
+
+    best_of_quiet_attempts(measure, fills_the_link, always=ceiling_and_split, what="two flows into h1")
 
 
 def test_background_noise_stops_by_itself(testbed):

@@ -169,6 +169,7 @@ def run_benchmark(bench: Benchmark, params: dict, ctx: BenchContext) -> tuple[Ru
 
     done = _complete_keys(bench, load_raws(run))
     pending = [p for p in points if bench.point_key(p) not in done]
+    ticks0 = metadata.cpu_ticks()
     try:
         for batch in bench.launches(params, pending):
             _launch(bench, params, ctx, run, exe, batch)
@@ -187,6 +188,11 @@ def run_benchmark(bench: Benchmark, params: dict, ctx: BenchContext) -> tuple[Ru
     tables = _write_tables(bench, run, raws, params)
     result = bench.result(tables, params)
     result["run"] = str(run.path)
+    result["steal_pct"] = metadata.steal_pct(ticks0)
+    warn = metadata.steal_warning(result["steal_pct"])
+    if warn:
+        run.warn(warn)
+        _say(ctx, f"[yellow]warning:[/] {warn}")
     run.finish("complete", result)
     return run, result
 

@@ -279,6 +279,12 @@ def inject(cpus, period, burn, phase, time_s, trace_path, trace_cpu, freq, rt_pr
         if rt_prio and not r["realtime"]:
             stderr_console().print(f"warning: CPU {r['cpu']}: SCHED_FIFO refused; bursts may be delayed. "
                                    "Run as root or grant CAP_SYS_NICE")
+        if r["bursts"] and r["missed"] > 0.1 * r["bursts"]:
+            stderr_console().print(
+                f"warning: CPU {r['cpu']}: {r['missed']} of {r['bursts']} bursts were missed: the injector woke "
+                f"later than the whole burst (median wake-up {r['late_ns_p50'] / 1e3:.1f} us late). The detours "
+                "there are the wake-up path's length, not the burst's; give bursts longer than the wake-up "
+                "(docs/noise.md)")
     if as_json:
         print_json({"cpus": res})
     else:
