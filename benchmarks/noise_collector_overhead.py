@@ -9,7 +9,7 @@
 3. A known event rate, seen from outside: hv_noise_inject takes 100 us at 200 Hz (2% of the CPU, SCHED_FIFO
    50) on the CPU while the collector records there: the extra detours >= 75 us per second (against 1), their
    median, and the extra noise fraction against the injected 2%. A burst ends at its due time + 100 us, its
-   wake-up included, so the excess is the switch back (and bursts missed: woken later than 100 us).
+   wake-up included, so the excess is the switch back (overruns: woken later than 100 us, a longer detour).
 4. --attribute (root and tracefs only): alternating untraced / traced recordings (private tracefs instance,
    irq, softirq, irq_vectors, sched_switch): t_min, loop, noise fraction, events/s, the median detour of the
    10-100 us class (the 250 Hz tick here), kernel trace records per second.
@@ -118,7 +118,7 @@ def main() -> None:
         long_ = s["d_ns"][s["d_ns"] >= 0.75 * burn_ns]
         rows.append({"rate": long_.size / s["length_s"] - base_long, "median_ns": float(np.median(long_)),
                      "noise": s["noise"], "rt": rt, "late_ns": rep["late_ns_p50"],
-                     "missed": rep["missed"] / max(rep["bursts"], 1)})
+                     "overruns": rep["overruns"] / max(rep["bursts"], 1)})
     inj_frac, rate_inj = burn_ns / period_ns, 1e9 / period_ns
     extra = _mean(rows, "noise") - _mean(base, "noise")
     print(f"3. injected {rate_inj:.0f}/s x {burn_ns / 1e3:g} us ({100 * inj_frac:.1f}% of the CPU, hv_noise_inject "
@@ -127,7 +127,7 @@ def main() -> None:
           f"{_mean(rows, 'median_ns') / 1e3:.1f} us; noise fraction {100 * _mean(base, 'noise'):.2f}% -> "
           f"{100 * _mean(rows, 'noise'):.2f}%: +{100 * extra:.2f}% for {100 * inj_frac:.1f}% injected, i.e. "
           f"{extra / rate_inj * 1e6:.0f} us of CPU per {burn_ns / 1e3:g} us burst; injector woke "
-          f"{_mean(rows, 'late_ns') / 1e3:.1f} us late (median), {100 * _mean(rows, 'missed'):.1f}% of bursts missed")
+          f"{_mean(rows, 'late_ns') / 1e3:.1f} us late (median), {100 * _mean(rows, 'overruns'):.1f}% of bursts overran")
 
     # 4. --attribute
     try:

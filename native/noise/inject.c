@@ -12,7 +12,7 @@
  *     replay; --loop repeats the file (period = its last line's "length_ns"
  *     given by --replay-length-ns).
  * At the end, one line per CPU on stdout:
- * "cpu=C bursts=N burned_ns=X late_ns_p50=P late_ns_max=Y missed=K rt=0|1"
+ * "cpu=C bursts=N burned_ns=X late_ns_p50=P late_ns_max=Y overruns=K rt=0|1"
  * (P: the median wake-up lateness, to 1 us; -1 without bursts). */
 #include <errno.h>
 #include <pthread.h>
@@ -31,7 +31,7 @@ enum { LATE_BINS = 10000 }; /* 0 .. 10 ms */
 
 typedef struct {
     int cpu, rt;
-    long bursts, missed;
+    long bursts, overruns;
     double burned_ns, late_max_ns;
     uint32_t late_hist[LATE_BINS + 1]; /* wake-up lateness in 1 us bins; the last one is "later" */
     pthread_t th;
@@ -57,8 +57,9 @@ static uint64_t mono_now(void) {
 /* A burst is due at due_ns and ends at due_ns + burn_ns: the time the thread
  * took to run after its timer fired (interrupt, wake-up, switch in) is part of
  * the CPU the burst takes from whatever ran there, so the spin covers only
- * the rest. A wake-up later than the whole burst burns nothing (counted in
- * "missed"). What remains on top of the promised length is the switch back. */
+ * the rest. A wake-up later than the whole burst burns nothing: that detour
+ * is the wake-up's length, longer than promised (counted in "overruns").
+ * What remains on top of the promised length is the switch back. */
 static void burst(inj_state *s, uint64_t due_ns, double burn_ns) {
     sleep_until(due_ns);
     uint64_t now = mono_now();
@@ -66,7 +67,7 @@ static void burst(inj_state *s, uint64_t due_ns, double burn_ns) {
     if (late > s->late_max_ns) s->late_max_ns = late;
     s->late_hist[late < LATE_BINS * 1e3 ? (size_t)(late / 1e3) : LATE_BINS]++;
     if (late < burn_ns) s->burned_ns += hv_ticks_to_ns(&g_tm, hv_spin_ns(&g_tm, burn_ns - late));
-    else s->missed++;
+    else s->overruns++;
     s->bursts++;
 }
 
@@ -201,8 +202,8 @@ int main(int argc, char **argv) {
         if (g_prio > 0 && !ss[i].rt)
             fprintf(stderr, "hv_noise_inject: SCHED_FIFO refused on CPU %d (needs root or CAP_SYS_NICE); "
                     "bursts may be delayed or sliced\n", ss[i].cpu);
-        printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_p50=%.0f late_ns_max=%.0f missed=%ld rt=%d\n",
-               ss[i].cpu, ss[i].bursts, ss[i].burned_ns, late_p50(&ss[i]), ss[i].late_max_ns, ss[i].missed,
+        printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_p50=%.0f late_ns_max=%.0f overruns=%ld rt=%d\n",
+               ss[i].cpu, ss[i].bursts, ss[i].burned_ns, late_p50(&ss[i]), ss[i].late_max_ns, ss[i].overruns,
                ss[i].rt);
     }
     free(ss);

@@ -279,11 +279,11 @@ def inject(cpus, period, burn, phase, time_s, trace_path, trace_cpu, freq, rt_pr
         if rt_prio and not r["realtime"]:
             stderr_console().print(f"warning: CPU {r['cpu']}: SCHED_FIFO refused; bursts may be delayed. "
                                    "Run as root or grant CAP_SYS_NICE")
-        if r["bursts"] and r["missed"] > 0.1 * r["bursts"]:
+        if r["bursts"] and r["overruns"] > 0.1 * r["bursts"]:
             stderr_console().print(
-                f"warning: CPU {r['cpu']}: {r['missed']} of {r['bursts']} bursts were missed: the injector woke "
-                f"later than the whole burst (median wake-up {r['late_ns_p50'] / 1e3:.1f} us late). The detours "
-                "there are the wake-up path's length, not the burst's; give bursts longer than the wake-up "
+                f"warning: CPU {r['cpu']}: {r['overruns']} of {r['bursts']} bursts overran: the injector woke later "
+                f"than the whole burst (median wake-up {r['late_ns_p50'] / 1e3:.1f} us late), so those detours "
+                "were as long as the wake-up, longer than promised. Give bursts well above the wake-up time "
                 "(docs/noise.md)")
     if as_json:
         print_json({"cpus": res})
@@ -291,7 +291,7 @@ def inject(cpus, period, burn, phase, time_s, trace_path, trace_cpu, freq, rt_pr
         for r in res:
             stdout_console().print(f"CPU {r['cpu']}: {r['bursts']} bursts, {r['burned_ns'] / 1e6:.1f} ms burned, "
                                    f"wake-ups {r['late_ns_p50'] / 1e3:.1f} us late (median) "
-                                   f"(latest {r['late_ns_max'] / 1e3:.1f} us), {r['missed']} missed, "
+                                   f"(latest {r['late_ns_max'] / 1e3:.1f} us), {r['overruns']} overran, "
                                    f"{'SCHED_FIFO' if r['realtime'] else 'normal scheduler'}")
 
 

@@ -218,7 +218,7 @@ def parse_inject_result(stdout: str) -> list[dict]:
         if "cpu" in kv:
             out.append({"cpu": int(kv["cpu"]), "bursts": int(kv["bursts"]), "burned_ns": float(kv["burned_ns"]),
                         "late_ns_max": float(kv["late_ns_max"]), "late_ns_p50": float(kv.get("late_ns_p50", "nan")),
-                        "missed": int(kv.get("missed", "0")), "realtime": kv.get("rt") == "1"})
+                        "overruns": int(kv.get("overruns", "0")), "realtime": kv.get("rt") == "1"})
     return out
 
 
