@@ -229,7 +229,7 @@ def synth(dst, periodic, poisson, length, cpus, freq, random_phase, seed, dst_fm
 @cli.command("inject")
 @click.option("--cpus", required=True, help="CPUs to inject on: 1, 0,1, 0-3 or all.")
 @click.option("--period", type=DURATION, default=None, help="Time between bursts (e.g. 10ms for 100 Hz).")
-@click.option("--burn", type=DURATION, default=None, help="Length of one burst (e.g. 1ms).")
+@click.option("--burn", type=DURATION, default=None, help="Length of one burst, from its due time, wake-up included (e.g. 1ms).")
 @click.option("--phase", type=DURATION, default="0s", show_default=True, help="Offset of the first burst.")
 @click.option("--time", "time_s", type=DURATION, default="10s", show_default=True, help="How long to inject.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, exists=True), default=None,
@@ -240,7 +240,11 @@ def synth(dst, periodic, poisson, length, cpus, freq, random_phase, seed, dst_fm
               help="SCHED_FIFO priority of the burner (0: normal scheduler).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
 def inject(cpus, period, burn, phase, time_s, trace_path, trace_cpu, freq, rt_prio, as_json):
-    """Inject noise: wake every --period and burn --burn on each CPU, or replay a trace."""
+    """Inject noise: wake every --period and take the CPU for --burn on each CPU, or replay a trace.
+
+    A burst ends at its due time + --burn: the wake-up (interrupt, switch in) counts inside it, so an
+    interrupted program loses about --burn plus the switch back. A wake-up later than the whole burst is an
+    overrun (a longer detour than promised); keep bursts well above the wake-up time (docs/noise.md)."""
     import tempfile
 
     from hpcvar.errors import UsageError
