@@ -35,6 +35,9 @@
  *   world_rank, iter, size_bytes, t_comp_req_ns, t_comp_ns, t_comm_ns, t_barr_ns
  * (NaN where a column does not apply), and per EA in the #@point line:
  *   eaK_alpha_ns eaK_beta_ns_per_byte eaK_t_comm_ns eaK_t_comp_ns (used)
+ *   eaK_fit_fallback=1 when the averaged line predicted a non-positive time
+ *   at the EA's size and the measured mean time per message there was used
+ *   (alpha = it, beta = 0);
  *   eaK_run_ns / eaK_run_min_ns (max / min over the EA's processes of the
  *   phase-2 wall time) eaK_check=1 when every received buffer held the EA's
  *   own byte marker (communicators never mixed messages). */
@@ -450,6 +453,7 @@ int main(int argc, char **argv) {
 
     /* ---- phase 1: all EAs benchmark in parallel ---- */
     double alpha = 0, beta = 0;
+    int fallback = 0; /* 1 when the fitted line was replaced by the measured time at the EA's size */
     if (e && !s->fixed) {
         double xs[MAX_BENCH], ys[MAX_BENCH];
         for (int b = 0; b < s->nbench; b++) {
@@ -483,6 +487,7 @@ int main(int argc, char **argv) {
              * use the measured time per message at that size instead (alpha = it, beta = 0) */
             alpha = ab[2] / e->size;
             beta = 0;
+            fallback = 1;
         }
     } else if (e) {
         alpha = s->alpha_ns;
@@ -520,7 +525,7 @@ int main(int argc, char **argv) {
     /* ---- outside the timed part: rows, per-EA values, gather ---- */
     size_t nrows = 0;
     double run_ns = hv_ticks_to_ns(tm_, run1 - run0);
-    enum { K = 8 };
+    enum { K = 9 };
     double vals[MAX_EAS * K];
     memset(vals, 0, sizeof vals);
     if (e) {
@@ -539,7 +544,7 @@ int main(int argc, char **argv) {
         HV_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, e->comm));
         if (e->rank == 0) {
             double *v = vals + K * mine;
-            v[0] = alpha; v[1] = beta; v[2] = t_comm; v[3] = t_comp; v[4] = mx; v[5] = mn; v[6] = ok; v[7] = 1;
+            v[0] = alpha; v[1] = beta; v[2] = t_comm; v[3] = t_comp; v[4] = mx; v[5] = mn; v[6] = ok; v[7] = 1; v[8] = fallback;
         }
     }
     HV_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, vals, MAX_EAS * K, MPI_DOUBLE, MPI_SUM, ctx.comm));
@@ -549,9 +554,10 @@ int main(int argc, char **argv) {
         const double *v = vals + K * i;
         pos += snprintf(desc + pos, sizeof desc - (size_t)pos,
                         " ea%d_name=%s ea%d_alpha_ns=%.9g ea%d_beta_ns_per_byte=%.9g ea%d_t_comm_ns=%.6f"
-                        " ea%d_t_comp_ns=%.6f ea%d_run_ns=%.1f ea%d_run_min_ns=%.1f ea%d_check=%d ea%d_fixed=%d",
+                        " ea%d_t_comp_ns=%.6f ea%d_run_ns=%.1f ea%d_run_min_ns=%.1f ea%d_check=%d ea%d_fixed=%d"
+                        " ea%d_fit_fallback=%d",
                         i, eas[i].name, i, v[0], i, v[1], i, v[2], i, v[3], i, v[4], i, v[5], i, (int)v[6],
-                        i, eas[i].fixed);
+                        i, eas[i].fixed, i, (int)v[8]);
     }
     if (pos < 0 || (size_t)pos >= sizeof desc) HV_DIE("hv_ace: point description too long");
     hv_gather_point(&ctx, desc, rows, nrows);

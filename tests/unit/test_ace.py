@@ -215,3 +215,27 @@ def test_tables_from_a_synthetic_raw_point(tmp_path):
     res = bench.result(tables, params)
     (e,) = res["eas"]
     assert e["measured_t_run_s"] == pytest.approx(run_ns * 1e-9) and e["alpha_beta_measured"]
+    assert s["fit_fallback"] == 0 and e["fit_fallback"] is False  # raw files before the flag existed read as 0
+    f.write_text(text.replace("ea0_fixed=0", "ea0_fixed=0 ea0_fit_fallback=1"))
+    tables = bench.tables([read_raw(f)], params)
+    assert tables["ace.summary"]["fit_fallback"].tolist() == [1]
+    assert bench.result(tables, params)["eas"][0]["fit_fallback"] is True
+
+
+def test_fit_fallback_is_reported_and_warned():
+    """A point whose native phase 1 fell back to the measured time at the EA's size: flag, JSON and warning."""
+    import pandas as pd
+
+    bench = ace.Ace()
+    base = {"point": 0, "name": "ring", "size_bytes": 4096, "load_pct": 50, "fixed": 0, "alpha_ns": 3975.4,
+            "pred_t_comm_ns": 7950.8}
+    ok = pd.DataFrame([{**base, "fit_fallback": 0}])
+    assert bench.warnings({"ace.summary": ok}, {}) == []
+    fell = pd.DataFrame([{**base, "fit_fallback": 1}])
+    (w,) = bench.warnings({"ace.summary": fell}, {})
+    assert "EA 'ring' at point 0 (4096 B" in w and "3.98 us" in w and "--bench-iters" in w
+    zero = pd.DataFrame([{**base, "fit_fallback": 0, "pred_t_comm_ns": 0.0}])
+    (w,) = bench.warnings({"ace.summary": zero}, {})
+    assert "T_comm and T_comp are 0" in w and "bench_sizes" in w
+    given = pd.DataFrame([{**base, "fit_fallback": 0, "fixed": 1, "pred_t_comm_ns": 0.0}])
+    assert bench.warnings({"ace.summary": given}, {}) == []  # alpha = beta = 0 given on purpose

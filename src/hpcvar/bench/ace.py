@@ -422,6 +422,19 @@ class Ace(Benchmark):
         return {"ace.cycles": cycles, "ace.bench": bench_df, "ace.fits": fits_df, "ace.summary": summary,
                 "ace.variability": _variability(cycles, summary)}
 
+    def warnings(self, tables: dict[str, pd.DataFrame], params: dict) -> list[str]:
+        out = []
+        for r in tables["ace.summary"].itertuples():
+            where = f"EA '{r.name}' at point {r.point} ({r.size_bytes} B, load {r.load_pct:g}%)"
+            if r.fit_fallback:
+                out.append(f"{where}: the phase-1 line predicted a non-positive time per message at the EA's "
+                           f"size, so the measured mean time there ({r.alpha_ns / 1e3:.3g} us) was used with "
+                           f"beta = 0; raise --bench-iters for a steadier fit")
+            elif not r.fixed and r.pred_t_comm_ns <= 0:
+                out.append(f"{where}: the phase-1 line predicted a non-positive time per message, so T_comm and "
+                           f"T_comp are 0; include the EA's size in bench_sizes or raise --bench-iters")
+        return out
+
     def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
         summ = tables["ace.summary"]
         eas = []
@@ -431,6 +444,7 @@ class Ace(Benchmark):
                  "load_pct": float(r["load_pct"]), "cycles": int(r["cycles"]),
                  "messages_per_cycle": float(r["messages_per_cycle"]), "alpha_s": r["alpha_ns"] * 1e-9,
                  "beta_s_per_byte": r["beta_ns_per_byte"] * 1e-9, "alpha_beta_measured": not bool(r["fixed"]),
+                 "fit_fallback": bool(r["fit_fallback"]),
                  "t_comm_s": r["pred_t_comm_ns"] * 1e-9, "t_comp_s": r["pred_t_comp_ns"] * 1e-9,
                  "t_run_s": r["pred_t_run_ns"] * 1e-9,
                  "measured_t_comm_s": r["comm_mean_ns"] * 1e-9, "measured_t_comp_s": r["comp_mean_ns"] * 1e-9,
@@ -492,7 +506,8 @@ def _point_tables(raw: RawFile, p: RawPoint, params: dict):
         pred_run_ns = pred["t_run_s"] * 1e9
         row = {"point": point["point"], "repeat": point["repeat"], "ea": i, "name": s.name, "pattern": s.pattern,
                "mode": s.mode, "ranks": e.nranks, "size_bytes": s.size, "load_pct": s.load, "cycles": s.cycles,
-               "messages_per_cycle": e.messages, "fixed": int(p.params[f"ea{i}_fixed"]), "alpha_ns": alpha_ns,
+               "messages_per_cycle": e.messages, "fixed": int(p.params[f"ea{i}_fixed"]),
+               "fit_fallback": int(p.params.get(f"ea{i}_fit_fallback", 0)), "alpha_ns": alpha_ns,
                "beta_ns_per_byte": beta_ns, "native_t_comm_ns": float(p.params[f"ea{i}_t_comm_ns"]),
                "pred_t_comm_ns": pred["t_comm_s"] * 1e9, "pred_t_comp_ns": pred["t_comp_s"] * 1e9,
                "pred_t_run_ns": pred_run_ns, "meas_t_run_ns": meas_run,

@@ -94,6 +94,10 @@ class Benchmark(ABC):
         """Extra environment for the ranks."""
         return {}
 
+    def warnings(self, tables: dict[str, pd.DataFrame], params: dict) -> list[str]:
+        """What the user must know about these measurements (kept in run.json and printed)."""
+        return []
+
 
 MAX_PINGPONG_SIZE = 1 << 30  # 1 GiB: ping-pong benchmarks allocate one buffer of the largest size per rank
 
@@ -189,10 +193,10 @@ def run_benchmark(bench: Benchmark, params: dict, ctx: BenchContext) -> tuple[Ru
     result = bench.result(tables, params)
     result["run"] = str(run.path)
     result["steal_pct"] = metadata.steal_pct(ticks0)
-    warn = metadata.steal_warning(result["steal_pct"])
-    if warn:
-        run.warn(warn)
-        _say(ctx, f"[yellow]warning:[/] {warn}")
+    for warn in [*bench.warnings(tables, params), metadata.steal_warning(result["steal_pct"])]:
+        if warn:
+            run.warn(warn)
+            _say(ctx, f"[yellow]warning:[/] {warn}")
     run.finish("complete", result)
     return run, result
 

@@ -171,7 +171,9 @@ TABLES.update({
         "size_bytes": "message size (bytes)", "load_pct": "communication load L (%)", "cycles": "cycles",
         "messages_per_cycle": "model messages per cycle m (T_comm = m (alpha + beta n))",
         "fixed": "1 when alpha/beta were given (phase 1 skipped)",
-        "alpha_ns": "alpha used (EA average of the per-process fits, or given) (ns)",
+        "fit_fallback": "1 when the averaged fit predicted a non-positive time at the EA's size and the measured "
+                        "mean time per message at that size was used instead (alpha = it, beta = 0)",
+        "alpha_ns": "alpha used (EA average of the per-process fits, the fallback, or given) (ns)",
         "beta_ns_per_byte": "beta used (ns/byte)",
         "native_t_comm_ns": "T_comm per cycle computed by the native program (ns)",
         "pred_t_comm_ns": "predicted T_comm per cycle (ns)", "pred_t_comp_ns": "T_comp per cycle, eq. 6 (ns)",
