@@ -10,13 +10,14 @@ given in HPCVAR_GIGE_PARAMS (hpcvar model fit). Runs in well under 2 minutes.
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from hpcvar._native import build_info, find_library
-from tests.conftest import run_cli
+from tests.conftest import best_of_quiet_attempts, run_cli
 from tests.testbed.conftest import up_testbed
 
 pytestmark = pytest.mark.root
@@ -54,6 +55,7 @@ def _trace(env, state, exe, tmp_path, ranks_per_host: int) -> Path:
     from hpcvar.testbed.launcher import TestbedLauncher
 
     raw = tmp_path / f"raw{ranks_per_host}"
+    shutil.rmtree(raw, ignore_errors=True)  # a new attempt traces afresh
     raw.mkdir()
     lib = str(find_library("libhv_trace.so").resolve())
     argv, _ = TestbedLauncher(ranks_per_host=ranks_per_host, state_path=state).command(
@@ -72,29 +74,40 @@ def test_trace_on_testbed_and_replay_with_gige_and_maxmin(testbed, tmp_path, run
 
     env = dict(testbed, HPCVAR_RUNS=str(runs_dir))
     exe = _conflicts(tmp_path)
-    # measured network parameters of the testbed: 8 B latency and 4 MiB bandwidth between two hosts
-    alpha, bw = _measure(env, 1)
-    assert 15e6 < bw < 26e6, bw  # 200 Mbit/s = 25e6 B/s, minus TCP/IP headers
-    out = _trace(env, testbed["HPCVAR_TESTBED_STATE"], exe, tmp_path, 1)
 
-    args = ["sim", "app", str(out), "--nodes", "4", "--cores-per-node", "1", "--bandwidth", f"{bw:.6g}",
-            "--latency", f"{alpha:.6g}", "--mapping", "rrn", "--json"]
-    gige_params = os.environ.get("HPCVAR_GIGE_PARAMS")
-    res = run_cli(args + ["--model", "none,gige,maxmin"] + (["--params", gige_params] if gige_params else []),
-                  env=env, timeout=120)
-    assert res.returncode == 0, res.stderr
-    sim = json.loads(res.stdout)
-    e = {r["model"]: r["mean_e_abs_pct"] for r in sim["runs"]}
-    print(f"testbed replay: bandwidth {bw:.4g} B/s, latency {alpha * 1e6:.1f} us; mean E_abs per model: "
-          + ", ".join(f"{m} {v:.1f} %" for m, v in e.items()))
-    for r in sim["runs"]:
-        print(r["model"], [(t["task"], round(t["comm_s"], 3), round(t["measured_comm_s"], 3),
-                            round(t["e_abs_pct"], 1)) for t in r["tasks"]])
-    # the program's conflicts matter: the model without sharing is far off, max-min fair sharing (what
-    # tbf on both link ends does to TCP flows) is close
-    assert e["none"] > 30
-    assert e["maxmin"] < 15
-    assert e["maxmin"] < e["gige"] < e["none"]
+    def measure():
+        # measured network parameters of the testbed: 8 B latency and 4 MiB bandwidth between two hosts
+        alpha, bw = _measure(env, 1)
+        out = _trace(env, testbed["HPCVAR_TESTBED_STATE"], exe, tmp_path, 1)
+        args = ["sim", "app", str(out), "--nodes", "4", "--cores-per-node", "1", "--bandwidth", f"{bw:.6g}",
+                "--latency", f"{alpha:.6g}", "--mapping", "rrn", "--json"]
+        gige_params = os.environ.get("HPCVAR_GIGE_PARAMS")
+        res = run_cli(args + ["--model", "none,gige,maxmin"] + (["--params", gige_params] if gige_params else []),
+                      env=env, timeout=120)
+        assert res.returncode == 0, res.stderr
+        sim = json.loads(res.stdout)
+        e = {r["model"]: r["mean_e_abs_pct"] for r in sim["runs"]}
+        print(f"testbed replay: bandwidth {bw:.4g} B/s, latency {alpha * 1e6:.1f} us; mean E_abs per model: "
+              + ", ".join(f"{m} {v:.1f} %" for m, v in e.items()))
+        for r in sim["runs"]:
+            print(r["model"], [(t["task"], round(t["comm_s"], 3), round(t["measured_comm_s"], 3),
+                                round(t["e_abs_pct"], 1)) for t in r["tasks"]])
+        return bw, e
+
+    def below_the_link(m):
+        assert m[0] < 26e6, m[0]  # 200 Mbit/s = 25e6 B/s: no measurement may exceed the shaped link
+
+    def issue_checks(m):
+        bw, e = m
+        assert 15e6 < bw, bw  # 200 Mbit/s minus TCP/IP headers
+        # the program's conflicts matter: the model without sharing is far off, max-min fair sharing (what
+        # tbf on both link ends does to TCP flows) is close
+        assert e["none"] > 30
+        assert e["maxmin"] < 15
+        assert e["maxmin"] < e["gige"] < e["none"]
+
+    best_of_quiet_attempts(measure, issue_checks, tries=2, always=below_the_link,
+                           what="the testbed trace replayed per model")
 
 
 def test_replay_with_the_placement_that_ran_beats_the_other(testbed, tmp_path, runs_dir):
@@ -103,23 +116,32 @@ def test_replay_with_the_placement_that_ran_beats_the_other(testbed, tmp_path, r
     # about 20 s
     env = dict(testbed, HPCVAR_RUNS=str(runs_dir))
     exe = _conflicts(tmp_path)
-    alpha, bw = _measure(env, 1)
-    shm_alpha, shm_bw = _measure(env, 2)  # both ranks on h1: shared memory, as ranks 0 and 1 of the trace
-    out = _trace(env, testbed["HPCVAR_TESTBED_STATE"], exe, tmp_path, 2)
-    res = run_cli(["sim", "app", str(out), "--nodes", "2", "--cores-per-node", "2", "--bandwidth", f"{bw:.6g}",
-                   "--latency", f"{alpha:.6g}", "--shm-bandwidth", f"{shm_bw:.6g}", "--shm-latency",
-                   f"{shm_alpha:.6g}", "--mapping", "rrp,rrn", "--model", "maxmin", "--json"], env=env, timeout=120)
-    assert res.returncode == 0, res.stderr
-    runs = json.loads(res.stdout)["runs"]
-    e = {r["mapping"]: r["mean_e_abs_pct"] for r in runs}
-    for r in runs:
-        print(r["mapping"], [(t["task"], round(t["comm_s"], 3), round(t["measured_comm_s"], 3),
-                              round(t["e_abs_pct"], 1)) for t in r["tasks"]])
-    print(f"testbed replay by mapping (maxmin; network {bw:.4g} B/s, {alpha * 1e6:.1f} us; shared memory "
-          f"{shm_bw:.4g} B/s, {shm_alpha * 1e6:.2f} us): " + ", ".join(f"{m} {v:.1f} %" for m, v in e.items()))
-    # the mapping changes the prediction (rrn sends the ring's and the pairs' messages over the network)
-    # and the placement that ran is the better prediction (3 runs here: rrp 9.2-10.6 %, rrn 14.7-16.7 %)
-    comm = {r["mapping"]: sum(t["comm_s"] for t in r["tasks"]) for r in runs}
-    assert comm["rrp"] < 0.85 * comm["rrn"]
-    assert e["rrp"] < 15
-    assert e["rrp"] < e["rrn"]
+
+    def measure():
+        alpha, bw = _measure(env, 1)
+        shm_alpha, shm_bw = _measure(env, 2)  # both ranks on h1: shared memory, as ranks 0 and 1 of the trace
+        out = _trace(env, testbed["HPCVAR_TESTBED_STATE"], exe, tmp_path, 2)
+        res = run_cli(["sim", "app", str(out), "--nodes", "2", "--cores-per-node", "2", "--bandwidth", f"{bw:.6g}",
+                       "--latency", f"{alpha:.6g}", "--shm-bandwidth", f"{shm_bw:.6g}", "--shm-latency",
+                       f"{shm_alpha:.6g}", "--mapping", "rrp,rrn", "--model", "maxmin", "--json"], env=env,
+                      timeout=120)
+        assert res.returncode == 0, res.stderr
+        runs = json.loads(res.stdout)["runs"]
+        e = {r["mapping"]: r["mean_e_abs_pct"] for r in runs}
+        for r in runs:
+            print(r["mapping"], [(t["task"], round(t["comm_s"], 3), round(t["measured_comm_s"], 3),
+                                  round(t["e_abs_pct"], 1)) for t in r["tasks"]])
+        print(f"testbed replay by mapping (maxmin; network {bw:.4g} B/s, {alpha * 1e6:.1f} us; shared memory "
+              f"{shm_bw:.4g} B/s, {shm_alpha * 1e6:.2f} us): " + ", ".join(f"{m} {v:.1f} %" for m, v in e.items()))
+        return runs, e
+
+    def issue_checks(m):
+        runs, e = m
+        # the mapping changes the prediction (rrn sends the ring's and the pairs' messages over the network)
+        # and the placement that ran is the better prediction (3 runs here: rrp 9.2-10.6 %, rrn 14.7-16.7 %)
+        comm = {r["mapping"]: sum(t["comm_s"] for t in r["tasks"]) for r in runs}
+        assert comm["rrp"] < 0.85 * comm["rrn"]
+        assert e["rrp"] < 15
+        assert e["rrp"] < e["rrn"]
+
+    best_of_quiet_attempts(measure, issue_checks, tries=2, what="the testbed trace replayed per mapping")
