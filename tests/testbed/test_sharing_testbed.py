@@ -7,6 +7,7 @@ held-out scheme (an incoming 3-star) with its E_abs printed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 
@@ -38,7 +39,7 @@ def _bench(env, runs_dir, scheme):
 
 def test_penalties_fit_and_held_out(testbed, runs_dir, tmp_path):
     env = dict(testbed, HPCVAR_RUNS=str(runs_dir))
-    attempt = iter(range(1000))
+    attempt = itertools.count()  # a fresh file per attempt
 
     def measure():
         two = _bench(testbed, runs_dir, "a: 0->1; b: 0->2")
