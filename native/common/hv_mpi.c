@@ -107,6 +107,51 @@ void hv_barrier(const hv_ctx *ctx) {
     hv_wait(ctx, &r);
 }
 
+static size_t hv_sort_hostlen;
+static int hv_cmp_host(const void *a, const void *b) { return strncmp(a, b, hv_sort_hostlen); }
+
+/* The world the launcher was asked for (--expect-np, --expect-rpn) against the one MPI_Init gave us.
+ * Every rank learns the size; rank 0 (which holds every host name) checks the placement and tells the
+ * others, so that all stop together with one message. */
+static void hv_check_world(hv_ctx *ctx, hv_opt *opts, size_t nopts, const char *hosts, size_t hostlen) {
+    char err[256];
+    long want_np = 0, want_rpn = 0;
+    if (hv_args_get(opts, nopts, "expect-np") &&
+        hv_args_long(opts, nopts, "expect-np", 1, 1L << 30, &want_np, err, sizeof err) != 0)
+        HV_DIE("%s: %s", ctx->prog, err);
+    if (hv_args_get(opts, nopts, "expect-rpn") &&
+        hv_args_long(opts, nopts, "expect-rpn", 1, 1L << 30, &want_rpn, err, sizeof err) != 0)
+        HV_DIE("%s: %s", ctx->prog, err);
+    if (want_np && want_np != ctx->size)
+        HV_DIE("world mismatch: MPI_Init gave a world of %d rank(s) but %ld were launched: the ranks did not "
+               "join one MPI job (under srun: an --mpi plugin that this MPI library does not speak)",
+               ctx->size, want_np);
+    int bad = 0, nhosts = 0, most = 0;
+    if (ctx->rank == 0 && want_rpn) {
+        /* distinct hosts and the most ranks on one host: sort a copy of the names, count the runs */
+        char *sorted = malloc((size_t)ctx->size * hostlen);
+        HV_ALLOC_CHECK(sorted);
+        memcpy(sorted, hosts, (size_t)ctx->size * hostlen);
+        hv_sort_hostlen = hostlen;
+        qsort(sorted, (size_t)ctx->size, hostlen, hv_cmp_host);
+        for (int r = 0, run = 0; r < ctx->size; r++) {
+            int same = r > 0 && hv_cmp_host(sorted + (size_t)r * hostlen, sorted + (size_t)(r - 1) * hostlen) == 0;
+            run = same ? run + 1 : 1;
+            if (!same) nhosts++;
+            if (run > most) most = run;
+        }
+        free(sorted);
+        long want_hosts = (ctx->size + want_rpn - 1) / want_rpn;
+        bad = nhosts != want_hosts || most > want_rpn;
+    }
+    int msg[3] = {bad, nhosts, most};
+    HV_MPI_CHECK(MPI_Bcast(msg, 3, MPI_INT, 0, ctx->comm));
+    if (msg[0])
+        HV_DIE("world mismatch: %d rank(s) sit on %d host(s), up to %d on one, but %ld per node were asked for "
+               "(%ld host(s)): the allocation or the launcher placed them otherwise",
+               ctx->size, msg[1], msg[2], want_rpn, (ctx->size + want_rpn - 1) / want_rpn);
+}
+
 void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts) {
     memset(ctx, 0, sizeof *ctx);
     ctx->prog = prog;
@@ -157,6 +202,8 @@ void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt 
     double res_max = ctx->timer.resolution_ns, cost_max = ctx->timer.cost_ns;
     HV_MPI_CHECK(MPI_Reduce(&ctx->timer.resolution_ns, &res_max, 1, MPI_DOUBLE, MPI_MAX, 0, ctx->comm));
     HV_MPI_CHECK(MPI_Reduce(&ctx->timer.cost_ns, &cost_max, 1, MPI_DOUBLE, MPI_MAX, 0, ctx->comm));
+
+    hv_check_world(ctx, opts, nopts, hosts, sizeof host);
 
     if (ctx->rank == 0) {
         const char *path = hv_args_get(opts, nopts, "out");

@@ -8,7 +8,11 @@
  *  - hv_gather_point: collect rows from all ranks to rank 0 and write them as
  *    one point (outside any timed loop).
  * Common options: --out FILE (raw output, default "-"), --timer tsc|mono|wtime
- * (default tsc where invariant, else mono), --binary (binary rows). */
+ * (default tsc where invariant, else mono), --binary (binary rows), and the layout
+ * the launcher was asked for: --expect-np N, --expect-rpn K. A world of another
+ * size, or ranks on other hosts than ceil(N/K) with at most K each, stops every
+ * rank with "hpcvar[rank R]: world mismatch: ..." before anything is written (a
+ * wrong srun --mpi plugin starts N independent size-1 worlds that all exit 0). */
 #ifndef HV_MPI_H
 #define HV_MPI_H
 #include <mpi.h>
@@ -20,7 +24,9 @@
 #define HV_COMMON_OPTS \
     {"out", NULL, 0, "raw output file ('-' for stdout)"}, \
     {"timer", NULL, 0, "tsc|mono|wtime"}, \
-    {"binary", NULL, 1, "write rows as float64 binary"}
+    {"binary", NULL, 1, "write rows as float64 binary"}, \
+    {"expect-np", NULL, 0, "the number of ranks the launcher was asked for (checked)"}, \
+    {"expect-rpn", NULL, 0, "the ranks per node the launcher was asked for (checked)"}
 
 typedef struct {
     MPI_Comm comm;

@@ -31,20 +31,10 @@ class StepContext:
     bench: BenchContext  # launcher, np, ... with runs_dir set to the steps directory
     parent: Run
     results: dict = field(default_factory=dict)  # name -> finished step run (for later steps)
-    launch: list[str] = field(default_factory=list)  # the launch options of the command line
 
-    def launch_args(self, np: int | None) -> list[str]:
-        """The user's launch options, with --np replaced (None: the command's own default)."""
-        out, skip = [], False
-        for i, a in enumerate(self.launch):
-            if skip:
-                skip = False
-                continue
-            if a == "--np":
-                skip = True
-                continue
-            out.append(a)
-        return out + (["--np", str(np)] if np is not None else [])
+    def nodes(self) -> int:
+        """Nodes the launcher places ranks on (1 when it cannot tell)."""
+        return self.bench.launcher.nodes() or 1
 
     def bench_ctx(self, **over) -> BenchContext:
         import dataclasses
@@ -53,20 +43,18 @@ class StepContext:
 
 
 def _latency(ctx: StepContext, quick: bool) -> Run:
-    from hpcvar.bench.latency import Latency
-    from hpcvar.bench.runner import run_benchmark
+    from hpcvar.bench import jobs
 
     sizes = [0, 8, 64, 1024, 8192, 65536, 1 << 20, 4 << 20] if quick else \
         [0, 1, 8, 64, 512, 1024, 4096, 8192, 32768, 65536, 262144, 1 << 20, 4 << 20, 16 << 20]
     params = {"sizes": sizes, "iters": 1000 if quick else 10000, "min_iters": 20, "warmup": 10 if quick else 100,
               "time_per_size_s": 0.3 if quick else 2.0}
-    run, _ = run_benchmark(Latency(), params, ctx.bench_ctx(np=2))
-    return run
+    return jobs.latency(params, ctx.bench_ctx(np=2))[0]
 
 
-def invoke(ctx: StepContext, words: list[str], launch: bool = True, np: int | None = 2) -> Run:
-    """Run an hpcvar command in-process (its own validation and storage), its output
-    captured; returns the run it stored in the characterization's steps directory."""
+def invoke(ctx: StepContext, words: list[str]) -> Run:
+    """Run an hpcvar command that has no library job yet in-process (its own validation and storage), its
+    output captured; returns the run it stored in the characterization's steps directory."""
     import contextlib
     import io
 
@@ -75,10 +63,7 @@ def invoke(ctx: StepContext, words: list[str], launch: bool = True, np: int | No
 
     steps_dir = ctx.bench.runs_dir
     before = {r.id for r in list_runs(steps_dir)}
-    args = list(words)
-    if launch:
-        args += ctx.launch_args(np)
-    args += ["--runs-dir", steps_dir, "--json"]
+    args = [*words, "--runs-dir", steps_dir, "--json"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         cli.main(args=args, prog_name="hpcvar", standalone_mode=False)
@@ -88,29 +73,43 @@ def invoke(ctx: StepContext, words: list[str], launch: bool = True, np: int | No
     return new[-1]
 
 
+QUEUE_DEFAULTS = {"min_iters": 20, "warmup": 10, "pin": True, "fit_stat": "median"}  # bench queues' defaults
+
+
 def _queues_posted(ctx: StepContext, quick: bool) -> Run:
-    lengths = "0,250,500,1000" if quick else "0,250,500,1000,2000,4000"
-    return invoke(ctx, ["bench", "queues", "posted", "--lengths", lengths, "--traversed", "0,50,100",
-                        "--sizes", "8" if quick else "8,1KiB", "--iters", "200" if quick else "1000",
-                        "--time-per-point", "150ms" if quick else "1s"])
+    from hpcvar.bench import jobs
+
+    params = {"lengths": [0, 250, 500, 1000] if quick else [0, 250, 500, 1000, 2000, 4000],
+              "traversed": [0, 50, 100], "sizes": [8] if quick else [8, 1024], "any_source": False,
+              "iters": 200 if quick else 1000, "time_per_point_s": 0.15 if quick else 1.0, **QUEUE_DEFAULTS}
+    return jobs.queues_posted(params, ctx.bench_ctx(np=2))[0]
 
 
 def _queues_unexpected(ctx: StepContext, quick: bool) -> Run:
-    lengths = "0,250,500,1000,2000" if quick else "0,250,500,1000,2000,4000,8000"
-    return invoke(ctx, ["bench", "queues", "unexpected", "--lengths", lengths, "--sizes", "8",
-                        "--iters", "200" if quick else "1000", "--time-per-point", "150ms" if quick else "1s"])
+    from hpcvar.bench import jobs
+
+    params = {"lengths": [0, 250, 500, 1000, 2000] if quick else [0, 250, 500, 1000, 2000, 4000, 8000],
+              "sizes": [8], "iters": 200 if quick else 1000, "time_per_point_s": 0.15 if quick else 1.0,
+              **QUEUE_DEFAULTS}
+    return jobs.queues_unexpected(params, ctx.bench_ctx(np=2))[0]
 
 
 def _ace(ctx: StepContext, quick: bool) -> Run:
-    shaped = ctx.bench.launcher.name == "testbed"  # a 1 MiB exchange costs ~80 ms at 200 Mbit/s
+    from dataclasses import asdict
+
+    from hpcvar.bench import ace, jobs
+
+    shaped = ctx.nodes() > 1  # across shaped or real links a 1 MiB exchange costs ~80 ms at 200 Mbit/s
     cycles = (20 if shaped else 100) if quick else 1000
-    return invoke(ctx, ["bench", "ace", "--ea", f"pattern=pairs,mode=blocking,cycles={cycles}",
-                        "--sizes", "1KiB,1MiB" if quick else "1KiB,64KiB,1MiB",
-                        "--loads", "20,50,80" if quick else "10,20,30,40,50,60,70,80"])
+    ea = ace.parse_ea(f"pattern=pairs,mode=blocking,cycles={cycles}")
+    params = {"eas": [asdict(ea)], "np": 2, "loads": [20, 50, 80] if quick else [10, 20, 30, 40, 50, 60, 70, 80],
+              "sizes": [1024, 1 << 20] if quick else [1024, 65536, 1 << 20], "repeat": 1, "bench_iters": 20,
+              "bench_warmup": 5}
+    return jobs.ace(params, ctx.bench_ctx(np=2))[0]
 
 
 def _noise(ctx: StepContext, quick: bool) -> Run:
-    return invoke(ctx, ["noise", "record", "--cpus", "all", "--duration", "5s" if quick else "60s"], launch=False)
+    return invoke(ctx, ["noise", "record", "--cpus", "all", "--duration", "5s" if quick else "60s"])
 
 
 def _jitter(ctx: StepContext, quick: bool) -> Run:
@@ -126,20 +125,28 @@ def _jitter(ctx: StepContext, quick: bool) -> Run:
     if lat is not None:
         words += ["--latency-intra", f"run:{lat.path}", "--latency-inter", f"run:{lat.path}",
                   "--send-cycles", f"run:{lat.path}", "--recv-cycles", f"run:{lat.path}"]
-    return invoke(ctx, words, launch=False)
+    return invoke(ctx, words)
 
 
 def _fanin(ctx: StepContext, quick: bool) -> Run:
-    """Fan-in with and without chatter; on the testbed one rank per host, sharing the root's link."""
-    if ctx.bench.launcher.name == "testbed":
-        words = ["--clients", "2", "--chatter", "0,1" if quick else "0,2", "--large", "4MiB", "--small", "64KiB",
-                 "--duration", "2s" if quick else "5s"]
+    """Fan-in with and without chatter; across nodes one rank per node where the nodes suffice, sharing the
+    root's link."""
+    from hpcvar.bench import jobs
+
+    nodes = ctx.nodes()
+    params = {"servers": 1, "chatter_ratio": [4.0], "messages": None, "queues": ["single"], "depth": ["deep"],
+              "match": ["any"], "bin_s": None, "repeat": 1, "placement": "fixed", "seed": 1, "max_samples": 20000,
+              "wait": "auto"}
+    if nodes > 1:
+        params.update(clients=[2], chatter=[0, 1] if quick else [0, 2], large=4 << 20, small=64 << 10,
+                      duration_s=2.0 if quick else 5.0)
     else:
-        words = ["--clients", "1", "--chatter", "0,1", "--large", "256KiB", "--small", "4KiB",
-                 "--duration", "500ms" if quick else "3s"]
+        params.update(clients=[1], chatter=[0, 1], large=256 << 10, small=4 << 10, duration_s=0.5 if quick else 3.0)
     if not quick:
-        words += ["--queues", "single,dual", "--match", "any,exact", "--repeat", "3"]
-    return invoke(ctx, ["bench", "fanin", *words], np=None)  # --np: what the largest point needs
+        params.update(queues=["single", "dual"], match=["any", "exact"], repeat=3)
+    need = 1 + params["clients"][0] + max(params["chatter"])
+    rpn = -(-need // nodes) if nodes > 1 else None  # one rank per node when the nodes suffice
+    return jobs.fanin(params, ctx.bench_ctx(np=None, ranks_per_node=rpn), by_ratio=False)[0]
 
 
 # the paper's Figure 2 schemes (examples/schemes/ has them as files, with comments)
@@ -152,13 +159,23 @@ STANDARD_SCHEMES = {
 
 
 def _sharing(ctx: StepContext, quick: bool) -> Run:
-    """The standard schemes, the gige fit on them, and each model's E_abs (fitted gige)."""
+    """The standard schemes that fit on the launcher's nodes, the gige fit on them, and each model's E_abs."""
+    from hpcvar.bench import jobs
     from hpcvar.models.fit import Observation, fit_gige
+    from hpcvar.models.scheme import load_scheme
 
+    schemes = [load_scheme(STANDARD_SCHEMES[n]) for n in
+               (("fig2-2", "fig2-3") if quick else ("fig2-2", "fig2-3", "fig2-4", "star3-in"))]
+    nodes = ctx.nodes()
+    fit_here = [s for s in schemes if len(s.nodes) <= nodes]
+    if not fit_here:
+        raise HpcvarError(f"every standard scheme needs more than the launcher's {nodes} nodes", "--launcher",
+                          "Run it on 3 nodes or more (salloc -N 4, or testbed up --hosts 4)")
     runs = []
-    for name in ("fig2-2", "fig2-3") if quick else ("fig2-2", "fig2-3", "fig2-4", "star3-in"):
-        runs.append(invoke(ctx, ["bench", "sharing", STANDARD_SCHEMES[name], "--reps", "2" if quick else "5"],
-                           np=None))
+    for sch in fit_here:
+        run, _ = jobs.sharing(sch, {"size": 20 << 20, "reps": 2 if quick else 5, "warmup": 1},
+                              ctx.bench_ctx(np=None, ranks_per_node=None))
+        runs.append(run)
     obs = []
     for r in runs:
         summ = r.read_table("sharing.summary").sort_values("comm_index")
@@ -169,6 +186,9 @@ def _sharing(ctx: StepContext, quick: bool) -> Run:
         r.info["gige_fit"] = fit["params"]
         r.info["params"]["step"] = "sharing"
         r.save()
+    if len(fit_here) < len(schemes):
+        runs[-1].warn(f"{len(schemes) - len(fit_here)} standard scheme(s) need more than the {nodes} nodes here "
+                      "and were not run")
     return runs[-1]
 
 
@@ -179,7 +199,7 @@ STEPS: list[Step] = [
     Step("ace", "ACE: predicted vs measured run time over a load grid", _ace, estimate_quick_s=30),
     Step("noise", "OS jitter recorded on every core", _noise, needs=set(), estimate_quick_s=10),
     Step("jitter", "Jitter slowdown predicted up to 1M tasks", _jitter, needs=set(), estimate_quick_s=60),
-    Step("sharing", "Bandwidth-sharing penalties and model errors", _sharing, needs={"mpi", "testbed"},
+    Step("sharing", "Bandwidth-sharing penalties and model errors", _sharing, needs={"mpi", "multinode"},
          estimate_quick_s=60),
     Step("fanin", "Fan-in bandwidth with and without chatter", _fanin, estimate_quick_s=15),
 ]
@@ -199,13 +219,14 @@ def _applies(step: Step, ctx: BenchContext) -> str | None:
         return "hpcvar was built without MPI"
     if "root" in step.needs and os.geteuid() != 0:
         return "needs root"
-    if "testbed" in step.needs and ctx.launcher.name != "testbed":
-        return "needs --launcher testbed (shaped links between hosts)"
+    if "multinode" in step.needs and (ctx.launcher.nodes() or 1) < 3:
+        return ("needs 3 nodes or more (a multi-node launcher: --launcher srun in an allocation of 3+ nodes, or "
+                "--launcher testbed with 3+ hosts)")
     return None
 
 
 def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None, resume: str | None = None,
-                         report: str | None = None, console=None, launch: list[str] | None = None) -> dict:
+                         report: str | None = None, console=None) -> dict:
     import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
@@ -234,7 +255,7 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
         parent = Run.create("characterize", params, ctx.runs_dir, ctx.argv,
                             metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np}))
     parent.info.setdefault("steps", {})
-    sctx = StepContext(bench=_child_ctx(ctx, parent), parent=parent, launch=list(launch or []))
+    sctx = StepContext(bench=_child_ctx(ctx, parent), parent=parent)
     show = bool(console is not None and getattr(console, "is_terminal", False))
     with Progress(TextColumn("characterize {task.description}"), BarColumn(), MofNCompleteColumn(),
                   TimeElapsedColumn(), console=console, disable=not show) as bar:

@@ -55,9 +55,54 @@ def test_mpich_golden_argv():
 
 def test_srun_golden_argv():
     spec = LaunchSpec(np=64, exe=EXE, args=["--sizes", "8"], ranks_per_node=32, env={"A": "1"})
-    argv, _ = SrunLauncher().command(spec)
-    assert argv == ["srun", "--ntasks", "64", "--kill-on-bad-exit=1", "--cpu-bind=none", "--ntasks-per-node=32",
-                    "--export=ALL,A=1", str(EXE), "--sizes", "8"]
+    argv, _ = SrunLauncher(flavor=MpiFlavor("mpich", "5.0.2"), in_allocation=True).command(spec)
+    assert argv == ["srun", "--mpi=pmi2", "--ntasks", "64", "--kill-on-bad-exit=1", "--cpu-bind=none",
+                    "--nodes=2", "--ntasks-per-node=32", "--export=ALL,A=1", str(EXE), "--sizes", "8"]
+
+
+def test_srun_plugin_follows_the_build_and_the_user():
+    spec = LaunchSpec(np=3, exe=EXE, timeout_s=90)
+    ompi = SrunLauncher(flavor=MpiFlavor("openmpi", "4.1.4"), in_allocation=False)
+    argv, _ = ompi.command(spec)
+    # outside an allocation srun asks for one, bounded by the launch timeout (rounded up to whole minutes)
+    assert argv == ["srun", "--mpi=pmix", "--ntasks", "3", "--kill-on-bad-exit=1", "--cpu-bind=none",
+                    "--time=2", "--job-name=hpcvar", str(EXE)]
+    assert ompi.mpi_choice() == {"srun_mpi": "pmix", "srun_mpi_from": "build MPI family openmpi 4.1.4"}
+    user = SrunLauncher(mpi="pmix_v4", flavor=MpiFlavor("mpich", "5.0.2"), in_allocation=True)
+    assert user.command(spec)[0][1] == "--mpi=pmix_v4"
+    assert user.mpi_choice()["srun_mpi_from"] == "--srun-mpi"
+    with pytest.raises(UsageError) as e:
+        SrunLauncher(mpi="pmi2; rm", flavor=MpiFlavor("mpich", "5"))
+    assert e.value.where == "--srun-mpi"
+    with pytest.raises(UsageError) as e:
+        SrunLauncher(flavor=MpiFlavor("unknown", ""), in_allocation=True).command(spec)
+    assert e.value.where == "--srun-mpi"
+
+
+def test_layout_args_per_launcher():
+    spec = LaunchSpec(np=4, exe=EXE, ranks_per_node=2)
+    assert SrunLauncher(flavor=MpiFlavor("mpich", "5")).layout_args(spec) == ["--expect-np", "4", "--expect-rpn", "2"]
+    local = LocalLauncher("mpiexec", MpiFlavor("mpich", "5"), cores=2, root=False)
+    assert local.layout_args(spec) == ["--expect-np", "4"]  # one node: no placement to check
+    assert TemplateLauncher("mpirun -np {np} {exe}").layout_args(spec) == ["--expect-np", "4"]
+    assert TemplateLauncher("mpirun -np {np} -N {rpn} {exe}").layout_args(spec)[-1] == "2"
+
+
+def test_world_mismatch_names_the_flag(tmp_path):
+    from hpcvar.launch.base import LaunchResult, failure_error
+
+    err = tmp_path / "x.stderr"
+    err.write_text("hpcvar[rank 0]: world mismatch: MPI_Init gave a world of 1 rank(s) but 2 were launched: the "
+                   "ranks did not join one MPI job (under srun: an --mpi plugin that this MPI library does not "
+                   "speak) (hv_mpi.c:129)\n")
+    res = LaunchResult(["srun"], 1, 0.1, tmp_path / "x.stdout", err)
+    e = failure_error(res, SrunLauncher(flavor=MpiFlavor("mpich", "5"), in_allocation=True))
+    assert e.where == "--srun-mpi" and "world of 1 rank" in e.what and "hv_mpi.c" not in e.what
+    assert "--srun-mpi pmi2" in e.todo
+    err.write_text("hpcvar[rank 0]: world mismatch: 2 rank(s) sit on 1 host(s), up to 2 on one, but 1 per node "
+                   "were asked for (2 host(s)): the allocation or the launcher placed them otherwise (hv_mpi.c:150)\n")
+    e = failure_error(res, SrunLauncher(flavor=MpiFlavor("mpich", "5"), in_allocation=True))
+    assert e.where == "--ranks-per-node"
 
 
 def test_template_golden_argv_never_shell():

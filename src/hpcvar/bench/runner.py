@@ -220,6 +220,7 @@ def _launch(bench: Benchmark, params: dict, ctx: BenchContext, run: Run, exe: Pa
     timeout = ctx.timeout_s or (60.0 + 3.0 * bench.estimate_s(params, batch))
     spec = LaunchSpec(np=ctx.np, exe=exe, args=args, env=bench.env(params), timeout_s=timeout,
                       ranks_per_node=ctx.ranks_per_node, extra_args=ctx.launcher_args, any_source=bench.any_source)
+    spec.args += ctx.launcher.layout_args(spec)
     argv, _ = ctx.launcher.command(spec)
     run.info["launches"].append({"label": raw_path.stem, "argv": argv, "timeout_s": timeout, "points": len(batch)})
     run.save()

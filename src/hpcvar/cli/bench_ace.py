@@ -59,14 +59,9 @@ def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predi
     if predict_only:
         emit(predict(params), as_json, render_ace)
         return
-    from hpcvar.bench.runner import run_benchmark
-    from hpcvar.report.sec_ace import plot_ace
+    from hpcvar.bench import jobs
 
-    ctx = bench_context(kw)
-    run, result = run_benchmark(ace.Ace(), params, ctx)
-    result["plots"] = [str(p) for _, p in plot_ace(run)]
-    run.info["result"] = result
-    run.save()
+    run, result = jobs.ace(params, bench_context(kw))
     emit(result, as_json, render_ace)
 
 

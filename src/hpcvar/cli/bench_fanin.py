@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.bench.fanin import (MATCHES, QUEUES, Fanin, parse_choice_list, parse_depth_list, parse_wait, ranks_needed,
-                                resolve_wait)
-from hpcvar.bench.runner import run_benchmark
+from hpcvar.bench.fanin import MATCHES, QUEUES, parse_choice_list, parse_depth_list, parse_wait
 from hpcvar.cli.common import DURATION, FLOAT_LIST, INT_LIST, SIZE, bench_context, emit, launch_options, output_options
-from hpcvar.report.fanin import plot_fanin, render_fanin
+from hpcvar.report.fanin import render_fanin
 
 
 @click.command("fanin")
@@ -65,15 +63,8 @@ def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messag
               "queues": parse_choice_list(queues, QUEUES, "--queues"), "depth": parse_depth_list(depth),
               "match": parse_choice_list(match_, MATCHES, "--match"), "bin_s": bin_, "repeat": repeat,
               "placement": placement, "seed": seed, "max_samples": max_samples}
-    wait = parse_wait(wait)
-    ctx = bench_context(kw)
-    if ctx.np is None:
-        ctx.np = max(ranks_needed(params), Fanin.min_np) if servers >= 1 and min(clients) >= 1 else 2
-    params["wait"] = resolve_wait(wait, ctx.np, ctx.launcher.slots())
-    run, result = run_benchmark(Fanin(), params, ctx)
-    pngs = plot_fanin(run, run.read_table("fanin.points"), run.read_table("fanin.bins"),
-                       by_ratio=chatter is None)
-    result["plots"] = [str(p) for p in pngs]
-    run.info["result"]["plots"] = result["plots"]
-    run.save()
+    params["wait"] = parse_wait(wait)
+    from hpcvar.bench import jobs
+
+    run, result = jobs.fanin(params, bench_context(kw), by_ratio=chatter is None)
     emit(result, as_json, render_fanin)

@@ -27,12 +27,11 @@ def cli(sizes, iters, min_iters, warmup, time_per_size, as_json, **kw):
     p99, p99.9, and bandwidth = size / one-way median in bytes/s. Every round
     trip is stored.
     """
-    from hpcvar.bench.latency import Latency
-    from hpcvar.bench.runner import run_benchmark
+    from hpcvar.bench import jobs
     from hpcvar.report.terminal import render_latency
 
     ctx = bench_context(kw)
     params = {"sizes": sizes, "iters": iters, "min_iters": min_iters, "warmup": warmup,
               "time_per_size_s": time_per_size}
-    run, result = run_benchmark(Latency(), params, ctx)
+    run, result = jobs.latency(params, ctx)
     emit(result, as_json, render_latency)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import click
 
 from hpcvar import units
-from hpcvar.bench.queues import FIT_STATS, MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH, PostedQueue, UnexpectedQueue
-from hpcvar.bench.runner import run_benchmark
+from hpcvar.bench.queues import FIT_STATS, MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH
 from hpcvar.cli.common import DURATION, SIZE_LIST, _UnitType, bench_context, emit, launch_options, output_options
 from hpcvar.errors import UsageError
 
@@ -85,10 +84,10 @@ def posted(lengths, traversed, sizes, any_source, iters, min_iters, warmup, time
     ctx = bench_context(kw)
     params = {"lengths": lengths, "traversed": traversed, "sizes": sizes, "any_source": any_source,
               **_params(iters, min_iters, warmup, time_per_point, pin, fit_stat)}
-    run, result = run_benchmark(PostedQueue(), params, ctx)
-    from hpcvar.report.sec_queues import plot_posted, render_queues_posted
+    from hpcvar.bench import jobs
+    from hpcvar.report.sec_queues import render_queues_posted
 
-    plot_posted(run)
+    run, result = jobs.queues_posted(params, ctx)
     emit(result, as_json, render_queues_posted)
 
 
@@ -110,8 +109,8 @@ def unexpected(lengths, sizes, iters, min_iters, warmup, time_per_point, pin, fi
     """
     ctx = bench_context(kw)
     params = {"lengths": lengths, "sizes": sizes, **_params(iters, min_iters, warmup, time_per_point, pin, fit_stat)}
-    run, result = run_benchmark(UnexpectedQueue(), params, ctx)
-    from hpcvar.report.sec_queues import plot_unexpected, render_queues_unexpected
+    from hpcvar.bench import jobs
+    from hpcvar.report.sec_queues import render_queues_unexpected
 
-    plot_unexpected(run)
+    run, result = jobs.queues_unexpected(params, ctx)
     emit(result, as_json, render_queues_unexpected)

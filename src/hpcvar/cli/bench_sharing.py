@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.bench.runner import run_benchmark
-from hpcvar.bench.sharing import Sharing, default_np
 from hpcvar.cli.common import SIZE, bench_context, emit, launch_options, output_options
 from hpcvar.models.scheme import load_scheme
 from hpcvar.report.sharing_render import render_sharing
@@ -30,13 +28,9 @@ def cli(scheme, size, reps, warmup, as_json, **kw):
     One rank per communication end: --np defaults to that count locally; on the testbed each
     scheme node is a host (--np and --ranks-per-node default to fit the busiest node).
     """
+    from hpcvar.bench import jobs
+
     sch = load_scheme(scheme)
-    np_, per = default_np(sch, kw["launcher"])
-    if kw.get("np") is None:
-        kw["np"] = np_
-    if kw.get("ranks_per_node") is None and per is not None:
-        kw["ranks_per_node"] = per
     ctx = bench_context(kw)
-    params = {"scheme": sch.to_json(), "size": size, "reps": reps, "warmup": warmup}
-    run, result = run_benchmark(Sharing(), params, ctx)
+    run, result = jobs.sharing(sch, {"size": size, "reps": reps, "warmup": warmup}, ctx)
     emit(result, as_json, render_sharing)

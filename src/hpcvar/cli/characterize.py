@@ -32,10 +32,9 @@ def cli(quick, steps, list_steps, report, as_json, **kw):
             click.echo(f"{s.name:16s} {s.title}  (needs: {', '.join(sorted(s.needs)) or 'nothing'})")
         return 0
     resume = kw.get("resume")
-    launch = _launch_words(kw)
     ctx = bench_context(kw)
     result = ch.run_characterization(ctx, quick=quick, only=steps, resume=resume, report=report,
-                                     console=stderr_console(), launch=launch)
+                                     console=stderr_console())
     if as_json:
         print_json(result)
     else:
@@ -44,16 +43,3 @@ def cli(quick, steps, list_steps, report, as_json, **kw):
             click.echo(f"  {s['name']:16s} {s['status']:9s} {s.get('run') or s.get('error', '')}")
         click.echo(f"report: {result['report']}")
     return 0 if all(s["status"] in ("complete", "skipped") for s in result["steps"]) else 1
-
-
-def _launch_words(kw: dict) -> list[str]:
-    """The launch options as command-line words, passed on to every step."""
-    words = ["--launcher", kw["launcher"], "--np", str(kw["np"])]
-    for key in ("ranks_per_node", "template", "launcher_args", "timer"):
-        if kw.get(key):
-            words += [f"--{key.replace('_', '-')}", str(kw[key])]
-    if kw["launcher"] == "testbed":
-        words += ["--map-by", kw["map_by"]]
-    if kw.get("timeout"):
-        words += ["--timeout", f"{kw['timeout']}s"]
-    return words

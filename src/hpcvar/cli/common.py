@@ -87,6 +87,9 @@ def launch_options(default_np: int = 2):
                          help="Launcher template for --launcher template, e.g. "
                               "'mpirun -np {np} --hostfile hosts {exe} {args}' (never run by a shell)."),
             click.option("--launcher-args", default="", help="Extra options for the launcher (split like a shell)."),
+            click.option("--srun-mpi", default="auto", show_default=True, metavar="PLUGIN",
+                         help="srun --mpi plugin for --launcher srun: auto picks the one the build's MPI speaks "
+                              "(MPICH: pmi2, Open MPI: pmix); 'srun --mpi=list' shows what Slurm has."),
             click.option("--map-by", type=click.Choice(["host", "slot"]), default="slot", show_default=True,
                          help="Testbed placement: 'slot' fills a host before the next, 'host' round-robins."),
             click.option("--timeout", type=DURATION, default=None,
@@ -115,6 +118,13 @@ def bench_context(kw: dict, argv: list[str] | None = None):
         lk["map_by"] = kw.get("map_by")
         lk["ranks_per_host"] = kw.get("ranks_per_node")
     kw.pop("map_by", None)
+    srun_mpi = kw.pop("srun_mpi", "auto")
+    if name == "srun":
+        lk["mpi"] = srun_mpi
+    elif srun_mpi not in (None, "auto"):
+        from hpcvar.errors import UsageError
+
+        raise UsageError("--srun-mpi is for --launcher srun", "--srun-mpi", "Add --launcher srun or drop it")
     launcher = get_launcher(name, template=kw.pop("template"), **lk)
     try:
         extra = shlex.split(kw.pop("launcher_args") or "")

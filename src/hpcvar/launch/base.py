@@ -77,6 +77,29 @@ class Launcher(ABC):
     def prepare(self, spec: LaunchSpec) -> None:
         """Hook before the run (the testbed checks its hosts here)."""
 
+    def nodes(self) -> int | None:
+        """How many nodes this launcher can place ranks on, if known."""
+        return None
+
+    def expected_rpn(self, spec: LaunchSpec) -> int | None:
+        """Ranks per node this launcher was asked to make (checked by the native programs), if it places
+        ranks on several nodes."""
+        return None
+
+    def layout_args(self, spec: LaunchSpec) -> list[str]:
+        """Arguments of every native MPI program that make it check the world it gets: its size is
+        ``spec.np`` and (multi-node launchers) ranks sit ``expected_rpn`` to a node."""
+        args = ["--expect-np", str(spec.np)]
+        rpn = self.expected_rpn(spec)
+        if rpn:
+            args += ["--expect-rpn", str(rpn)]
+        return args
+
+    def mismatch_hint(self) -> tuple[str | None, str]:
+        """The flag and the remedy when the ranks did not form the world asked for."""
+        return ("--launcher", "The ranks did not join one MPI job: the launcher does not match the MPI hpcvar "
+                              "was built with ('hpcvar info' shows it)")
+
     def run(self, spec: LaunchSpec, log_dir: Path, label: str = "launch",
             poll: Callable[[], None] | None = None) -> LaunchResult:
         """Run the job; raise LaunchError on timeout or failure."""
@@ -117,17 +140,24 @@ class Launcher(ABC):
         elapsed = time.monotonic() - t0
         res = LaunchResult(argv, proc.returncode, elapsed, out_p, err_p)
         if proc.returncode != 0:
-            raise failure_error(res)
+            raise failure_error(res, self)
         return res
 
 
-def failure_error(res: LaunchResult) -> LaunchError:
-    """A LaunchError that names the failed rank(s) and what they printed."""
+def failure_error(res: LaunchResult, launcher: Launcher | None = None) -> LaunchError:
+    """A LaunchError that names the failed rank(s) and what they printed; a world that is not the one asked
+    for (``world mismatch``, from the native programs' layout check) names the flag to change."""
     text = res.stderr_path.read_text(errors="replace") if res.stderr_path.exists() else ""
     ranks = RANK_ERROR.findall(text)
     last = tail(res.stderr_path) or tail(res.stdout_path) or "(no output)"
     if ranks:
         rank, msg = ranks[0]
+        if msg.startswith("world mismatch") and launcher is not None:
+            flag, todo = launcher.mismatch_hint() if "world of" in msg else \
+                ("--ranks-per-node", "Ask for the placement the allocation can give (salloc -N <nodes>), or "
+                                     "change --ranks-per-node / --np")
+            return LaunchError(re.sub(r" \([\w.]+:\d+\)$", "", msg), flag,
+                               f"{todo}. Exit code {res.returncode}; full log in {res.stderr_path}")
         return LaunchError(f"rank {rank} failed: {msg}", None,
                            f"Exit code {res.returncode}; full log in {res.stderr_path}")
     return LaunchError(f"the MPI job failed with exit code {res.returncode}", None,

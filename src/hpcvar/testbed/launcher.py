@@ -164,6 +164,12 @@ class TestbedLauncher(Launcher):
             argv += ["-x", f"{k}={v}"]
         return argv
 
+    def expected_rpn(self, spec: LaunchSpec) -> int | None:
+        return self.per_host(spec)
+
+    def nodes(self) -> int | None:
+        return len(self.plan.hosts)
+
     def prepare(self, spec: LaunchSpec) -> None:
         """Refuse to launch unless the testbed is up and the ranks fit on its hosts."""
         self._plan = require_up(self.state_path, "--launcher")

@@ -1,0 +1,83 @@
+"""The benchmark commands as library jobs: ``(params, BenchContext) -> (Run, result)``.
+
+Each job is what ``hpcvar bench <name>`` does between parsing its flags and printing: run (or resume) the
+benchmark through ``run_benchmark`` and draw the figures stored with the run. The CLI modules turn flags into
+``params`` and render the result; ``hpcvar characterize`` calls the same jobs and gets the Run back as a value
+(its launcher, node list and warnings included), instead of re-entering the command line.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from hpcvar.bench.runner import BenchContext, run_benchmark
+from hpcvar.results import Run
+
+if TYPE_CHECKING:
+    from hpcvar.models.scheme import Scheme
+
+
+def latency(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
+    from hpcvar.bench.latency import Latency
+
+    return run_benchmark(Latency(), params, ctx)
+
+
+def queues_posted(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
+    from hpcvar.bench.queues import PostedQueue
+    from hpcvar.report.sec_queues import plot_posted
+
+    run, result = run_benchmark(PostedQueue(), params, ctx)
+    plot_posted(run)
+    return run, result
+
+
+def queues_unexpected(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
+    from hpcvar.bench.queues import UnexpectedQueue
+    from hpcvar.report.sec_queues import plot_unexpected
+
+    run, result = run_benchmark(UnexpectedQueue(), params, ctx)
+    plot_unexpected(run)
+    return run, result
+
+
+def ace(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
+    from hpcvar.bench.ace import Ace
+    from hpcvar.report.sec_ace import plot_ace
+
+    run, result = run_benchmark(Ace(), params, ctx)
+    result["plots"] = [str(p) for _, p in plot_ace(run)]
+    run.info["result"] = result
+    run.save()
+    return run, result
+
+
+def fanin(params: dict, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:
+    """``params`` as ``hpcvar bench fanin`` builds them; ``ctx.np`` None: what the largest point needs;
+    ``params["wait"]`` "auto" is resolved against the launcher's cores."""
+    from hpcvar.bench.fanin import Fanin, ranks_needed, resolve_wait
+    from hpcvar.report.fanin import plot_fanin
+
+    if ctx.np is None:
+        ctx.np = max(ranks_needed(params), Fanin.min_np) if params["servers"] >= 1 and min(params["clients"]) >= 1 \
+            else 2
+    params = {**params, "wait": resolve_wait(params.get("wait", "auto"), ctx.np, ctx.launcher.slots())}
+    run, result = run_benchmark(Fanin(), params, ctx)
+    pngs = plot_fanin(run, run.read_table("fanin.points"), run.read_table("fanin.bins"), by_ratio=by_ratio)
+    result["plots"] = [str(p) for p in pngs]
+    run.info["result"]["plots"] = result["plots"]
+    run.save()
+    return run, result
+
+
+def sharing(scheme: Scheme, params: dict, ctx: BenchContext) -> tuple[Run, dict]:
+    """``params`` without the scheme (it is added as JSON); ``ctx.np`` / ``ctx.ranks_per_node`` None: one rank
+    per communication end (locally), one node per scheme node (multi-node launchers)."""
+    from hpcvar.bench.sharing import Sharing, default_np
+
+    np_, per = default_np(scheme, ctx.launcher.name)
+    if ctx.np is None:
+        ctx.np = np_
+    if ctx.ranks_per_node is None and per is not None:
+        ctx.ranks_per_node = per
+    return run_benchmark(Sharing(), {"scheme": scheme.to_json(), **params}, ctx)
