@@ -88,3 +88,26 @@ def best_of_quiet_attempts(measure, check, tries: int = 3, always=None, what: st
         pytest.fail(f"{what} failed on {quiet_failures} of {tries} attempts on a quiet host: {seen}")
     pytest.skip(f"the hypervisor took {metadata.STEAL_WARN_PCT:.0f}% or more of the CPUs in each of {tries} attempts of "
                 f"{what}, which spoils rates and timings: {seen}")
+
+
+DEBIAN_OMPI_MPICC, DEBIAN_OMPI_MPIRUN = "/usr/bin/mpicc", "/usr/bin/mpirun"
+DEBIAN_OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+
+
+def build_native_against(mpicc: str, targets: list[str], build) -> "Path":
+    """A CMake build of some native programs against another MPI (e.g. Debian's Open MPI), as a site does;
+    returns its bin/ (give it to hpcvar as HPCVAR_NATIVE_DIR: its build_info.json names that MPI)."""
+    import json
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    cmake = shutil.which("cmake", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    if not cmake:
+        pytest.skip("cmake not found (make install puts one in the venv)")
+    env = dict(os.environ, MPICC=mpicc)
+    for argv in ([cmake, "-S", str(root), "-B", str(build)],
+                 [cmake, "--build", str(build), "--target", *targets, "-j2"]):
+        res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
+    assert json.loads((Path(build) / "build_info.json").read_text())["mpicc"] == mpicc
+    return Path(build) / "bin"

@@ -26,12 +26,15 @@ void hv_mpi_fail(const char *call, int rc, const char *file, int line) {
 }
 
 void hv_die(const char *file, int line, const char *fmt, ...) {
+    /* one write, so that the lines of ranks dying together do not interleave */
+    char msg[2048];
+    int n = snprintf(msg, sizeof msg, "hpcvar[rank %d]: ", world_rank());
     va_list ap;
-    fprintf(stderr, "hpcvar[rank %d]: ", world_rank());
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    if (n >= 0 && (size_t)n < sizeof msg) n += vsnprintf(msg + n, sizeof msg - (size_t)n, fmt, ap);
     va_end(ap);
-    fprintf(stderr, " (%s:%d)\n", file, line);
+    if (n >= 0 && (size_t)n < sizeof msg) snprintf(msg + n, sizeof msg - (size_t)n, " (%s:%d)\n", file, line);
+    fputs(msg, stderr);
     fflush(stderr);
     int inited = 0;
     MPI_Initialized(&inited);
@@ -146,6 +149,7 @@ static void hv_check_world(hv_ctx *ctx, hv_opt *opts, size_t nopts, const char *
     }
     int msg[3] = {bad, nhosts, most};
     HV_MPI_CHECK(MPI_Bcast(msg, 3, MPI_INT, 0, ctx->comm));
+    if (msg[0] && ctx->rank != 0) MPI_Abort(MPI_COMM_WORLD, 1); /* rank 0 says why, once */
     if (msg[0])
         HV_DIE("world mismatch: %d rank(s) sit on %d host(s), up to %d on one, but %ld per node were asked for "
                "(%ld host(s)): the allocation or the launcher placed them otherwise",

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from benchmarks.trace_overhead_lammps import run_once
-from tests.conftest import best_of_quiet_attempts, hpcvar_cmd
+from tests.conftest import best_of_quiet_attempts, build_native_against, hpcvar_cmd
 
 pytestmark = pytest.mark.mpi
 
@@ -41,17 +41,7 @@ def ompi_bin(tmp_path_factory) -> Path:
     missing = [t for t in ("lmp", MPIRUN, MPICC) if not shutil.which(t)]
     if missing:
         pytest.skip(f"{', '.join(missing)} not found: apt-get install lammps libopenmpi-dev")
-    cmake = shutil.which("cmake", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    if not cmake:
-        pytest.skip("cmake not found (make install puts one in the venv)")
-    build = tmp_path_factory.mktemp("ompi-build")
-    env = dict(os.environ, MPICC=MPICC)
-    for argv in ([cmake, "-S", str(ROOT), "-B", str(build)],
-                 [cmake, "--build", str(build), "--target", "hv_trace", "hv_latency", "-j2"]):
-        res = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=600)
-        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
-    assert json.loads((build / "build_info.json").read_text())["mpicc"] == MPICC
-    return build / "bin"
+    return build_native_against(MPICC, ["hv_trace", "hv_latency"], tmp_path_factory.mktemp("ompi-build"))
 
 
 def _hpcvar(args: list[str], env: dict, timeout: float = 300) -> dict:

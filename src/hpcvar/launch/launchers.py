@@ -166,11 +166,21 @@ class SrunLauncher(Launcher):
                      f"--ntasks-per-node={spec.ranks_per_node}"]
         if not self.in_allocation:
             argv += [f"--time={max(1, math.ceil(spec.timeout_s / 60))}", "--job-name=hpcvar"]
-        if spec.env:
-            argv.append("--export=ALL," + ",".join(f"{k}={v}" for k, v in spec.env.items()))
+        env = {**self._transport_env(spec), **spec.env}
+        if env:
+            argv.append("--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items()))
         argv += spec.extra_args
         argv += [str(spec.exe), *spec.args]
-        return argv, dict(spec.env)
+        return argv, env
+
+    def _transport_env(self, spec: LaunchSpec) -> dict[str, str]:
+        """MPICH whose UCX the environment restricts to TCP (the testbed's 'hpcvar testbed env', some sites)
+        loses MPI_ANY_SOURCE receives that several senders compete for: such programs get the ofi netmod
+        when the library has it (docs/testbed.md)."""
+        if (spec.any_source and self.flavor.family == "mpich" and os.environ.get("UCX_TLS") == "tcp,self"
+                and "ofi" in self.flavor.devices and "MPIR_CVAR_CH4_NETMOD" not in os.environ):
+            return {"MPIR_CVAR_CH4_NETMOD": "ofi"}
+        return {}
 
     def prepare(self, spec: LaunchSpec) -> None:
         if shutil.which(self.srun) is None:

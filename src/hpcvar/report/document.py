@@ -35,6 +35,15 @@ def machine_warnings(meta: dict) -> list[str]:
     return out
 
 
+def run_nodes(run: Run) -> list[str]:
+    """The nodes a run's ranks or collectors ran on, in rank order without repeats (empty when unknown)."""
+    nodes = run.info.get("nodes") or []
+    if not nodes:
+        hosts = ((run.info.get("metadata") or {}).get("native") or {}).get("hosts") or ""
+        nodes = [h for h in str(hosts).split(",") if h]
+    return list(dict.fromkeys(str(n) for n in nodes))
+
+
 def _section_or_default(run: Run) -> Section:
     sec = section_for(run)
     if sec is not None:
@@ -84,14 +93,17 @@ def render_html(runs: list[Run], title: str) -> str:
     for run, sec in data["sections"]:
         sections.append({
             "title": sec.title, "run_id": run.id, "command": run.info.get("command"),
-            "status": run.info.get("status"), "notes": sec.notes,
+            "status": run.info.get("status"), "notes": sec.notes, "nodes": run_nodes(run),
             "figures": [{"caption": c, "data": _png_b64(p)} for c, p in sec.figures if Path(p).is_file()],
             "tables": [{"caption": c, "html": _table_html(df)} for c, df in sec.tables],
             "params": [(k, html.escape(str(v))) for k, v in (run.info.get("params") or {}).items()],
         })
     hosts = ", ".join(str(h) for h in data["machines"]) or "unknown host"
+    nodes = list(dict.fromkeys(n for run in runs for n in run_nodes(run)))
+    subtitle = f"{len(runs)} run(s) on {hosts}" + (f"; ranks on {len(nodes)} node(s): {', '.join(nodes)}"
+                                                    if len(nodes) > 1 else "")
     return tpl.render(
-        title=title, subtitle=f"{len(runs)} run(s) on {hosts}",
+        title=title, subtitle=subtitle,
         headlines=data["headlines"], warnings=data["warnings"],
         machine=[(k, first_meta.get(k)) for k in MACHINE_KEYS],
         sections=sections, version=__version__,
@@ -108,7 +120,9 @@ def render_markdown(runs: list[Run], title: str) -> str:
     if data["warnings"]:
         lines += ["## Warnings", ""] + [f"- {w}" for w in data["warnings"]] + [""]
     for run, sec in data["sections"]:
-        lines += [f"## {sec.title}", "", f"run `{run.id}` ({run.info.get('command')})", ""]
+        nodes = run_nodes(run)
+        where = f"; ranks on {len(nodes)} node(s): {', '.join(nodes)}" if nodes else ""
+        lines += [f"## {sec.title}", "", f"run `{run.id}` ({run.info.get('command')}){where}", ""]
         lines += [f"{n}" for n in sec.notes] + ([""] if sec.notes else [])
         for caption, df in sec.tables:
             lines += [f"### {caption}", "", _md_table(df), ""]
