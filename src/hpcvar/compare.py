@@ -14,7 +14,6 @@ The last two keep thousands of samples from flagging differences too small to ma
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,21 +31,9 @@ class Metric:
     unit: str = ""
 
 
-METRIC_BUILDERS: dict[str, Callable] = {}
-
-
-def register_metrics(command: str):
-    def deco(fn):
-        METRIC_BUILDERS[command] = fn
-        return fn
-
-    return deco
-
-
 def metrics_of(run) -> dict[str, Metric]:
-    from hpcvar.report.sections import load_all
+    from hpcvar.kinds import kind_of
 
-    load_all()  # section modules also register their metrics
     if run.info.get("command") == "characterize":
         out, seen = {}, {}
         for child in run.children():
@@ -57,7 +44,8 @@ def metrics_of(run) -> dict[str, Metric]:
             for name, m in metrics_of(child).items():
                 out[f"{step}: {name}"] = Metric(f"{step}: {name}", m.samples, m.higher_is_worse, m.unit)
         return out
-    fn = METRIC_BUILDERS.get(run.info.get("command", ""))
+    kind = kind_of(run.info.get("command"))
+    fn = kind.view("metrics") if kind else None
     return {m.name: m for m in fn(run)} if fn else {}
 
 

@@ -168,7 +168,9 @@ def evaluate_cmd(runs, models, params_file, no_plot, as_json, runs_dir):
     T_p = model penalty x measured T_ref; E_rel = (T_p - T_m) / T_m x 100; E_abs = mean |E_rel|
     (Vienne et al. section VI-B), as in the paper's Figure 7, every model side by side.
     """
+    from hpcvar.models.evaluate import evaluate_run
     from hpcvar.models.sharing import load_params
+    from hpcvar.report.sec_sharing import plot_evaluation
     from hpcvar.report.sharing_render import render_evaluation
 
     models = list(models) or ["gige", "myrinet", "maxmin"]
@@ -189,47 +191,3 @@ def evaluate_cmd(runs, models, params_file, no_plot, as_json, runs_dir):
         return
     for res in results:
         emit(res, False, render_evaluation)
-
-
-def evaluate_run(run, summ, models: list[str], gige_params: dict | None) -> dict:
-    from hpcvar.models.fit import e_abs_pct, e_rel_pct
-    from hpcvar.models.sharing import explain
-
-    pairs = list(zip(summ.src.astype(str), summ.dst.astype(str)))
-    t_ref = summ.t_ref_median_ns.to_numpy(float) * summ.size_bytes.to_numpy(float) / float(summ.size_bytes.iloc[0])
-    comms = [{"name": n, "src": s, "dst": d, "t_measured_ns": float(t), "penalty_measured": float(p), "predicted": {}}
-             for n, (s, d), t, p in zip(summ.comm, pairs, summ.t_median_ns, summ.penalty)]
-    e_abs = {}
-    for m in models:
-        rows = explain(pairs, m, gige_params if m == "gige" else None)
-        errs = []
-        for c, r, tr in zip(comms, rows, t_ref):
-            tp = r["penalty"] * tr
-            e = e_rel_pct(tp, c["t_measured_ns"])
-            errs.append(e)
-            c["predicted"][m] = {"penalty": r["penalty"], "t_ns": tp, "e_rel_pct": e}
-        e_abs[m] = e_abs_pct(errs)
-    return {"run_id": run.id, "run": str(run.path), "models": models, "params": {"gige": gige_params or "paper"},
-            "communications": comms, "e_abs_pct": e_abs}
-
-
-def plot_evaluation(run, res: dict) -> list[Path]:
-    import numpy as np
-
-    from hpcvar.report.plots import figure, save
-
-    fig, ax = figure()
-    names = [c["name"] for c in res["communications"]]
-    x = np.arange(len(names))
-    k = len(res["models"]) + 1
-    w = 0.8 / k
-    ax.bar(x, [c["t_measured_ns"] / 1e6 for c in res["communications"]], w, label="measured", color="0.3")
-    for i, m in enumerate(res["models"], start=1):
-        ax.bar(x + i * w, [c["predicted"][m]["t_ns"] / 1e6 for c in res["communications"]], w,
-               label=f"{m} (E_abs {res['e_abs_pct'][m]:.1f}%)")
-    ax.set_xticks(x + w * (k - 1) / 2, names)
-    ax.set_xlabel("communication")
-    ax.set_ylabel("time (ms)")
-    ax.set_title(f"Predicted vs measured, run {res['run_id']}")
-    ax.legend(fontsize=8)
-    return save(fig, run.plots_dir() / "sharing-evaluation")

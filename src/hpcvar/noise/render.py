@@ -7,7 +7,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import Headline, Section, register
+from hpcvar.report.sections import Headline, Section
 from hpcvar.units import format_time_ns
 
 
@@ -108,7 +108,6 @@ def tracing_notes(quality: dict) -> list[str]:
     return out
 
 
-@register("noise record")
 def noise_section(run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="OS jitter (hpcvar noise record)")

@@ -9,7 +9,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import Headline, Section, register
+from hpcvar.report.sections import Headline, Section
 from hpcvar.units import format_time_ns
 
 
@@ -75,7 +75,6 @@ def render_bsp(console: Console, result: dict) -> None:
         console.print(f"stored in {result['run']}")
 
 
-@register("bench bsp")
 def bsp_section(run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="Bulk-synchronous workload (compute quantum + barrier)")

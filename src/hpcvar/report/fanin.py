@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpcvar.bench.fanin import chatter_label, strategy_label
-from hpcvar.report.sections import Headline, Section, register
+from hpcvar.report.sections import Headline, Section
 from hpcvar.units import format_rate_bytes, format_size, format_time_ns
 
 MAX_SERIES_LINES = 12  # time-series figure: at most this many lines per panel
@@ -141,7 +141,6 @@ def render_fanin(console: Console, result: dict) -> None:
         console.print(f"stored in {result['run']}")
 
 
-@register("bench fanin")
 def fanin_section(run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="Fan-in (many clients into one root)")

@@ -9,27 +9,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcvar.compare import Metric, register_metrics
+from hpcvar.compare import Metric
 from hpcvar.units import format_size
 
 NOISE_WINDOW_S = 0.1  # noise fraction per 100 ms window: a sample per window
 
 
-@register_metrics("bench queues posted")
 def queues_posted_metrics(run) -> list[Metric]:
     s = run.read_table("queues_posted.samples")
     return [Metric(f"posted queue length={L} traversed={t}% size={format_size(z)}", g["oneway_ns"].to_numpy(),
                    True, "ns") for (L, t, z), g in s.groupby(["length", "traversed_pct", "size_bytes"])]
 
 
-@register_metrics("bench queues unexpected")
 def queues_unexpected_metrics(run) -> list[Metric]:
     s = run.read_table("queues_unexpected.samples")
     return [Metric(f"unexpected queue length={L} size={format_size(z)}", g["oneway_ns"].to_numpy(), True, "ns")
             for (L, z), g in s.groupby(["length", "size_bytes"])]
 
 
-@register_metrics("bench ace")
 def ace_metrics(run) -> list[Metric]:
     c = run.read_table("ace.cycles")
     out = []
@@ -39,7 +36,6 @@ def ace_metrics(run) -> list[Metric]:
     return out
 
 
-@register_metrics("bench fanin")
 def fanin_metrics(run) -> list[Metric]:
     b = run.read_table("fanin.bins")
     b = b[b["full"]]
@@ -48,20 +44,17 @@ def fanin_metrics(run) -> list[Metric]:
                    False, "B/s") for kv, g in b.groupby(keys)]
 
 
-@register_metrics("bench sharing")
 def sharing_metrics(run) -> list[Metric]:
     s = run.read_table("sharing.samples")
     return [Metric(f"sharing {comm} ({src}->{dst}) time", g["t_ns"].to_numpy(), True, "ns")
             for (comm, src, dst), g in s.groupby(["comm", "src", "dst"])]
 
 
-@register_metrics("bench bsp")
 def bsp_metrics(run) -> list[Metric]:
     p = run.read_table("bsp.phases")
     return [Metric("bsp phase duration", p.groupby(["rep", "phase"])["phase_ns"].max().to_numpy(), True, "ns")]
 
 
-@register_metrics("noise record")
 def noise_metrics(run) -> list[Metric]:
     """Per CPU: the fraction of CPU lost in every 100 ms window, and every detour's duration."""
     from hpcvar.noise.formats import load_trace

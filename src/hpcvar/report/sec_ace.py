@@ -6,7 +6,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import Headline, Section, register
+from hpcvar.report.sections import Headline, Section
 from hpcvar.units import format_size, format_time_ns
 
 MAX_DIST_POINTS = 6  # distributions drawn per EA (the first points of the sweep)
@@ -107,7 +107,6 @@ def plot_ace(run) -> list[tuple[str, object]]:
     return figs
 
 
-@register("bench ace")
 def ace_section(run) -> Section:
     sec = Section(title="Application communication emulator (ACE)")
     summ = run.read_table("ace.summary")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcvar.compare import Metric, register_metrics
-from hpcvar.report.sections import Headline, Section, register
+from hpcvar.compare import Metric
+from hpcvar.report.sections import Headline, Section
 from hpcvar.units import format_rate_bytes, format_size, format_time_ns
 
 
@@ -43,7 +43,6 @@ def plot_latency(run) -> list:
     return figs
 
 
-@register("bench latency")
 def latency_section(run) -> Section:
     sec = Section(title="Point-to-point latency and bandwidth")
     summ = run.read_table("latency.summary")
@@ -72,7 +71,6 @@ def latency_section(run) -> Section:
     return sec
 
 
-@register_metrics("bench latency")
 def latency_metrics(run) -> list[Metric]:
     samples = run.read_table("latency.samples")
     return [Metric(f"latency one-way size={format_size(size)}", grp["oneway_ns"].to_numpy(), True, "ns")

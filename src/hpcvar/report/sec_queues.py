@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcvar.report.sections import Headline, Section, register
+from hpcvar.report.sections import Headline, Section
 from hpcvar.units import format_size, format_time_ns
 
 
@@ -148,7 +148,6 @@ def _section(run, title: str, table: str, per: str, plot) -> Section:
     return sec
 
 
-@register("bench queues posted")
 def posted_section(run) -> Section:
     sec = _section(run, "Latency under a long posted-receive queue", "queues_posted", "traversed entry",
                    plot_posted)
@@ -157,7 +156,6 @@ def posted_section(run) -> Section:
     return sec
 
 
-@register("bench queues unexpected")
 def unexpected_section(run) -> Section:
     return _section(run, "Latency under a long unexpected-message queue", "queues_unexpected",
                     "unexpected message", plot_unexpected)

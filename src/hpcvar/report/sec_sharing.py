@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pandas as pd
 
-from hpcvar.report.sections import Headline, Section, register
+from hpcvar.report.sections import Headline, Section
 
 
-@register("bench sharing")
 def sharing_section(run) -> Section:
-    from hpcvar.cli.model import evaluate_run, plot_evaluation
+    from hpcvar.models.evaluate import evaluate_run
 
     summ = run.read_table("sharing.summary").sort_values("comm_index")
     fitted = run.info.get("gige_fit")  # set by a characterization that fitted gige on its schemes
@@ -35,3 +36,25 @@ def sharing_section(run) -> Section:
         notes=[f"gige parameters fitted on this characterization's schemes: {fitted}." if fitted else
                "Predictions use the paper's gige parameters; fit your own with 'hpcvar model fit'."],
     )
+
+
+def plot_evaluation(run, res: dict) -> list[Path]:
+    import numpy as np
+
+    from hpcvar.report.plots import figure, save
+
+    fig, ax = figure()
+    names = [c["name"] for c in res["communications"]]
+    x = np.arange(len(names))
+    k = len(res["models"]) + 1
+    w = 0.8 / k
+    ax.bar(x, [c["t_measured_ns"] / 1e6 for c in res["communications"]], w, label="measured", color="0.3")
+    for i, m in enumerate(res["models"], start=1):
+        ax.bar(x + i * w, [c["predicted"][m]["t_ns"] / 1e6 for c in res["communications"]], w,
+               label=f"{m} (E_abs {res['e_abs_pct'][m]:.1f}%)")
+    ax.set_xticks(x + w * (k - 1) / 2, names)
+    ax.set_xlabel("communication")
+    ax.set_ylabel("time (ms)")
+    ax.set_title(f"Predicted vs measured, run {res['run_id']}")
+    ax.legend(fontsize=8)
+    return save(fig, run.plots_dir() / "sharing-evaluation")

@@ -1,14 +1,12 @@
 """What each kind of run contributes to the HTML/Markdown report.
 
-Every benchmark, analysis or simulation registers a builder for its run
-command: ``register("bench latency")(fn)`` where ``fn(run) -> Section``.
-The report (hpcvar report) only walks runs and renders their sections; it
-knows nothing of any benchmark.
+Each kind of run names its section builder ``fn(run) -> Section`` in the
+table of kinds (hpcvar.kinds). The report (hpcvar report) only walks runs
+and renders their sections; it knows nothing of any benchmark.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,39 +31,10 @@ class Section:
     notes: list[str] = field(default_factory=list)  # warnings with remedies, readings
 
 
-SECTION_BUILDERS: dict[str, Callable] = {}
-
-# modules whose import registers section builders (one line per area)
-SECTION_MODULES = [
-    "hpcvar.report.sec_latency",
-    "hpcvar.report.metrics",
-    "hpcvar.report.sec_sharing",
-    "hpcvar.report.sec_queues",
-    "hpcvar.report.sec_ace",
-    "hpcvar.report.fanin",
-    "hpcvar.noise.render",
-    "hpcvar.sim.jitter_report",
-    "hpcvar.report.bsp",
-    "hpcvar.sim.app_report",
-]
-
-
-def load_all() -> None:
-    import importlib
-
-    for m in SECTION_MODULES:
-        importlib.import_module(m)
-
-
-def register(command: str):
-    def deco(fn):
-        SECTION_BUILDERS[command] = fn
-        return fn
-
-    return deco
-
-
 def section_for(run) -> Section | None:
-    load_all()
-    fn = SECTION_BUILDERS.get(run.info.get("command", ""))
+    """The report section of a stored run, from its kind's entry in hpcvar.kinds (None: no section)."""
+    from hpcvar.kinds import kind_of
+
+    kind = kind_of(run.info.get("command"))
+    fn = kind.view("section") if kind else None
     return fn(run) if fn else None

@@ -29,45 +29,12 @@ def render_latency(console: Console, result: dict) -> None:
         console.print(f"stored in {result['run']}")
 
 
-# command -> renderer; commands without one are printed as JSON
-RENDERERS = {"bench latency": render_latency}
-
-from hpcvar.report.sharing_render import render_sharing  # noqa: E402
-
-RENDERERS["bench sharing"] = render_sharing
-
-from hpcvar.report.sec_queues import render_queues_posted, render_queues_unexpected  # noqa: E402
-
-RENDERERS["bench queues posted"] = render_queues_posted
-RENDERERS["bench queues unexpected"] = render_queues_unexpected
-
-from hpcvar.sim.jitter_report import render_jitter  # noqa: E402
-
-RENDERERS["sim jitter"] = render_jitter
-
-from hpcvar.report.sec_ace import render_ace  # noqa: E402
-
-RENDERERS["bench ace"] = render_ace
-
-from hpcvar.report.fanin import render_fanin  # noqa: E402
-
-RENDERERS["bench fanin"] = render_fanin
-
-from hpcvar.noise.render import render_noise  # noqa: E402
-
-RENDERERS["noise record"] = render_noise
-
-from hpcvar.report.bsp import render_bsp  # noqa: E402
-
-RENDERERS["bench bsp"] = render_bsp
-
-from hpcvar.sim.app_report import render_app  # noqa: E402
-
-RENDERERS["sim app"] = render_app
-
-
 def render_result(console: Console, command: str, result: dict) -> None:
-    fn = RENDERERS.get(command)
+    """The result through its kind's renderer (hpcvar.kinds); kinds without one are printed as data."""
+    from hpcvar.kinds import kind_of
+
+    kind = kind_of(command)
+    fn = kind.view("render") if kind else None
     if fn:
         fn(console, result)
     else:

@@ -9,7 +9,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import Headline, Section, register
+from hpcvar.report.sections import Headline, Section
 
 
 def _conflicts(c: dict) -> str:
@@ -106,7 +106,6 @@ def plot_e_abs(runs: list[dict], stem) -> list[Path]:
     return save(fig, Path(stem))
 
 
-@register("sim app")
 def app_section(run) -> Section:
     p = run.info.get("params", {})
     cl = p.get("cluster", {})

@@ -6,7 +6,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import Headline, Section, register
+from hpcvar.report.sections import Headline, Section
 
 
 def _pct(x: float) -> str:
@@ -63,7 +63,6 @@ def plot_phases(phases: pd.DataFrame, stem) -> list:
     return save(fig, stem)
 
 
-@register("sim jitter")
 def jitter_section(run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="Jitter slowdown predicted at scale (jitSim)")

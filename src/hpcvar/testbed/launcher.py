@@ -196,3 +196,17 @@ class TestbedLauncher(Launcher):
         except HpcvarError as e:  # metadata never fails a run; the launch itself reports the real error
             d["mpiexec_error"] = str(e)
         return d
+
+
+def transport_env(plan: Plan) -> dict[str, str]:
+    """The environment that keeps MPI ranks started by someone else (srun on the testbed's Slurm) on TCP over
+    the shaped links, for both MPI families: what ``hpcvar testbed env`` exports. The hosts share this
+    machine's /dev/shm, so without it MPICH's UCX and Open MPI's shared-memory transports would bypass the
+    links between namespaces."""
+    env = dict(MPICH_TCP_ENV)
+    btl = "tcp,self"  # the same for Open MPI 4 (vader) and 5 (sm): ranks on one host talk TCP too
+    env.update({"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": btl, "OMPI_MCA_btl_tcp_if_include": plan.subnet,
+                "OMPI_MCA_oob_tcp_if_include": plan.subnet})
+    if plan.intra_host == "tcp":
+        env["MPIR_CVAR_NOLOCAL"] = "1"
+    return env

@@ -1,0 +1,26 @@
+"""Sharing models against a measured 'bench sharing' run: predicted time and E_rel per communication, E_abs
+per model (Vienne et al., "Predictive models for bandwidth sharing in high performance clusters")."""
+
+from __future__ import annotations
+
+
+def evaluate_run(run, summ, models: list[str], gige_params: dict | None) -> dict:
+    from hpcvar.models.fit import e_abs_pct, e_rel_pct
+    from hpcvar.models.sharing import explain
+
+    pairs = list(zip(summ.src.astype(str), summ.dst.astype(str)))
+    t_ref = summ.t_ref_median_ns.to_numpy(float) * summ.size_bytes.to_numpy(float) / float(summ.size_bytes.iloc[0])
+    comms = [{"name": n, "src": s, "dst": d, "t_measured_ns": float(t), "penalty_measured": float(p), "predicted": {}}
+             for n, (s, d), t, p in zip(summ.comm, pairs, summ.t_median_ns, summ.penalty)]
+    e_abs = {}
+    for m in models:
+        rows = explain(pairs, m, gige_params if m == "gige" else None)
+        errs = []
+        for c, r, tr in zip(comms, rows, t_ref):
+            tp = r["penalty"] * tr
+            e = e_rel_pct(tp, c["t_measured_ns"])
+            errs.append(e)
+            c["predicted"][m] = {"penalty": r["penalty"], "t_ns": tp, "e_rel_pct": e}
+        e_abs[m] = e_abs_pct(errs)
+    return {"run_id": run.id, "run": str(run.path), "models": models, "params": {"gige": gige_params or "paper"},
+            "communications": comms, "e_abs_pct": e_abs}

@@ -1,0 +1,125 @@
+"""hpcvar under a real Slurm (root): the testbed with --slurm, ranks started by srun on 4 namespace nodes.
+
+What issue #15 asks to hold in CI: srun launches reach the shaped rate across nodes and name 2 nodes; a
+wrong --mpi plugin is a clear error and never a complete run; the Open MPI build works under --mpi=pmix;
+noise is recorded on every node with a common time base; a whole quick characterization completes inside
+an sbatch job of 4 nodes. Needs Debian's Slurm (`apt-get install slurmctld slurmd slurm-client munge
+libpmix-dev`, which .ci/run installs); skipped with that remedy otherwise.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.conftest import (DEBIAN_OMPI_ENV, DEBIAN_OMPI_MPICC, best_of_quiet_attempts, build_native_against,
+                            hpcvar_cmd, run_cli)
+from tests.testbed.conftest import up_testbed
+
+pytestmark = [pytest.mark.root, pytest.mark.mpi]
+
+RATE = 200e6
+SLURM_TOOLS = ("slurmctld", "slurmd", "munged", "srun", "sbatch", "sinfo", "scontrol")
+
+
+@pytest.fixture(scope="module")
+def slurm(tmp_path_factory):
+    missing = [t for t in SLURM_TOOLS if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed: apt-get install slurmctld slurmd slurm-client munge "
+                    "libpmix-dev")
+    if os.geteuid() != 0:
+        pytest.skip("needs root")
+    with up_testbed(tmp_path_factory, "sr-", 4, "200mbit", "--slurm") as env:
+        res = run_cli(["testbed", "env", "--json"], env=env, check=True)
+        env = {**env, **json.loads(res.stdout)}
+        env["HPCVAR_RUNS"] = str(tmp_path_factory.mktemp("srun-runs"))
+        yield env
+
+
+def _latency(env: dict, *extra: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    res = run_cli(["bench", "latency", "--launcher", "srun", "--np", "2", "--ranks-per-node", "1",
+                   "--sizes", "4MiB", "--iters", "20", "--warmup", "2", "--time-per-size", "2s",
+                   "--timeout", "120s", "--json", *extra], env=env, timeout=300)
+    return res, (json.loads(res.stdout) if res.returncode == 0 else None)
+
+
+def _check_two_nodes_and_rate(out: dict, env: dict, plugin: str) -> None:
+    run = json.loads(run_cli(["runs", "show", out["run"], "--json"], env=env, check=True).stdout)
+    meta = run["metadata"]
+    hosts = meta["native"]["hosts"].split(",")
+    assert len(hosts) == 2 and len(set(hosts)) == 2, hosts  # two Slurm nodes, one rank each
+    assert meta["launcher"]["srun_mpi"] == plugin and meta["launcher"]["slurm_version"], meta["launcher"]
+
+
+def _rate_ok(out: dict) -> None:
+    bw = out["sizes"][0]["bw_bytes_per_s"] * 8
+    assert abs(bw - RATE) / RATE <= 0.05, f"{bw / 1e6:.1f} Mbit/s at 4 MiB across srun nodes, shaped at 200"
+
+
+def test_sinfo_shows_four_idle_nodes(slurm):
+    res = subprocess.run(["sinfo", "--noheader", "-N", "-o", "%N %t"], env={**os.environ, **slurm},
+                         capture_output=True, text=True, timeout=30)
+    nodes = dict(line.split() for line in res.stdout.splitlines())
+    assert len(nodes) == 4 and set(nodes.values()) == {"idle"}, res.stdout + res.stderr
+
+
+def test_srun_latency_reaches_the_shaped_rate_on_two_nodes(slurm):
+    def measure():
+        res, out = _latency(slurm)
+        assert out is not None, res.stderr[-3000:]
+        return out
+
+    out = best_of_quiet_attempts(measure, _rate_ok, what="4 MiB ping-pong under srun",
+                                 always=lambda o: _check_two_nodes_and_rate(o, slurm, "pmi2"))
+    print(f"srun MPICH pmi2: {out['sizes'][0]['bw_bytes_per_s'] * 8 / 1e6:.1f} Mbit/s at 4 MiB")
+
+
+def test_wrong_mpi_plugin_is_a_clear_error_and_no_complete_run(slurm):
+    before = json.loads(run_cli(["runs", "list", "--json"], env=slurm, check=True).stdout)["runs"]
+    res, _ = _latency(slurm, "--srun-mpi", "none")
+    assert res.returncode != 0
+    err = res.stderr
+    assert "world mismatch" in err and "--srun-mpi" in err and "pmi2" in err, err[-2000:]
+    assert "Traceback" not in err
+    after = json.loads(run_cli(["runs", "list", "--json"], env=slurm, check=True).stdout)["runs"]
+    new = [r for r in after if r["id"] not in {b["id"] for b in before}]
+    assert new and all(r["status"] != "complete" for r in new), new
+
+
+def test_openmpi_build_under_pmix(slurm, tmp_path_factory):
+    if not shutil.which(DEBIAN_OMPI_MPICC):
+        pytest.skip("Debian's Open MPI is not installed: apt-get install libopenmpi-dev")
+    bindir = build_native_against(DEBIAN_OMPI_MPICC, ["hv_latency"], tmp_path_factory.mktemp("ompi-srun"))
+    env = {**slurm, **DEBIAN_OMPI_ENV, "HPCVAR_NATIVE_DIR": str(bindir)}
+
+    def measure():
+        res, out = _latency(env)
+        assert out is not None, res.stderr[-3000:]
+        return out
+
+    out = best_of_quiet_attempts(measure, _rate_ok, what="4 MiB ping-pong under srun --mpi=pmix",
+                                 always=lambda o: _check_two_nodes_and_rate(o, env, "pmix"))
+    print(f"srun Open MPI pmix: {out['sizes'][0]['bw_bytes_per_s'] * 8 / 1e6:.1f} Mbit/s at 4 MiB")
+
+
+def test_characterize_in_an_sbatch_job_of_four_nodes(slurm, tmp_path):
+    out = tmp_path / "characterize.json"
+    cmd = " ".join([*hpcvar_cmd(), "characterize", "--quick", "--launcher", "srun", "--ranks-per-node", "1",
+                    "--json", ">", str(out)])
+    res = subprocess.run(["sbatch", "-N", "4", "--wait", "--time=15", "-o", str(tmp_path / "job.log"),
+                          "--wrap", cmd], env={**os.environ, **slurm}, capture_output=True, text=True,
+                         timeout=900)
+    log = (tmp_path / "job.log").read_text(errors="replace") if (tmp_path / "job.log").exists() else ""
+    assert res.returncode == 0, res.stdout + res.stderr + log[-4000:]
+    result = json.loads(out.read_text())
+    steps = {s["name"]: s for s in result["steps"]}
+    assert all(s["status"] == "complete" for s in steps.values()), {k: v.get("status") for k, v in steps.items()}
+    assert {"sharing", "fanin", "noise", "jitter"} <= set(steps)
+    html = open(result["report"]).read()
+    for h in ("sr-h1", "sr-h2", "sr-h3", "sr-h4"):
+        assert h in html, f"the report does not name node {h}"
