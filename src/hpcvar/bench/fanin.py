@@ -36,6 +36,7 @@ from hpcvar import metadata
 from hpcvar.bench.runner import BenchContext, Benchmark
 from hpcvar.errors import UsageError
 from hpcvar.results import RawFile
+from hpcvar.results.schema import columns
 from hpcvar.stats import jain_index, summarize, variance_components
 
 QUEUES = ("single", "dual")
@@ -307,16 +308,12 @@ class Fanin(Benchmark):
 
 
 # ---- tidy tables from one raw point ------------------------------------------------------------
+# the columns of each table come from the schema (hpcvar.results.schema), the one place that declares them
 _KEY_COLS = ("rep", "clients", "chatter", "queues", "depth", "match")
-_POINT_COLS = (*_KEY_COLS, "servers", "large_bytes", "small_bytes", "placement", "seed", "wait_us", "window_s",
-               "large_bytes_total", "aggregate_bytes_per_s", "window_bytes_per_s", "chatter_bytes_per_s", "jain_index",
-               "chatter_jain_index", "chatter_rtt_n", "chatter_rtt_median_ns", "chatter_rtt_p99_ns",
-               "chatter_round_trips", "rate_cv", "receives_posted", "receives_cancelled")
-_CLIENT_COLS = (*_KEY_COLS, "rank", "server_rank", "role", "bytes", "messages", "messages_total",
-                "bw_bytes_per_s")
-_BIN_COLS = (*_KEY_COLS, "server_rank", "bin", "t_start_s", "bin_s", "large_bytes", "small_bytes",
-             "large_bytes_per_s", "small_bytes_per_s", "full")
-_RTT_COLS = (*_KEY_COLS, "rank", "server_rank", "seq", "rtt_ns", "t_send_ns")
+_POINT_COLS = tuple(columns("fanin.points"))
+_CLIENT_COLS = tuple(columns("fanin.clients"))
+_BIN_COLS = tuple(columns("fanin.bins"))
+_RTT_COLS = tuple(columns("fanin.rtt"))
 
 
 def _concat(frames: list[pd.DataFrame], cols) -> pd.DataFrame:

@@ -292,15 +292,25 @@ TABLES.update({
     },
 })
 
-def check_table(name: str, df) -> None:
-    """Raise ResultsError unless ``df`` has every column declared for ``name``."""
+def columns(name: str) -> list[str]:
+    """The declared columns of table ``name``, in order: producers build their frames from these."""
     cols = TABLES.get(name)
     if cols is None:
         raise ResultsError(f"table '{name}' is not declared in hpcvar.results.schema", None,
                            "Declare its columns in schema.TABLES")
+    return list(cols)
+
+
+def check_table(name: str, df) -> None:
+    """Raise ResultsError unless ``df`` has exactly the columns declared for ``name`` (any order)."""
+    cols = columns(name)
     missing = [c for c in cols if c not in df.columns]
-    if missing:
-        raise ResultsError(f"table '{name}' lacks columns {missing}", None, "Fix the producer to match the schema")
+    extra = [c for c in df.columns if c not in TABLES[name]]
+    if missing or extra:
+        what = "; ".join(x for x in (f"lacks {missing}" if missing else "",
+                                     f"has undeclared {extra}" if extra else "") if x)
+        raise ResultsError(f"table '{name}' {what}", None,
+                           "Fix the producer, or declare the columns in hpcvar.results.schema")
 
 
 def check_version(version, where: str) -> None:
@@ -328,6 +338,7 @@ TABLES.update({
         "small_bytes": "chatter message size (bytes)",
         "placement": "rank-to-role mapping: fixed or shuffle",
         "seed": "seed of the shuffled mapping of this launch",
+        "wait_us": "how ranks waited for MPI: 0 spin in MPI, -1 yield, N sleep N us between tests",
         "window_s": "measured window at the root (s)",
         "large_bytes_total": "large-buffer bytes completed at the roots inside the window (bytes)",
         "aggregate_bytes_per_s": "steady large-buffer rate: bytes completed after a root's first large "
