@@ -94,7 +94,7 @@ def test_world_mismatch_names_the_flag(tmp_path):
     err = tmp_path / "x.stderr"
     err.write_text("hpcvar[rank 0]: world mismatch: MPI_Init gave a world of 1 rank(s) but 2 were launched: the "
                    "ranks did not join one MPI job (under srun: an --mpi plugin that this MPI library does not "
-                   "speak) (hv_mpi.c:129)\n")
+                   "speak) (/src/native/common/hv_mpi.c:129)\n")
     res = LaunchResult(["srun"], 1, 0.1, tmp_path / "x.stdout", err)
     e = failure_error(res, SrunLauncher(flavor=MpiFlavor("mpich", "5"), in_allocation=True))
     assert e.where == "--srun-mpi" and "world of 1 rank" in e.what and "hv_mpi.c" not in e.what

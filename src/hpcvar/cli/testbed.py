@@ -51,9 +51,12 @@ def cli() -> None:
 @click.option("--subnet", default=None, help="Private IPv4 subnet (default: the first of 10.213.7.0/24, "
                                              "10.231.19.0/24, ... that the machine does not use).")
 @click.option("--prefix", default="hv-", show_default=True, help="Prefix of every namespace and interface created.")
+@click.option("--slurm", is_flag=True,
+              help="Also start a real Slurm cluster over the hosts: munged and slurmctld in this namespace, one "
+                   "slurmd per host (needs Debian's slurmctld slurmd slurm-client munge); see docs/cluster.md.")
 @click.option("--state", "state_path", default=None, help=STATE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the testbed as JSON.")
-def up_cmd(hosts, rate, rate_of, switches, uplink_rate, ranks_per_host, intra_host, mtu, subnet, prefix,
+def up_cmd(hosts, rate, rate_of, switches, uplink_rate, ranks_per_host, intra_host, mtu, subnet, prefix, slurm,
            state_path, as_json):
     """Create the testbed (replacing a recorded one)."""
     from hpcvar.testbed import netns
@@ -64,13 +67,20 @@ def up_cmd(hosts, rate, rate_of, switches, uplink_rate, ranks_per_host, intra_ho
     plan = make_plan(hosts, rate, parse_rate_of(rate_of, hosts), switches, uplink_rate, ranks_per_host, prefix,
                      intra_host=intra_host, mtu=mtu)
     err = stderr_console()
-    plan = netns.up(plan, _state(state_path), subnet, log=None if as_json else (lambda m: err.print(m)))
+    plan = netns.up(plan, _state(state_path), subnet, log=None if as_json else (lambda m: err.print(m)),
+                    slurm=slurm)
     if as_json:
         print_json(netns.status(_state(state_path)))
         return
     out = stdout_console()
     out.print(f"testbed up: {len(plan.hosts)} hosts on {plan.subnet}, state in {_state(state_path)}")
-    out.print("try: hpcvar bench latency --launcher testbed --sizes 8,4MiB")
+    if plan.slurm:
+        out.print(f"slurm up: {len(plan.hosts)} idle nodes ({', '.join(h.ns for h in plan.hosts)}); to use it:")
+        out.print(f'  eval "$(hpcvar testbed env{_state_flag(state_path)})"   # or: export SLURM_CONF='
+                  f'{plan.slurm["conf"]}')
+        out.print("  sinfo; hpcvar bench latency --launcher srun --np 2 --ranks-per-node 1 --sizes 4MiB")
+    else:
+        out.print("try: hpcvar bench latency --launcher testbed --sizes 8,4MiB")
 
 
 @cli.command("down")
@@ -87,6 +97,39 @@ def down_cmd(state_path, as_json):
         stdout_console().print(f"removed {len(removed)} namespaces: {' '.join(removed)}")
     else:
         stdout_console().print("no testbed was up")
+
+
+def _state_flag(path: str | None) -> str:
+    return f" --state {path}" if path else ""
+
+
+@cli.command("env")
+@click.option("--state", "state_path", default=None, help=STATE_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Print the variables as a JSON object.")
+def env_cmd(state_path, as_json):
+    """Shell exports for using the testbed from outside hpcvar: eval "$(hpcvar testbed env)".
+
+    SLURM_CONF of its Slurm (up --slurm), HPCVAR_TESTBED_STATE when it is not the default, and the variables
+    that keep MPI ranks started by srun on TCP over the shaped links (MPICH: UCX_TLS, FI_PROVIDER; Open MPI:
+    OMPI_MCA_pml, OMPI_MCA_btl and the testbed subnet), since the hosts share this machine's /dev/shm.
+    """
+    import shlex
+
+    from hpcvar.testbed import slurm as sl
+    from hpcvar.testbed.launcher import transport_env
+    from hpcvar.testbed.netns import require_up
+    from hpcvar.testbed.plan import DEFAULT_STATE
+
+    path = _state(state_path)
+    plan = require_up(path)
+    env = {**sl.env(plan), **transport_env(plan)}
+    if str(path) != DEFAULT_STATE:
+        env["HPCVAR_TESTBED_STATE"] = str(path)
+    if as_json:
+        print_json(env)
+        return
+    for k, v in env.items():
+        click.echo(f"export {k}={shlex.quote(v)}")
 
 
 @cli.command("status")
@@ -123,6 +166,16 @@ def render_status(console, st: dict) -> None:
     console.print(t)
     if "uplink" in st:
         console.print(f"uplink between switches: {_mbit(st['uplink']['rate_bps'])}")
+    if "slurm" in st:
+        sl = st["slurm"]
+        t = Table("node", "state", "CPUs", "address", "partition", title=f"Slurm (controller {sl['controller']}, "
+                                                                          f"SLURM_CONF={sl['conf']})")
+        for n in sl["nodes"]:
+            if "error" in n:
+                console.print(f"sinfo failed: {n['error']}")
+                continue
+            t.add_row(n["node"], n["state"], str(n["cpus"]), n["addr"], n["partition"])
+        console.print(t)
     for n in st.get("noise", []):
         console.print(f"noise running: {n.get('flows')} (pids {n.get('pids')})")
 

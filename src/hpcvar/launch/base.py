@@ -156,7 +156,7 @@ def failure_error(res: LaunchResult, launcher: Launcher | None = None) -> Launch
             flag, todo = launcher.mismatch_hint() if "world of" in msg else \
                 ("--ranks-per-node", "Ask for the placement the allocation can give (salloc -N <nodes>), or "
                                      "change --ranks-per-node / --np")
-            return LaunchError(re.sub(r" \([\w.]+:\d+\)$", "", msg), flag,
+            return LaunchError(re.sub(r" \([^()]+:\d+\)$", "", msg), flag,
                                f"{todo}. Exit code {res.returncode}; full log in {res.stderr_path}")
         return LaunchError(f"rank {rank} failed: {msg}", None,
                            f"Exit code {res.returncode}; full log in {res.stderr_path}")

@@ -73,9 +73,14 @@ def agent_path(state_path: Path) -> Path:
     return state_path.parent / "agent"
 
 
-def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None) -> Plan:
-    """Create the testbed of ``plan`` (replacing a recorded one); returns the plan as built."""
+def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None, slurm: bool = False) -> Plan:
+    """Create the testbed of ``plan`` (replacing a recorded one), with a Slurm cluster over its hosts when
+    ``slurm``; returns the plan as built."""
+    from hpcvar.testbed import slurm as sl
+
     check_root()
+    if slurm:
+        sl.check_tools()  # before anything is created
     say = log or (lambda msg: None)
     old = load_state(state_path)
     if old is not None:
@@ -93,12 +98,17 @@ def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None) -> Pla
         _readdress(plan)
     plan.status = "creating"
     plan.agent = str(agent_path(state_path))
+    if slurm:
+        plan.slurm = sl.plan_slurm(plan, state_path)
     save_state(state_path, plan)  # recorded before anything exists: down works after a crash from here on
     try:
         _build(plan, say)
         agent = agent_path(state_path)
         agent.write_text(agent_script(plan))
         agent.chmod(0o755)
+        if slurm:
+            sl.start(plan, sh, say)
+            plan.slurm["status"] = "up"
     except BaseException:
         say("up failed: removing what was created")
         down(state_path)
@@ -155,6 +165,11 @@ def down(state_path: Path, log=None) -> list[str]:
     if plan is None:
         return []
     stop_noise(plan)
+    if plan.slurm:
+        from hpcvar.testbed import slurm as sl
+
+        sl.stop(plan, say)
+        say("stopped the testbed's Slurm")
     present = existing_namespaces()
     removed = []
     for ns in plan.namespaces:
@@ -281,6 +296,11 @@ def status(state_path: Path) -> dict:
            "switch_ns": plan.switch_ns, "switch_exists": plan.switch_ns in present, "bridges": plan.bridges,
            "ranks_per_host": plan.ranks_per_host, "intra_host": plan.intra_host, "mtu": plan.mtu, "hosts": hosts,
            "noise": [n for n in plan.noise if n.get("until", 0) > time.time()]}
+    if plan.slurm:
+        from hpcvar.testbed import slurm as sl
+
+        out["slurm"] = {"conf": plan.slurm["conf"], "controller": f"{plan.slurm['ctl_addr']}:{plan.slurm['ctl_port']}",
+                        "nodes": sl.sinfo(plan)}
     if plan.uplink:
         out["uplink"] = {"rate_bps": plan.uplink_rate_bps,
                          "s0_to_s1": qdisc_counters(plan.switch_ns, plan.uplink[0]),
@@ -288,8 +308,16 @@ def status(state_path: Path) -> dict:
     return out
 
 
-def leftovers(prefix: str) -> dict:
-    """Anything carrying ``prefix`` that exists now: namespaces, and links in the root namespace."""
+def leftovers(prefix: str, state_path: Path | None = None) -> dict:
+    """Anything carrying ``prefix`` that exists now: namespaces, and links in the root namespace; with
+    ``state_path``, also the Slurm directory beside it and any process naming that directory (the daemons)."""
     links = json.loads(sh(["ip", "-j", "link", "show"]).stdout or "[]")
-    return {"namespaces": sorted(n for n in existing_namespaces() if n.startswith(prefix)),
-            "links": sorted(link["ifname"] for link in links if link.get("ifname", "").startswith(prefix))}
+    out = {"namespaces": sorted(n for n in existing_namespaces() if n.startswith(prefix)),
+           "links": sorted(link["ifname"] for link in links if link.get("ifname", "").startswith(prefix))}
+    if state_path is not None:
+        from hpcvar.testbed import slurm as sl
+
+        d = sl.slurm_dir(Path(state_path))
+        out["slurm_dir"] = [str(d)] if d.exists() else []
+        out["slurm_processes"] = sl._pids_naming(str(d))
+    return out
