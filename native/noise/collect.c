@@ -36,11 +36,14 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/prctl.h>
+#include <time.h>
 #include <sys/syscall.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -134,6 +137,8 @@ static double g_threshold_ns;
 static long g_tmin_samples;
 static int g_rt_prio;
 static double g_ticks_per_ns;
+static int g_timer_method;        /* 0 spin (the paper's loop), 1 timer (sleep to deadlines, record lateness) */
+static uint64_t g_interval_ticks; /* timer: time between deadlines */
 
 static uint64_t measure_tmin(long samples) {
     uint64_t best = UINT64_MAX, prev = __rdtsc();
@@ -156,6 +161,55 @@ static void thread_ctxsw(long *vol, long *nonvol) {
     free(s);
 }
 
+/* The timer method: sleep to absolute deadlines every g_interval_ticks and record how late each wake-up
+ * was. A wake-up later than the threshold is a detour that starts at its deadline and lasts the lateness
+ * minus the usual lateness (stored as t_min). Costs a few microseconds per deadline instead of a whole CPU,
+ * so that collectors of "nodes" that share one machine (the testbed) do not steal each other's time. */
+static uint64_t timer_lateness(uint64_t deadline) {
+    uint64_t now = __rdtsc();
+    if (deadline > now) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec +
+                      (uint64_t)((double)(deadline - now) / g_ticks_per_ns);
+        ts.tv_sec = (time_t)(ns / 1000000000ull);
+        ts.tv_nsec = (long)(ns % 1000000000ull);
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) { }
+    }
+    now = __rdtsc();
+    return now > deadline ? now - deadline : 0;
+}
+
+static uint64_t cmp_u64_median(uint64_t *v, size_t n) {
+    for (size_t i = 1; i < n; i++) /* insertion sort: n is small, once, outside the recording */
+        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) { uint64_t t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+    return n ? v[n / 2] : 0;
+}
+
+static void timer_loop(cpu_state *c, uint64_t t0, uint64_t t1, uint64_t thr) {
+    uint64_t *const st = c->start, *const dl = c->delta;
+    const uint64_t iv = g_interval_ticks, usual = c->t_min;
+    size_t n = 0;
+    uint64_t iters = 0, k = 0, now = t0;
+    for (;;) {
+        const uint64_t deadline = t0 + k * iv;
+        if (deadline >= t1) break;
+        const uint64_t late = timer_lateness(deadline);
+        now = deadline + late;
+        iters++;
+        if (late > thr) {
+            st[n] = deadline - t0;
+            dl[n] = late;  /* written as late - t_min: the detour beyond the usual wake-up */
+            if (++n == c->cap) { c->flags |= FLAG_OVERFLOW; break; }
+        }
+        k = (now - t0) / iv + 1; /* deadlines that passed during a detour are not waited for */
+    }
+    (void)usual;
+    c->length = (now > t1 ? now : t1) - t0;
+    c->n = n;
+    c->iters = iters;
+}
+
 static void *collector(void *arg) {
     cpu_state *c = arg;
     c->tid = (long)syscall(SYS_gettid);
@@ -174,11 +228,28 @@ static void *collector(void *arg) {
     unsigned aux;
     __rdtscp(&aux);
     c->aux_start = aux;
-    c->t_min = measure_tmin(g_tmin_samples);
     uint64_t thr = g_threshold_ns > 0 ? (uint64_t)(g_threshold_ns * g_ticks_per_ns + 0.5) : 0;
-    if (thr == 0) {
-        uint64_t floor = (uint64_t)(100.0 * g_ticks_per_ns + 0.5);
-        thr = 9 * c->t_min > floor ? 9 * c->t_min : floor;
+    if (g_timer_method) {
+        /* the usual lateness: median over 200 wake-ups before the recording; default threshold
+         * max(4 x usual, 20 us) */
+        uint64_t lat[200];
+        uint64_t d = __rdtsc() + g_interval_ticks;
+        for (int i = 0; i < 200; i++, d += g_interval_ticks) {
+            uint64_t now = __rdtsc();
+            if (d <= now) d = now + g_interval_ticks;
+            lat[i] = timer_lateness(d);
+        }
+        c->t_min = cmp_u64_median(lat, 200);
+        if (thr == 0) {
+            uint64_t floor = (uint64_t)(20000.0 * g_ticks_per_ns + 0.5);
+            thr = 4 * c->t_min > floor ? 4 * c->t_min : floor;
+        }
+    } else {
+        c->t_min = measure_tmin(g_tmin_samples);
+        if (thr == 0) {
+            uint64_t floor = (uint64_t)(100.0 * g_ticks_per_ns + 0.5);
+            thr = 9 * c->t_min > floor ? 9 * c->t_min : floor;
+        }
     }
     c->threshold = thr;
     thread_ctxsw(&c->vcs0, &c->nvcs0);
@@ -187,6 +258,15 @@ static void *collector(void *arg) {
 
     const uint64_t t0 = g_t0, t1 = g_t1, tmin = c->t_min;
     const unsigned want = aux & 0xfffu;
+    if (g_timer_method) {
+        timer_loop(c, t0, t1, thr);
+        __rdtscp(&aux);
+        c->aux_end = aux;
+        if ((aux & 0xfffu) != want) c->flags |= FLAG_MIGRATED;
+        thread_ctxsw(&c->vcs1, &c->nvcs1);
+        c->t_min_end = c->t_min;
+        return NULL;
+    }
     uint64_t *const st = c->start, *const dl = c->delta;
     const size_t cap = c->cap;
     size_t n = 0;
@@ -245,6 +325,9 @@ int main(int argc, char **argv) {
         {"out", NULL, 0, "output .jtr path"},
         {"argv", NULL, 0, "the user's command line, stored in the metadata"},
         {"rt-prio", NULL, 0, "SCHED_FIFO priority of the collector threads (0: normal scheduler)"},
+        {"method", NULL, 0, "spin (a tight TSC loop, default) or timer (sleep to deadlines, record lateness)"},
+        {"interval-ns", NULL, 0, "timer method: time between deadlines in ns (default 200000)"},
+        {"start-mono-ns", NULL, 0, "start at this CLOCK_MONOTONIC_RAW time in ns (default: 2 ms from now)"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     char err[256];
@@ -252,6 +335,7 @@ int main(int argc, char **argv) {
     size_t ncpu;
     double duration, thr_ns = 0;
     long max_events, tmin_samples = 1000000, rt_prio = 0;
+    double interval_ns = 200000.0, start_mono = 0.0;
     if (hv_args_parse(argc, argv, opts, nopts, err, sizeof err) ||
         hv_args_list(opts, nopts, "cpus", &cpus, &ncpu, err, sizeof err) ||
         hv_args_double(opts, nopts, "duration", 1e-3, 1e7, &duration, err, sizeof err) ||
@@ -261,10 +345,22 @@ int main(int argc, char **argv) {
         (hv_args_get(opts, nopts, "tmin-samples") &&
          hv_args_long(opts, nopts, "tmin-samples", 1000, 1L << 40, &tmin_samples, err, sizeof err)) ||
         (hv_args_get(opts, nopts, "rt-prio") &&
-         hv_args_long(opts, nopts, "rt-prio", 0, 99, &rt_prio, err, sizeof err)))
+         hv_args_long(opts, nopts, "rt-prio", 0, 99, &rt_prio, err, sizeof err)) ||
+        (hv_args_get(opts, nopts, "interval-ns") &&
+         hv_args_double(opts, nopts, "interval-ns", 1000, 1e9, &interval_ns, err, sizeof err)) ||
+        (hv_args_get(opts, nopts, "start-mono-ns") &&
+         hv_args_double(opts, nopts, "start-mono-ns", 0, 1.8e19, &start_mono, err, sizeof err)))
         DIE("%s", err);
+    const char *method = hv_args_get(opts, nopts, "method");
+    if (method && strcmp(method, "spin") != 0 && strcmp(method, "timer") != 0)
+        DIE("unknown --method '%s' (spin or timer)", method);
+    g_timer_method = method && strcmp(method, "timer") == 0;
+    if (g_timer_method) prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL); /* threads inherit it: 1 ns, not 50 us */
     const char *out = hv_args_get(opts, nopts, "out");
     if (!out) DIE("option '--out' is required");
+    /* the collector ends with whatever started it (hpcvar, or hv_noise_nodes), even after a SIGKILL there */
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0UL, 0UL, 0UL);
+    if (getppid() == 1) DIE("the process that started the collector is gone");
     long ncpu_sys = sysconf(_SC_NPROCESSORS_CONF);
     for (size_t i = 0; i < ncpu; i++)
         if (cpus[i] >= ncpu_sys || cpus[i] >= CPU_SETSIZE) DIE("CPU %lld does not exist (this machine has %ld)", (long long)cpus[i], ncpu_sys);
@@ -275,6 +371,7 @@ int main(int argc, char **argv) {
     g_threshold_ns = thr_ns;
     g_tmin_samples = tmin_samples;
     g_rt_prio = (int)rt_prio;
+    g_interval_ticks = (uint64_t)(interval_ns * tm.ticks_per_ns + 0.5);
 
     cpu_state *cs = calloc(ncpu, sizeof *cs);
     if (!cs) DIE("out of memory");
@@ -301,7 +398,16 @@ int main(int argc, char **argv) {
     jb_file(&before, "stat", "/proc/stat");
     jb_put(&before, "}", 1);
     uint64_t m0 = hv_mono_ns(), c0 = __rdtsc(), m0b = hv_mono_ns();
-    g_t0 = c0 + (uint64_t)(2e6 * tm.ticks_per_ns);  /* start 2 ms from now, on every CPU */
+    if (start_mono > 0) {
+        /* a start agreed with other nodes (hv_noise_nodes): that CLOCK_MONOTONIC_RAW time, in TSC */
+        const double ahead_ns = start_mono - (double)(m0 + m0b) / 2.0;
+        if (ahead_ns < 1e5)
+            DIE("the agreed start (--start-mono-ns) passed %.3f ms before this collector was ready; give more margin",
+                -ahead_ns / 1e6);
+        g_t0 = c0 + (uint64_t)(ahead_ns * tm.ticks_per_ns);
+    } else {
+        g_t0 = c0 + (uint64_t)(2e6 * tm.ticks_per_ns);  /* start 2 ms from now, on every CPU */
+    }
     g_t1 = g_t0 + (uint64_t)(duration * 1e9 * tm.ticks_per_ns);
     atomic_store_explicit(&g_go, 1, memory_order_release);
     for (size_t i = 0; i < ncpu; i++) pthread_join(cs[i].th, NULL);
@@ -345,6 +451,9 @@ int main(int argc, char **argv) {
     jb_key(&m, "proc_before"); jb_put(&m, before.p, before.n);
     jb_key(&m, "proc_after"); jb_put(&m, after.p, after.n);
     jb_key(&m, "t0_tsc"); jb_printf(&m, "%llu", (unsigned long long)g_t0);
+    jb_key(&m, "t0_mono_raw_ns"); jb_printf(&m, "%.0f", (double)(m0 + m0b) / 2.0 + (double)(g_t0 - c0) / tm.ticks_per_ns);
+    jb_key(&m, "method"); jb_str(&m, g_timer_method ? "timer" : "spin");
+    if (g_timer_method) { jb_key(&m, "interval_ns"); jb_printf(&m, "%.0f", interval_ns); }
     jb_key(&m, "pid"); jb_printf(&m, "%ld", (long)getpid());
     jb_key(&m, "window_mono_ns"); jb_printf(&m, "%llu", (unsigned long long)((m1 + m1b) / 2 - (m0 + m0b) / 2));
     jb_put(&m, "}", 1);

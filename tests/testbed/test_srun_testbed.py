@@ -111,7 +111,7 @@ def test_characterize_in_an_sbatch_job_of_four_nodes(slurm, tmp_path):
     out = tmp_path / "characterize.json"
     cmd = " ".join([*hpcvar_cmd(), "characterize", "--quick", "--launcher", "srun", "--ranks-per-node", "1",
                     "--json", ">", str(out)])
-    res = subprocess.run(["sbatch", "-N", "4", "--wait", "--time=15", "-o", str(tmp_path / "job.log"),
+    res = subprocess.run(["sbatch", "-N", "4", "--exclusive", "--wait", "--time=15", "-o", str(tmp_path / "job.log"),
                           "--wrap", cmd], env={**os.environ, **slurm}, capture_output=True, text=True,
                          timeout=900)
     log = (tmp_path / "job.log").read_text(errors="replace") if (tmp_path / "job.log").exists() else ""

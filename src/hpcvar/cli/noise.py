@@ -44,16 +44,39 @@ def cli() -> None:
 @click.option("--attribute", is_flag=True,
               help="Also trace the kernel's irq, softirq, irq_vectors and sched_switch events (tracefs, root) "
                    "and attribute each detour to the events that overlap it in time.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also copy the .jtr trace here.")
+@click.option("--method", type=click.Choice(["auto", "spin", "timer"]), default="auto", show_default=True,
+              help="spin: a pinned thread reads the TSC in a tight loop (every detour above the threshold; takes "
+                   "the CPU). timer: a pinned thread sleeps to a deadline every --interval and records how late it "
+                   "woke (little CPU; sees what delays wake-ups). auto: spin, or timer when the nodes of the "
+                   "launcher are one machine (the testbed).")
+@click.option("--interval", type=DURATION, default="200us", show_default=True,
+              help="--method timer: time between deadlines.")
+@click.option("--launcher", type=click.Choice(["local", "srun", "testbed", "template"]), default="local",
+              show_default=True, help="local: this machine. srun / testbed / template: one collector on every node "
+                                      "of the allocation or testbed, started together, clocks aligned (docs/cluster.md).")
+@click.option("--np", "nodes", type=click.IntRange(1, 1 << 16), default=None,
+              help="Nodes to record on with a multi-node launcher (default: every node of the allocation/testbed).")
+@click.option("--srun-mpi", default="auto", show_default=True, metavar="PLUGIN", help="srun --mpi plugin (--launcher srun).")
+@click.option("--template", default=None, help="Launcher template for --launcher template ({np} {exe} {args} {rpn}).")
+@click.option("--launcher-args", default="", help="Extra options for the launcher (split like a shell).")
+@click.option("--timeout", type=DURATION, default=None, help="Stop a multi-node recording after this long.")
+@click.option("--min-detour", type=DURATION, default="100us", show_default=True,
+              help="Multi-node: detours at least this long are compared across nodes.")
+@click.option("--window", type=DURATION, default="10ms", show_default=True,
+              help="Multi-node: window of the per-window noise fraction correlated across nodes.")
+@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also copy the .jtr trace here (local).")
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Draw the PNG/SVG figures.")
 @output_options
-def record(cpus, duration, threshold, max_rate, rt_prio, attribute, out, plots, as_json, runs_dir):
+def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, interval, launcher, nodes, srun_mpi,
+           template, launcher_args, timeout, min_detour, window, out, plots, as_json, runs_dir):
     """Record OS jitter: one pinned TSC-reading thread per CPU (the paper's TraceCollector).
 
     Stores the trace (trace.jtr), per-CPU statistics, periodic sources and /proc attribution in a run.
     With --attribute (root), a private tracefs instance records the kernel events on those CPUs during the
     run, and every detour is matched in time with them (tables noise.attribution and
-    noise.attribution_summary).
+    noise.attribution_summary). With --launcher srun or testbed, one collector runs on every node (on the
+    same --cpus of each), the nodes' clocks are aligned by ping-pongs with rank 0 before and after, and the
+    run says whether noise lines up across nodes (docs/noise.md "Noise on every node").
     """
     import shutil
 
@@ -64,10 +87,20 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, out, plots, 
     from hpcvar.results import Run
     from hpcvar.units import parse_time
 
-    cpu_list = collector.parse_cpus(cpus)
     if duration <= 0:
         raise UsageError("the duration must be positive", "--duration", "Give e.g. 10s")
     thr_ns = parse_time(threshold, "--threshold", default_unit="ns") * 1e9 if threshold else 0.0
+    if launcher != "local":
+        if attribute:
+            raise UsageError("--attribute records one node", "--attribute", "Drop it, or use --launcher local")
+        _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, launcher, nodes, srun_mpi,
+                      template, launcher_args, timeout, min_detour, window, as_json, runs_dir)
+        return
+    for flag, given in (("--np", nodes is not None), ("--srun-mpi", srun_mpi != "auto"), ("--template", template)):
+        if given:
+            raise UsageError(f"{flag} is for a multi-node --launcher", flag, "Add --launcher srun or testbed")
+    cpu_list = collector.parse_cpus(cpus)
+    method = "spin" if method == "auto" else method
     mem = 16 * len(cpu_list) * (duration * max_rate + 4096)
     if mem > 4 << 30:
         raise UsageError(f"the event buffers would take {mem / 2**30:.1f} GiB", "--max-rate",
@@ -79,7 +112,7 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, out, plots, 
         tracefs = ktrace.require_tracefs("--attribute")  # fails (root, tracefs) before anything is recorded
     argv = ["hpcvar", *sys.argv[1:]]
     params = {"cpus": cpu_list, "duration_s": duration, "threshold_ns": thr_ns, "max_rate": max_rate,
-              "rt_prio": rt_prio, "attribute": attribute}
+              "rt_prio": rt_prio, "attribute": attribute, "method": method}
     run = Run.create("noise record", params, runs_dir, argv=argv, metadata=metadata.collect())
     err = stderr_console()
     jtr = run.path / "trace.jtr"
@@ -95,7 +128,7 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, out, plots, 
             res = rec.result
         else:
             err.print(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} into {run.path}")
-            res = collector.collect(cpu_list, duration, jtr, thr_ns, max_rate, argv, rt_prio)
+            res = collector.collect(cpu_list, duration, jtr, thr_ns, max_rate, argv, rt_prio, method, interval * 1e9)
     except BaseException:
         run.finish("failed", exit_status=1)
         raise
@@ -133,6 +166,53 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, out, plots, 
     result = collector.json_summary(report)
     result["run"] = str(run.path)
     result["trace"] = str(jtr)
+    run.finish("complete", result)
+    _emit(result, as_json)
+
+
+def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, launcher_name, nodes, srun_mpi,
+                  template, launcher_args, timeout, min_detour, window, as_json, runs_dir) -> None:
+    """noise record on every node of a multi-node launcher."""
+    import shlex
+
+    from hpcvar import metadata
+    from hpcvar.errors import UsageError
+    from hpcvar.launch import get_launcher
+    from hpcvar.noise import nodes as nn
+    from hpcvar.results import Run
+
+    if cpus.strip() != "all" and not all(p.strip().isdigit() for p in cpus.split(",")):
+        raise UsageError(f"'{cpus}' is not 'all' or a comma list of CPUs", "--cpus",
+                         "On several nodes give all or a list such as 0,1 (the same CPUs on every node)")
+    kw = {"mpi": srun_mpi} if launcher_name == "srun" else {}
+    if launcher_name == "testbed":
+        kw = {"map_by": "slot", "ranks_per_host": 1}
+    launcher = get_launcher(launcher_name, template=template, **kw)
+    count = nodes or launcher.nodes()
+    if not count:
+        raise UsageError("cannot tell how many nodes to record on", "--np",
+                         "Give --np NODES (outside an allocation, or with --launcher template)")
+    try:
+        extra = shlex.split(launcher_args or "")
+    except ValueError as e:
+        raise UsageError(f"cannot split --launcher-args: {e}", "--launcher-args", "Check its quotes") from None
+    p = nn.NodesParams(cpus=cpus.strip(), duration_s=duration, threshold_ns=thr_ns, max_rate=max_rate,
+                       rt_prio=rt_prio, method=nn.resolve_method(method, nn.shares_machine(launcher)),
+                       interval_ns=interval * 1e9, min_detour_s=min_detour, window_s=window)
+    argv = ["hpcvar", *sys.argv[1:]]
+    params = {"cpus": p.cpus, "duration_s": duration, "threshold_ns": thr_ns, "max_rate": max_rate,
+              "rt_prio": rt_prio, "attribute": False, "method": p.method, "interval_ns": p.interval_ns,
+              "nodes": count, "launcher": launcher_name, "min_detour_s": min_detour, "window_s": window}
+    run = Run.create("noise record", params, runs_dir, argv=argv,
+                     metadata=metadata.collect({"launcher": launcher.describe(), "np": count, "ranks_per_node": 1}))
+    stderr_console().print(f"recording {duration:g} s on {count} nodes ({launcher_name}, {p.method} method) into "
+                           f"{run.path}")
+    try:
+        result = nn.record(launcher, count, p, run, timeout, extra, argv)
+    except BaseException:
+        if run.info.get("status") == "running":
+            run.finish("failed", exit_status=1)
+        raise
     run.finish("complete", result)
     _emit(result, as_json)
 

@@ -95,6 +95,10 @@ class Launcher(ABC):
             args += ["--expect-rpn", str(rpn)]
         return args
 
+    def failure_hint(self, text: str) -> tuple[str | None, str] | None:
+        """The flag and remedy for a failure the launcher itself reported (its stderr ``text``), if known."""
+        return None
+
     def mismatch_hint(self) -> tuple[str | None, str]:
         """The flag and the remedy when the ranks did not form the world asked for."""
         return ("--launcher", "The ranks did not join one MPI job: the launcher does not match the MPI hpcvar "
@@ -160,6 +164,11 @@ def failure_error(res: LaunchResult, launcher: Launcher | None = None) -> Launch
                                f"{todo}. Exit code {res.returncode}; full log in {res.stderr_path}")
         return LaunchError(f"rank {rank} failed: {msg}", None,
                            f"Exit code {res.returncode}; full log in {res.stderr_path}")
+    hint = launcher.failure_hint(text) if launcher is not None else None
+    if hint is not None:
+        flag, todo = hint
+        return LaunchError(f"the launcher refused the job (exit code {res.returncode}): {last.splitlines()[-1]}", flag,
+                           f"{todo}. Full log in {res.stderr_path}")
     return LaunchError(f"the MPI job failed with exit code {res.returncode}", None,
                        f"Last lines of its output:\n{last}\n(full log in {res.stderr_path})")
 

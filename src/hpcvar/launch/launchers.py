@@ -188,6 +188,15 @@ class SrunLauncher(Launcher):
                                    "Run hpcvar on a Slurm login or compute node (module load slurm), or choose "
                                    "another --launcher")
 
+    def failure_hint(self, text: str) -> tuple[str | None, str] | None:
+        """srun's own refusals, with the flag or allocation option that fixes them."""
+        if "More processors requested than permitted" in text or "Requested node configuration is not available" \
+                in text:
+            return ("--ranks-per-node", "The allocation has fewer CPUs or nodes than the job needs: ask for them "
+                                        "(salloc/sbatch -N <nodes> --exclusive, or --ntasks-per-node=<ranks per node>), "
+                                        "or lower --np / --ranks-per-node")
+        return None
+
     def mismatch_hint(self) -> tuple[str, str]:
         return ("--srun-mpi", f"srun started the ranks with --mpi={self.mpi}, which this MPI library "
                               f"({self.flavor.family or 'unknown'}) does not speak: give the plugin it needs, "

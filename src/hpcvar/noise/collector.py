@@ -60,13 +60,15 @@ def _run(argv: list[str], timeout_s: float, what: str) -> subprocess.CompletedPr
 
 def collect(cpus: list[int], duration_s: float, out: Path, threshold_ns: float = 0.0,
             max_rate: float = DEFAULT_MAX_RATE, argv: list[str] | None = None,
-            rt_prio: int = 0) -> subprocess.CompletedProcess:
+            rt_prio: int = 0, method: str = "spin", interval_ns: float = 200_000) -> subprocess.CompletedProcess:
     """Run hv_noise_collect; the .jtr is written atomically to ``out``."""
     exe = find_program("hv_noise_collect")
     max_events = int(duration_s * max_rate) + 4096
     cmd = [str(exe), "--cpus", ",".join(map(str, cpus)), "--duration", repr(float(duration_s)),
            "--threshold-ns", repr(float(threshold_ns)), "--max-events", str(max_events), "--out", str(out),
            "--rt-prio", str(rt_prio)]
+    if method != "spin":
+        cmd += ["--method", method, "--interval-ns", repr(float(interval_ns))]
     if argv:
         cmd += ["--argv", shlex.join(argv)]
     return _run(cmd, duration_s * 1.5 + 60, "the collector (hv_noise_collect)")
@@ -306,7 +308,11 @@ def synth(components: list[dict], length_s: float, cpus: int, freq_hz: float, se
 
 
 # ---- the stored run ----------------------------------------------------------------------------------------
-def tables(report: dict) -> dict[str, pd.DataFrame]:
+def tables(report: dict, host: str | None = None) -> dict[str, pd.DataFrame]:
+    """The per-CPU tables of one node's analysis; ``host`` (default: this machine's name) labels every row."""
+    import socket
+
+    host = host or socket.gethostname()
     rows, per, src = [], [], []
     qual = {q["cpu"]: q for q in report["quality"]["cpus"]}
     for c in report["cpus"]:
@@ -325,9 +331,12 @@ def tables(report: dict) -> dict[str, pd.DataFrame]:
     for s in att.get("sources", []) if att.get("available") else []:
         src.append({"cpu": s["cpu"], "kind": s["kind"], "source": s["source"], "count": s["count"],
                     "per_s": s["per_s"]})
-    return {"noise.summary": pd.DataFrame(rows),
-            "noise.periods": pd.DataFrame(per, columns=["cpu", "rank", "hz", "strength", "harmonics"]),
-            "noise.sources": pd.DataFrame(src, columns=["cpu", "kind", "source", "count", "per_s"])}
+    out = {"noise.summary": pd.DataFrame(rows),
+           "noise.periods": pd.DataFrame(per, columns=["cpu", "rank", "hz", "strength", "harmonics"]),
+           "noise.sources": pd.DataFrame(src, columns=["cpu", "kind", "source", "count", "per_s"])}
+    for df in out.values():
+        df.insert(0, "host", pd.Series([host] * len(df), dtype=object))
+    return out
 
 
 def json_summary(report: dict) -> dict:

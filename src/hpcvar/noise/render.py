@@ -15,7 +15,40 @@ def _periods(c: dict, n: int = 3) -> str:
     return ", ".join(f"{p['hz']:.1f} Hz ({p['strength']:.2f})" for p in c["periods"][:n]) or "-"
 
 
+def render_nodes(console: Console, result: dict) -> None:
+    """A multi-node recording: per node the noise, the clocks, and how noise lines up across nodes."""
+    t = Table(title=f"OS jitter on {len(result['nodes'])} nodes ({result['method']} method)", title_justify="left")
+    for col in ("node", "noise per CPU", "events/s per CPU"):
+        t.add_column(col, justify="right" if col != "node" else "left")
+    for n in result["per_node"]:
+        t.add_row(n["host"], ", ".join(f"{100 * x:.3g}%" for x in n["noise_fraction"]),
+                  ", ".join(f"{x:.0f}" for x in n["events_per_s"]))
+    console.print(t)
+    c = result["clock"]
+    console.print(f"clocks aligned to within {c['precision_ns'] / 1e3:.2f} us (half the best ping-pong round trip); "
+                  f"largest drift {c['max_drift_ppm']:.2f} ppm")
+    a = result["alignment"]
+    p = Table(title=f"Noise across nodes: {a['verdict'].upper()}", title_justify="left")
+    for col in ("node A", "node B", "verdict", "excess overlap", "correlation"):
+        p.add_column(col, justify="left" if col.startswith(("node", "verdict")) else "right")
+    for row in a["pairs"]:
+        p.add_row(row["host_a"], row["host_b"], row["verdict"] + (" (one machine)" if row["same_machine"] else ""),
+                  f"{row['excess']:.2f}", f"{row['corr']:.2f}")
+    console.print(p)
+    mode = {"sync": "jitSim's synchronized mode (--align sync) fits these nodes",
+            "unsync": "jitSim's unsynchronized mode (--align unsync) fits these nodes"}.get(a.get("jitsim_mode") or "",
+                                                                                       "neither jitSim mode is clearly "
+                                                                                       "right: use --align measured")
+    console.print(f"{mode}; rule: {a['rule']} (long detours >= {a['min_detour_s'] * 1e6:g} us, windows "
+                  f"{a['window_s'] * 1e3:g} ms)")
+    if result.get("run"):
+        console.print(f"stored in {result['run']}")
+
+
 def render_noise(console: Console, result: dict) -> None:
+    if "nodes" in result:
+        render_nodes(console, result)
+        return
     t = Table(title="OS jitter per CPU", title_justify="left")
     for col in ("cpu", "t_min", "events", "rate", "noise", "p50", "p99", "max", "periodic sources (locking)"):
         last = col.startswith("periodic")

@@ -45,8 +45,18 @@ def run_nodes(run: Run) -> list[str]:
 
 
 def _section_or_default(run: Run) -> Section:
-    sec = section_for(run)
+    from hpcvar.errors import HpcvarError
+
+    status = run.info.get("status")
+    try:
+        sec = section_for(run)
+    except HpcvarError as e:  # a failed or interrupted run may lack what its section draws from
+        sec = Section(title=run.info.get("command", run.id))
+        sec.notes.append(f"This run is {status}; its section could not be drawn: {e.render()}")
+        return sec
     if sec is not None:
+        if status not in (None, "complete"):
+            sec.notes.insert(0, f"This run is {status}: what it shows is what was measured before it stopped.")
         return sec
     sec = Section(title=run.info.get("command", run.id))
     sec.notes.append("No report section is defined for this command; its result is in run.json.")

@@ -205,6 +205,7 @@ TABLES.update({
 # hpcvar noise record (OS jitter, docs/noise.md)
 TABLES.update({
     "noise.summary": {
+        "host": "node the CPU belongs to (its hostname)",
         "cpu": "CPU recorded on",
         "t_min_ns": "smallest back-to-back TSC read difference before the run (ns)",
         "t_min_end_ns": "the same after the run (ns)",
@@ -222,14 +223,43 @@ TABLES.update({
         "overflow": "the event buffer filled and the CPU stopped early",
     },
     "noise.periods": {
+        "host": "node the CPU belongs to (its hostname)",
         "cpu": "CPU", "rank": "0 = strongest",
         "hz": "fundamental frequency of a periodic source (Hz)",
         "strength": "mean phase locking of the events over its harmonics (0..1)",
         "harmonics": "harmonics above the peak threshold",
     },
     "noise.sources": {
+        "host": "node the CPU belongs to (its hostname)",
         "cpu": "CPU", "kind": "interrupt or softirq", "source": "/proc/interrupts or /proc/softirqs row",
         "count": "increase over the recording window", "per_s": "count / window (1/s)",
+    },
+    # noise record with a multi-node launcher (docs/noise.md "Noise on every node")
+    "noise.clock_sync": {
+        "host": "node", "rank": "its rank in hv_noise_nodes (0: the reference clock)",
+        "boot_id": "/proc/sys/kernel/random/boot_id: nodes that share it are one machine",
+        "offset_before_ns": "its CLOCK_MONOTONIC_RAW minus rank 0's, before the recording (ns)",
+        "rtt_before_ns": "round trip of the exchange the offset comes from (ns)",
+        "offset_after_ns": "the same after the recording (ns)", "rtt_after_ns": "its round trip (ns)",
+        "drift_ppm": "change of the offset over the recording (parts per million)",
+        "precision_ns": "half the larger best round trip: bound of the alignment error (ns)",
+        "method": "collector method: spin (TSC loop) or timer (sleep to deadlines, lateness)",
+    },
+    "noise.alignment": {
+        "host_a": "node A", "cpu_a": "CPU of A", "host_b": "node B", "cpu_b": "CPU of B",
+        "same_machine": "A and B share a boot id (the pair never compares one physical CPU with itself)",
+        "long_a": "detours of A at least min_detour long", "long_b": "the same for B",
+        "overlap": "share of long detours overlapping one of the other side (mean of both directions)",
+        "overlap_expected": "that share if the other side's detours were placed at random",
+        "excess": "(overlap - expected) / (1 - expected): 1 all matched, 0 chance",
+        "corr": "Pearson r of the per-window noise fraction",
+        "corr_ci_lo": "95% interval of r, low (Fisher z)", "corr_ci_hi": "95% interval of r, high",
+        "phase_hz": "frequency of the phase comparison (the strongest common periodic source, Hz)",
+        "phase_diff_cycles": "phase difference at phase_hz (cycles, 0..0.5)",
+    },
+    "noise.windows": {
+        "host": "node", "cpu": "CPU", "window": "window index", "t_start_s": "window start, common time base (s)",
+        "noise_fraction": "share of the window lost to detours",
     },
     # noise record --attribute: kernel tracepoints time-aligned with the detours (matched, not a rate guess)
     "noise.kernel_events": {

@@ -35,6 +35,10 @@ from hpcvar.testbed.plan import Plan
 TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "sbatch", "sinfo", "scontrol", "nsenter", "unshare")
 PACKAGES = "slurmctld slurmd slurm-client munge libpmix-dev"
 READY_TIMEOUT_S = 30.0
+# CPUs each node declares: the machine's cores, at least 4, so that a step may put up to 4 ranks on a node
+# (the paper's sharing schemes need 3 ends on one node); the namespaces share the machine's cores anyway,
+# which hpcvar's own warnings say
+MIN_NODE_CPUS = 4
 # run by sh inside the host's network namespace and new UTS and mount namespaces: $0 node, $1 slurm.conf,
 # $2 an empty directory that holds the cgroup tree while /sys is mounted afresh for this network namespace
 SLURMD_SH = ('set -e; mount --make-rslave /; mount --rbind /sys/fs/cgroup "$2"; umount -l /sys; '
@@ -89,7 +93,8 @@ def plan_slurm(plan: Plan, state_path: Path) -> dict:
     return {"dir": str(d), "conf": str(d / "slurm.conf"), "ctl_host": socket.gethostname().split(".")[0],
             "ctl_addr": ctl_addr, "ctl_port": ctl_port,
             "slurmd_port": d_port, "root_link": f"{plan.prefix}root", "root_peer": f"{plan.prefix}rp",
-            "cluster": "hpcvar" + plan.prefix.rstrip("-"), "cpus": os.cpu_count() or 1, "status": "planned"}
+            "cluster": "hpcvar" + plan.prefix.rstrip("-"), "cpus": max(os.cpu_count() or 1, MIN_NODE_CPUS),
+            "status": "planned"}
 
 
 def conf_text(plan: Plan, s: dict) -> str:

@@ -1,0 +1,215 @@
+/* hv_noise_nodes: one jitter collector per node, started together on one time base (hpcvar noise record
+ * with a multi-node launcher; docs/noise.md "Noise on every node").
+ *
+ * One rank per node (the launcher asks for it; --expect-rpn 1 checks it). Per rank:
+ *   1. Clock offsets before: rank 0 ping-pongs --sync-rounds times with every other rank in turn; each
+ *      side reads its CLOCK_MONOTONIC_RAW. For the exchange with the smallest round trip,
+ *        offset_i = t_i - (t_send + t_recv) / 2       (rank i's clock minus rank 0's)
+ *      with an uncertainty of at most rtt_min / 2 (Cristian's bound).
+ *   2. A common start: rank 0 picks T0 = now + --margin in its clock, every rank starts its collector at
+ *      T0 + offset_i in its own clock (hv_noise_collect --start-mono-ns), on all --cpus of its node.
+ *   3. The collector (hv_noise_collect, next to this program) runs as a child; this rank sleeps in waitpid,
+ *      so it takes no CPU from the recording. The child dies with this rank (PR_SET_PDEATHSIG).
+ *   4. Clock offsets after, the same way; drift_i = (offset_after - offset_before) / (t_after - t_before).
+ * Each collector writes <--out-dir>/<host>.jtr; rank 0 writes one raw point "sync" (--out), one row per
+ * rank: rank, offset_before_ns, rtt_before_ns, t_before_ns, offset_after_ns, rtt_after_ns, t_after_ns,
+ * start_local_ns (times of rank 0's clock), plus the header keys boot_ids and t0_mono_raw_ns. */
+#include <errno.h>
+#include <limits.h>
+#include <sched.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include "hv_mpi.h"
+
+extern char **environ;
+
+enum { NCOLS = 8, TAG_PING = 21, TAG_PONG = 22, BOOTID = 40 };
+
+typedef struct {
+    double offset_ns, rtt_ns, t_ns; /* t_ns: midpoint of the best exchange, rank 0's clock */
+} hv_sync;
+
+/* Rank 0 against every other rank; returns (on rank 0) one hv_sync per rank (rank 0's is zeros). */
+static void sync_clocks(hv_ctx *ctx, long rounds, hv_sync *out) {
+    for (int peer = 1; peer < ctx->size; peer++) {
+        if (ctx->rank == 0) {
+            hv_sync best = {0, -1, 0};
+            for (long k = 0; k < rounds; k++) {
+                double remote = 0;
+                const uint64_t t1 = hv_mono_ns();
+                HV_MPI_CHECK(MPI_Send(&remote, 1, MPI_DOUBLE, peer, TAG_PING, ctx->comm));
+                HV_MPI_CHECK(MPI_Recv(&remote, 1, MPI_DOUBLE, peer, TAG_PONG, ctx->comm, MPI_STATUS_IGNORE));
+                const uint64_t t4 = hv_mono_ns();
+                const double rtt = (double)(t4 - t1), mid = ((double)t1 + (double)t4) / 2.0;
+                if (best.rtt_ns < 0 || rtt < best.rtt_ns) best = (hv_sync){remote - mid, rtt, mid};
+            }
+            out[peer] = best;
+        } else if (ctx->rank == peer) {
+            for (long k = 0; k < rounds; k++) {
+                double t = 0;
+                HV_MPI_CHECK(MPI_Recv(&t, 1, MPI_DOUBLE, 0, TAG_PING, ctx->comm, MPI_STATUS_IGNORE));
+                t = (double)hv_mono_ns();
+                HV_MPI_CHECK(MPI_Send(&t, 1, MPI_DOUBLE, 0, TAG_PONG, ctx->comm));
+            }
+        }
+    }
+    if (ctx->rank == 0) out[0] = (hv_sync){0, 0, (double)hv_mono_ns()};
+}
+
+/* The CPUs this rank may run on, as a comma list (what "all" means on this node). */
+static void allowed_cpus(char *buf, size_t len) {
+    cpu_set_t set;
+    buf[0] = 0;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) HV_DIE("sched_getaffinity failed: %s", strerror(errno));
+    size_t n = 0;
+    for (int c = 0; c < CPU_SETSIZE && n + 8 < len; c++)
+        if (CPU_ISSET(c, &set)) n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", c);
+}
+
+/* Runs the collector to completion; its stderr goes to ours (the launcher's log). */
+static void run_collector(const char *exe, char *const argv[]) {
+    pid_t pid;
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    int rc = posix_spawn(&pid, exe, NULL, &at, argv, environ);
+    posix_spawnattr_destroy(&at);
+    if (rc != 0) HV_DIE("cannot start the collector %s: %s", exe, strerror(rc));
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0)
+        if (errno != EINTR) HV_DIE("waiting for the collector failed: %s", strerror(errno));
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        HV_DIE("the collector failed (%s %d); its message is above", WIFEXITED(status) ? "exit code" : "signal",
+               WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+}
+
+int main(int argc, char **argv) {
+    hv_opt opts[] = {
+        HV_COMMON_OPTS,
+        {"out-dir", NULL, 0, "directory of the per-node traces (<host>.jtr); shared by the nodes"},
+        {"cpus", NULL, 0, "CPUs to record on, on every node: a comma list, or 'all'"},
+        {"duration", NULL, 0, "recording time in seconds"},
+        {"threshold-ns", NULL, 0, "detour threshold in ns (0: the collector's default)"},
+        {"max-events", NULL, 0, "event buffer per CPU"},
+        {"method", NULL, 0, "spin or timer (hv_noise_collect --method)"},
+        {"interval-ns", NULL, 0, "timer method: time between deadlines in ns"},
+        {"rt-prio", NULL, 0, "SCHED_FIFO priority of the collector threads (0: normal scheduler)"},
+        {"sync-rounds", NULL, 0, "ping-pongs per rank and clock synchronisation"},
+        {"margin", NULL, 0, "seconds between the agreement on the start and the start"},
+        {"argv", NULL, 0, "the user's command line, stored in the traces"},
+    };
+    const size_t nopts = sizeof opts / sizeof opts[0];
+    hv_ctx ctx;
+    hv_ctx_init(&ctx, &argc, &argv, "hv_noise_nodes", opts, nopts);
+    char err[256];
+    double duration, thr_ns = 0, interval_ns = 200000, margin = 1.0;
+    long max_events, rounds = 100, rt_prio = 0;
+    const char *dir = hv_args_get(opts, nopts, "out-dir"), *cpus = hv_args_get(opts, nopts, "cpus");
+    const char *method = hv_args_get(opts, nopts, "method");
+    if (hv_args_double(opts, nopts, "duration", 1e-3, 1e7, &duration, err, sizeof err) ||
+        hv_args_long(opts, nopts, "max-events", 1, 1L << 40, &max_events, err, sizeof err) ||
+        (hv_args_get(opts, nopts, "threshold-ns") &&
+         hv_args_double(opts, nopts, "threshold-ns", 0, 1e9, &thr_ns, err, sizeof err)) ||
+        (hv_args_get(opts, nopts, "interval-ns") &&
+         hv_args_double(opts, nopts, "interval-ns", 1000, 1e9, &interval_ns, err, sizeof err)) ||
+        (hv_args_get(opts, nopts, "rt-prio") && hv_args_long(opts, nopts, "rt-prio", 0, 99, &rt_prio, err, sizeof err)) ||
+        (hv_args_get(opts, nopts, "sync-rounds") &&
+         hv_args_long(opts, nopts, "sync-rounds", 1, 1000000, &rounds, err, sizeof err)) ||
+        (hv_args_get(opts, nopts, "margin") && hv_args_double(opts, nopts, "margin", 0.05, 600, &margin, err, sizeof err)))
+        HV_DIE("hv_noise_nodes: %s", err);
+    if (!dir || !cpus) HV_DIE("hv_noise_nodes: --out-dir and --cpus are required");
+    if (!method) method = "spin";
+
+    /* the collector next to this program */
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
+    if (n <= 0) HV_DIE("cannot find this program's path: %s", strerror(errno));
+    exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    strcpy(slash ? slash + 1 : exe, "hv_noise_collect");
+    if (access(exe, X_OK) != 0) HV_DIE("the collector %s is missing: reinstall hpcvar", exe);
+
+    /* boot ids: "nodes" that are one machine (the testbed) share one */
+    char boot[BOOTID] = {0};
+    FILE *bf = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (bf) {
+        if (!fgets(boot, sizeof boot, bf)) boot[0] = 0;
+        fclose(bf);
+    }
+    boot[strcspn(boot, "\n")] = 0;
+    char *boots = ctx.rank == 0 ? calloc((size_t)ctx.size, BOOTID) : NULL;
+    if (ctx.rank == 0) HV_ALLOC_CHECK(boots);
+    HV_MPI_CHECK(MPI_Gather(boot, BOOTID, MPI_CHAR, boots, BOOTID, MPI_CHAR, 0, ctx.comm));
+
+    hv_sync *before = calloc((size_t)ctx.size, sizeof *before), *after = calloc((size_t)ctx.size, sizeof *after);
+    HV_ALLOC_CHECK(before);
+    HV_ALLOC_CHECK(after);
+    HV_MPI_CHECK(MPI_Barrier(ctx.comm));
+    sync_clocks(&ctx, rounds, before);
+
+    /* the common start, in every rank's own clock */
+    double t0 = ctx.rank == 0 ? (double)hv_mono_ns() + margin * 1e9 : 0, mine = 0;
+    HV_MPI_CHECK(MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, ctx.comm));
+    double *offs = ctx.rank == 0 ? malloc((size_t)ctx.size * sizeof *offs) : NULL;
+    if (ctx.rank == 0) {
+        HV_ALLOC_CHECK(offs);
+        for (int r = 0; r < ctx.size; r++) offs[r] = before[r].offset_ns;
+    }
+    HV_MPI_CHECK(MPI_Scatter(offs, 1, MPI_DOUBLE, &mine, 1, MPI_DOUBLE, 0, ctx.comm));
+    const double start_local = t0 + mine;
+
+    char host[256] = {0}, out[PATH_MAX + 320], cpulist[4096], a_dur[64], a_thr[64], a_max[64], a_iv[64],
+         a_rt[32], a_start[64];
+    gethostname(host, sizeof host - 1);
+    snprintf(out, sizeof out, "%s/%s.jtr", dir, host);
+    if (strcmp(cpus, "all") == 0) allowed_cpus(cpulist, sizeof cpulist);
+    else snprintf(cpulist, sizeof cpulist, "%s", cpus);
+    snprintf(a_dur, sizeof a_dur, "%.9g", duration);
+    snprintf(a_thr, sizeof a_thr, "%.3f", thr_ns);
+    snprintf(a_max, sizeof a_max, "%ld", max_events);
+    snprintf(a_iv, sizeof a_iv, "%.0f", interval_ns);
+    snprintf(a_rt, sizeof a_rt, "%ld", rt_prio);
+    snprintf(a_start, sizeof a_start, "%.0f", start_local);
+    const char *uargv = hv_args_get(opts, nopts, "argv");
+    char *cargv[] = {exe, "--cpus", cpulist, "--duration", a_dur, "--threshold-ns", a_thr, "--max-events", a_max,
+                     "--out", out, "--method", (char *)method, "--interval-ns", a_iv, "--rt-prio", a_rt,
+                     "--start-mono-ns", a_start, "--argv", (char *)(uargv ? uargv : ""), NULL};
+    run_collector(exe, cargv);
+
+    HV_MPI_CHECK(MPI_Barrier(ctx.comm));
+    sync_clocks(&ctx, rounds, after);
+
+    const char *cols[] = {"rank", "offset_before_ns", "rtt_before_ns", "t_before_ns", "offset_after_ns",
+                          "rtt_after_ns", "t_after_ns", "start_local_ns"};
+    double *rows = NULL;
+    size_t nrows = 0;
+    if (ctx.rank == 0) {
+        hv_out_meta(&ctx.out, "t0_mono_raw_ns", "%.0f", t0);
+        fputs("#@boot_ids=", ctx.out.f);
+        for (int r = 0; r < ctx.size; r++) fprintf(ctx.out.f, "%s%s", r ? "," : "", boots + (size_t)r * BOOTID);
+        fputc('\n', ctx.out.f);
+        hv_out_columns(&ctx.out, NCOLS, cols);
+        rows = malloc((size_t)ctx.size * NCOLS * sizeof *rows);
+        HV_ALLOC_CHECK(rows);
+        for (int r = 0; r < ctx.size; r++) {
+            double *w = rows + (size_t)r * NCOLS;
+            w[0] = r;
+            w[1] = before[r].offset_ns; w[2] = before[r].rtt_ns; w[3] = before[r].t_ns;
+            w[4] = after[r].offset_ns; w[5] = after[r].rtt_ns; w[6] = after[r].t_ns;
+            w[7] = t0 + before[r].offset_ns;
+        }
+        nrows = (size_t)ctx.size;
+    }
+    hv_gather_point(&ctx, "sync=1", rows, nrows);
+    free(rows);
+    free(offs);
+    free(boots);
+    free(before);
+    free(after);
+    hv_ctx_finish(&ctx);
+    return 0;
+}
