@@ -147,6 +147,7 @@ int main(int argc, char **argv) {
         {"period-ns", NULL, 0, "period of the bursts (ns)"},
         {"burn-ns", NULL, 0, "length of one burst (ns)"},
         {"phase-ns", NULL, 0, "offset of the first burst (ns)"},
+        {"at-clock", NULL, 1, "periodic: bursts at multiples of the period of CLOCK_REALTIME, plus the phase"},
         {"rt-prio", NULL, 0, "SCHED_FIFO priority (0: normal scheduler)"},
         {"replay", NULL, 0, "file of 'start_ns duration_ns' lines to replay"},
         {"replay-length-ns", NULL, 0, "length of the replayed trace (for --loop)"},
@@ -184,6 +185,17 @@ int main(int argc, char **argv) {
     inj_state *ss = calloc(ncpu, sizeof *ss);
     if (!ss) DIE("out of memory");
     g_t0_ns = mono_now() + 20000000ull; /* start 20 ms from now on every CPU */
+    if (hv_args_get(opts, nopts, "at-clock") && !hv_args_get(opts, nopts, "replay")) {
+        /* the first burst at the next multiple of the period of CLOCK_REALTIME (plus --phase-ns), so that
+         * injectors started separately on nodes whose clocks agree (NTP/PTP; one clock on the testbed) burst
+         * at the same instants */
+        struct timespec rt;
+        clock_gettime(CLOCK_REALTIME, &rt);
+        const uint64_t m = mono_now();
+        const double r = (double)rt.tv_sec * 1e9 + (double)rt.tv_nsec;
+        const double next = (double)((uint64_t)((r + 20e6) / g_period_ns) + 1) * g_period_ns;
+        g_t0_ns = m + (uint64_t)(next - r);
+    }
     for (size_t i = 0; i < ncpu; i++) {
         ss[i].cpu = (int)cpus[i];
         pthread_attr_t at;

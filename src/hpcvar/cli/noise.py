@@ -311,6 +311,9 @@ def synth(dst, periodic, poisson, length, cpus, freq, random_phase, seed, dst_fm
 @click.option("--period", type=DURATION, default=None, help="Time between bursts (e.g. 10ms for 100 Hz).")
 @click.option("--burn", type=DURATION, default=None, help="Length of one burst, from its due time, wake-up included (e.g. 1ms).")
 @click.option("--phase", type=DURATION, default="0s", show_default=True, help="Offset of the first burst.")
+@click.option("--at-clock", is_flag=True,
+              help="Burst at multiples of --period of the wall clock (CLOCK_REALTIME), plus --phase: injectors "
+                   "started separately on nodes with synchronised clocks (NTP/PTP) burst at the same instants.")
 @click.option("--time", "time_s", type=DURATION, default="10s", show_default=True, help="How long to inject.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, exists=True), default=None,
               help="Replay this trace's detours instead (its CPU --trace-cpu, looped until --time).")
@@ -319,7 +322,7 @@ def synth(dst, periodic, poisson, length, cpus, freq, random_phase, seed, dst_fm
 @click.option("--rt-prio", type=click.IntRange(0, 99), default=50, show_default=True,
               help="SCHED_FIFO priority of the burner (0: normal scheduler).")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
-def inject(cpus, period, burn, phase, time_s, trace_path, trace_cpu, freq, rt_prio, as_json):
+def inject(cpus, period, burn, phase, at_clock, time_s, trace_path, trace_cpu, freq, rt_prio, as_json):
     """Inject noise: wake every --period and take the CPU for --burn on each CPU, or replay a trace.
 
     A burst ends at its due time + --burn: the wake-up (interrupt, switch in) counts inside it, so an
@@ -333,8 +336,8 @@ def inject(cpus, period, burn, phase, time_s, trace_path, trace_cpu, freq, rt_pr
 
     cpu_list = collector.parse_cpus(cpus)
     if trace_path:
-        if period or burn:
-            raise UsageError("--trace replays a trace; --period/--burn make periodic noise", "--trace",
+        if period or burn or at_clock:
+            raise UsageError("--trace replays a trace; --period/--burn/--at-clock make periodic noise", "--trace",
                              "Give one or the other")
         tr = load_trace(trace_path, _freq(freq))
         ids = [c.cpu for c in tr.cpus]
@@ -356,7 +359,8 @@ def inject(cpus, period, burn, phase, time_s, trace_path, trace_cpu, freq, rt_pr
             raise UsageError("--burn must be shorter than --period", "--burn", "Shorten --burn")
         if period < 1e-6:
             raise UsageError("--period below 1 us cannot be honoured", "--period", "Give 1us or more")
-        spec = collector.InjectSpec(cpu_list, time_s, period * 1e9, burn * 1e9, phase * 1e9, rt_prio)
+        spec = collector.InjectSpec(cpu_list, time_s, period * 1e9, burn * 1e9, phase * 1e9, rt_prio,
+                                    at_clock=at_clock)
         stderr_console().print(f"injecting {1 / period:g} Hz x {burn * 1e6:g} us on CPU {cpus} for {time_s:g} s")
         res = collector.inject(spec)
     for r in res:

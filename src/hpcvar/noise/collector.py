@@ -188,6 +188,7 @@ class InjectSpec:
     replay: Path | None = None  # 'start_ns duration_ns' file
     replay_length_ns: float = 0.0
     loop: bool = False
+    at_clock: bool = False  # periodic bursts at multiples of the period of the wall clock (+ phase)
 
     def argv(self) -> list[str]:
         cmd = [str(find_program("hv_noise_inject")), "--cpus", ",".join(map(str, self.cpus)),
@@ -199,6 +200,8 @@ class InjectSpec:
         else:
             cmd += ["--period-ns", repr(self.period_ns), "--burn-ns", repr(self.burn_ns),
                     "--phase-ns", repr(self.phase_ns)]
+            if self.at_clock:
+                cmd.append("--at-clock")
         return cmd
 
 
