@@ -219,6 +219,8 @@ typedef struct {
 } hv_arrival;
 
 static inline const hv_js_trace *trace_of(const hv_js_config *c, int64_t i) {
+    if (__builtin_expect(c->trace_nodes > 1, 0))
+        return &c->traces[((i / c->cores) % c->trace_nodes) * c->cores + i % c->cores];
     return &c->traces[c->cores == 1 ? 0 : i % c->cores];
 }
 
@@ -575,8 +577,9 @@ int hv_js_simulate_threads(const hv_js_config *c, int32_t threads, int64_t grain
         c->lat_inter < 0 || c->cores < 1 || c->arity < 1 || c->ntasks > INT64_MAX / (c->arity + 1))
         return -2;
     if (c->barrier != HV_JS_BARRIER_NONE && c->barrier != HV_JS_BARRIER_TREE) return -2;
+    if (c->trace_nodes < 0 || c->trace_nodes > (1 << 20)) return -2;
     if (!c->nojitter)
-        for (int32_t j = 0; j < c->cores; j++)
+        for (int32_t j = 0; j < c->cores * (c->trace_nodes > 1 ? c->trace_nodes : 1); j++)
             if (c->traces[j].n < 1 || c->traces[j].n > INT32_MAX || c->traces[j].compute < 1 ||
                 c->traces[j].length < 1)
                 return -2;

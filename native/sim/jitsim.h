@@ -45,7 +45,10 @@ enum { HV_JS_ALIGN_UNSYNC = 0, HV_JS_ALIGN_SYNC = 1, HV_JS_ALIGN_COSCHED = 2 };
 typedef struct {
     int64_t ntasks, phases, work, send, recv, lat_intra, lat_inter;
     int32_t barrier, arity, cores, nojitter;
-    const hv_js_trace *traces; /* cores traces; task i uses traces[i % cores] */
+    int32_t trace_nodes, pad;  /* recorded nodes (1: one node's traces for every node) */
+    /* cores * trace_nodes traces: task i (node i / cores, core i % cores) uses
+     * traces[((i / cores) % trace_nodes) * cores + i % cores] */
+    const hv_js_trace *traces;
     hv_js_task *tasks;         /* ntasks */
     int64_t *phase_end;        /* phases: max over tasks of the start of the next phase */
     int64_t *compute_end;      /* optional (NULL): phases * ntasks, [phase * ntasks + task] */

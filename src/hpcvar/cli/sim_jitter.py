@@ -65,6 +65,20 @@ def _load_trace(path: str, freq_hz: float | None):
     return load_trace(path, freq_hz)
 
 
+def _load_nodes(path: str):
+    """The nodes of a multi-node recording when ``path`` is its run directory, else None."""
+    p = Path(path)
+    if not (p.is_dir() and (p / "traces").is_dir() and (p / "raw" / "sync.raw").is_file()):
+        if p.is_dir():
+            raise UsageError(f"{path} is a directory but not a multi-node recording (no traces/ and raw/sync.raw)",
+                             "--trace", "Give a trace file, or the run directory of 'noise record --launcher srun'")
+        return None
+    from hpcvar.noise.nodes import load
+    from hpcvar.results import Run
+
+    return load(Run.open(p))
+
+
 def _read_offsets(path: str, ntasks: int, lengths: list[int], cores: int) -> np.ndarray:
     p = Path(path)
     try:
@@ -94,15 +108,18 @@ def _read_offsets(path: str, ntasks: int, lengths: list[int], cores: int) -> np.
 
 
 @click.command("jitter")
-@click.option("--trace", "traces", multiple=True, type=click.Path(dir_okay=False),
-              help="Jitter trace (.jtr, or two-column 'd g' text with --freq); repeat to compare configurations.")
+@click.option("--trace", "traces", multiple=True, type=click.Path(),
+              help="Jitter trace (.jtr, or two-column 'd g' text with --freq), or the directory of a multi-node "
+                   "recording (noise record --launcher srun|testbed): simulated node j then uses recorded node j "
+                   "mod N. Repeat to compare configurations.")
 @click.option("--synthetic", "synthetics", multiple=True,
               help="Synthetic trace instead: sources like '250Hz:2us,10Hz:100us,poisson:0.1Hz:1ms'; repeatable.")
 @click.option("--trace-length", default="1h", show_default=True, help="Length of a --synthetic trace.")
 @click.option("--freq", default=None, help="Cycles per second of the trace (2.4GHz); needed for text traces; "
                                             "default 2.4GHz for --synthetic.")
 @click.option("--align", default="unsync", show_default=True,
-              help="Offsets: unsync, sync or cosched (comma list to compare).")
+              help="Offsets: unsync, sync, cosched, or measured (a multi-node recording's own cross-node "
+                   "alignment); a comma list compares them.")
 @click.option("--window", default=None, help="Co-scheduler window C (cycles or time) for --align cosched.")
 @click.option("--window-origin", default=None, help="Start C0 of one co-scheduler window (cycles or time).")
 @click.option("--offsets", "offsets_file", type=click.Path(dir_okay=False), default=None,
@@ -153,8 +170,8 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
         raise UsageError("both --work and --quantum", "--work", "Give the work in cycles or as a time, not both")
     aligns = [a.strip() for a in align.split(",") if a.strip()]
     for a in aligns:
-        if a not in ("unsync", "sync", "cosched"):
-            raise UsageError(f"unknown alignment '{a}'", "--align", "Use unsync, sync or cosched")
+        if a not in ("unsync", "sync", "cosched", "measured"):
+            raise UsageError(f"unknown alignment '{a}'", "--align", "Use unsync, sync, cosched or measured")
     if offsets_file and (len(task_list) != 1 or len(traces) + len(synthetics) != 1):
         raise UsageError("--offsets gives one position per task of one run", "--offsets",
                          "Use it with a single --tasks count and a single trace")
@@ -169,10 +186,20 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
 
     freq_hz = parse_freq(freq, "--freq") if freq else None
     loaded = []  # (label, JitterTrace)
+    recordings = {}  # label -> the nodes of a multi-node recording
     for path in traces:
+        nodes = _load_nodes(path)
+        if nodes is not None:
+            label = Path(path).name
+            recordings[label] = nodes
+            loaded.append((label, nodes[0].trace))
+            continue
         tr = _load_trace(path, freq_hz)
         tr.validate(path)
         loaded.append((Path(path).stem, tr))
+    if "measured" in aligns and not recordings:
+        raise UsageError("--align measured needs a multi-node recording", "--align",
+                         "Give --trace RUN_DIR of 'hpcvar noise record --launcher srun|testbed'")
     if synthetics:
         length_s = units.parse_time(trace_length, "--trace-length")
         for k, spec in enumerate(synthetics):
@@ -204,7 +231,15 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
         k = cores_per_node or len(tr.cpus)
         if k < 1:
             raise UsageError(f"{k} cores per node", "--cores-per-node", "Give K >= 1")
-        cpus = J.core_traces(tr, k)
+        measured = None
+        if label in recordings:
+            from hpcvar.sim.jitter_nodes import MeasuredAlignment, NodeTraces
+
+            nts = NodeTraces.build(recordings[label], k)
+            cpus = nts.flat()
+            measured = MeasuredAlignment(nts)
+        else:
+            cpus = J.core_traces(tr, k)
         nt = J.NativeTraces(cpus)
         if w_cycles > min(nt.computes):
             warnings.append(f"trace '{label}': one phase's work W = {w_cycles} cycles exceeds the trace's compute "
@@ -213,9 +248,13 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
             raise UsageError("the co-scheduler window origin lies beyond the end of the trace", "--window-origin",
                              "Give an origin inside the trace")
         for a in aligns:
+            if a == "measured" and measured is None:
+                continue  # measured applies to the multi-node recordings among several traces
             name = label if len(aligns) == 1 else f"{label} {a}"
-            configs.append((name, tr, cpus, nt, k, a))
+            configs.append((name, tr, cpus, nt, k, a, measured))
 
+    if not configs:
+        raise UsageError("no configuration to simulate", "--align", "Give an alignment that applies to the traces")
     trace_bytes = sum(c[3].nbytes() for c in configs)
     avail = metadata.mem_available_bytes()
     for n in task_list:
@@ -236,12 +275,14 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
 
     # ---- simulate --------------------------------------------------------------------------------
     rows, phase_rows, summaries = [], [], []
-    for name, tr, cpus, nt, k, a in configs:
-        wl = J.Workload(cores_per_node=k, **wl_base)
-        periodic = cf.periodic_event(cpus)
+    for name, tr, cpus, nt, k, a, measured in configs:
+        wl = J.Workload(cores_per_node=k, trace_nodes=len(cpus) // k, **wl_base)
+        periodic = cf.periodic_event(cpus) if wl.trace_nodes == 1 else None
         for n in task_list:
             if offsets_file:
                 al = J.Alignment("file", explicit=_read_offsets(offsets_file, n, nt.lengths, k))
+            elif a == "measured":
+                al = J.Alignment("measured", measured=measured)
             else:
                 al = J.Alignment(a, window=win, origin=origin)
             pr = J.run_point(nt, wl, n, al, seed, replicas if not offsets_file else 1, name, per_task=bool(per_task),

@@ -37,7 +37,8 @@ class _Config(ctypes.Structure):
     _fields_ = [("ntasks", ctypes.c_int64), ("phases", ctypes.c_int64), ("work", ctypes.c_int64),
                 ("send", ctypes.c_int64), ("recv", ctypes.c_int64), ("lat_intra", ctypes.c_int64),
                 ("lat_inter", ctypes.c_int64), ("barrier", ctypes.c_int32), ("arity", ctypes.c_int32),
-                ("cores", ctypes.c_int32), ("nojitter", ctypes.c_int32), ("traces", ctypes.c_void_p),
+                ("cores", ctypes.c_int32), ("nojitter", ctypes.c_int32), ("trace_nodes", ctypes.c_int32),
+                ("pad", ctypes.c_int32), ("traces", ctypes.c_void_p),
                 ("tasks", ctypes.c_void_p), ("phase_end", ctypes.c_void_p), ("compute_end", ctypes.c_void_p),
                 ("next_start", ctypes.c_void_p)]
 
@@ -130,6 +131,7 @@ class Workload:
     lat_intra: int = 0
     lat_inter: int = 0
     cores_per_node: int = 1
+    trace_nodes: int = 1  # nodes recorded: node j of the simulation uses recorded node j mod trace_nodes
 
     def busy_per_task(self, ntasks: int) -> np.ndarray:
         """CPU work each task executes over the run (W, S and R; no jitter, no waiting)."""
@@ -144,10 +146,11 @@ class Workload:
 
 @dataclass
 class Alignment:
-    mode: str = "unsync"  # unsync | sync | cosched | file
+    mode: str = "unsync"  # unsync | sync | cosched | file | measured
     window: int = 0
     origin: int = 0
     explicit: np.ndarray | None = None  # one offset per task (mode "file")
+    measured: "MeasuredAlignment | None" = None  # mode "measured": offsets per replica from the recording
 
 
 @dataclass
@@ -193,6 +196,8 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
     if traces is not None:
         if align.mode == "file":
             tasks["offset"] = align.explicit
+        elif align.mode == "measured":
+            tasks["offset"] = align.measured.offsets(ntasks, wl.cores_per_node, seed, replica)
         else:
             rc = so.hv_js_offsets(ctypes.addressof(traces.arr), traces.count, tasks.ctypes.data, ntasks,
                                   ALIGN_CODES[align.mode], seed & (2**64 - 1), replica, align.window, align.origin)
@@ -207,7 +212,7 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
     cfg = _Config(ntasks=ntasks, phases=wl.phases, work=wl.work, send=wl.send, recv=wl.recv,
                   lat_intra=wl.lat_intra, lat_inter=wl.lat_inter, barrier=BARRIER_CODES[wl.barrier],
                   arity=wl.arity, cores=wl.cores_per_node,
-                  nojitter=1 if traces is None else 0,
+                  nojitter=1 if traces is None else 0, trace_nodes=wl.trace_nodes, pad=0,
                   traces=ctypes.addressof(traces.arr) if traces is not None else None,
                   tasks=tasks.ctypes.data, phase_end=phase_end.ctypes.data,
                   compute_end=ce.ctypes.data if ce is not None else None,

@@ -112,15 +112,22 @@ class RefResult:
 
 def simulate(traces: list[RefTrace] | None, offs: list[int], phases: int, work: int, barrier: str = "none",
              arity: int = 2, send: int = 0, recv: int = 0, lat_intra: int = 0, lat_inter: int = 0,
-             cores: int = 1) -> RefResult:
-    """N phases of compute W + barrier for len(offs) tasks. traces=None: no jitter (the baseline T0)."""
+             cores: int = 1, trace_nodes: int = 1) -> RefResult:
+    """N phases of compute W + barrier for len(offs) tasks. traces=None: no jitter (the baseline T0).
+    With trace_nodes > 1, ``traces`` holds cores traces per recorded node, node-major, and task i (node
+    i // cores) uses recorded node (i // cores) mod trace_nodes."""
     n = len(offs)
     absorbed = [0] * n
+
+    def trace(i: int) -> RefTrace:
+        if trace_nodes > 1:
+            return traces[((i // cores) % trace_nodes) * cores + i % cores]
+        return traces[i % cores]
 
     def adv(i: int, t: int, w: int) -> int:
         if traces is None:
             return t + w
-        t2 = traces[i % cores].advance(offs[i], t, w)
+        t2 = trace(i).advance(offs[i], t, w)
         absorbed[i] += t2 - t - w
         return t2
 
