@@ -13,12 +13,14 @@ import json
 import os
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
 from tests.conftest import (DEBIAN_OMPI_ENV, DEBIAN_OMPI_MPICC, best_of_quiet_attempts, build_native_against,
                             hpcvar_cmd, run_cli)
 from tests.testbed.conftest import up_testbed
+from tests.testbed.noise_nodes import ALIGNED, SHIFTED, record_with_injection
 
 pytestmark = [pytest.mark.root, pytest.mark.mpi]
 
@@ -105,6 +107,24 @@ def test_openmpi_build_under_pmix(slurm, tmp_path_factory):
     out = best_of_quiet_attempts(measure, _rate_ok, what="4 MiB ping-pong under srun --mpi=pmix",
                                  always=lambda o: _check_two_nodes_and_rate(o, env, "pmix"))
     print(f"srun Open MPI pmix: {out['sizes'][0]['bw_bytes_per_s'] * 8 / 1e6:.1f} Mbit/s at 4 MiB")
+
+
+@pytest.mark.parametrize("phases,want", [(ALIGNED, "aligned"), (SHIFTED, "not aligned")])
+def test_noise_on_four_srun_nodes(slurm, phases, want):
+    def measure():
+        return record_with_injection(slurm, phases, ["--launcher", "srun", "--np", "4", "--min-detour", "500us"])
+
+    def check(out):
+        assert out["alignment"]["verdict"] == want, out["alignment"]["pairs"]
+
+    def always(out):
+        run = Path(out["run"])
+        assert sorted(p.name for p in (run / "traces").glob("*.jtr")) == [f"sr-h{k}.jtr" for k in range(1, 5)]
+        assert out["clock"]["precision_ns"] < 1e6
+
+    out = best_of_quiet_attempts(measure, check, always=always, what=f"{want} injection under srun")
+    print(f"srun, {want}: precision {out['clock']['precision_ns'] / 1e3:.1f} us, drift "
+          f"{out['clock']['max_drift_ppm']:.2f} ppm, excess {[round(p['excess'], 2) for p in out['alignment']['pairs']]}")
 
 
 def test_characterize_in_an_sbatch_job_of_four_nodes(slurm, tmp_path):

@@ -18,7 +18,8 @@ trivially):
 - **phase**: at the strongest periodic frequency common to the CPUs (hpcvar.noise.analysis), the phase of
   each CPU's detour train on the common base; a pair's phase difference in [0, 0.5] cycles.
 
-A pair of nodes is *aligned* when the mean excess over its CPU pairs is >= ``ALIGNED_EXCESS`` (0.5), *not
+A pair of nodes is *aligned* when the mean excess over its CPU pairs (those with ``MIN_LONG`` long detours
+on both sides) is >= ``ALIGNED_EXCESS`` (0.5), *not
 aligned* when it is < ``UNALIGNED_EXCESS`` (0.2), else *partly aligned*; *inconclusive* with fewer than
 ``MIN_LONG`` long detours on either side. The recording is aligned or not aligned when at least two thirds
 of the node pairs are, otherwise mixed.
@@ -206,10 +207,15 @@ def analyze(nodes: list[NodeTrace], min_detour_s: float = DEFAULT_MIN_DETOUR_S, 
         verdict(pairs, min_detour_s, window_s, tol)
 
 
+def qualifying(g: pd.DataFrame) -> pd.DataFrame:
+    """The CPU pairs with enough long detours on both sides to be judged."""
+    return g[g[["long_a", "long_b"]].min(axis=1) >= MIN_LONG] if len(g) else g
+
+
 def pair_verdict(g: pd.DataFrame) -> str:
-    if g.empty or (g[["long_a", "long_b"]].min(axis=1) < MIN_LONG).all():
+    g = qualifying(g)
+    if g.empty:
         return "inconclusive"
-    g = g[g[["long_a", "long_b"]].min(axis=1) >= MIN_LONG]
     ex = float(g["excess"].mean())
     if math.isnan(ex):
         return "inconclusive"
@@ -220,9 +226,11 @@ def verdict(pairs: pd.DataFrame, min_detour_s: float, window_s: float, tol_s: fl
     """Per node pair and overall, by the rule in the module docstring."""
     nodes = []
     for (ha, hb), g in pairs.groupby(["host_a", "host_b"], sort=False):
+        q = qualifying(g)
         nodes.append({"host_a": ha, "host_b": hb, "verdict": pair_verdict(g),
-                      "excess": float(g["excess"].mean()) if len(g) else float("nan"),
-                      "corr": float(g["corr"].mean()) if len(g) else float("nan"),
+                      "excess": float(q["excess"].mean()) if len(q) else float("nan"),
+                      "corr": float(q["corr"].mean()) if len(q) else float("nan"),
+                      "cpu_pairs": int(len(q)),
                       "same_machine": bool(g["same_machine"].any()) if len(g) else False})
     counts = {v: sum(n["verdict"] == v for n in nodes) for v in ("aligned", "not aligned", "partly aligned",
                                                                    "inconclusive")}

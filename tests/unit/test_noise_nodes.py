@@ -1,0 +1,171 @@
+"""Noise on every node: the cross-node alignment on synthetic recordings with known answers, the clock model,
+and jitSim on a multi-node recording (C core against the Python reference, --align measured)."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from hpcvar.noise import alignment as A
+from hpcvar.noise.trace import CpuTrace, JitterTrace
+from hpcvar.sim import jitter as J
+from hpcvar.sim import jitter_ref as R
+from hpcvar.sim.jitter_nodes import MeasuredAlignment, NodeTraces, rescale, truncate
+
+F = 1e9  # 1 GHz: a cycle is a nanosecond
+LEN_S = 4.0
+
+
+def _cpu(cpu: int, starts_s, dur_s, length_s: float = LEN_S, lead_in: bool = True) -> CpuTrace:
+    """A CPU trace whose detours start at ``starts_s`` (sorted, seconds from the recording's start)."""
+    s = np.round(np.asarray(starts_s) * F).astype(np.int64)
+    d = np.round(np.asarray(dur_s) * F).astype(np.int64)
+    L = int(length_s * F)
+    ends = s + d
+    gaps = np.empty_like(s)
+    gaps[:-1] = s[1:] - ends[:-1]
+    gaps[-1] = L - ends[-1] + s[0]  # the lead-in wraps onto the last gap (the .jtr convention)
+    return CpuTrace(cpu, d, gaps, {"lead_in_cycles": int(s[0])})
+
+
+def _periodic(phase_s: float, period_s: float = 0.02, burst_s: float = 0.002, jitter_s: float = 0.0,
+              rng: random.Random | None = None) -> tuple[np.ndarray, np.ndarray]:
+    k = np.arange(int((LEN_S - phase_s - burst_s) / period_s))
+    s = phase_s + k * period_s
+    if jitter_s and rng:
+        s = s + np.array([rng.uniform(0, jitter_s) for _ in k])
+    return s, np.full(s.size, burst_s)
+
+
+def _node(host: str, cpus: list[CpuTrace], offset_ns: float = 0.0, boot: str = "", t0: float = 1e12,
+          drift: float = 0.0) -> A.NodeTrace:
+    meta = {"t0_mono_raw_ns": t0 + offset_ns}
+    return A.NodeTrace(host, JitterTrace(F, cpus, meta), offset_ns, drift, t0, t0, 500.0, boot or host)
+
+
+def _four_nodes(phases: list[float], offsets=(0.0, 0.0, 0.0, 0.0), boot="") -> list[A.NodeTrace]:
+    nodes = []
+    for k, ph in enumerate(phases):
+        s, d = _periodic(ph)
+        quiet_s = np.arange(0.0013 + 0.0007 * k, LEN_S - 0.01, 0.5)  # a few small uncorrelated detours
+        q = _cpu(1, quiet_s, np.full(quiet_s.size, 20e-6))
+        nodes.append(_node(f"n{k + 1}", [_cpu(0, s, d), q], offsets[k], boot=boot))
+    return nodes
+
+
+def test_same_phase_is_aligned_and_shifted_phases_are_not():
+    pairs, windows, v = A.analyze(_four_nodes([0.0, 0.0, 0.0, 0.0]), hz=50.0)
+    assert v["verdict"] == "aligned" and v["jitsim_mode"] == "sync", v
+    cpu0 = pairs[(pairs.cpu_a == 0) & (pairs.cpu_b == 0)]
+    assert (cpu0.excess > 0.95).all() and (cpu0["corr"] > 0.95).all()
+    assert (cpu0.phase_diff_cycles < 0.01).all()
+    pairs, _, v = A.analyze(_four_nodes([0.0, 0.005, 0.011, 0.016]), hz=50.0)
+    assert v["verdict"] == "not aligned" and v["jitsim_mode"] == "unsync", v
+    cpu0 = pairs[(pairs.cpu_a == 0) & (pairs.cpu_b == 0)]
+    assert (cpu0.excess < 0).all() and (cpu0.phase_diff_cycles > 0.2).all()
+    assert set(windows.columns) == {"host", "cpu", "window", "t_start_s", "noise_fraction"}
+
+
+def test_independent_poisson_noise_is_not_aligned():
+    rng = np.random.default_rng(7)
+    nodes = []
+    for k in range(4):
+        s = np.sort(rng.uniform(0, LEN_S - 0.01, 200))
+        s = s[np.concatenate([[True], np.diff(s) > 0.0012])]
+        nodes.append(_node(f"p{k}", [_cpu(0, s, np.full(s.size, 0.001))]))
+    _, _, v = A.analyze(nodes)
+    assert v["verdict"] == "not aligned", v
+    assert all(abs(p["excess"]) < 0.2 for p in v["pairs"]), v["pairs"]
+
+
+def test_clock_offsets_are_undone():
+    # the same instants recorded by nodes whose clocks are 3 s and -1.7 s off rank 0's: still aligned
+    nodes = _four_nodes([0.0] * 4, offsets=(0.0, 3e9, -1.7e9, 42.0))
+    _, _, v = A.analyze(nodes, hz=50.0)
+    assert v["verdict"] == "aligned", v
+    # clock models 3-13 ms off (bursts last 2 ms) move the bursts apart: not aligned
+    for n, shift_ms in zip(nodes[1:], (7, 13, 3), strict=True):
+        n.trace.meta["t0_mono_raw_ns"] += shift_ms * 1e6
+    _, _, v = A.analyze(nodes, hz=50.0)
+    assert v["verdict"] == "not aligned", v
+
+
+def test_one_machine_never_compares_a_cpu_with_itself():
+    nodes = _four_nodes([0.0, 0.005, 0.011, 0.016], boot="same-boot-id")
+    pairs, _, _ = A.analyze(nodes)
+    assert pairs.same_machine.all()
+    assert not ((pairs.cpu_a == pairs.cpu_b)).any()
+    other = _four_nodes([0.0, 0.005, 0.011, 0.016])
+    pairs2, _, _ = A.analyze(other)
+    assert ((pairs2.cpu_a == pairs2.cpu_b)).any() and not pairs2.same_machine.any()
+
+
+def test_too_few_long_detours_is_inconclusive():
+    nodes = [_node(f"q{k}", [_cpu(0, [0.5, 1.5], [0.001, 0.001])]) for k in range(3)]
+    _, _, v = A.analyze(nodes)
+    assert v["verdict"] == "inconclusive"
+
+
+def test_window_fraction_splits_intervals_exactly():
+    w = A.window_fraction(np.array([0.005, 0.018]), np.array([0.012, 0.041]), 0.05, 0.01)
+    assert np.allclose(w, [0.5, 0.4, 1.0, 1.0, 0.1])  # window 1: 2 ms of each interval
+
+
+def test_rescale_and_truncate_keep_the_trace_shape():
+    c = _cpu(0, [0.1, 0.7, 1.2], [0.001, 0.002, 0.003], length_s=2.0)
+    r = rescale(c, 2.5)
+    assert abs(r.length - 2.5 * c.length) <= 1 and r.events == c.events
+    assert np.allclose(r.duration, 2.5 * c.duration, atol=1)
+    t = truncate(c, int(1.0 * F))
+    assert t.length == int(1.0 * F) and t.events == 2
+
+
+def _recording(phases: list[float], offsets) -> list[A.NodeTrace]:
+    rng = random.Random(3)
+    nodes = []
+    for k, ph in enumerate(phases):
+        cpus = []
+        for cpu in range(2):
+            s, d = _periodic(ph + 0.001 * cpu, period_s=0.01 + 0.001 * k, burst_s=0.0005, jitter_s=0.0002, rng=rng)
+            cpus.append(_cpu(cpu, s, d))
+        nodes.append(_node(f"m{k}", cpus, offsets[k]))
+    return nodes
+
+
+@pytest.mark.parametrize("barrier", ["tree", "none"])
+def test_multi_node_core_equals_reference(barrier):
+    nodes = _recording([0.0, 0.003, 0.007], (0.0, 2e9, -5e8))
+    cores = 2
+    nts = NodeTraces.build(nodes, cores)
+    cpus = nts.flat()
+    nt = J.NativeTraces(cpus)
+    wl = J.Workload(work=1_500_000, phases=6, barrier=barrier, arity=2, send=300, recv=200, lat_intra=1000,
+                    lat_inter=5000, cores_per_node=cores, trace_nodes=len(nodes))
+    ref_traces = [R.RefTrace(c.duration, c.gap) for c in cpus]
+    for align in (J.Alignment("measured", measured=MeasuredAlignment(nts)), J.Alignment("unsync")):
+        for n in (1, 5, 13, 40):
+            out = J.simulate(nt, wl, n, align, seed=11, replica=1, per_task=True, keep_tasks=True)
+            offs = out.offsets.tolist()
+            ref = R.simulate(ref_traces, offs, wl.phases, wl.work, wl.barrier, wl.arity, wl.send, wl.recv,
+                             wl.lat_intra, wl.lat_inter, cores, trace_nodes=len(nodes))
+            assert out.total == ref.total and out.phase_end.tolist() == ref.phase_end
+            assert out.compute_end.tolist() == ref.compute_end and out.absorbed.tolist() == ref.absorbed
+
+
+def test_measured_offsets_put_every_node_at_one_instant():
+    nodes = _recording([0.0, 0.0, 0.0], (0.0, 7e8, -3e8))
+    nts = NodeTraces.build(nodes, 2)
+    m = MeasuredAlignment(nts)
+    offs = m.offsets(12, 2, seed=5, replica=0)
+    t = m.instant_s(5, 0)
+    assert 0 <= t < nts.span_s()
+    # node j's core c position maps back to the same common instant
+    for i, o in enumerate(offs):
+        j, c = (i // 2) % 3, i % 2
+        lead = int(nts.cores[j][c].meta["lead_in_cycles"])
+        n = nodes[j]
+        back = n.to_common_s(nts.cores[j][c], np.array([o + lead]))[0]
+        assert abs(((back - t) * F) % nts.length) < 2 or abs(((back - t) * F) % nts.length - nts.length) < 2
+    assert m.offsets(12, 2, 5, 1).tolist() != offs.tolist()  # another replica, another instant
