@@ -52,27 +52,6 @@ def _latency(ctx: StepContext, quick: bool) -> Run:
     return jobs.latency(params, ctx.bench_ctx(np=2))[0]
 
 
-def invoke(ctx: StepContext, words: list[str]) -> Run:
-    """Run an hpcvar command that has no library job yet in-process (its own validation and storage), its
-    output captured; returns the run it stored in the characterization's steps directory."""
-    import contextlib
-    import io
-
-    from hpcvar.cli import cli
-    from hpcvar.results.store import list_runs
-
-    steps_dir = ctx.bench.runs_dir
-    before = {r.id for r in list_runs(steps_dir)}
-    args = [*words, "--runs-dir", steps_dir, "--json"]
-    out = io.StringIO()
-    with contextlib.redirect_stdout(out):
-        cli.main(args=args, prog_name="hpcvar", standalone_mode=False)
-    new = [r for r in list_runs(steps_dir) if r.id not in before]
-    if not new:
-        raise HpcvarError(f"'hpcvar {' '.join(words[:3])}' stored no run", None, "See its log above")
-    return new[-1]
-
-
 QUEUE_DEFAULTS = {"min_iters": 20, "warmup": 10, "pin": True, "fit_stat": "median"}  # bench queues' defaults
 
 
@@ -109,23 +88,48 @@ def _ace(ctx: StepContext, quick: bool) -> Run:
 
 
 def _noise(ctx: StepContext, quick: bool) -> Run:
-    return invoke(ctx, ["noise", "record", "--cpus", "all", "--duration", "5s" if quick else "60s"])
+    """Noise on every CPU of every node of the launcher (one node: this machine's collector)."""
+    from hpcvar.noise import collector, jobs
+
+    duration = 5.0 if quick else 60.0
+    if ctx.nodes() > 1:
+        b = ctx.bench
+        p = jobs.NodesJobParams(cpus="all", duration_s=duration, nodes=ctx.nodes())
+        return jobs.record_nodes(p, b.launcher, b.runs_dir, b.argv, timeout_s=b.timeout_s,
+                                 launcher_args=b.launcher_args)[0]
+    cpus = tuple(collector.parse_cpus("all"))
+    return jobs.record_local(jobs.LocalParams(cpus=cpus, duration_s=duration), ctx.bench.runs_dir, ctx.bench.argv)[0]
 
 
 def _jitter(ctx: StepContext, quick: bool) -> Run:
+    """jitSim on the noise step's recording; on several nodes with the measured alignment as well."""
+    from hpcvar.sim.jitter_job import run_job
+
     noise = ctx.results.get("noise")
     if noise is None:
         raise HpcvarError("the jitter prediction needs the noise step's trace", "--steps",
                           "Run the noise step too (it records the trace)")
-    trace = noise.path / "trace.jtr"
-    words = ["sim", "jitter", "--trace", str(trace), "--tasks", "1..1M:x4" if quick else "1..1M:x2",
-             "--quantum", "1ms", "--barrier", "tree", "--align", "unsync,sync,cosched", "--window", "10ms",
-             "--phases", "10" if quick else "50", "--replicas", "3" if quick else "10"]
+    multi = (noise.path / "traces").is_dir()
+    trace = str(noise.path if multi else noise.path / "trace.jtr")
     lat = ctx.results.get("latency")
-    if lat is not None:
-        words += ["--latency-intra", f"run:{lat.path}", "--latency-inter", f"run:{lat.path}",
-                  "--send-cycles", f"run:{lat.path}", "--recv-cycles", f"run:{lat.path}"]
-    return invoke(ctx, words)
+    ref = f"run:{lat.path}" if lat is not None else "0"
+    align = "unsync,sync,cosched" + (",measured" if multi else "")
+    run, _, _ = run_job(
+        traces=[trace], synthetics=[], trace_length="1h", freq=None, align=align, window="10ms", window_origin=None,
+        offsets_file=None, seed=1, replicas=3 if quick else 10, cores_per_node=None, work=None, quantum="1ms",
+        barrier="tree", arity=2, send_cycles=ref, recv_cycles=ref, latency_intra=ref, latency_inter=ref,
+        phases=10 if quick else 50, task_list=_task_counts(4 if quick else 2), per_task=None, no_plots=False,
+        threads=1, runs_dir=ctx.bench.runs_dir, argv=ctx.bench.argv)
+    return run
+
+
+def _task_counts(factor: int) -> list[int]:
+    """1, factor, factor^2, ... up to 1M tasks (the CLI's 1..1M:xF)."""
+    out, n = [], 1
+    while n <= 1 << 20:
+        out.append(n)
+        n *= factor
+    return out
 
 
 def _fanin(ctx: StepContext, quick: bool) -> Run:

@@ -80,11 +80,8 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, inte
     """
     import shutil
 
-    from hpcvar import metadata
     from hpcvar.errors import UsageError
-    from hpcvar.noise import analysis, collector
-    from hpcvar.noise.formats import read_jtr
-    from hpcvar.results import Run
+    from hpcvar.noise import collector
     from hpcvar.units import parse_time
 
     if duration <= 0:
@@ -105,68 +102,15 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, inte
     if mem > 4 << 30:
         raise UsageError(f"the event buffers would take {mem / 2**30:.1f} GiB", "--max-rate",
                          "Lower --max-rate or --duration")
-    tracefs = None
-    if attribute:
-        from hpcvar.noise import ktrace
+    from hpcvar.noise import jobs
 
-        tracefs = ktrace.require_tracefs("--attribute")  # fails (root, tracefs) before anything is recorded
-    argv = ["hpcvar", *sys.argv[1:]]
-    params = {"cpus": cpu_list, "duration_s": duration, "threshold_ns": thr_ns, "max_rate": max_rate,
-              "rt_prio": rt_prio, "attribute": attribute, "method": method}
-    run = Run.create("noise record", params, runs_dir, argv=argv, metadata=metadata.collect())
+    params = jobs.LocalParams(cpus=tuple(cpu_list), duration_s=duration, threshold_ns=thr_ns, max_rate=max_rate,
+                              rt_prio=rt_prio, attribute=attribute, method=method, interval_ns=interval * 1e9,
+                              plots=plots)
     err = stderr_console()
-    jtr = run.path / "trace.jtr"
-    rec = None
-    try:
-        if attribute:
-            ref_s = min(collector.REFERENCE_S, duration)
-            err.print(f"reference recording without tracing: {ref_s:g} s")
-            collector.collect(cpu_list, ref_s, run.raw_dir() / "untraced.jtr", thr_ns, max_rate, argv, rt_prio)
-            err.print(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} with kernel tracepoints "
-                      f"(tracefs instance under {tracefs}/instances) into {run.path}")
-            rec = collector.collect_attributed(cpu_list, duration, jtr, thr_ns, max_rate, argv, rt_prio, tracefs)
-            res = rec.result
-        else:
-            err.print(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} into {run.path}")
-            res = collector.collect(cpu_list, duration, jtr, thr_ns, max_rate, argv, rt_prio, method, interval * 1e9)
-    except BaseException:
-        run.finish("failed", exit_status=1)
-        raise
-    (run.raw_dir() / "collector.log").write_text(res.stderr)
-    trace = read_jtr(jtr)
-    report = analysis.analyze(trace)
-    for name, df in collector.tables(report).items():
-        run.write_table(name, df)
-    if rec is not None:
-        from hpcvar.results import atomic_write_text, dumps
-
-        kev, session = collector.kernel_events(rec, trace)
-        session["overhead"] = collector.tracing_overhead(read_jtr(run.raw_dir() / "untraced.jtr"), trace,
-                                                         min(collector.REFERENCE_S, duration))
-        atomic_write_text(run.path / "tracefs.json", dumps(session))
-        run.write_table("noise.kernel_events", kev)
-        det, summ = collector.add_matched(report, trace, kev, session)
-        run.write_table("noise.attribution", det)
-        run.write_table("noise.attribution_summary", summ)
-        if report["matched"].get("warning"):
-            run.warn(report["matched"]["warning"] + "; record shorter or on fewer CPUs")
-        if not len(kev):
-            run.warn("tracefs recorded no kernel event on the recorded CPUs")
-    for q in report["quality"]["cpus"]:
-        if q.get("overflow"):
-            run.warn(f"CPU {q['cpu']}: the event buffer filled; raise --max-rate")
-        if rt_prio and not q.get("rt_prio"):
-            run.warn(f"CPU {q['cpu']}: SCHED_FIFO was refused; run as root or grant CAP_SYS_NICE")
-        if q.get("migrations"):
-            run.warn(f"CPU {q['cpu']}: the thread ran on another CPU after {q['migrations']} events")
-    if plots:
-        analysis.plot_all(trace, report, run.plots_dir())
+    run, result = jobs.record_local(params, runs_dir, ["hpcvar", *sys.argv[1:]], say=err.print)
     if out:
-        shutil.copyfile(jtr, out)
-    result = collector.json_summary(report)
-    result["run"] = str(run.path)
-    result["trace"] = str(jtr)
-    run.finish("complete", result)
+        shutil.copyfile(run.path / "trace.jtr", out)
     _emit(result, as_json)
 
 
@@ -175,45 +119,23 @@ def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, l
     """noise record on every node of a multi-node launcher."""
     import shlex
 
-    from hpcvar import metadata
     from hpcvar.errors import UsageError
     from hpcvar.launch import get_launcher
-    from hpcvar.noise import nodes as nn
-    from hpcvar.results import Run
+    from hpcvar.noise import jobs
 
-    if cpus.strip() != "all" and not all(p.strip().isdigit() for p in cpus.split(",")):
-        raise UsageError(f"'{cpus}' is not 'all' or a comma list of CPUs", "--cpus",
-                         "On several nodes give all or a list such as 0,1 (the same CPUs on every node)")
     kw = {"mpi": srun_mpi} if launcher_name == "srun" else {}
     if launcher_name == "testbed":
         kw = {"map_by": "slot", "ranks_per_host": 1}
     launcher = get_launcher(launcher_name, template=template, **kw)
-    count = nodes or launcher.nodes()
-    if not count:
-        raise UsageError("cannot tell how many nodes to record on", "--np",
-                         "Give --np NODES (outside an allocation, or with --launcher template)")
     try:
         extra = shlex.split(launcher_args or "")
     except ValueError as e:
         raise UsageError(f"cannot split --launcher-args: {e}", "--launcher-args", "Check its quotes") from None
-    p = nn.NodesParams(cpus=cpus.strip(), duration_s=duration, threshold_ns=thr_ns, max_rate=max_rate,
-                       rt_prio=rt_prio, method=nn.resolve_method(method, nn.shares_machine(launcher)),
-                       interval_ns=interval * 1e9, min_detour_s=min_detour, window_s=window)
-    argv = ["hpcvar", *sys.argv[1:]]
-    params = {"cpus": p.cpus, "duration_s": duration, "threshold_ns": thr_ns, "max_rate": max_rate,
-              "rt_prio": rt_prio, "attribute": False, "method": p.method, "interval_ns": p.interval_ns,
-              "nodes": count, "launcher": launcher_name, "min_detour_s": min_detour, "window_s": window}
-    run = Run.create("noise record", params, runs_dir, argv=argv,
-                     metadata=metadata.collect({"launcher": launcher.describe(), "np": count, "ranks_per_node": 1}))
-    stderr_console().print(f"recording {duration:g} s on {count} nodes ({launcher_name}, {p.method} method) into "
-                           f"{run.path}")
-    try:
-        result = nn.record(launcher, count, p, run, timeout, extra, argv)
-    except BaseException:
-        if run.info.get("status") == "running":
-            run.finish("failed", exit_status=1)
-        raise
-    run.finish("complete", result)
+    params = jobs.NodesJobParams(cpus=cpus.strip(), duration_s=duration, threshold_ns=thr_ns, max_rate=max_rate,
+                                 rt_prio=rt_prio, method=method, interval_ns=interval * 1e9, min_detour_s=min_detour,
+                                 window_s=window, nodes=nodes)
+    run, result = jobs.record_nodes(params, launcher, runs_dir, ["hpcvar", *sys.argv[1:]], timeout_s=timeout,
+                                    launcher_args=extra, say=stderr_console().print)
     _emit(result, as_json)
 
 

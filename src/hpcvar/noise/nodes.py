@@ -10,7 +10,6 @@ offsets measured before and after), the per-node tables (``host`` column) and th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
