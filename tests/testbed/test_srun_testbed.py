@@ -143,3 +143,36 @@ def test_characterize_in_an_sbatch_job_of_four_nodes(slurm, tmp_path):
     html = open(result["report"]).read()
     for h in ("sr-h1", "sr-h2", "sr-h3", "sr-h4"):
         assert h in html, f"the report does not name node {h}"
+
+
+def test_down_leaves_nothing_even_after_a_killed_up(tmp_path):
+    """A killed 'up --slurm' and a complete one: 'down' removes every daemon, namespace, link and directory."""
+    import signal
+    import time
+
+    from hpcvar.testbed.netns import leftovers
+
+    missing = [t for t in SLURM_TOOLS if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"{', '.join(missing)} not installed")
+    state = tmp_path / "state.json"
+    env = {"HPCVAR_TESTBED_STATE": str(state)}
+    for kill_after in (0.6, None):
+        proc = subprocess.Popen(hpcvar_cmd() + ["testbed", "up", "--hosts", "3", "--slurm", "--prefix", "sk-"],
+                                env={**os.environ, **env}, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        if kill_after is None:
+            assert proc.wait(timeout=120) == 0, proc.stderr.read().decode()[-2000:]
+            assert "idle" in run_cli(["testbed", "status"], env=env, check=True).stdout
+        else:
+            time.sleep(kill_after)
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=30)
+        res = run_cli(["testbed", "down"], env=env, timeout=120)
+        assert res.returncode == 0, res.stderr
+        deadline = time.monotonic() + 5
+        while True:
+            left = leftovers("sk-", state)
+            if not any(left.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.2)
+        assert not any(left.values()), f"left behind (killed after {kill_after} s): {left}"

@@ -320,4 +320,6 @@ def leftovers(prefix: str, state_path: Path | None = None) -> dict:
         d = sl.slurm_dir(Path(state_path))
         out["slurm_dir"] = [str(d)] if d.exists() else []
         out["slurm_processes"] = sl._pids_naming(str(d))
+        socks = Path(sl.MUNGE_SOCKET_ROOT)
+        out["munge_sockets"] = sorted(str(p) for p in socks.glob(f"{prefix}*")) if socks.is_dir() else []
     return out

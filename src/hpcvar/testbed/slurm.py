@@ -39,6 +39,7 @@ READY_TIMEOUT_S = 30.0
 # (the paper's sharing schemes need 3 ends on one node); the namespaces share the machine's cores anyway,
 # which hpcvar's own warnings say
 MIN_NODE_CPUS = 4
+MUNGE_SOCKET_ROOT = "/run/hpcvar-munge"
 # run by sh inside the host's network namespace and new UTS and mount namespaces: $0 node, $1 slurm.conf,
 # $2 an empty directory that holds the cgroup tree while /sys is mounted afresh for this network namespace
 SLURMD_SH = ('set -e; mount --make-rslave /; mount --rbind /sys/fs/cgroup "$2"; umount -l /sys; '
@@ -89,9 +90,14 @@ def plan_slurm(plan: Plan, state_path: Path) -> dict:
     ctl_addr = str(list(net.hosts())[-1])  # .254 of a /24: never a host's (hosts are numbered from .1)
     ctl_port, d_port = _free_ports(2)
     d = slurm_dir(state_path)
+    import hashlib
+
+    tag = hashlib.sha1(str(d.resolve()).encode()).hexdigest()[:10]
     # slurmctld runs only where the hostname is the controller's name: this (root namespace) host's short name
     return {"dir": str(d), "conf": str(d / "slurm.conf"), "ctl_host": socket.gethostname().split(".")[0],
             "ctl_addr": ctl_addr, "ctl_port": ctl_port,
+            # munged wants every folder above its socket open to all (x): not so under a private temp directory
+            "socket_dir": f"{MUNGE_SOCKET_ROOT}/{plan.prefix}{tag}",
             "slurmd_port": d_port, "root_link": f"{plan.prefix}root", "root_peer": f"{plan.prefix}rp",
             "cluster": "hpcvar" + plan.prefix.rstrip("-"), "cpus": max(os.cpu_count() or 1, MIN_NODE_CPUS),
             "status": "planned"}
@@ -105,7 +111,7 @@ def conf_text(plan: Plan, s: dict) -> str:
         f"ClusterName={s['cluster']}",
         f"SlurmctldHost={s['ctl_host']}({s['ctl_addr']})", "MailProg=/bin/true",
         "SlurmUser=root", "SlurmdUser=root",
-        "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={d}/munge/munge.socket.2",
+        "AuthType=auth/munge", "CredType=cred/munge", f"AuthInfo=socket={s['socket_dir']}/munge.socket.2",
         f"SlurmctldPort={s['ctl_port']}", f"SlurmdPort={s['slurmd_port']}",
         f"StateSaveLocation={d}/state", f"SlurmdSpoolDir={d}/spool/%n", f"TmpFS={d}/tmp/%n",
         f"SlurmctldPidFile={d}/run/slurmctld.pid", f"SlurmdPidFile={d}/run/slurmd-%n.pid",
@@ -168,7 +174,11 @@ def start(plan: Plan, sh, say) -> None:
         raise SlurmError(f"mungekey failed: {res.stderr.strip()}")
     key.chmod(0o600)
     m = d / "munge"
-    res = _run(["munged", f"--key-file={key}", f"--socket={m}/munge.socket.2", f"--pid-file={m}/munged.pid",
+    sock = Path(s["socket_dir"])
+    sock.mkdir(parents=True, exist_ok=True)
+    for folder in (sock.parent, sock):
+        folder.chmod(0o755)
+    res = _run(["munged", f"--key-file={key}", f"--socket={sock}/munge.socket.2", f"--pid-file={m}/munged.pid",
                 f"--log-file={m}/munged.log", f"--seed-file={m}/munged.seed"])
     if res.returncode != 0:
         raise SlurmError(f"munged did not start: {res.stderr.strip() or _tail(m / 'munged.log')}")
@@ -274,6 +284,8 @@ def daemons(plan: Plan) -> list[int]:
         return []
     d = Path(plan.slurm["dir"])
     pids = set(_pids_naming(str(d)))
+    if plan.slurm.get("socket_dir"):
+        pids.update(_pids_naming(plan.slurm["socket_dir"]))
     pids.update(p for p in _pidfile_pids(d) if _alive(p) and _is_slurm_or_munge(p))
     return sorted(p for p in pids if _alive(p))
 
@@ -313,6 +325,9 @@ def stop(plan: Plan, say) -> None:
     if left:
         say(f"slurm: processes {left} did not stop")
     subprocess.run(["ip", "link", "del", s["root_link"]], capture_output=True, timeout=20)
+    sock = Path(s.get("socket_dir", ""))
+    if sock.parent == Path(MUNGE_SOCKET_ROOT) and sock.is_dir():
+        shutil.rmtree(sock, ignore_errors=True)
     if d.name == "slurm" and d.is_dir():  # never anything but the directory this module made
         shutil.rmtree(d, ignore_errors=True)
 
