@@ -462,11 +462,13 @@ static void phase1(ea_state *e, const hv_timer *tm, uint64_t *bt, ace_model *m) 
     bench_exchanges(e, tm, bt);
     for (int b = 0; b < s->nbench; b++) {
         double sum = 0;
-        for (long i = 0; i < s->bench_iters; i++) sum += hv_ticks_to_ns(tm, bt[(size_t)b * (size_t)s->bench_iters + (size_t)i]);
+        const uint64_t *at = bt + (size_t)b * (size_t)s->bench_iters;
+        for (long i = 0; i < s->bench_iters; i++) sum += hv_ticks_to_ns(tm, at[i]);
         xs[b] = (double)s->bench[b];
         ys[b] = sum / (double)s->bench_iters / s->msgs;
     }
-    if (fit_line(xs, ys, s->nbench, &ab[0], &ab[1]) != 0) HV_DIE("EA '%s': bench_sizes need two different sizes", s->name);
+    if (fit_line(xs, ys, s->nbench, &ab[0], &ab[1]) != 0)
+        HV_DIE("EA '%s': bench_sizes need two different sizes", s->name);
     ab[2] = ys[s->nbench - 1]; /* mean time per message at the largest benchmark size */
     HV_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, ab, 3, MPI_DOUBLE, MPI_SUM, e->comm));
     m->alpha = ab[0] / e->size;

@@ -95,7 +95,8 @@ def test_raw_layout_matches_a_file_from_before_the_split(runs_dir):
 
     old = Path(__file__).resolve().parents[1] / "data" / "fanin_ba3e1d1" / "launch-001.raw"
     run_cli(["bench", "fanin", "--np", "3", "--clients", "1", "--chatter", "1", "--large", "4KiB", "--small", "256",
-             "--messages", "5", "--queues", "single,dual", "--depth", "deep", "--match", "exact", "--wait", "sleep:50", "--timeout", "120s"], check=True, timeout=200)  # the file's wait
+             "--messages", "5", "--queues", "single,dual", "--depth", "deep", "--match", "exact",
+             "--wait", "sleep:50", "--timeout", "120s"], check=True, timeout=200)  # the file's wait_us
     (new,) = sorted((Run.open(resolve_run("latest")).path / "raw").glob("launch-*.raw"))
     old_head, old_rows = layout(old)
     new_head, new_rows = layout(new)
