@@ -48,7 +48,13 @@
  *   kind 5 chatter  (chatter) rank=client peer=root a=round trips b=recorded c=record stride
  *   kind 7 csteady  (root)    rank=client peer=root a=the client's first large completion ns b=its last
  *                             (both since t0, inside the window) c=its large bytes completed after the first
- * (kind 6, a root-wide version of kind 7, is no longer written: docs/fanin.md) */
+ * (kind 6, a root-wide version of kind 7, is no longer written: docs/fanin.md)
+ *
+ * Code: main parses the options into a fanin_config, allocates a root's
+ * fanin_server or a client's fanin_client once, then per point calls
+ * run_server, run_large_client or run_chatter_client (or only joins the
+ * barrier when idle) and gathers the rows. No file-scope mutable state: the
+ * matching mode and the communicator live in each hv_queue. */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -59,6 +65,23 @@ enum { TAG_LARGE = 11, TAG_SMALL = 12, TAG_STOP = 13, TAG_ACK = 14 };
 enum { ROLE_IDLE = 0, ROLE_LARGE = 1, ROLE_CHATTER = 2, ROLE_SERVER = 3 };
 enum { NCOLS = 7, HDR = 8, MAX_BINS_MESSAGES = 1 << 16 };
 
+typedef struct {        /* the validated options */
+    long servers, large, small, messages, max_samples, rep, seed, wait_us;
+    double duration_s, bin_s;
+    const char *placement;
+    size_t npoints;
+    int64_t *p_clients, *p_chatter, *p_queues, *p_depth, *p_match; /* per point */
+} fanin_config;
+
+typedef struct {        /* one point */
+    int clients, chatter, dual, depth, exact;
+} fanin_point;
+
+typedef struct {        /* what the largest point needs on this rank */
+    long maxloc, maxreq, maxrows, nbins_max;
+    size_t slab;
+} fanin_sizes;
+
 typedef struct {
     int n;              /* slots in this queue */
     size_t bufsz;
@@ -68,6 +91,8 @@ typedef struct {
     int *clients;       /* local client indices served by this queue */
     int nclients, unfinished;
     int tag;            /* tag of "any" receives: MPI_ANY_TAG, TAG_LARGE or TAG_SMALL */
+    int exact;          /* match exact: each receive names one client and its tag */
+    MPI_Comm comm;
     int *idx;           /* Testsome output */
     MPI_Status *st;
 } hv_queue;
@@ -80,6 +105,34 @@ typedef struct {        /* a root's view of its clients, for one point */
     int *finished, *queue;
     MPI_Request *stop_req, *ack_req;
 } hv_clients;
+
+typedef struct {        /* a root's buffers, allocated once for the largest point */
+    hv_ctx *ctx;
+    const fanin_config *cfg;
+    hv_queue q[2];      /* q[0] single (all) or small/control (chatter); q[1] large (dual only) */
+    int nq, nlarge;
+    hv_clients cl;
+    int *local_of;      /* world rank -> index in cl */
+    char *rbuf;
+    double *bin_large, *bin_small;
+    long nbins_max;
+    uint64_t bin_ticks, dur_ticks;
+    int64_t ackbuf, stopbuf;
+} fanin_server;
+
+typedef struct {        /* one point's progress on a root */
+    uint64_t t0, t_end;
+    int nfinished, large_finished, stopped;
+    long cancelled, posted;
+} server_run;
+
+typedef struct {        /* a client's buffers (every non-root rank may be a client in some point) */
+    hv_ctx *ctx;
+    const fanin_config *cfg;
+    char *lbuf, *sbuf;
+    uint64_t *rtt, *tsend;
+    int64_t stopbuf, ackin;
+} fanin_client;
 
 static uint64_t splitmix64(uint64_t *s) {
     uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
@@ -94,17 +147,203 @@ static void *xcalloc(size_t n, size_t sz) {
     return p;
 }
 
-static int exact_mode;
-static MPI_Comm comm;
+/* ---- options, placement, sizes ------------------------------------------------------------ */
+
+static void parse_config(const hv_opt *opts, size_t nopts, fanin_config *c) {
+    char err[256];
+    size_t npl, npc, npq, npd, npm;
+    if (hv_args_long(opts, nopts, "servers", 1, 1 << 20, &c->servers, err, sizeof err) ||
+        hv_args_long(opts, nopts, "large", HDR, 0x7fffffffL, &c->large, err, sizeof err) ||
+        hv_args_long(opts, nopts, "small", HDR, 0x7fffffffL, &c->small, err, sizeof err) ||
+        hv_args_double(opts, nopts, "duration", 0.0, 1e6, &c->duration_s, err, sizeof err) ||
+        hv_args_long(opts, nopts, "messages", 0, 1L << 40, &c->messages, err, sizeof err) ||
+        hv_args_double(opts, nopts, "bin", 1e-6, 1e6, &c->bin_s, err, sizeof err) ||
+        hv_args_long(opts, nopts, "max-samples", 2, 1L << 30, &c->max_samples, err, sizeof err) ||
+        hv_args_long(opts, nopts, "rep", 0, 1L << 30, &c->rep, err, sizeof err) ||
+        hv_args_long(opts, nopts, "seed", 0, 0x7fffffffffffffffL, &c->seed, err, sizeof err) ||
+        hv_args_long(opts, nopts, "wait-us", -1, 1000000, &c->wait_us, err, sizeof err) ||
+        hv_args_list(opts, nopts, "p-clients", &c->p_clients, &npl, err, sizeof err) ||
+        hv_args_list(opts, nopts, "p-chatter", &c->p_chatter, &npc, err, sizeof err) ||
+        hv_args_list(opts, nopts, "p-queues", &c->p_queues, &npq, err, sizeof err) ||
+        hv_args_list(opts, nopts, "p-depth", &c->p_depth, &npd, err, sizeof err) ||
+        hv_args_list(opts, nopts, "p-match", &c->p_match, &npm, err, sizeof err))
+        HV_DIE("hv_fanin: %s", err);
+    c->placement = hv_args_get(opts, nopts, "placement");
+    if (!c->placement || (strcmp(c->placement, "fixed") != 0 && strcmp(c->placement, "shuffle") != 0))
+        HV_DIE("hv_fanin: --placement must be fixed or shuffle");
+    if ((c->duration_s > 0) == (c->messages > 0)) HV_DIE("hv_fanin: give exactly one of --duration and --messages");
+    c->max_samples &= ~1L; /* even: the stride doubling keeps sample i at sequence i * stride */
+    c->npoints = npl;
+    if (npc != npl || npq != npl || npd != npl || npm != npl) HV_DIE("hv_fanin: the --p-* lists differ in length");
+}
+
+static void free_config(fanin_config *c) {
+    free(c->p_clients); free(c->p_chatter); free(c->p_queues); free(c->p_depth); free(c->p_match);
+}
+
+static fanin_point point_at(const fanin_config *c, size_t p) {
+    fanin_point pt = {(int)c->p_clients[p], (int)c->p_chatter[p], c->p_queues[p] != 0, (int)c->p_depth[p],
+                      c->p_match[p] != 0};
+    return pt;
+}
+
+/* The rank permutation, position -> rank: identity, or a seeded Fisher-Yates shuffle. */
+static int *make_placement(const fanin_config *c, int R) {
+    int *perm = xcalloc((size_t)R, sizeof *perm);
+    for (int i = 0; i < R; i++) perm[i] = i;
+    if (strcmp(c->placement, "shuffle") == 0) {
+        uint64_t st = (uint64_t)c->seed;
+        for (int i = R - 1; i > 0; i--) {
+            int j = (int)(splitmix64(&st) % (uint64_t)(i + 1));
+            int t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+        }
+    }
+    return perm;
+}
+
+/* Grows z to what root position mypos needs for one point. */
+static void size_server_point(const fanin_config *c, int mypos, long L, long C, int dual, long depth,
+                              fanin_sizes *z) {
+    const long S = c->servers;
+    long nl = L / S + (mypos < L % S), nc = C / S + (mypos < C % S);
+    if (nl + nc > z->maxloc) z->maxloc = nl + nc;
+    size_t need;
+    long r0, r1 = 0;
+    if (!dual) {
+        r0 = depth ? depth : nl + nc;
+        need = (size_t)r0 * (size_t)(c->large > c->small ? c->large : c->small);
+    } else {
+        r0 = depth ? (nc ? depth : 0) : nc;
+        r1 = depth ? depth : nl;
+        need = (size_t)r0 * (size_t)c->small + (size_t)r1 * (size_t)c->large;
+    }
+    if (r0 > z->maxreq) z->maxreq = r0;
+    if (r1 > z->maxreq) z->maxreq = r1;
+    if (need > z->slab) z->slab = need;
+    if (2 * (nl + nc) + z->nbins_max + 1 > z->maxrows) z->maxrows = 2 * (nl + nc) + z->nbins_max + 1;
+}
+
+/* Checks every point against the job and sizes everything, maximised over the points. */
+static fanin_sizes size_everything(const fanin_config *c, int R, int mypos) {
+    fanin_sizes z = {1, 1, 1, 0, HDR};
+    const long S = c->servers;
+    z.nbins_max = c->messages > 0 ? MAX_BINS_MESSAGES : (long)(c->duration_s / c->bin_s) + 2;
+    for (size_t p = 0; p < c->npoints; p++) {
+        long L = (long)c->p_clients[p], C = (long)c->p_chatter[p];
+        if (L < 1) HV_DIE("hv_fanin: point %zu has no large-buffer client", p);
+        if (S + L + C > R) HV_DIE("hv_fanin: point %zu needs %ld ranks (servers+clients+chatter), the job has %d",
+                                  p, S + L + C, R);
+        if (mypos < S) size_server_point(c, mypos, L, C, c->p_queues[p] != 0, (long)c->p_depth[p], &z);
+    }
+    if (c->max_samples + 1 > z.maxrows) z.maxrows = c->max_samples + 1;
+    return z;
+}
+
+/* ---- the root: allocation, queues ----------------------------------------------------------- */
+
+static void server_alloc(fanin_server *sv, hv_ctx *ctx, const fanin_config *c, const fanin_sizes *z) {
+    memset(sv, 0, sizeof *sv);
+    sv->ctx = ctx;
+    sv->cfg = c;
+    sv->rbuf = hv_malloc_touched(z->slab);
+    for (int i = 0; i < 2; i++) {
+        hv_queue *Q = &sv->q[i];
+        Q->comm = ctx->comm;
+        Q->req = xcalloc((size_t)z->maxreq, sizeof(MPI_Request));
+        Q->slot_pos = xcalloc((size_t)z->maxreq, sizeof(int));
+        Q->clients = xcalloc((size_t)z->maxloc, sizeof(int));
+        Q->idx = xcalloc((size_t)z->maxreq, sizeof(int));
+        Q->st = xcalloc((size_t)z->maxreq, sizeof(MPI_Status));
+    }
+    hv_clients *cl = &sv->cl;
+    size_t m = (size_t)z->maxloc;
+    cl->rank = xcalloc(m, sizeof(int)); cl->role = xcalloc(m, sizeof(int));
+    cl->final_total = xcalloc(m, sizeof(int64_t)); cl->recv_total = xcalloc(m, sizeof(int64_t));
+    cl->recv_win = xcalloc(m, sizeof(int64_t)); cl->bytes_win = xcalloc(m, sizeof(int64_t));
+    cl->after_first = xcalloc(m, sizeof(int64_t));
+    cl->t_first = xcalloc(m, sizeof(uint64_t)); cl->t_last = xcalloc(m, sizeof(uint64_t));
+    cl->finished = xcalloc(m, sizeof(int)); cl->queue = xcalloc(m, sizeof(int));
+    cl->stop_req = xcalloc(m, sizeof(MPI_Request)); cl->ack_req = xcalloc(m, sizeof(MPI_Request));
+    sv->local_of = xcalloc((size_t)ctx->size, sizeof(int));
+    sv->nbins_max = z->nbins_max;
+    sv->bin_large = hv_malloc_touched((size_t)z->nbins_max * sizeof(double));
+    sv->bin_small = hv_malloc_touched((size_t)z->nbins_max * sizeof(double));
+    sv->bin_ticks = hv_ns_to_ticks(&ctx->timer, c->bin_s * 1e9);
+    sv->dur_ticks = hv_ns_to_ticks(&ctx->timer, c->duration_s * 1e9);
+}
+
+static void server_free(fanin_server *sv) {
+    for (int i = 0; i < 2; i++) {
+        hv_queue *Q = &sv->q[i];
+        free(Q->req); free(Q->slot_pos); free(Q->clients); free(Q->idx); free(Q->st);
+    }
+    hv_clients *cl = &sv->cl;
+    free(cl->rank); free(cl->role); free(cl->final_total); free(cl->recv_total); free(cl->recv_win);
+    free(cl->bytes_win); free(cl->after_first); free(cl->t_first); free(cl->t_last); free(cl->finished);
+    free(cl->queue); free(cl->stop_req); free(cl->ack_req);
+    free(sv->local_of); free(sv->rbuf); free(sv->bin_large); free(sv->bin_small);
+}
+
+/* The root's local clients for one point: large first, then chatter; counters reset. */
+static void server_set_clients(fanin_server *sv, const fanin_point *pt, const int *perm, int sidx) {
+    hv_clients *cl = &sv->cl;
+    const int S = (int)sv->cfg->servers;
+    cl->n = 0;
+    for (int i = sidx; i < pt->clients; i += S) {
+        cl->rank[cl->n] = perm[S + i]; cl->role[cl->n++] = ROLE_LARGE;
+    }
+    for (int j = sidx; j < pt->chatter; j += S) {
+        cl->rank[cl->n] = perm[S + pt->clients + j]; cl->role[cl->n++] = ROLE_CHATTER;
+    }
+    sv->nlarge = 0;
+    for (int k = 0; k < cl->n; k++) {
+        sv->local_of[cl->rank[k]] = k;
+        cl->final_total[k] = cl->recv_total[k] = cl->recv_win[k] = cl->bytes_win[k] = cl->after_first[k] = 0;
+        cl->t_first[k] = cl->t_last[k] = 0;
+        cl->finished[k] = 0;
+        cl->stop_req[k] = cl->ack_req[k] = MPI_REQUEST_NULL;
+        sv->nlarge += cl->role[k] == ROLE_LARGE;
+    }
+}
+
+/* The root's queues for one point, laid out one after the other in the slab. */
+static void server_set_queues(fanin_server *sv, const fanin_point *pt) {
+    const hv_clients *cl = &sv->cl;
+    const long large = sv->cfg->large, small = sv->cfg->small;
+    const int dual = pt->dual;
+    size_t off = 0;
+    sv->nq = dual ? 2 : 1;
+    for (int i = 0; i < sv->nq; i++) {
+        hv_queue *Q = &sv->q[i];
+        Q->nclients = 0;
+        for (int k = 0; k < cl->n; k++) {
+            int mine = !dual || (i == 0 ? cl->role[k] == ROLE_CHATTER : cl->role[k] == ROLE_LARGE);
+            if (mine) { Q->clients[Q->nclients++] = k; cl->queue[k] = i; }
+        }
+        Q->unfinished = Q->nclients;
+        Q->n = pt->depth ? (Q->nclients ? pt->depth : 0) : Q->nclients;
+        if (!dual) {
+            Q->bufsz = (size_t)(sv->nlarge ? (large > small ? large : small) : small);
+            Q->tag = MPI_ANY_TAG;
+        } else {
+            Q->bufsz = (size_t)(i == 0 ? small : large);
+            Q->tag = i == 0 ? TAG_SMALL : TAG_LARGE;
+        }
+        Q->exact = pt->exact;
+        Q->base = sv->rbuf + off;
+        off += (size_t)Q->n * Q->bufsz;
+        for (int s = 0; s < Q->n; s++) Q->slot_pos[s] = s % (Q->nclients ? Q->nclients : 1);
+    }
+}
 
 static void post(hv_queue *q, const hv_clients *c, int s) {
     int src = MPI_ANY_SOURCE, tag = q->tag;
-    if (exact_mode) {
+    if (q->exact) {
         int k = q->clients[q->slot_pos[s]];
         src = c->rank[k];
         tag = c->role[k] == ROLE_LARGE ? TAG_LARGE : TAG_SMALL;
     }
-    HV_MPI_CHECK(MPI_Irecv(q->base + (size_t)s * q->bufsz, (int)q->bufsz, MPI_BYTE, src, tag, comm, &q->req[s]));
+    HV_MPI_CHECK(MPI_Irecv(q->base + (size_t)s * q->bufsz, (int)q->bufsz, MPI_BYTE, src, tag, q->comm, &q->req[s]));
 }
 
 /* exact: the next unfinished position after pos + step (mod clients), or -1 */
@@ -119,7 +358,7 @@ static int next_pos(const hv_queue *q, const hv_clients *c, int pos, int step) {
 /* Re-post slot s after it completed (or was cancelled). */
 static void repost(hv_queue *q, const hv_clients *c, int s, int step) {
     q->req[s] = MPI_REQUEST_NULL;
-    if (exact_mode) {
+    if (q->exact) {
         q->slot_pos[s] = next_pos(q, c, q->slot_pos[s], step);
         if (q->slot_pos[s] >= 0) post(q, c, s);
     } else if (q->unfinished > 0) {
@@ -136,6 +375,293 @@ static long cancel_req(MPI_Request *r) {
     if (!flag) HV_DIE("hv_fanin: a receive completed after every client had finished (from rank %d, tag %d)",
                       st.MPI_SOURCE, st.MPI_TAG);
     return 1;
+}
+
+/* ---- the root: the poll loop ------------------------------------------------------------------ */
+
+/* A message of client k completed at `now` inside the window: bytes, bins, steady-state times. */
+static void server_count(fanin_server *sv, const server_run *run, int k, int bytes, uint64_t now) {
+    hv_clients *cl = &sv->cl;
+    cl->recv_win[k]++;
+    cl->bytes_win[k] += bytes;
+    uint64_t b = (now - run->t0) / sv->bin_ticks;
+    if (b < (uint64_t)sv->nbins_max) {
+        if (cl->role[k] == ROLE_LARGE) sv->bin_large[b] += bytes;
+        else sv->bin_small[b] += bytes;
+    }
+    if (cl->role[k] == ROLE_LARGE) {
+        if (cl->t_first[k]) cl->after_first[k] += bytes;
+        else cl->t_first[k] = now;
+        cl->t_last[k] = now;
+    }
+}
+
+/* Client k's last message is in: with exact matching, slots still waiting for k move on. */
+static void server_client_done(fanin_server *sv, server_run *run, int k) {
+    hv_clients *cl = &sv->cl;
+    hv_queue *K = &sv->q[cl->queue[k]];
+    cl->finished[k] = 1;
+    run->nfinished++;
+    K->unfinished--;
+    if (cl->role[k] == ROLE_LARGE) run->large_finished++;
+    if (!K->exact) return;
+    for (int s2 = 0; s2 < K->n; s2++)
+        if (K->req[s2] != MPI_REQUEST_NULL && K->clients[K->slot_pos[s2]] == k) {
+            run->cancelled += cancel_req(&K->req[s2]);
+            repost(K, cl, s2, 1);
+        }
+}
+
+/* The j-th completion of the last Testsome on queue Q. */
+static void server_handle(fanin_server *sv, server_run *run, hv_queue *Q, int j, uint64_t now, int in_win) {
+    hv_clients *cl = &sv->cl;
+    const int s = Q->idx[j];
+    const MPI_Status *st = &Q->st[j];
+    int bytes = 0;
+    HV_MPI_CHECK(MPI_Get_count(st, MPI_BYTE, &bytes));
+    const int k = sv->local_of[st->MPI_SOURCE];
+    int64_t hdr;
+    memcpy(&hdr, Q->base + (size_t)s * Q->bufsz, sizeof hdr);
+    cl->recv_total[k]++;
+    if (hdr > 0) cl->final_total[k] = hdr;
+    if (in_win) server_count(sv, run, k, bytes, now);
+    if (cl->role[k] == ROLE_CHATTER) {
+        if (cl->ack_req[k] != MPI_REQUEST_NULL) hv_wait(sv->ctx, &cl->ack_req[k]);
+        HV_MPI_CHECK(MPI_Isend(&sv->ackbuf, HDR, MPI_BYTE, st->MPI_SOURCE, TAG_ACK, Q->comm, &cl->ack_req[k]));
+    }
+    if (cl->final_total[k] > 0 && cl->recv_total[k] == cl->final_total[k]) server_client_done(sv, run, k);
+    repost(Q, cl, s, Q->n);
+}
+
+/* Tests queue Q once and handles what completed; returns 1 if anything did. */
+static int server_poll_queue(fanin_server *sv, server_run *run, hv_queue *Q) {
+    int outc = 0;
+    if (Q->n == 0) return 0;
+    HV_MPI_CHECK(MPI_Testsome(Q->n, Q->req, &outc, Q->idx, Q->st));
+    if (outc == MPI_UNDEFINED || outc == 0) return 0;
+    const uint64_t now = hv_ticks(&sv->ctx->timer);
+    const int in_win = !run->stopped && now <= run->t_end;
+    for (int j = 0; j < outc; j++) server_handle(sv, run, Q, j, now, in_win);
+    return 1;
+}
+
+/* The window is over (time, or every large client's last message): send STOP to every client. */
+static void server_maybe_stop(fanin_server *sv, server_run *run) {
+    const uint64_t now = hv_ticks(&sv->ctx->timer);
+    const int by_messages = sv->cfg->messages > 0;
+    if (by_messages ? run->large_finished != sv->nlarge : now < run->t_end) return;
+    if (by_messages) run->t_end = now;
+    run->stopped = 1;
+    for (int k = 0; k < sv->cl.n; k++)
+        HV_MPI_CHECK(MPI_Isend(&sv->stopbuf, HDR, MPI_BYTE, sv->cl.rank[k], TAG_STOP, sv->ctx->comm,
+                               &sv->cl.stop_req[k]));
+}
+
+static void server_poll(fanin_server *sv, server_run *run) {
+    while (run->nfinished < sv->cl.n) {
+        int progressed = 0;
+        for (int i = 0; i < sv->nq; i++) progressed |= server_poll_queue(sv, run, &sv->q[i]);
+        if (!run->stopped) server_maybe_stop(sv, run);
+        if (!progressed) hv_idle(sv->ctx);
+    }
+}
+
+/* ---- the root: rows ---------------------------------------------------------------------------- */
+
+static double *row(double *rows, size_t *nrows) {
+    return rows + (*nrows)++ * NCOLS;
+}
+
+/* Kinds 1 (per client), 2 (bins), 4 (root), 7 (per large client); returns the number of rows. */
+static size_t server_rows(const fanin_server *sv, const server_run *run, double *rows) {
+    const hv_clients *cl = &sv->cl;
+    const hv_timer *tm = &sv->ctx->timer;
+    const double me = sv->ctx->rank;
+    size_t nrows = 0;
+    double *r;
+    for (int k = 0; k < cl->n; k++) {
+        r = row(rows, &nrows);
+        r[0] = 1; r[1] = cl->rank[k]; r[2] = me; r[3] = cl->role[k];
+        r[4] = (double)cl->bytes_win[k]; r[5] = (double)cl->recv_win[k]; r[6] = (double)cl->recv_total[k];
+    }
+    long nb = (long)((run->t_end - run->t0) / sv->bin_ticks) + 1;
+    if (nb > sv->nbins_max) nb = sv->nbins_max;
+    const double bin_ns = hv_ticks_to_ns(tm, sv->bin_ticks);
+    for (long b = 0; b < nb; b++) {
+        r = row(rows, &nrows);
+        r[0] = 2; r[1] = me; r[2] = -1; r[3] = (double)b;
+        r[4] = sv->bin_large[b]; r[5] = sv->bin_small[b]; r[6] = (double)b * bin_ns;
+    }
+    r = row(rows, &nrows);
+    r[0] = 4; r[1] = me; r[2] = -1; r[3] = 0; r[4] = hv_ticks_to_ns(tm, run->t_end - run->t0);
+    r[5] = (double)run->cancelled; r[6] = (double)run->posted;
+    for (int k = 0; k < cl->n; k++) {
+        if (cl->role[k] != ROLE_LARGE) continue;
+        r = row(rows, &nrows);
+        r[0] = 7; r[1] = cl->rank[k]; r[2] = me; r[3] = 0;
+        r[4] = cl->t_first[k] ? hv_ticks_to_ns(tm, cl->t_first[k] - run->t0) : 0.0;
+        r[5] = cl->t_first[k] ? hv_ticks_to_ns(tm, cl->t_last[k] - run->t0) : 0.0;
+        r[6] = (double)cl->after_first[k];
+    }
+    return nrows;
+}
+
+/* One point on root sidx: set up, post, poll until every client is done, cancel the rest, rows. */
+static size_t run_server(fanin_server *sv, const fanin_point *pt, const int *perm, int sidx, double *rows) {
+    server_run run = {0};
+    server_set_clients(sv, pt, perm, sidx);
+    server_set_queues(sv, pt);
+    for (long b = 0; b < sv->nbins_max; b++) sv->bin_large[b] = sv->bin_small[b] = 0.0;
+    for (int i = 0; i < sv->nq; i++) {
+        for (int s = 0; s < sv->q[i].n; s++) post(&sv->q[i], &sv->cl, s);
+        run.posted += sv->q[i].n;
+    }
+    hv_barrier(sv->ctx);
+    run.t0 = hv_ticks(&sv->ctx->timer);
+    run.t_end = sv->cfg->messages > 0 ? UINT64_MAX : run.t0 + sv->dur_ticks;
+    server_poll(sv, &run);
+    for (int i = 0; i < sv->nq; i++)
+        for (int s = 0; s < sv->q[i].n; s++)
+            if (sv->q[i].req[s] != MPI_REQUEST_NULL) run.cancelled += cancel_req(&sv->q[i].req[s]);
+    hv_waitall(sv->ctx, sv->cl.n, sv->cl.stop_req);
+    hv_waitall(sv->ctx, sv->cl.n, sv->cl.ack_req);
+    if (!run.stopped) run.t_end = run.t0; /* a root without clients */
+    return server_rows(sv, &run, rows);
+}
+
+/* ---- the clients ------------------------------------------------------------------------------- */
+
+static void client_alloc(fanin_client *cc, hv_ctx *ctx, const fanin_config *c) {
+    memset(cc, 0, sizeof *cc);
+    cc->ctx = ctx;
+    cc->cfg = c;
+    cc->lbuf = hv_malloc_touched((size_t)c->large);
+    cc->sbuf = hv_malloc_touched((size_t)c->small);
+    cc->rtt = hv_malloc_touched((size_t)c->max_samples * sizeof(uint64_t));
+    cc->tsend = hv_malloc_touched((size_t)c->max_samples * sizeof(uint64_t));
+}
+
+static void client_free(fanin_client *cc) {
+    free(cc->lbuf); free(cc->sbuf); free(cc->rtt); free(cc->tsend);
+}
+
+/* Large messages back to back until STOP (or the --messages-th); no rows. */
+static void run_large_client(fanin_client *cc, int server) {
+    const hv_ctx *ctx = cc->ctx;
+    const long messages = cc->cfg->messages;
+    MPI_Request stop_req;
+    int stopflag = 0;
+    int64_t sent = 0, hdr;
+    HV_MPI_CHECK(MPI_Irecv(&cc->stopbuf, HDR, MPI_BYTE, server, TAG_STOP, ctx->comm, &stop_req));
+    hv_barrier(ctx);
+    for (;;) {
+        if (!stopflag) HV_MPI_CHECK(MPI_Test(&stop_req, &stopflag, MPI_STATUS_IGNORE));
+        int last = stopflag || (messages > 0 && sent + 1 == messages);
+        int n = stopflag ? HDR : (int)cc->cfg->large;
+        hdr = last ? sent + 1 : 0;
+        memcpy(cc->lbuf, &hdr, sizeof hdr);
+        MPI_Request sreq;
+        HV_MPI_CHECK(MPI_Isend(cc->lbuf, n, MPI_BYTE, server, TAG_LARGE, ctx->comm, &sreq));
+        hv_wait(ctx, &sreq);
+        sent++;
+        if (last) break;
+    }
+    if (!stopflag) hv_wait(ctx, &stop_req);
+}
+
+typedef struct {        /* a chatter client's recorded round trips */
+    int64_t nrec, stride;
+} chatter_log;
+
+/* Records round trip number `sent` (a..b, ticks) if it falls on the stride; past max_samples it keeps
+ * every other sample and doubles the stride, so that sample i stays at sequence i * stride. */
+static void chatter_record(fanin_client *cc, chatter_log *lg, int64_t sent, uint64_t a, uint64_t b, uint64_t t0) {
+    const int64_t max_samples = cc->cfg->max_samples;
+    if (sent % lg->stride != 0) return;
+    if (lg->nrec == max_samples) {
+        for (int64_t i = 0; i < max_samples / 2; i++) {
+            cc->rtt[i] = cc->rtt[2 * i];
+            cc->tsend[i] = cc->tsend[2 * i];
+        }
+        lg->nrec = max_samples / 2;
+        lg->stride *= 2;
+    }
+    if (sent % lg->stride == 0) {
+        cc->rtt[lg->nrec] = b - a;
+        cc->tsend[lg->nrec++] = a - t0;
+    }
+}
+
+/* Small messages, each waiting for the root's ack, until STOP; kinds 3 and 5. */
+static size_t run_chatter_client(fanin_client *cc, int server, double *rows) {
+    const hv_ctx *ctx = cc->ctx;
+    MPI_Request stop_req;
+    int stopflag = 0;
+    int64_t sent = 0, hdr;
+    chatter_log lg = {0, 1};
+    HV_MPI_CHECK(MPI_Irecv(&cc->stopbuf, HDR, MPI_BYTE, server, TAG_STOP, ctx->comm, &stop_req));
+    hv_barrier(ctx);
+    const uint64_t t0 = hv_ticks(&ctx->timer);
+    for (;;) {
+        if (!stopflag) HV_MPI_CHECK(MPI_Test(&stop_req, &stopflag, MPI_STATUS_IGNORE));
+        hdr = stopflag ? sent + 1 : 0;
+        memcpy(cc->sbuf, &hdr, sizeof hdr);
+        const int n = stopflag ? HDR : (int)cc->cfg->small;
+        const uint64_t a = hv_ticks(&ctx->timer);
+        MPI_Request rt[2];
+        HV_MPI_CHECK(MPI_Irecv(&cc->ackin, HDR, MPI_BYTE, server, TAG_ACK, ctx->comm, &rt[0]));
+        HV_MPI_CHECK(MPI_Isend(cc->sbuf, n, MPI_BYTE, server, TAG_SMALL, ctx->comm, &rt[1]));
+        hv_waitall(ctx, 2, rt);
+        const uint64_t b = hv_ticks(&ctx->timer);
+        if (!stopflag) chatter_record(cc, &lg, sent, a, b, t0);
+        sent++;
+        if (stopflag) break;
+    }
+    size_t nrows = 0;
+    double *r;
+    for (int64_t i = 0; i < lg.nrec; i++) {
+        r = row(rows, &nrows);
+        r[0] = 3; r[1] = ctx->rank; r[2] = server; r[3] = (double)(i * lg.stride);
+        r[4] = hv_ticks_to_ns(&ctx->timer, cc->rtt[i]); r[5] = hv_ticks_to_ns(&ctx->timer, cc->tsend[i]); r[6] = 0;
+    }
+    r = row(rows, &nrows);
+    r[0] = 5; r[1] = ctx->rank; r[2] = server; r[3] = 0; r[4] = (double)(sent - 1); r[5] = (double)lg.nrec;
+    r[6] = (double)lg.stride;
+    return nrows;
+}
+
+/* ---- main ---------------------------------------------------------------------------------------- */
+
+static void write_header(hv_ctx *ctx, const int *perm) {
+    const char *cols[] = {"kind", "rank", "peer", "idx", "a", "b", "c"};
+    if (ctx->rank != 0) return;
+    hv_out_columns(&ctx->out, NCOLS, cols);
+    fputs("#@placement_ranks=", ctx->out.f); /* position -> rank (roles are taken by position) */
+    for (int i = 0; i < ctx->size; i++) fprintf(ctx->out.f, "%s%d", i ? "," : "", perm[i]);
+    fputc('\n', ctx->out.f);
+}
+
+static void describe_point(const fanin_config *c, const fanin_point *pt, char *desc, size_t len) {
+    snprintf(desc, len,
+             "rep=%ld clients=%d chatter=%d queues=%s depth=%s%.0d match=%s servers=%ld large=%ld small=%ld "
+             "bin_ns=%.0f duration_s=%g messages=%ld placement=%s seed=%ld wait_us=%ld",
+             c->rep, pt->clients, pt->chatter, pt->dual ? "dual" : "single", pt->depth ? "" : "deep", pt->depth,
+             pt->exact ? "exact" : "any", c->servers, c->large, c->small, c->bin_s * 1e9, c->duration_s,
+             c->messages, c->placement, c->seed, c->wait_us);
+}
+
+/* This rank's part of one point, by its position; returns its number of rows. */
+static size_t run_point(const fanin_config *c, const fanin_point *pt, int mypos, const int *perm, fanin_server *sv,
+                        fanin_client *cc, double *rows) {
+    const int S = (int)c->servers, L = pt->clients, C = pt->chatter;
+    if (mypos < S) return run_server(sv, pt, perm, mypos, rows);
+    if (mypos < S + L) {
+        run_large_client(cc, perm[(mypos - S) % S]);
+        return 0;
+    }
+    if (mypos < S + L + C) return run_chatter_client(cc, perm[(mypos - S - L) % S], rows);
+    hv_barrier(cc->ctx);
+    return 0;
 }
 
 int main(int argc, char **argv) {
@@ -161,377 +687,32 @@ int main(int argc, char **argv) {
     const size_t nopts = sizeof opts / sizeof opts[0];
     hv_ctx ctx;
     hv_ctx_init(&ctx, &argc, &argv, "hv_fanin", opts, nopts);
-    comm = ctx.comm;
+    fanin_config cfg;
+    parse_config(opts, nopts, &cfg);
+    hv_set_wait(&ctx, (int)cfg.wait_us);
 
-    char err[256];
-    long S, large, small, messages, max_samples, rep, seed, wait_us;
-    double duration, bin_s;
-    int64_t *pl, *pc, *pq, *pd, *pm;
-    size_t npl, npc, npq, npd, npm;
-    if (hv_args_long(opts, nopts, "servers", 1, 1 << 20, &S, err, sizeof err) ||
-        hv_args_long(opts, nopts, "large", HDR, 0x7fffffffL, &large, err, sizeof err) ||
-        hv_args_long(opts, nopts, "small", HDR, 0x7fffffffL, &small, err, sizeof err) ||
-        hv_args_double(opts, nopts, "duration", 0.0, 1e6, &duration, err, sizeof err) ||
-        hv_args_long(opts, nopts, "messages", 0, 1L << 40, &messages, err, sizeof err) ||
-        hv_args_double(opts, nopts, "bin", 1e-6, 1e6, &bin_s, err, sizeof err) ||
-        hv_args_long(opts, nopts, "max-samples", 2, 1L << 30, &max_samples, err, sizeof err) ||
-        hv_args_long(opts, nopts, "rep", 0, 1L << 30, &rep, err, sizeof err) ||
-        hv_args_long(opts, nopts, "seed", 0, 0x7fffffffffffffffL, &seed, err, sizeof err) ||
-        hv_args_long(opts, nopts, "wait-us", -1, 1000000, &wait_us, err, sizeof err) ||
-        hv_args_list(opts, nopts, "p-clients", &pl, &npl, err, sizeof err) ||
-        hv_args_list(opts, nopts, "p-chatter", &pc, &npc, err, sizeof err) ||
-        hv_args_list(opts, nopts, "p-queues", &pq, &npq, err, sizeof err) ||
-        hv_args_list(opts, nopts, "p-depth", &pd, &npd, err, sizeof err) ||
-        hv_args_list(opts, nopts, "p-match", &pm, &npm, err, sizeof err))
-        HV_DIE("hv_fanin: %s", err);
-    hv_set_wait(&ctx, (int)wait_us);
-    const char *placement = hv_args_get(opts, nopts, "placement");
-    if (!placement || (strcmp(placement, "fixed") != 0 && strcmp(placement, "shuffle") != 0))
-        HV_DIE("hv_fanin: --placement must be fixed or shuffle");
-    if ((duration > 0) == (messages > 0)) HV_DIE("hv_fanin: give exactly one of --duration and --messages");
-    max_samples &= ~1L; /* even: the stride doubling keeps sample i at sequence i * stride */
-    const size_t np = npl;
-    if (npc != np || npq != np || npd != np || npm != np) HV_DIE("hv_fanin: the --p-* lists differ in length");
-    const int R = ctx.size;
+    int *perm = make_placement(&cfg, ctx.size), mypos = 0;
+    for (int i = 0; i < ctx.size; i++)
+        if (perm[i] == ctx.rank) mypos = i;
+    const fanin_sizes z = size_everything(&cfg, ctx.size, mypos);
+    fanin_server sv = {0};
+    fanin_client cc = {0};
+    if (mypos < cfg.servers) server_alloc(&sv, &ctx, &cfg, &z);
+    else client_alloc(&cc, &ctx, &cfg);
+    double *rows = hv_malloc_touched((size_t)z.maxrows * NCOLS * sizeof(double));
+    write_header(&ctx, perm);
 
-    /* the rank permutation: position -> rank, and its inverse */
-    int *perm = xcalloc((size_t)R, sizeof *perm), *pos_of = xcalloc((size_t)R, sizeof *pos_of);
-    for (int i = 0; i < R; i++) perm[i] = i;
-    if (strcmp(placement, "shuffle") == 0) {
-        uint64_t st = (uint64_t)seed;
-        for (int i = R - 1; i > 0; i--) {
-            int j = (int)(splitmix64(&st) % (uint64_t)(i + 1));
-            int t = perm[i]; perm[i] = perm[j]; perm[j] = t;
-        }
-    }
-    for (int i = 0; i < R; i++) pos_of[perm[i]] = i;
-    const int mypos = pos_of[ctx.rank];
-
-    /* sizes of everything, maximised over the points, then one allocation each */
-    long maxloc = 1, maxreq = 1, maxrows = 1;
-    size_t slab = HDR;
-    const long nbins_max = messages > 0 ? MAX_BINS_MESSAGES : (long)(duration / bin_s) + 2;
-    for (size_t p = 0; p < np; p++) {
-        long L = (long)pl[p], C = (long)pc[p], depth = (long)pd[p];
-        if (L < 1) HV_DIE("hv_fanin: point %zu has no large-buffer client", p);
-        if (S + L + C > R) HV_DIE("hv_fanin: point %zu needs %ld ranks (servers+clients+chatter), the job has %d",
-                                  p, S + L + C, R);
-        if (mypos < S) {
-            long nl = L / S + (mypos < L % S), nc = C / S + (mypos < C % S);
-            if (nl + nc > maxloc) maxloc = nl + nc;
-            size_t need;
-            long r0, r1 = 0;
-            if (pq[p] == 0) {
-                r0 = depth ? depth : nl + nc;
-                need = (size_t)r0 * (size_t)(large > small ? large : small);
-            } else {
-                r0 = depth ? (nc ? depth : 0) : nc;
-                r1 = depth ? depth : nl;
-                need = (size_t)r0 * (size_t)small + (size_t)r1 * (size_t)large;
-            }
-            if (r0 > maxreq) maxreq = r0;
-            if (r1 > maxreq) maxreq = r1;
-            if (need > slab) slab = need;
-            if (2 * (nl + nc) + nbins_max + 1 > maxrows) maxrows = 2 * (nl + nc) + nbins_max + 1;
-        }
-    }
-    if (max_samples + 1 > maxrows) maxrows = max_samples + 1;
-
-    const int is_server_rank = mypos < S;
-    char *rbuf = is_server_rank ? hv_malloc_touched(slab) : NULL;
-    hv_queue q[2];
-    for (int i = 0; i < 2 && is_server_rank; i++) {
-        q[i].req = xcalloc((size_t)maxreq, sizeof(MPI_Request));
-        q[i].slot_pos = xcalloc((size_t)maxreq, sizeof(int));
-        q[i].clients = xcalloc((size_t)maxloc, sizeof(int));
-        q[i].idx = xcalloc((size_t)maxreq, sizeof(int));
-        q[i].st = xcalloc((size_t)maxreq, sizeof(MPI_Status));
-    }
-    hv_clients cl = {0};
-    if (is_server_rank) {
-        size_t m = (size_t)maxloc;
-        cl.rank = xcalloc(m, sizeof(int)); cl.role = xcalloc(m, sizeof(int));
-        cl.final_total = xcalloc(m, sizeof(int64_t)); cl.recv_total = xcalloc(m, sizeof(int64_t));
-        cl.recv_win = xcalloc(m, sizeof(int64_t)); cl.bytes_win = xcalloc(m, sizeof(int64_t));
-        cl.after_first = xcalloc(m, sizeof(int64_t));
-        cl.t_first = xcalloc(m, sizeof(uint64_t)); cl.t_last = xcalloc(m, sizeof(uint64_t));
-        cl.finished = xcalloc(m, sizeof(int)); cl.queue = xcalloc(m, sizeof(int));
-        cl.stop_req = xcalloc(m, sizeof(MPI_Request)); cl.ack_req = xcalloc(m, sizeof(MPI_Request));
-    }
-    int *local_of = xcalloc((size_t)R, sizeof(int));
-    double *bin_large = is_server_rank ? hv_malloc_touched((size_t)nbins_max * sizeof(double)) : NULL;
-    double *bin_small = is_server_rank ? hv_malloc_touched((size_t)nbins_max * sizeof(double)) : NULL;
-    /* client buffers: every non-server rank may be a client in some point */
-    char *lbuf = !is_server_rank ? hv_malloc_touched((size_t)large) : NULL;
-    char *sbuf = !is_server_rank ? hv_malloc_touched((size_t)small) : NULL;
-    uint64_t *rtt = !is_server_rank ? hv_malloc_touched((size_t)max_samples * sizeof(uint64_t)) : NULL;
-    uint64_t *tsend = !is_server_rank ? hv_malloc_touched((size_t)max_samples * sizeof(uint64_t)) : NULL;
-    double *rows = hv_malloc_touched((size_t)maxrows * NCOLS * sizeof(double));
-    int64_t ackbuf = 0, stopbuf = 0, ackin = 0;
-
-    const char *cols[] = {"kind", "rank", "peer", "idx", "a", "b", "c"};
-    if (ctx.rank == 0) {
-        hv_out_columns(&ctx.out, NCOLS, cols);
-        fputs("#@placement_ranks=", ctx.out.f); /* position -> rank (roles are taken by position) */
-        for (int i = 0; i < R; i++) fprintf(ctx.out.f, "%s%d", i ? "," : "", perm[i]);
-        fputc('\n', ctx.out.f);
-    }
-    const uint64_t bin_ticks = hv_ns_to_ticks(&ctx.timer, bin_s * 1e9);
-    const uint64_t dur_ticks = hv_ns_to_ticks(&ctx.timer, duration * 1e9);
-
-    for (size_t p = 0; p < np; p++) {
-        const int L = (int)pl[p], C = (int)pc[p], dual = pq[p] != 0;
-        const int depth = (int)pd[p];
-        exact_mode = pm[p] != 0;
-        int role = ROLE_IDLE, server = -1, sidx = -1;
-        if (mypos < S) {
-            role = ROLE_SERVER;
-            sidx = mypos;
-        } else if (mypos < S + L) {
-            role = ROLE_LARGE;
-            server = perm[(mypos - S) % S];
-        } else if (mypos < S + L + C) {
-            role = ROLE_CHATTER;
-            server = perm[(mypos - S - L) % S];
-        }
-        size_t nrows = 0;
-        long cancelled = 0;
-
-        if (role == ROLE_SERVER) {
-            /* local clients: large first, then chatter */
-            cl.n = 0;
-            for (int i = sidx; i < L; i += (int)S) {
-                cl.rank[cl.n] = perm[S + i]; cl.role[cl.n++] = ROLE_LARGE;
-            }
-            for (int j = sidx; j < C; j += (int)S) {
-                cl.rank[cl.n] = perm[S + L + j]; cl.role[cl.n++] = ROLE_CHATTER;
-            }
-            int nlarge = 0;
-            for (int k = 0; k < cl.n; k++) {
-                local_of[cl.rank[k]] = k;
-                cl.final_total[k] = cl.recv_total[k] = cl.recv_win[k] = cl.bytes_win[k] = cl.after_first[k] = 0;
-                cl.t_first[k] = cl.t_last[k] = 0;
-                cl.finished[k] = 0;
-                cl.stop_req[k] = cl.ack_req[k] = MPI_REQUEST_NULL;
-                nlarge += cl.role[k] == ROLE_LARGE;
-            }
-            /* queues: q[0] single (all) or small/control (chatter); q[1] large (dual only) */
-            const int nq = dual ? 2 : 1;
-            size_t off = 0;
-            for (int i = 0; i < nq; i++) {
-                hv_queue *Q = &q[i];
-                Q->nclients = 0;
-                for (int k = 0; k < cl.n; k++) {
-                    int mine = !dual || (i == 0 ? cl.role[k] == ROLE_CHATTER : cl.role[k] == ROLE_LARGE);
-                    if (mine) { Q->clients[Q->nclients++] = k; cl.queue[k] = i; }
-                }
-                Q->unfinished = Q->nclients;
-                Q->n = depth ? (Q->nclients ? depth : 0) : Q->nclients;
-                if (!dual) {
-                    Q->bufsz = (size_t)(nlarge ? (large > small ? large : small) : small);
-                    Q->tag = MPI_ANY_TAG;
-                } else {
-                    Q->bufsz = (size_t)(i == 0 ? small : large);
-                    Q->tag = i == 0 ? TAG_SMALL : TAG_LARGE;
-                }
-                Q->base = rbuf + off;
-                off += (size_t)Q->n * Q->bufsz;
-                for (int s = 0; s < Q->n; s++) Q->slot_pos[s] = s % (Q->nclients ? Q->nclients : 1);
-            }
-            for (long b = 0; b < nbins_max; b++) bin_large[b] = bin_small[b] = 0.0;
-            int nfinished = 0, large_finished = 0, stopped = 0;
-            long posted = 0;
-            for (int i = 0; i < nq; i++) {
-                for (int s = 0; s < q[i].n; s++) post(&q[i], &cl, s);
-                posted += q[i].n;
-            }
-            hv_barrier(&ctx);
-            const uint64_t t0 = hv_ticks(&ctx.timer);
-            uint64_t t_end = messages > 0 ? UINT64_MAX : t0 + dur_ticks;
-            while (nfinished < cl.n) {
-                int progressed = 0;
-                for (int i = 0; i < nq; i++) {
-                    hv_queue *Q = &q[i];
-                    int outc = 0;
-                    if (Q->n == 0) continue;
-                    HV_MPI_CHECK(MPI_Testsome(Q->n, Q->req, &outc, Q->idx, Q->st));
-                    if (outc == MPI_UNDEFINED || outc == 0) continue;
-                    progressed = 1;
-                    const uint64_t now = hv_ticks(&ctx.timer);
-                    const int in_win = !stopped && now <= t_end;
-                    for (int j = 0; j < outc; j++) {
-                        const int s = Q->idx[j];
-                        const MPI_Status *st = &Q->st[j];
-                        int bytes = 0;
-                        HV_MPI_CHECK(MPI_Get_count(st, MPI_BYTE, &bytes));
-                        const int k = local_of[st->MPI_SOURCE];
-                        int64_t hdr;
-                        memcpy(&hdr, Q->base + (size_t)s * Q->bufsz, sizeof hdr);
-                        cl.recv_total[k]++;
-                        if (hdr > 0) cl.final_total[k] = hdr;
-                        if (in_win) {
-                            cl.recv_win[k]++;
-                            cl.bytes_win[k] += bytes;
-                            uint64_t b = (now - t0) / bin_ticks;
-                            if (b < (uint64_t)nbins_max) {
-                                if (cl.role[k] == ROLE_LARGE) bin_large[b] += bytes;
-                                else bin_small[b] += bytes;
-                            }
-                            if (cl.role[k] == ROLE_LARGE) {
-                                if (cl.t_first[k]) cl.after_first[k] += bytes;
-                                else cl.t_first[k] = now;
-                                cl.t_last[k] = now;
-                            }
-                        }
-                        if (cl.role[k] == ROLE_CHATTER) {
-                            if (cl.ack_req[k] != MPI_REQUEST_NULL) hv_wait(&ctx, &cl.ack_req[k]);
-                            HV_MPI_CHECK(MPI_Isend(&ackbuf, HDR, MPI_BYTE, st->MPI_SOURCE, TAG_ACK, comm, &cl.ack_req[k]));
-                        }
-                        if (cl.final_total[k] > 0 && cl.recv_total[k] == cl.final_total[k]) {
-                            hv_queue *K = &q[cl.queue[k]];
-                            cl.finished[k] = 1;
-                            nfinished++;
-                            K->unfinished--;
-                            if (cl.role[k] == ROLE_LARGE) large_finished++;
-                            if (exact_mode) /* slots still waiting for k move on */
-                                for (int s2 = 0; s2 < K->n; s2++)
-                                    if (K->req[s2] != MPI_REQUEST_NULL && K->clients[K->slot_pos[s2]] == k) {
-                                        cancelled += cancel_req(&K->req[s2]);
-                                        repost(K, &cl, s2, 1);
-                                    }
-                        }
-                        repost(Q, &cl, s, Q->n);
-                    }
-                }
-                if (!stopped) {
-                    const uint64_t now = hv_ticks(&ctx.timer);
-                    int stop = messages > 0 ? large_finished == nlarge : now >= t_end;
-                    if (stop) {
-                        if (messages > 0) t_end = now;
-                        stopped = 1;
-                        for (int k = 0; k < cl.n; k++)
-                            HV_MPI_CHECK(MPI_Isend(&stopbuf, HDR, MPI_BYTE, cl.rank[k], TAG_STOP, comm, &cl.stop_req[k]));
-                    }
-                }
-                if (!progressed) hv_idle(&ctx);
-            }
-            for (int i = 0; i < nq; i++)
-                for (int s = 0; s < q[i].n; s++)
-                    if (q[i].req[s] != MPI_REQUEST_NULL) cancelled += cancel_req(&q[i].req[s]);
-            hv_waitall(&ctx, cl.n, cl.stop_req);
-            hv_waitall(&ctx, cl.n, cl.ack_req);
-            if (!stopped) t_end = t0; /* a root without clients */
-            const double window_ns = hv_ticks_to_ns(&ctx.timer, t_end - t0);
-            for (int k = 0; k < cl.n; k++) {
-                double *r = rows + nrows++ * NCOLS;
-                r[0] = 1; r[1] = cl.rank[k]; r[2] = ctx.rank; r[3] = cl.role[k];
-                r[4] = (double)cl.bytes_win[k]; r[5] = (double)cl.recv_win[k]; r[6] = (double)cl.recv_total[k];
-            }
-            long nb = (long)((t_end - t0) / bin_ticks) + 1;
-            if (nb > nbins_max) nb = nbins_max;
-            const double bin_ns = hv_ticks_to_ns(&ctx.timer, bin_ticks);
-            for (long b = 0; b < nb; b++) {
-                double *r = rows + nrows++ * NCOLS;
-                r[0] = 2; r[1] = ctx.rank; r[2] = -1; r[3] = (double)b;
-                r[4] = bin_large[b]; r[5] = bin_small[b]; r[6] = (double)b * bin_ns;
-            }
-            double *r = rows + nrows++ * NCOLS;
-            r[0] = 4; r[1] = ctx.rank; r[2] = -1; r[3] = 0; r[4] = window_ns; r[5] = (double)cancelled;
-            r[6] = (double)posted;
-            for (int k = 0; k < cl.n; k++) {
-                if (cl.role[k] != ROLE_LARGE) continue;
-                r = rows + nrows++ * NCOLS;
-                r[0] = 7; r[1] = cl.rank[k]; r[2] = ctx.rank; r[3] = 0;
-                r[4] = cl.t_first[k] ? hv_ticks_to_ns(&ctx.timer, cl.t_first[k] - t0) : 0.0;
-                r[5] = cl.t_first[k] ? hv_ticks_to_ns(&ctx.timer, cl.t_last[k] - t0) : 0.0;
-                r[6] = (double)cl.after_first[k];
-            }
-        } else if (role == ROLE_LARGE) {
-            MPI_Request stop_req;
-            int stopflag = 0;
-            int64_t sent = 0, hdr;
-            HV_MPI_CHECK(MPI_Irecv(&stopbuf, HDR, MPI_BYTE, server, TAG_STOP, comm, &stop_req));
-            hv_barrier(&ctx);
-            for (;;) {
-                if (!stopflag) HV_MPI_CHECK(MPI_Test(&stop_req, &stopflag, MPI_STATUS_IGNORE));
-                int last = stopflag || (messages > 0 && sent + 1 == messages);
-                int n = stopflag ? HDR : (int)large;
-                hdr = last ? sent + 1 : 0;
-                memcpy(lbuf, &hdr, sizeof hdr);
-                MPI_Request sreq;
-                HV_MPI_CHECK(MPI_Isend(lbuf, n, MPI_BYTE, server, TAG_LARGE, comm, &sreq));
-                hv_wait(&ctx, &sreq);
-                sent++;
-                if (last) break;
-            }
-            if (!stopflag) hv_wait(&ctx, &stop_req);
-        } else if (role == ROLE_CHATTER) {
-            MPI_Request stop_req;
-            int stopflag = 0;
-            int64_t sent = 0, hdr, nrec = 0, stride = 1;
-            HV_MPI_CHECK(MPI_Irecv(&stopbuf, HDR, MPI_BYTE, server, TAG_STOP, comm, &stop_req));
-            hv_barrier(&ctx);
-            const uint64_t t0 = hv_ticks(&ctx.timer);
-            for (;;) {
-                if (!stopflag) HV_MPI_CHECK(MPI_Test(&stop_req, &stopflag, MPI_STATUS_IGNORE));
-                hdr = stopflag ? sent + 1 : 0;
-                memcpy(sbuf, &hdr, sizeof hdr);
-                const int n = stopflag ? HDR : (int)small;
-                const uint64_t a = hv_ticks(&ctx.timer);
-                MPI_Request rt[2];
-                HV_MPI_CHECK(MPI_Irecv(&ackin, HDR, MPI_BYTE, server, TAG_ACK, comm, &rt[0]));
-                HV_MPI_CHECK(MPI_Isend(sbuf, n, MPI_BYTE, server, TAG_SMALL, comm, &rt[1]));
-                hv_waitall(&ctx, 2, rt);
-                const uint64_t b = hv_ticks(&ctx.timer);
-                if (!stopflag && sent % stride == 0) {
-                    if (nrec == max_samples) { /* keep every other sample, double the stride */
-                        for (int64_t i = 0; i < max_samples / 2; i++) {
-                            rtt[i] = rtt[2 * i];
-                            tsend[i] = tsend[2 * i];
-                        }
-                        nrec = max_samples / 2;
-                        stride *= 2;
-                    }
-                    if (sent % stride == 0) {
-                        rtt[nrec] = b - a;
-                        tsend[nrec++] = a - t0;
-                    }
-                }
-                sent++;
-                if (stopflag) break;
-            }
-            for (int64_t i = 0; i < nrec; i++) {
-                double *r = rows + nrows++ * NCOLS;
-                r[0] = 3; r[1] = ctx.rank; r[2] = server; r[3] = (double)(i * stride);
-                r[4] = hv_ticks_to_ns(&ctx.timer, rtt[i]); r[5] = hv_ticks_to_ns(&ctx.timer, tsend[i]); r[6] = 0;
-            }
-            double *r = rows + nrows++ * NCOLS;
-            r[0] = 5; r[1] = ctx.rank; r[2] = server; r[3] = 0; r[4] = (double)(sent - 1); r[5] = (double)nrec;
-            r[6] = (double)stride;
-        } else {
-            hv_barrier(&ctx);
-        }
-
+    for (size_t p = 0; p < cfg.npoints; p++) {
+        const fanin_point pt = point_at(&cfg, p);
+        const size_t nrows = run_point(&cfg, &pt, mypos, perm, &sv, &cc, rows);
         char desc[320];
-        snprintf(desc, sizeof desc,
-                 "rep=%ld clients=%d chatter=%d queues=%s depth=%s%.0d match=%s servers=%ld large=%ld small=%ld "
-                 "bin_ns=%.0f duration_s=%g messages=%ld placement=%s seed=%ld wait_us=%ld",
-                 rep, L, C, dual ? "dual" : "single", depth ? "" : "deep", depth, exact_mode ? "exact" : "any", S,
-                 large, small, bin_s * 1e9, duration, messages, placement, seed, wait_us);
+        describe_point(&cfg, &pt, desc, sizeof desc);
         hv_gather_point(&ctx, desc, rows, nrows);
     }
-    free(perm); free(pos_of); free(local_of); free(rows);
-    free(pl); free(pc); free(pq); free(pd); free(pm);
-    if (is_server_rank) {
-        for (int i = 0; i < 2; i++) {
-            free(q[i].req); free(q[i].slot_pos); free(q[i].clients); free(q[i].idx); free(q[i].st);
-        }
-        free(cl.rank); free(cl.role); free(cl.final_total); free(cl.recv_total); free(cl.recv_win);
-        free(cl.bytes_win); free(cl.after_first); free(cl.t_first); free(cl.t_last); free(cl.finished); free(cl.queue); free(cl.stop_req); free(cl.ack_req);
-        free(rbuf); free(bin_large); free(bin_small);
-    } else {
-        free(lbuf); free(sbuf); free(rtt); free(tsend);
-    }
+    if (mypos < cfg.servers) server_free(&sv);
+    else client_free(&cc);
+    free(perm); free(rows);
+    free_config(&cfg);
     hv_ctx_finish(&ctx);
     return 0;
 }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -108,3 +109,58 @@ def test_every_pattern_runs_without_mixing(runs_dir, eas, ms):
     assert [e["messages_per_cycle"] for e in out] == ms
     for e in out:
         assert e["no_mixing"] and math.isfinite(e["error_pct"]) and e["measured_t_run_s"] > 0
+
+
+def _point_keys(raw_path) -> tuple[list[str], list[str], list[tuple]]:
+    """The #@columns, the keys of the #@point line and the identifying columns of every row."""
+    lines = raw_path.read_text().splitlines()
+    cols = next(x for x in lines if x.startswith("#@columns=")).split("=", 1)[1].split(",")
+    keys = [kv.split("=", 1)[0] for kv in next(x for x in lines if x.startswith("#@point ")).split()[1:]]
+    rows = sorted(tuple(x.split(",")[:6]) for x in lines if x and not x.startswith("#"))
+    return cols, keys, rows
+
+
+def test_raw_layout_matches_a_file_from_before_the_flat_options(runs_dir):
+    """The same run as tests/data/ace_ba3e1d1 (written by the hv_ace that parsed EA text) gives the same
+    columns, #@point keys and rows (phase, ea, rank, world_rank, iter, size)."""
+    old = Path(__file__).resolve().parents[1] / "data" / "ace_ba3e1d1" / "launch-001.raw"
+    run_cli(["bench", "ace", "--np", "4", "--timeout", "120s", "--bench-iters", "2",
+             "--ea", "name=p2p,pattern=pairs,size=1KiB,load=50,cycles=4",
+             "--ea", "name=coll,pattern=allreduce,mode=nonblocking,size=512,load=50,cycles=4,alpha=10us,beta=1ns/B"],
+            check=True, timeout=200)
+    run = Run.open(resolve_run("latest"))
+    (new,) = sorted((run.path / "raw").glob("launch-*.raw"))
+    assert _point_keys(new) == _point_keys(old)
+    summ = run.read_table("ace.summary")
+    assert summ["native_t_comm_ns"].tolist()[1] == pytest.approx(10512.0)  # 1 x (10 us + 1 ns/B x 512 B)
+
+
+def test_native_second_line_of_defence_names_the_option(tmp_path):
+    """hv_ace re-checks the flat options' ranges and lengths and names the option (Python validated first)."""
+    import subprocess
+
+    from hpcvar._native import build_info, find_program
+
+    prog = find_program("hv_ace", needs_mpi=True)
+    mpiexec = Path(build_info()["mpi_bindir"]) / "mpiexec"
+    good = {"--ea-name": "a", "--ea-first": "0", "--ea-ranks": "2", "--ea-pattern": "0", "--ea-mode": "0",
+            "--ea-size": "8", "--ea-cycles": "1", "--ea-load": "50", "--ea-msgs": "2", "--ea-dims": "0,0,0",
+            "--ea-periodic": "0", "--ea-fixed": "1", "--ea-alpha-ns": "1", "--ea-beta-ns": "0",
+            "--ea-bench-count": "0", "--bench-iters": "1", "--bench-warmup": "0", "--out": str(tmp_path / "x.raw")}
+
+    def run(**change):
+        opts = {**good, **{"--" + k.replace("_", "-"): v for k, v in change.items()}}
+        argv = [str(mpiexec), "-n", "2", str(prog)] + [x for kv in opts.items() for x in kv]
+        return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+    assert run().returncode == 0
+    for change, needle in [({"ea_pattern": "7"}, "--ea-pattern"), ({"ea_size": "8,8"}, "--ea-size holds 2 values"),
+                           ({"ea_load": "150"}, "--ea-load"), ({"ea_name": "a b"}, "--ea-name"),
+                           ({"ea_dims": "2,1,0"}, "needs 0 sides"), ({"ea_ranks": "3"}, "even number of ranks"),
+                           ({"ea_fixed": "0"}, "phase 1 needs 2 to 32 bench sizes")]:
+        for _ in range(3):  # mpiexec can lose an aborting rank's last stderr line: the message gets 3 tries
+            res = run(**change)
+            assert res.returncode != 0, change  # the refusal itself never
+            if needle in res.stderr + res.stdout:
+                break
+        assert needle in res.stderr + res.stdout, (change, res.stderr[-500:])

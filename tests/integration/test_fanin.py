@@ -80,3 +80,26 @@ def test_each_way_of_waiting_runs_and_is_recorded(runs_dir, wait, us):
     (p,) = out["points"]
     assert p["wait_us"] == us
     assert p["aggregate_bytes_per_s"] > 0 and p["chatter_rtt_n"] > 0
+
+
+def test_raw_layout_matches_a_file_from_before_the_split(runs_dir):
+    """The same run as tests/data/fanin_ba3e1d1 (written before main was split into per-role functions) gives
+    the same columns, placement line and #@point lines, and the same kinds of rows from the same ranks."""
+    from pathlib import Path
+
+    def layout(path):
+        lines = path.read_text().splitlines()
+        head = [x for x in lines if x.startswith(("#@columns=", "#@placement_ranks=", "#@point "))]
+        rows = {tuple(x.split(",")[:3]) for x in lines if x and not x.startswith("#")}
+        return head, rows
+
+    old = Path(__file__).resolve().parents[1] / "data" / "fanin_ba3e1d1" / "launch-001.raw"
+    run_cli(["bench", "fanin", "--np", "3", "--clients", "1", "--chatter", "1", "--large", "4KiB", "--small", "256",
+             "--messages", "5", "--queues", "single,dual", "--depth", "deep", "--match", "exact",
+             "--wait", "sleep:50", "--timeout", "120s"], check=True, timeout=200)  # the file's wait_us
+    (new,) = sorted((Run.open(resolve_run("latest")).path / "raw").glob("launch-*.raw"))
+    old_head, old_rows = layout(old)
+    new_head, new_rows = layout(new)
+    assert new_head == old_head
+    # kind 3 (recorded round trips) depends on how many the chatter client fits in before STOP
+    assert {r for r in new_rows if r[0] != "3"} == {r for r in old_rows if r[0] != "3"}

@@ -239,3 +239,58 @@ def test_fit_fallback_is_reported_and_warned():
     assert "T_comm and T_comp are 0" in w and "bench_sizes" in w
     given = pd.DataFrame([{**base, "fit_fallback": 0, "fixed": 1, "pred_t_comm_ns": 0.0}])
     assert bench.warnings({"ace.summary": given}, {}) == []  # alpha = beta = 0 given on purpose
+
+
+def _options(argv: list[str]) -> dict[str, str]:
+    assert len(argv) % 2 == 0 and all(a.startswith("--") for a in argv[::2]), argv
+    return dict(zip(argv[::2], argv[1::2]))
+
+
+def test_native_argv_is_flat_numbers_per_ea():
+    """hv_ace gets one comma list per EA field (numbers, names aside): no EA text for C to parse again."""
+    params = {"eas": [ace.asdict(ace.parse_ea("name=grid,pattern=cart2d,mode=nonblocking,size=2KiB,load=12.5,"
+                                              "cycles=7,ranks=6,periodic=yes,alpha=2us,beta=1ns/B")),
+                      ace.asdict(ace.parse_ea("name=p2p,pattern=pairs,size=1KiB,load=50,cycles=3,ranks=2,"
+                                              "bench_sizes=0:256:1KiB"))],
+              "np": 8, "loads": None, "sizes": None, "repeat": 1, "bench_iters": 4, "bench_warmup": 1}
+    (point,) = ace.sweep_points(params)
+    bench = ace.Ace()
+    a = _options(bench.argv(params, [point]))
+    assert a.pop("--label") == bench.point_key(point)
+    assert "--eas" not in a
+    for flag, value in a.items():
+        assert flag.startswith(("--ea-", "--bench-")) and "=" not in value and ";" not in value and ":" not in value
+        if flag != "--ea-name":
+            [float(x) for x in value.split(",")]  # numbers only (ValueError otherwise)
+    per_ea = {k: v.split(",") for k, v in a.items() if k not in ("--ea-dims", "--ea-bench-sizes", "--bench-iters",
+                                                                   "--bench-warmup")}
+    assert all(len(v) == 2 for v in per_ea.values()), per_ea
+    assert per_ea["--ea-name"] == ["grid", "p2p"]
+    assert per_ea["--ea-first"] == ["0", "6"] and per_ea["--ea-ranks"] == ["6", "2"]
+    assert per_ea["--ea-pattern"] == [str(model.PATTERNS.index("cart2d")), str(model.PATTERNS.index("pairs"))]
+    assert per_ea["--ea-mode"] == ["1", "0"] and per_ea["--ea-periodic"] == ["1", "0"]
+    assert per_ea["--ea-size"] == ["2048", "1024"] and per_ea["--ea-cycles"] == ["7", "3"]
+    assert [float(x) for x in per_ea["--ea-load"]] == [12.5, 50.0]
+    assert [float(x) for x in per_ea["--ea-msgs"]] == [4.0, 2.0]
+    assert a["--ea-dims"] == "3,2,0,0,0,0"  # three sides per EA, 0 where none
+    assert per_ea["--ea-fixed"] == ["1", "0"]
+    assert float(per_ea["--ea-alpha-ns"][0]) == pytest.approx(2000.0) and per_ea["--ea-alpha-ns"][1] == "0"
+    assert float(per_ea["--ea-beta-ns"][0]) == pytest.approx(1.0) and per_ea["--ea-beta-ns"][1] == "0"
+    assert per_ea["--ea-bench-count"] == ["0", "3"] and a["--ea-bench-sizes"] == "0,256,1024"
+    assert (a["--bench-iters"], a["--bench-warmup"]) == ("4", "1")
+    # with every EA's alpha and beta given there are no phase-1 sizes at all
+    params["eas"] = params["eas"][:1]
+    a = _options(bench.argv(params, [point]))
+    assert a["--ea-bench-count"] == "0" and "--ea-bench-sizes" not in a
+
+
+def test_native_pattern_codes_follow_the_c_enum():
+    """--ea-pattern sends indices into model.PATTERNS: the P_* enum of native/bench/ace.c has the same order."""
+    import re
+    from pathlib import Path
+
+    src = (Path(__file__).resolve().parents[2] / "native" / "bench" / "ace.c").read_text()
+    (body,) = re.findall(r"enum \{ (P_PAIRS[^}]*)\}", src)
+    names = [n.strip()[2:].lower() for n in body.split(",") if n.strip()]
+    assert names[-1] == "count" and tuple(names[:-1]) == model.PATTERNS
+    assert model.MODES == ("blocking", "nonblocking")  # --ea-mode 0 / 1

@@ -346,18 +346,31 @@ def eas_at(params: dict, point: dict) -> list[EA]:
     return resolve([with_point(s, load, size) for s in specs], params["np"])
 
 
-def ea_argument(ea: EA, bench_iters: int, bench_warmup: int) -> str:
-    s = ea.spec
-    kv = [f"name={s.name}", f"first={ea.first}", f"ranks={ea.nranks}", f"pattern={s.pattern}", f"mode={s.mode}",
-          f"size={s.size}", f"cycles={s.cycles}", f"load={s.load!r}", f"msgs={ea.messages!r}"]
-    if ea.dims:
-        kv += [f"dims={'x'.join(map(str, ea.dims))}", f"periodic={int(s.periodic)}"]
-    if s.alpha_s is not None:
-        kv += [f"alpha_ns={s.alpha_s * 1e9!r}", f"beta_ns={s.beta_s_per_byte * 1e9!r}"]
-    else:
-        kv += [f"bench_sizes={':'.join(map(str, ea.bench_sizes))}", f"bench_iters={bench_iters}",
-               f"bench_warmup={bench_warmup}"]
-    return ",".join(kv)
+def native_options(eas: list[EA], bench_iters: int, bench_warmup: int) -> list[str]:
+    """hv_ace's flat options (native/bench/ace.c): one comma list per EA field, one value per EA, all numbers
+    but the names; everything here is already validated, so hv_ace only re-checks ranges."""
+    def each(flag: str, values) -> list[str]:
+        return [flag, ",".join(values)]
+
+    fixed = [e.spec.alpha_s is not None for e in eas]
+    bench = [n for e, f in zip(eas, fixed) if not f for n in e.bench_sizes]
+    out = (each("--ea-name", (e.spec.name for e in eas)) + each("--ea-first", (str(e.first) for e in eas))
+           + each("--ea-ranks", (str(e.nranks) for e in eas))
+           + each("--ea-pattern", (str(model.PATTERNS.index(e.spec.pattern)) for e in eas))
+           + each("--ea-mode", (str(model.MODES.index(e.spec.mode)) for e in eas))
+           + each("--ea-size", (str(e.spec.size) for e in eas)) + each("--ea-cycles", (str(e.spec.cycles) for e in eas))
+           + each("--ea-load", (repr(float(e.spec.load)) for e in eas))
+           + each("--ea-msgs", (repr(float(e.messages)) for e in eas))
+           + each("--ea-dims", (str(d) for e in eas for d in (e.dims or []) + [0] * (3 - len(e.dims or []))))
+           + each("--ea-periodic", (str(int(e.spec.periodic and bool(e.dims))) for e in eas))
+           + each("--ea-fixed", (str(int(f)) for f in fixed))
+           + each("--ea-alpha-ns", (repr(e.spec.alpha_s * 1e9) if f else "0" for e, f in zip(eas, fixed)))
+           + each("--ea-beta-ns", (repr(e.spec.beta_s_per_byte * 1e9) if f else "0" for e, f in zip(eas, fixed)))
+           + each("--ea-bench-count", ("0" if f else str(len(e.bench_sizes)) for e, f in zip(eas, fixed)))
+           + ["--bench-iters", str(bench_iters), "--bench-warmup", str(bench_warmup)])
+    if bench:
+        out += each("--ea-bench-sizes", map(str, bench))
+    return out
 
 
 DISPERSION = ("mean", "stdev", "variance", "min", "p50", "p90", "p99", "max")
@@ -385,8 +398,7 @@ class Ace(Benchmark):
         (point,) = points
         eas = eas_at(params, point)
         label = self.point_key(point)
-        return ["--eas", ";".join(ea_argument(e, params["bench_iters"], params["bench_warmup"]) for e in eas),
-                "--label", label]
+        return [*native_options(eas, params["bench_iters"], params["bench_warmup"]), "--label", label]
 
     def estimate_s(self, params: dict, points: list[dict]) -> float:
         total = 2.0
