@@ -169,3 +169,30 @@ def test_measured_offsets_put_every_node_at_one_instant():
         back = n.to_common_s(nts.cores[j][c], np.array([o + lead]))[0]
         assert abs(((back - t) * F) % nts.length) < 2 or abs(((back - t) * F) % nts.length - nts.length) < 2
     assert m.offsets(12, 2, 5, 1).tolist() != offs.tolist()  # another replica, another instant
+
+
+@pytest.mark.parametrize("args,flag", [
+    (["noise", "record", "--np", "4", "--duration", "1s"], "--np"),
+    (["noise", "record", "--srun-mpi", "pmix", "--duration", "1s"], "--srun-mpi"),
+    (["noise", "record", "--launcher", "srun", "--attribute", "--duration", "1s"], "--attribute"),
+    (["noise", "record", "--launcher", "template", "--template", "mpirun {exe}", "--duration", "1s"], "--np"),
+    (["noise", "record", "--launcher", "template", "--template", "mpirun {exe}", "--np", "2", "--cpus", "0-1",
+      "--duration", "1s"], "--cpus"),
+    (["noise", "inject", "--cpus", "0", "--trace", "x.jtr", "--at-clock"], None),
+    (["sim", "jitter", "--synthetic", "periodic:100Hz:1ms", "--align", "measured", "--tasks", "4"], "--align"),
+])
+def test_cli_errors_name_the_flag(runs_dir, tmp_path, args, flag):
+    from tests.conftest import run_cli
+
+    res = run_cli(args, env={"HPCVAR_RUNS": str(runs_dir)})
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Traceback" not in res.stderr
+    if flag:
+        assert f"({flag})" in res.stderr, res.stderr
+
+
+def test_sim_jitter_refuses_a_directory_that_is_not_a_recording(runs_dir, tmp_path):
+    from tests.conftest import run_cli
+
+    res = run_cli(["sim", "jitter", "--trace", str(tmp_path), "--tasks", "4"], env={"HPCVAR_RUNS": str(runs_dir)})
+    assert res.returncode == 2 and "(--trace)" in res.stderr and "multi-node recording" in res.stderr

@@ -246,3 +246,46 @@ def test_cli_without_root_says_so(monkeypatch, tmp_path):
     with pytest.raises(TestbedError) as e:
         netns.down(tmp_path / "state.json")
     assert "root" in e.value.what and "sudo" in e.value.todo
+
+
+def test_slurm_conf_of_the_testbed(tmp_path):
+    from hpcvar.testbed import slurm as sl
+    from hpcvar.testbed.plan import make_plan
+
+    plan = make_plan(3, 2e8, prefix="ab-")
+    s = sl.plan_slurm(plan, tmp_path / "state.json")
+    assert s["ctl_addr"].endswith(".254") and s["root_link"] == "ab-root" and s["cpus"] >= sl.MIN_NODE_CPUS
+    assert s["socket_dir"].startswith(sl.MUNGE_SOCKET_ROOT + "/ab-")
+    plan.slurm = s
+    conf = sl.conf_text(plan, s)
+    for h in plan.hosts:
+        assert f"NodeName={h.ns} NodeHostname={h.ns} NodeAddr={h.addr} CPUs={s['cpus']}" in conf
+    for line in ("AuthType=auth/munge", "MpiDefault=none", "ProctrackType=proctrack/linuxproc",
+                 f"SlurmctldPort={s['ctl_port']}", f"TmpFS={s['dir']}/tmp/%n", "PartitionName=testbed Nodes=ALL"):
+        assert line in conf, line
+    assert sl.env(plan) == {"SLURM_CONF": s["conf"]}
+
+
+def test_slurm_missing_tools_name_the_packages(monkeypatch):
+    import shutil as sh
+
+    from hpcvar.errors import MissingToolError
+    from hpcvar.testbed import slurm as sl
+
+    monkeypatch.setattr(sh, "which", lambda name: None if name == "slurmd" else f"/usr/bin/{name}")
+    with pytest.raises(MissingToolError) as e:
+        sl.check_tools()
+    assert "slurmd" in e.value.what and "apt-get install slurmctld slurmd slurm-client munge" in e.value.todo
+
+
+def test_testbed_transport_env_keeps_both_mpi_families_on_tcp():
+    from hpcvar.testbed.launcher import transport_env
+    from hpcvar.testbed.plan import make_plan
+
+    plan = make_plan(2, 1e9)
+    env = transport_env(plan)
+    assert env["UCX_TLS"] == "tcp,self" and env["FI_PROVIDER"] == "tcp"
+    assert env["OMPI_MCA_btl"] == "tcp,self" and env["OMPI_MCA_btl_tcp_if_include"] == plan.subnet
+    assert "MPIR_CVAR_NOLOCAL" not in env
+    plan.intra_host = "tcp"
+    assert transport_env(plan)["MPIR_CVAR_NOLOCAL"] == "1"
