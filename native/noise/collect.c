@@ -254,7 +254,10 @@ static void *collector(void *arg) {
     c->threshold = thr;
     thread_ctxsw(&c->vcs0, &c->nvcs0);
     atomic_fetch_add(&g_ready, 1);
-    while (!atomic_load_explicit(&g_go, memory_order_acquire)) { }
+    /* the spin method waits spinning (its loop starts hot); the timer method sleeps, so that its threads,
+     * real-time ones included, leave the CPU to the process that agrees on the start */
+    while (!atomic_load_explicit(&g_go, memory_order_acquire))
+        if (g_timer_method) usleep(200);
 
     const uint64_t t0 = g_t0, t1 = g_t1, tmin = c->t_min;
     const unsigned want = aux & 0xfffu;
@@ -328,6 +331,7 @@ int main(int argc, char **argv) {
         {"method", NULL, 0, "spin (a tight TSC loop, default) or timer (sleep to deadlines, record lateness)"},
         {"interval-ns", NULL, 0, "timer method: time between deadlines in ns (default 200000)"},
         {"start-mono-ns", NULL, 0, "start at this CLOCK_MONOTONIC_RAW time in ns (default: 2 ms from now)"},
+        {"start-from-stdin", NULL, 1, "print 'ready' when calibrated, then read the start (as --start-mono-ns)"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     char err[256];
@@ -389,6 +393,15 @@ int main(int argc, char **argv) {
         pthread_attr_destroy(&at);
     }
     while (atomic_load(&g_ready) < (int)ncpu) usleep(1000);
+    if (hv_args_get(opts, nopts, "start-from-stdin")) {
+        /* started by hv_noise_nodes: say that every thread is calibrated, then read the agreed start
+         * (CLOCK_MONOTONIC_RAW ns), so that no node's start-up time can make it miss the start */
+        printf("ready\n");
+        fflush(stdout);
+        char line[64];
+        if (!fgets(line, sizeof line, stdin) || sscanf(line, "%lf", &start_mono) != 1 || start_mono <= 0)
+            DIE("no start time on standard input (--start-from-stdin)");
+    }
 
     /* snapshots just before the start and just after the end */
     jbuf before = {0};

@@ -6,10 +6,12 @@
  *      side reads its CLOCK_MONOTONIC_RAW. For the exchange with the smallest round trip,
  *        offset_i = t_i - (t_send + t_recv) / 2       (rank i's clock minus rank 0's)
  *      with an uncertainty of at most rtt_min / 2 (Cristian's bound).
- *   2. A common start: rank 0 picks T0 = now + --margin in its clock, every rank starts its collector at
- *      T0 + offset_i in its own clock (hv_noise_collect --start-mono-ns), on all --cpus of its node.
- *   3. The collector (hv_noise_collect, next to this program) runs as a child; this rank sleeps in waitpid,
- *      so it takes no CPU from the recording. The child dies with this rank (PR_SET_PDEATHSIG).
+ *   2. The collector (hv_noise_collect, next to this program) starts as a child on all --cpus of the node
+ *      and calibrates; when every node's collector has said "ready", rank 0 picks T0 = now + --margin in
+ *      its clock and every rank sends T0 + offset_i (its own clock) to its collector's stdin
+ *      (hv_noise_collect --start-from-stdin), so that a node slow to start cannot miss the start.
+ *   3. The rank then sleeps in waitpid, so it takes no CPU from the recording. The child dies with this
+ *      rank (PR_SET_PDEATHSIG).
  *   4. Clock offsets after, the same way; drift_i = (offset_after - offset_before) / (t_after - t_before).
  * Each collector writes <--out-dir>/<host>.jtr; rank 0 writes one raw point "sync" (--out), one row per
  * rank: rank, offset_before_ns, rtt_before_ns, t_before_ns, offset_after_ns, rtt_after_ns, t_after_ns,
@@ -71,16 +73,37 @@ static void allowed_cpus(char *buf, size_t len) {
         if (CPU_ISSET(c, &set)) n += (size_t)snprintf(buf + n, len - n, "%s%d", n ? "," : "", c);
 }
 
-/* Runs the collector to completion; its stderr goes to ours (the launcher's log). */
-static void run_collector(const char *exe, char *const argv[]) {
+/* The collector as a child: its stdin and stdout are pipes to us (the start handshake), its stderr is ours
+ * (the launcher's log). */
+typedef struct {
     pid_t pid;
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    int rc = posix_spawn(&pid, exe, NULL, &at, argv, environ);
-    posix_spawnattr_destroy(&at);
+    FILE *to, *from;
+} hv_child;
+
+static hv_child start_collector(const char *exe, char *const argv[]) {
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) HV_DIE("pipe failed: %s", strerror(errno));
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, in[0], 0);
+    posix_spawn_file_actions_adddup2(&fa, out[1], 1);
+    posix_spawn_file_actions_addclose(&fa, in[1]);
+    posix_spawn_file_actions_addclose(&fa, out[0]);
+    hv_child c;
+    int rc = posix_spawn(&c.pid, exe, &fa, NULL, argv, environ);
+    posix_spawn_file_actions_destroy(&fa);
     if (rc != 0) HV_DIE("cannot start the collector %s: %s", exe, strerror(rc));
+    close(in[0]);
+    close(out[1]);
+    c.to = fdopen(in[1], "w");
+    c.from = fdopen(out[0], "r");
+    if (!c.to || !c.from) HV_DIE("fdopen failed: %s", strerror(errno));
+    return c;
+}
+
+static void wait_collector(hv_child *c) {
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0)
+    while (waitpid(c->pid, &status, 0) < 0)
         if (errno != EINTR) HV_DIE("waiting for the collector failed: %s", strerror(errno));
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         HV_DIE("the collector failed (%s %d); its message is above", WIFEXITED(status) ? "exit code" : "signal",
@@ -99,14 +122,14 @@ int main(int argc, char **argv) {
         {"interval-ns", NULL, 0, "timer method: time between deadlines in ns"},
         {"rt-prio", NULL, 0, "SCHED_FIFO priority of the collector threads (0: normal scheduler)"},
         {"sync-rounds", NULL, 0, "ping-pongs per rank and clock synchronisation"},
-        {"margin", NULL, 0, "seconds between the agreement on the start and the start"},
+        {"margin", NULL, 0, "seconds between the agreement on the start (every collector ready) and the start"},
         {"argv", NULL, 0, "the user's command line, stored in the traces"},
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     hv_ctx ctx;
     hv_ctx_init(&ctx, &argc, &argv, "hv_noise_nodes", opts, nopts);
     char err[256];
-    double duration, thr_ns = 0, interval_ns = 200000, margin = 1.0;
+    double duration, thr_ns = 0, interval_ns = 200000, margin = 0.2;
     long max_events, rounds = 100, rt_prio = 0;
     const char *dir = hv_args_get(opts, nopts, "out-dir"), *cpus = hv_args_get(opts, nopts, "cpus");
     const char *method = hv_args_get(opts, nopts, "method");
@@ -151,19 +174,7 @@ int main(int argc, char **argv) {
     HV_MPI_CHECK(MPI_Barrier(ctx.comm));
     sync_clocks(&ctx, rounds, before);
 
-    /* the common start, in every rank's own clock */
-    double t0 = ctx.rank == 0 ? (double)hv_mono_ns() + margin * 1e9 : 0, mine = 0;
-    HV_MPI_CHECK(MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, ctx.comm));
-    double *offs = ctx.rank == 0 ? malloc((size_t)ctx.size * sizeof *offs) : NULL;
-    if (ctx.rank == 0) {
-        HV_ALLOC_CHECK(offs);
-        for (int r = 0; r < ctx.size; r++) offs[r] = before[r].offset_ns;
-    }
-    HV_MPI_CHECK(MPI_Scatter(offs, 1, MPI_DOUBLE, &mine, 1, MPI_DOUBLE, 0, ctx.comm));
-    const double start_local = t0 + mine;
-
-    char host[256] = {0}, out[PATH_MAX + 320], cpulist[4096], a_dur[64], a_thr[64], a_max[64], a_iv[64],
-         a_rt[32], a_start[64];
+    char host[256] = {0}, out[PATH_MAX + 320], cpulist[4096], a_dur[64], a_thr[64], a_max[64], a_iv[64], a_rt[32];
     gethostname(host, sizeof host - 1);
     snprintf(out, sizeof out, "%s/%s.jtr", dir, host);
     if (strcmp(cpus, "all") == 0) allowed_cpus(cpulist, sizeof cpulist);
@@ -173,12 +184,33 @@ int main(int argc, char **argv) {
     snprintf(a_max, sizeof a_max, "%ld", max_events);
     snprintf(a_iv, sizeof a_iv, "%.0f", interval_ns);
     snprintf(a_rt, sizeof a_rt, "%ld", rt_prio);
-    snprintf(a_start, sizeof a_start, "%.0f", start_local);
     const char *uargv = hv_args_get(opts, nopts, "argv");
     char *cargv[] = {exe, "--cpus", cpulist, "--duration", a_dur, "--threshold-ns", a_thr, "--max-events", a_max,
                      "--out", out, "--method", (char *)method, "--interval-ns", a_iv, "--rt-prio", a_rt,
-                     "--start-mono-ns", a_start, "--argv", (char *)(uargv ? uargv : ""), NULL};
-    run_collector(exe, cargv);
+                     "--start-from-stdin", "--argv", (char *)(uargv ? uargv : ""), NULL};
+    hv_child child = start_collector(exe, cargv);
+    char line[32];
+    int ready = fgets(line, sizeof line, child.from) != NULL && strncmp(line, "ready", 5) == 0, all_ready = 0;
+    /* every collector calibrated: only then is the start agreed (a slow node cannot miss it) */
+    HV_MPI_CHECK(MPI_Allreduce(&ready, &all_ready, 1, MPI_INT, MPI_MIN, ctx.comm));
+    if (!all_ready) {
+        fclose(child.to); /* a collector that did get ready stops on the missing start time */
+        if (!ready) wait_collector(&child);
+        HV_DIE("a collector on another node failed before the start; its message is in the launcher's log");
+    }
+    /* the common start, in every rank's own clock */
+    double t0 = ctx.rank == 0 ? (double)hv_mono_ns() + margin * 1e9 : 0, mine = 0;
+    HV_MPI_CHECK(MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, ctx.comm));
+    double *offs = ctx.rank == 0 ? malloc((size_t)ctx.size * sizeof *offs) : NULL;
+    if (ctx.rank == 0) {
+        HV_ALLOC_CHECK(offs);
+        for (int r = 0; r < ctx.size; r++) offs[r] = before[r].offset_ns;
+    }
+    HV_MPI_CHECK(MPI_Scatter(offs, 1, MPI_DOUBLE, &mine, 1, MPI_DOUBLE, 0, ctx.comm));
+    fprintf(child.to, "%.0f\n", t0 + mine);
+    fclose(child.to);
+    wait_collector(&child);
+    fclose(child.from);
 
     HV_MPI_CHECK(MPI_Barrier(ctx.comm));
     sync_clocks(&ctx, rounds, after);

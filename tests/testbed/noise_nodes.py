@@ -16,7 +16,9 @@ SHIFTED = (0, 7, 13, 3)  # ms: bursts of 2 ms never meet (nor within the alignme
 
 def record_with_injection(env: dict, phases_ms, record_args: list[str], hosts: int = 4) -> dict:
     """Host k injects on CPU (k-1) % 2, so hosts that share a CPU on this 2-core machine inject on the same
-    one; the recorders compare only distinct CPUs of one machine (docs/noise.md)."""
+    one; the recorders compare only distinct CPUs of one machine (docs/noise.md). The injectors run at
+    SCHED_FIFO 50 and the tests' recorders at 20: other jobs of a busy machine cannot delay the recorders,
+    the injected bursts still do."""
     e = {**os.environ, **env}
     inj = []
     for k in range(1, hosts + 1):

@@ -24,7 +24,7 @@ def testbed(tmp_path_factory):
 
 
 def _record(env, phases):
-    return record_with_injection(env, phases, ["--launcher", "testbed", "--min-detour", "500us"])
+    return record_with_injection(env, phases, ["--launcher", "testbed", "--min-detour", "500us", "--rt-prio", "20"])
 
 
 def test_four_traces_on_one_time_base(testbed):

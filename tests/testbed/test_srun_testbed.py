@@ -112,7 +112,8 @@ def test_openmpi_build_under_pmix(slurm, tmp_path_factory):
 @pytest.mark.parametrize("phases,want", [(ALIGNED, "aligned"), (SHIFTED, "not aligned")])
 def test_noise_on_four_srun_nodes(slurm, phases, want):
     def measure():
-        return record_with_injection(slurm, phases, ["--launcher", "srun", "--np", "4", "--min-detour", "500us"])
+        return record_with_injection(slurm, phases, ["--launcher", "srun", "--np", "4", "--min-detour", "500us",
+                                                     "--rt-prio", "20"])
 
     def check(out):
         assert out["alignment"]["verdict"] == want, out["alignment"]["pairs"]

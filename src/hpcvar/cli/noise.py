@@ -91,7 +91,7 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, inte
         if attribute:
             raise UsageError("--attribute records one node", "--attribute", "Drop it, or use --launcher local")
         _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, launcher, nodes, srun_mpi,
-                      template, launcher_args, timeout, min_detour, window, as_json, runs_dir)
+                      template, launcher_args, timeout, min_detour, window, plots, as_json, runs_dir)
         return
     for flag, given in (("--np", nodes is not None), ("--srun-mpi", srun_mpi != "auto"), ("--template", template)):
         if given:
@@ -115,7 +115,7 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, inte
 
 
 def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, launcher_name, nodes, srun_mpi,
-                  template, launcher_args, timeout, min_detour, window, as_json, runs_dir) -> None:
+                  template, launcher_args, timeout, min_detour, window, plots, as_json, runs_dir) -> None:
     """noise record on every node of a multi-node launcher."""
     import shlex
 
@@ -133,7 +133,7 @@ def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, l
         raise UsageError(f"cannot split --launcher-args: {e}", "--launcher-args", "Check its quotes") from None
     params = jobs.NodesJobParams(cpus=cpus.strip(), duration_s=duration, threshold_ns=thr_ns, max_rate=max_rate,
                                  rt_prio=rt_prio, method=method, interval_ns=interval * 1e9, min_detour_s=min_detour,
-                                 window_s=window, nodes=nodes)
+                                 window_s=window, nodes=nodes, plots=plots)
     run, result = jobs.record_nodes(params, launcher, runs_dir, ["hpcvar", *sys.argv[1:]], timeout_s=timeout,
                                     launcher_args=extra, say=stderr_console().print)
     _emit(result, as_json)

@@ -43,6 +43,7 @@ class NodesJobParams:
     min_detour_s: float = 100e-6
     window_s: float = 10e-3
     nodes: int | None = None  # None: every node of the launcher
+    plots: bool = True
 
 
 def _quiet(_: str) -> None:
@@ -139,6 +140,10 @@ def record_nodes(p: NodesJobParams, launcher: Launcher, runs_dir, argv: list[str
     say(f"recording {p.duration_s:g} s on {count} nodes ({launcher.name}, {np_.method} method) into {run.path}")
     try:
         result = nn.record(launcher, count, np_, run, timeout_s, launcher_args or [], argv)
+        if p.plots:
+            from hpcvar.noise.render import plot_windows
+
+            plot_windows(run, run.read_table("noise.windows"))
     except BaseException:
         if run.info.get("status") == "running":
             run.finish("failed", exit_status=1)

@@ -23,7 +23,7 @@ from hpcvar.results import Run, read_raw
 
 METHODS = ("auto", "spin", "timer")
 SYNC_ROUNDS = 100
-MARGIN_S = 1.5  # between agreeing on the start and the start: the collectors calibrate their TSC meanwhile
+MARGIN_S = 0.2  # between agreeing on the start (every collector calibrated and ready) and the start
 DEFAULT_INTERVAL_NS = 200_000
 
 

@@ -141,7 +141,65 @@ def tracing_notes(quality: dict) -> list[str]:
     return out
 
 
+def nodes_section(run) -> Section:
+    """A multi-node recording: the verdict on cross-node alignment, the clocks, per-node statistics, and the
+    per-window noise of every node on the common time base."""
+    res = run.info.get("result") or {}
+    a = run.info.get("alignment") or {}
+    nodes = run.info.get("nodes") or []
+    sec = Section(title=f"OS jitter on {len(nodes)} nodes (hpcvar noise record, {res.get('method', '?')} method)")
+    mode = {"sync": "jitSim --align sync fits", "unsync": "jitSim --align unsync fits"}.get(
+        a.get("jitsim_mode") or "", "use jitSim --align measured")
+    sec.headlines.append(Headline("Noise across nodes", a.get("verdict", "?"),
+                                  f"{mode}; {a.get('rule', '')}"))
+    clock = res.get("clock") or {}
+    if clock:
+        sec.headlines.append(Headline("Clock alignment", f"{clock['precision_ns'] / 1e3:.2f} us",
+                                      f"worst precision of the common time base (half the best ping-pong); drift "
+                                      f"up to {clock['max_drift_ppm']:.2f} ppm"))
+    if a.get("pairs"):
+        import pandas as pd
+
+        sec.tables.append(("Node pairs: excess overlap of long detours (1 all matched, 0 chance), correlation, "
+                           "verdict", pd.DataFrame(a["pairs"])))
+    for name, caption in (("noise.clock_sync", "Clocks against rank 0 (before and after the recording)"),
+                          ("noise.summary", "Per node and CPU: detour statistics"),
+                          ("noise.alignment", "Per CPU pair: overlap, chance, excess, correlation, phase")):
+        if run.has_table(name):
+            sec.tables.append((caption, run.read_table(name)))
+    png = Path(run.path) / "plots" / "noise_nodes_windows.png"
+    if png.is_file():  # drawn when the recording was stored: the report never rewrites a run
+        sec.figures.append(("Share of each 10 ms window lost to detours in the first second, every node and CPU on "
+                            "the common time base (peaks at the same time are aligned noise)", png))
+    for w in run.info.get("warnings", []):
+        sec.notes.append(w)
+    return sec
+
+
+def plot_windows(run, w) -> Path | None:
+    """The per-window noise of every node and CPU, one row each, on the common time base (PNG and SVG)."""
+    from hpcvar.report.plots import figure, save
+
+    if w.empty:
+        return None
+    keys = list(dict.fromkeys(zip(w["host"], w["cpu"])))
+    fig, axes = figure(nrows=len(keys), sharex=True, figsize=(8, 0.9 * len(keys) + 1.2)) \
+        if len(keys) > 1 else figure()
+    axes = list(axes) if len(keys) > 1 else [axes]
+    span = min(float(w["t_start_s"].max()), 1.0)  # the first second: individual bursts stay visible
+    for ax, (host, cpu) in zip(axes, keys, strict=True):
+        g = w[(w["host"] == host) & (w["cpu"] == cpu) & (w["t_start_s"] <= span)]
+        ax.fill_between(g["t_start_s"], g["noise_fraction"], step="post", lw=0)
+        ax.set_ylim(0, 1)
+        ax.set_ylabel(f"{host}\ncpu {cpu}", rotation=0, ha="right", va="center", fontsize=7)
+        ax.set_yticks([])
+    axes[-1].set_xlabel("time since the agreed start (s)")
+    return save(fig, run.plots_dir() / "noise_nodes_windows")[0]
+
+
 def noise_section(run) -> Section:
+    if run.info.get("nodes"):
+        return nodes_section(run)
     res = run.info.get("result") or {}
     sec = Section(title="OS jitter (hpcvar noise record)")
     for c in res.get("cpus", []):

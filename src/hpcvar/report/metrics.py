@@ -56,10 +56,20 @@ def bsp_metrics(run) -> list[Metric]:
 
 
 def noise_metrics(run) -> list[Metric]:
-    """Per CPU: the fraction of CPU lost in every 100 ms window, and every detour's duration."""
+    """Per CPU: the fraction of CPU lost in every 100 ms window, and every detour's duration. A multi-node
+    recording gives them per node ("noise <host> cpu0 ...")."""
     from hpcvar.noise.formats import load_trace
 
-    trace = load_trace(run.path / "trace.jtr")
+    single = run.path / "trace.jtr"
+    if single.is_file():
+        return _trace_metrics(load_trace(single), "noise")
+    out = []
+    for f in sorted((run.path / "traces").glob("*.jtr")):
+        out += _trace_metrics(load_trace(f), f"noise {f.stem}")
+    return out
+
+
+def _trace_metrics(trace, label: str) -> list[Metric]:
     out = []
     for c in trace.cpus:
         starts = c.starts()
@@ -67,7 +77,7 @@ def noise_metrics(run) -> list[Metric]:
         if c.length >= 2 * window and c.events:
             idx = starts // window
             lost = np.bincount(idx, weights=c.duration, minlength=int(c.length // window))[: c.length // window]
-            out.append(Metric(f"noise cpu{c.cpu} fraction lost per {NOISE_WINDOW_S * 1e3:.0f} ms", lost / window,
+            out.append(Metric(f"{label} cpu{c.cpu} fraction lost per {NOISE_WINDOW_S * 1e3:.0f} ms", lost / window,
                               True, ""))
-        out.append(Metric(f"noise cpu{c.cpu} detour", c.duration / trace.freq_hz * 1e9, True, "ns"))
+        out.append(Metric(f"{label} cpu{c.cpu} detour", c.duration / trace.freq_hz * 1e9, True, "ns"))
     return out
