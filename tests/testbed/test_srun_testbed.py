@@ -70,15 +70,20 @@ def test_sinfo_shows_four_idle_nodes(slurm):
     assert len(nodes) == 4 and set(nodes.values()) == {"idle"}, res.stdout + res.stderr
 
 
-def test_srun_latency_reaches_the_shaped_rate_on_two_nodes(slurm):
+def _shaped_rate_on_two_nodes(env: dict, plugin: str, label: str) -> None:
+    """The 4 MiB ping-pong across two srun nodes reaches the shaped rate; two nodes and the plugin recorded."""
     def measure():
-        res, out = _latency(slurm)
+        res, out = _latency(env)
         assert out is not None, res.stderr[-3000:]
         return out
 
-    out = best_of_quiet_attempts(measure, _rate_ok, what="4 MiB ping-pong under srun",
-                                 always=lambda o: _check_two_nodes_and_rate(o, slurm, "pmi2"))
-    print(f"srun MPICH pmi2: {out['sizes'][0]['bw_bytes_per_s'] * 8 / 1e6:.1f} Mbit/s at 4 MiB")
+    out = best_of_quiet_attempts(measure, _rate_ok, what=f"4 MiB ping-pong under srun --mpi={plugin}",
+                                 always=lambda o: _check_two_nodes_and_rate(o, env, plugin))
+    print(f"srun {label} {plugin}: {out['sizes'][0]['bw_bytes_per_s'] * 8 / 1e6:.1f} Mbit/s at 4 MiB")
+
+
+def test_srun_latency_reaches_the_shaped_rate_on_two_nodes(slurm):
+    _shaped_rate_on_two_nodes(slurm, "pmi2", "MPICH")
 
 
 def test_wrong_mpi_plugin_is_a_clear_error_and_no_complete_run(slurm):
@@ -97,16 +102,7 @@ def test_openmpi_build_under_pmix(slurm, tmp_path_factory):
     if not shutil.which(DEBIAN_OMPI_MPICC):
         pytest.skip("Debian's Open MPI is not installed: apt-get install libopenmpi-dev")
     bindir = build_native_against(DEBIAN_OMPI_MPICC, ["hv_latency"], tmp_path_factory.mktemp("ompi-srun"))
-    env = {**slurm, **DEBIAN_OMPI_ENV, "HPCVAR_NATIVE_DIR": str(bindir)}
-
-    def measure():
-        res, out = _latency(env)
-        assert out is not None, res.stderr[-3000:]
-        return out
-
-    out = best_of_quiet_attempts(measure, _rate_ok, what="4 MiB ping-pong under srun --mpi=pmix",
-                                 always=lambda o: _check_two_nodes_and_rate(o, env, "pmix"))
-    print(f"srun Open MPI pmix: {out['sizes'][0]['bw_bytes_per_s'] * 8 / 1e6:.1f} Mbit/s at 4 MiB")
+    _shaped_rate_on_two_nodes({**slurm, **DEBIAN_OMPI_ENV, "HPCVAR_NATIVE_DIR": str(bindir)}, "pmix", "Open MPI")
 
 
 @pytest.mark.parametrize("phases,want", [(ALIGNED, "aligned"), (SHIFTED, "not aligned")])
