@@ -6,6 +6,7 @@ import _pytest.outcomes
 import pytest
 
 from hpcvar import metadata
+from tests import conftest
 from tests.conftest import best_of_quiet_attempts
 
 
@@ -39,6 +40,7 @@ def _steal_sequence(monkeypatch, pcts):
         readings.append((steal, total))
     it = iter(readings)
     monkeypatch.setattr(metadata, "cpu_ticks", lambda: next(it))
+    monkeypatch.setattr(conftest, "_load1", lambda: 0.0)  # a quiet machine: only steal disturbs here
 
 
 def _check_at_least(n):
@@ -73,3 +75,11 @@ def test_best_of_quiet_attempts_always_holds_on_disturbed_attempts(monkeypatch):
 
     with pytest.raises(AssertionError, match="above the link"):
         best_of_quiet_attempts(lambda: 4, _check_at_least(5), always=never_above)
+
+
+def test_best_of_quiet_attempts_skips_when_other_jobs_load_the_machine(monkeypatch):
+    _steal_sequence(monkeypatch, [0, 0, 0])
+    monkeypatch.setattr(conftest, "_load1", lambda: 3.0 * conftest.CORES)
+    with pytest.raises(pytest.skip.Exception) as e:
+        best_of_quiet_attempts(lambda: 1, _check_at_least(5))
+    assert "other jobs" in str(e.value)
