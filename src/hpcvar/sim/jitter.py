@@ -21,7 +21,7 @@ from hpcvar.errors import HpcvarError, UsageError
 from hpcvar.noise.trace import CpuTrace, JitterTrace
 
 TASK_DTYPE = np.dtype([("offset", "<i8"), ("t", "<i8"), ("slot", "<i8"), ("absorbed", "<i8"), ("end", "<i8"),
-                       ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("pad", "<i4")])
+                       ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("lap", "<i4")])
 TASK_BYTES = TASK_DTYPE.itemsize  # 64
 DRIVER_BYTES_PER_TASK = 16  # transient: the waiting times and a sorted copy while summarizing
 ALIGN_CODES = {"unsync": 0, "sync": 1, "cosched": 2}
@@ -185,6 +185,8 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
 
     threads > 1 runs the phases on that many POSIX threads (identical results); grain is the
     least work per thread (tasks, or tree nodes at the split level; 0: the core's default).
+    With one thread, grain is the most tasks per subtree block of a tree (0: the core's
+    default, 4096; a grain of at least the task count gives the plain sweeps): same results.
     """
     if not 1 <= threads <= MAX_THREADS:
         raise UsageError(f"{threads} threads", "--threads", f"Give 1 to {MAX_THREADS} threads")
