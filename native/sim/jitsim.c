@@ -339,7 +339,15 @@ static inline void prefetch_down(const hv_js_config *c, int64_t i) {
     if (T->lap >= 0 && T->slot + c->recv + c->arity * c->send >= T->end) prefetch_next(c, T, i);
 }
 
-/* The starting cursor of every task: the event holding its offset (lap 0), through a
+/* A task before its first phase (its offset kept). */
+static inline void reset_task(hv_js_task *T) {
+    T->t = T->slot = T->absorbed = T->cend = T->cprev = 0;
+    T->end = -1;
+    T->hint = -1;
+    T->lap = -1;
+}
+
+/* The reset of every task and its starting cursor: the event holding its offset (lap 0), through a
  * bucket index of the trace (one int32 per 4 events), so that the first phase does not
  * search the whole trace at random places. A cursor at time 0 is valid for every later
  * time: a task's time only moves forward. */
@@ -374,6 +382,7 @@ static int init_cursors(const hv_js_config *c) {
         const int64_t j = c->cores == 1 ? 0 : i % c->cores;
         const hv_js_trace *tr = &c->traces[j];
         hv_js_task *T = &c->tasks[i];
+        reset_task(T);
         const int64_t p = T->offset;
         if (p < 0 || p >= tr->length) continue; /* left to the full search (refused offsets) */
         int64_t k = idx[j][p / width[j]];
@@ -815,13 +824,11 @@ int hv_js_simulate_threads(const hv_js_config *c, int32_t threads, int64_t grain
     if (threads < 1 || threads > 1024 || grain < 0) return -2;
     const int64_t block = threads == 1 && grain > 0 ? grain : HV_JS_BLOCK;
     if (grain == 0) grain = HV_JS_GRAIN;
-    for (int64_t i = 0; i < c->ntasks; i++) {
-        c->tasks[i].t = c->tasks[i].slot = c->tasks[i].absorbed = c->tasks[i].cend = c->tasks[i].cprev = 0;
-        c->tasks[i].end = -1;
-        c->tasks[i].hint = -1;
-        c->tasks[i].lap = -1;
+    if (!c->nojitter) {
+        if (init_cursors(c)) return -1;
+    } else {
+        for (int64_t i = 0; i < c->ntasks; i++) reset_task(&c->tasks[i]);
     }
-    if (!c->nojitter && init_cursors(c)) return -1;
     if (threads > 1) {
         const int rc = simulate_team(c, threads, grain);
         if (rc != 1) return rc;
