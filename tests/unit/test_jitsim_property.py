@@ -73,3 +73,18 @@ def test_blocks_equal_plain_sweeps(arity, n, block, seed):
     assert np.array_equal(blocked.next_start, plain.next_start)
     assert np.array_equal(blocked.absorbed, plain.absorbed)
     assert np.array_equal(blocked.last_start, plain.last_start)
+
+
+@given(st.integers(0, 400), st.integers(1, 6), st.sampled_from(["tree", "none"]), st.integers(0, 9),
+       st.integers(0, 9))
+def test_busy_per_task_counts_every_operation(n, arity, barrier, send, recv):
+    """The CPU work of each task (used for its waiting time) is W plus R and S per child and per parent link."""
+    wl = J.Workload(work=7, phases=3, barrier=barrier, arity=arity, send=send, recv=recv)
+    want = []
+    for i in range(n):
+        ops = 7
+        if barrier == "tree":
+            children = [c for c in range(arity * i + 1, arity * i + arity + 1) if c < n]
+            ops += len(children) * (recv + send) + (send + recv if i > 0 else 0)
+        want.append(ops * 3)
+    assert wl.busy_per_task(n).tolist() == want

@@ -133,13 +133,17 @@ class Workload:
 
     def busy_per_task(self, ntasks: int) -> np.ndarray:
         """CPU work each task executes over the run (W, S and R; no jitter, no waiting)."""
-        i = np.arange(ntasks, dtype=np.int64)
         per_phase = np.full(ntasks, self.work, dtype=np.int64)
-        if self.barrier == "tree":
-            k = self.arity
-            nch = np.clip(ntasks - (k * i + 1), 0, k)
-            per_phase += nch * (self.recv + self.send) + (i > 0) * (self.send + self.recv)
-        return per_phase * self.phases
+        if self.barrier == "tree" and ntasks > 0:
+            # piecewise constant: task i has min(k, max(0, n - (k i + 1))) children, and a parent if i > 0
+            k, sr = self.arity, self.send + self.recv
+            per_phase[1:] += sr
+            full = max(0, (ntasks - 1 - k) // k + 1) if ntasks - 1 >= k else 0  # tasks with k children
+            per_phase[:full] += k * sr
+            if full < ntasks:
+                per_phase[full] += max(0, min(k, ntasks - (k * full + 1))) * sr
+        per_phase *= self.phases
+        return per_phase
 
 
 @dataclass
