@@ -149,22 +149,26 @@ static inline int64_t after(const hv_js_event *ev, int64_t n, int64_t p, int64_t
     return hi;
 }
 
-/* Cache event k of lap `lap` in the task (k's end found by a search: always > 0). */
-static inline void cache_event(const hv_js_trace *tr, hv_js_task *T, int64_t k, int64_t lap) {
+/* Cache event k of lap `lap` in the task (k's end found by a search: always > 0). cprev:
+ * C_k when the caller knows it (the previous cached event's count: no read of its
+ * trace line, which is often not cached any more), else -1. */
+static inline void cache_event(const hv_js_trace *tr, hv_js_task *T, int64_t k, int64_t lap, int64_t cprev) {
     const hv_js_event *e = tr->ev + k;
+    if (cprev < 0) cprev = k ? e[-1].cend : 0;
     T->hint = (int32_t)k;
     T->lap = lap <= INT32_MAX ? (int32_t)lap : -1;
     T->end = lap * tr->length + e->end - T->offset;
     T->cend = lap * tr->compute + e->cend;
-    T->cprev = lap * tr->compute + (k ? e[-1].cend : 0);
+    T->cprev = lap * tr->compute + cprev;
 }
 
 /* The end of the work whose compute target (in lap `lap`'s cycles) lies beyond event k:
- * ev[k].cend < target. Caches the event it ends in. */
-static inline int64_t finish_beyond(const hv_js_trace *tr, hv_js_task *T, int64_t k, int64_t lap, int64_t target) {
+ * ev[k].cend = ck < target. Caches the event it ends in. */
+static inline int64_t finish_beyond(const hv_js_trace *tr, hv_js_task *T, int64_t k, int64_t ck, int64_t lap,
+                                    int64_t target) {
     const hv_js_event *ev = tr->ev;
-    const int64_t n = tr->n, g = tr->compute;
-    if (target > g) { /* wraps: whole laps, then the rest from the start of the trace */
+    const int64_t n = tr->n, g = tr->compute, k0 = k, wraps = target > g;
+    if (wraps) { /* wraps: whole laps, then the rest from the start of the trace */
         const int64_t m = (target - 1) / g;
         target -= m * g;
         lap += m;
@@ -172,7 +176,7 @@ static inline int64_t finish_beyond(const hv_js_trace *tr, hv_js_task *T, int64_
     } else {
         k = reach_from(ev, n, target, k);
     }
-    cache_event(tr, T, k, lap);
+    cache_event(tr, T, k, lap, !wraps && k - 1 == k0 ? ck : -1);
     return T->end - (ev[k].cend - target);
 }
 
@@ -187,26 +191,26 @@ static __attribute__((noinline)) int64_t advance_slow(const hv_js_trace *tr, hv_
         if (t < T->end) {
             int64_t a = T->cend - (T->end - t);
             if (a < T->cprev) a = T->cprev;
-            return finish_beyond(tr, T, T->hint, lap, a + w - lap * tr->compute);
+            return finish_beyond(tr, T, T->hint, T->cend - lap * tr->compute, lap, a + w - lap * tr->compute);
         }
         const int64_t p = T->offset + t - lap * tr->length; /* >= ev[hint].end */
         if (p < tr->length) {
             const hv_js_event *ev = tr->ev;
             const int64_t k = after(ev, tr->n, p, T->hint);
-            const int64_t cprev = ev[k - 1].cend;
+            const int64_t cprev = k - 1 == T->hint ? T->cend - lap * tr->compute : ev[k - 1].cend;
             int64_t a = ev[k].cend - (ev[k].end - p);
             if (a < cprev) a = cprev;
             const int64_t target = a + w;
             if (target <= ev[k].cend) {
-                cache_event(tr, T, k, lap);
+                cache_event(tr, T, k, lap, cprev);
                 return T->end - (ev[k].cend - target);
             }
-            return finish_beyond(tr, T, k, lap, target);
+            return finish_beyond(tr, T, k, ev[k].cend, lap, target);
         }
     }
     int64_t lap;
     const int64_t t2 = advance_lap(tr, T->offset, t, w, &T->hint, &lap);
-    cache_event(tr, T, T->hint, lap);
+    cache_event(tr, T, T->hint, lap, -1);
     return t2;
 }
 
@@ -387,7 +391,7 @@ static int init_cursors(const hv_js_config *c) {
         if (p < 0 || p >= tr->length) continue; /* left to the full search (refused offsets) */
         int64_t k = idx[j][p / width[j]];
         if (tr->ev[k].end <= p) k = after(tr->ev, tr->n, p, k);
-        cache_event(tr, T, k, 0);
+        cache_event(tr, T, k, 0, -1);
     }
 out:
     if (idx)
