@@ -16,6 +16,7 @@
 
 #define HV_JS_PREFETCH 12 /* tasks ahead whose trace events are prefetched */
 #define HV_JS_GRAIN 256   /* default: split-level nodes per thread at least */
+#define HV_JS_BLOCK 4096  /* default: tasks per subtree block on one thread (at most) */
 
 /* ---- searching the cumulative event arrays --------------------------------------------------- */
 
@@ -127,24 +128,104 @@ static inline int64_t advance(const hv_js_trace *tr, int64_t o, int64_t t, int64
     return advance_lap(tr, o, t, w, hint, &lap);
 }
 
+/* The first j > k with ev[j].end > p, knowing ev[k].end <= p < L (gallop from k + 1). */
+static inline int64_t after(const hv_js_event *ev, int64_t n, int64_t p, int64_t k) {
+    int64_t lo = k, hi, step = 1;
+    for (;;) {
+        hi = lo + step;
+        if (hi >= n - 1) {
+            hi = n - 1;
+            break;
+        }
+        if (ev[hi].end > p) break;
+        lo = hi;
+        step <<= 1;
+    }
+    while (hi - lo > 1) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (ev[mid].end > p) hi = mid;
+        else lo = mid;
+    }
+    return hi;
+}
+
+/* Cache event k of lap `lap` in the task (k's end found by a search: always > 0). cprev:
+ * C_k when the caller knows it (the previous cached event's count: no read of its
+ * trace line, which is often not cached any more), else -1. */
+static inline void cache_event(const hv_js_trace *tr, hv_js_task *T, int64_t k, int64_t lap, int64_t cprev) {
+    const hv_js_event *e = tr->ev + k;
+    if (cprev < 0) cprev = k ? e[-1].cend : 0;
+    T->hint = (int32_t)k;
+    T->lap = lap <= INT32_MAX ? (int32_t)lap : -1;
+    T->end = lap * tr->length + e->end - T->offset;
+    T->cend = lap * tr->compute + e->cend;
+    T->cprev = lap * tr->compute + cprev;
+}
+
+/* The end of the work whose compute target (in lap `lap`'s cycles) lies beyond event k:
+ * ev[k].cend = ck < target. Caches the event it ends in. */
+static inline int64_t finish_beyond(const hv_js_trace *tr, hv_js_task *T, int64_t k, int64_t ck, int64_t lap,
+                                    int64_t target) {
+    const hv_js_event *ev = tr->ev;
+    const int64_t n = tr->n, g = tr->compute, k0 = k, wraps = target > g;
+    if (wraps) { /* wraps: whole laps, then the rest from the start of the trace */
+        const int64_t m = (target - 1) / g;
+        target -= m * g;
+        lap += m;
+        k = reach_all(ev, n, target);
+    } else {
+        k = reach_from(ev, n, target, k);
+    }
+    cache_event(tr, T, k, lap, !wraps && k - 1 == k0 ? ck : -1);
+    return T->end - (ev[k].cend - target);
+}
+
 /* advance() for a task with its cached event. A task's time only moves forward (its
  * phase start, its receives and its sends follow each other), so a time before the
- * cached event's end lies inside that event. */
-static inline int64_t advance_task(const hv_js_trace *tr, hv_js_task *k, int64_t t, int64_t w) {
-    if (w == 0) return t;
-    if (t < k->end) {
-        int64_t a = k->cend - (k->end - t);
-        if (a < k->cprev) a = k->cprev;
-        const int64_t target = a + w;
-        if (target <= k->cend) return k->end - (k->cend - target);
+ * cached event's end lies inside that event, and a later one (in the same lap of the
+ * trace) lies in a later event: the trace is read from the next event on, never at the
+ * cached one. Without a cached event (or past the lap), the full search. */
+static __attribute__((noinline)) int64_t advance_slow(const hv_js_trace *tr, hv_js_task *T, int64_t t, int64_t w) {
+    if (T->lap >= 0) {
+        const int64_t lap = T->lap;
+        if (t < T->end) {
+            int64_t a = T->cend - (T->end - t);
+            if (a < T->cprev) a = T->cprev;
+            return finish_beyond(tr, T, T->hint, T->cend - lap * tr->compute, lap, a + w - lap * tr->compute);
+        }
+        const int64_t p = T->offset + t - lap * tr->length; /* >= ev[hint].end */
+        if (p < tr->length) {
+            const hv_js_event *ev = tr->ev;
+            const int64_t k = after(ev, tr->n, p, T->hint);
+            const int64_t cprev = k - 1 == T->hint ? T->cend - lap * tr->compute : ev[k - 1].cend;
+            int64_t a = ev[k].cend - (ev[k].end - p);
+            if (a < cprev) a = cprev;
+            const int64_t target = a + w;
+            if (target <= ev[k].cend) {
+                cache_event(tr, T, k, lap, cprev);
+                return T->end - (ev[k].cend - target);
+            }
+            return finish_beyond(tr, T, k, ev[k].cend, lap, target);
+        }
     }
     int64_t lap;
-    const int64_t t2 = advance_lap(tr, k->offset, t, w, &k->hint, &lap);
-    const hv_js_event *e = tr->ev + k->hint;
-    k->end = lap * tr->length + e->end - k->offset;
-    k->cend = lap * tr->compute + e->cend;
-    k->cprev = lap * tr->compute + (k->hint ? e[-1].cend : 0);
+    const int64_t t2 = advance_lap(tr, T->offset, t, w, &T->hint, &lap);
+    cache_event(tr, T, T->hint, lap, -1);
     return t2;
+}
+
+/* The common case inline: the work ends inside the cached event (no trace read). A
+ * task without a cached event has end = -1, so it takes the slow path. */
+static inline __attribute__((always_inline)) int64_t advance_task(const hv_js_trace *tr, hv_js_task *T, int64_t t,
+                                                                  int64_t w) {
+    if (w == 0) return t;
+    if (t < T->end) {
+        int64_t a = T->cend - (T->end - t);
+        if (a < T->cprev) a = T->cprev;
+        const int64_t target = a + w;
+        if (target <= T->cend) return T->end - (T->cend - target);
+    }
+    return advance_slow(tr, T, t, w);
 }
 
 int64_t hv_js_advance(const hv_js_trace *tr, int64_t o, int64_t t, int64_t w, int32_t *hint) {
@@ -206,7 +287,7 @@ int hv_js_offsets(const hv_js_trace *traces, int32_t cores, hv_js_task *tasks, i
         tasks[i].t = tasks[i].slot = tasks[i].absorbed = tasks[i].cend = tasks[i].cprev = 0;
         tasks[i].end = -1;
         tasks[i].hint = -1;
-        tasks[i].pad = 0;
+        tasks[i].lap = -1;
     }
     return 0;
 }
@@ -233,16 +314,94 @@ static inline int64_t step(const hv_js_config *c, int64_t i, int64_t t, int64_t 
     return t2;
 }
 
-/* Prefetch the trace events task i will need for its work: only when the work will
- * not end inside its cached event (most often the next detour lies beyond it). */
-static inline void prefetch_task(const hv_js_config *c, int64_t i) {
+/* Prefetch the next events of the trace of task i (those an advance beyond its cached
+ * event reads first). */
+static inline void prefetch_next(const hv_js_config *c, const hv_js_task *T, int64_t i) {
+    const hv_js_trace *tr = trace_of(c, i);
+    const int64_t h = T->hint;
+    __builtin_prefetch(tr->ev + (h + 1 < tr->n ? h + 1 : h));
+    __builtin_prefetch(tr->ev + (h + 2 < tr->n ? h + 2 : h));
+}
+
+/* Going up (or without a tree), task i computes from its phase start, then receives its
+ * children's messages and sends: prefetch when that may leave the cached event. */
+static inline void prefetch_up(const hv_js_config *c, int64_t i) {
     if (c->nojitter || i < 0 || i >= c->ntasks) return;
-    const hv_js_task *k = &c->tasks[i];
-    if (k->hint >= 0 && k->t + c->work >= k->end) {
-        const hv_js_event *e = trace_of(c, i)->ev + k->hint;
-        __builtin_prefetch(e + 1);
-        __builtin_prefetch(e + 4);
+    const hv_js_task *T = &c->tasks[i];
+    if (T->lap < 0) return;
+    int64_t last = T->t + c->work + c->arity * c->recv + c->send;
+    if (c->barrier == HV_JS_BARRIER_TREE) {
+        const int64_t first = c->arity * i + 1;
+        if (first < c->ntasks && c->tasks[first].slot + c->arity * c->recv + c->send > last)
+            last = c->tasks[first].slot + c->arity * c->recv + c->send;
     }
+    if (last >= T->end) prefetch_next(c, T, i);
+}
+
+/* Going down, task i receives its release (its slot, written by its parent), then sends. */
+static inline void prefetch_down(const hv_js_config *c, int64_t i) {
+    if (c->nojitter || i < 1 || i >= c->ntasks) return;
+    const hv_js_task *T = &c->tasks[i];
+    if (T->lap >= 0 && T->slot + c->recv + c->arity * c->send >= T->end) prefetch_next(c, T, i);
+}
+
+/* A task before its first phase (its offset kept). */
+static inline void reset_task(hv_js_task *T) {
+    T->t = T->slot = T->absorbed = T->cend = T->cprev = 0;
+    T->end = -1;
+    T->hint = -1;
+    T->lap = -1;
+}
+
+/* The reset of every task and its starting cursor: the event holding its offset (lap 0), through a
+ * bucket index of the trace (one int32 per 4 events), so that the first phase does not
+ * search the whole trace at random places. A cursor at time 0 is valid for every later
+ * time: a task's time only moves forward. */
+static int init_cursors(const hv_js_config *c) {
+    int32_t **idx = calloc((size_t)c->cores, sizeof *idx);
+    int64_t *width = calloc((size_t)c->cores, sizeof *width), *nb = calloc((size_t)c->cores, sizeof *nb);
+    int rc = 0;
+    if (!idx || !width || !nb) {
+        rc = -1;
+        goto out;
+    }
+    for (int32_t j = 0; j < c->cores; j++) {
+        const hv_js_trace *tr = &c->traces[j];
+        nb[j] = tr->n / 4 > 0 ? tr->n / 4 : 1;
+        width[j] = (tr->length + nb[j] - 1) / nb[j];
+        if (!(idx[j] = malloc((size_t)nb[j] * sizeof **idx))) {
+            rc = -1;
+            goto out;
+        }
+        int64_t e = 0;
+        for (int64_t b = 0; b < nb[j]; b++) { /* the first event ending after the bucket's start */
+            while (e < tr->n - 1 && tr->ev[e].end <= b * width[j]) e++;
+            idx[j][b] = (int32_t)e;
+        }
+    }
+    const int64_t n = c->ntasks;
+    for (int64_t i = 0; i < n; i++) {
+        if (i + HV_JS_PREFETCH < n) {
+            const int64_t ip = i + HV_JS_PREFETCH, j = c->cores == 1 ? 0 : ip % c->cores;
+            __builtin_prefetch(c->traces[j].ev + idx[j][c->tasks[ip].offset / width[j]]);
+        }
+        const int64_t j = c->cores == 1 ? 0 : i % c->cores;
+        const hv_js_trace *tr = &c->traces[j];
+        hv_js_task *T = &c->tasks[i];
+        reset_task(T);
+        const int64_t p = T->offset;
+        if (p < 0 || p >= tr->length) continue; /* left to the full search (refused offsets) */
+        int64_t k = idx[j][p / width[j]];
+        if (tr->ev[k].end <= p) k = after(tr->ev, tr->n, p, k);
+        cache_event(tr, T, k, 0, -1);
+    }
+out:
+    if (idx)
+        for (int32_t j = 0; j < c->cores; j++) free(idx[j]);
+    free(idx);
+    free(width);
+    free(nb);
+    return rc;
 }
 
 static inline int64_t latency(const hv_js_config *c, int64_t i, int64_t j) {
@@ -276,7 +435,7 @@ static void phase_none(const hv_js_config *c, int64_t ph) {
     const int64_t n = c->ntasks;
     int64_t mx = 0;
     for (int64_t i = 0; i < n; i++) {
-        prefetch_task(c, i + HV_JS_PREFETCH);
+        prefetch_up(c, i + HV_JS_PREFETCH);
         int64_t f = step(c, i, c->tasks[i].t, c->work);
         if (c->compute_end) c->compute_end[ph * n + i] = f;
         if (f > mx) mx = f;
@@ -323,8 +482,12 @@ struct hv_team {
     hv_worker *w;
 };
 
-static inline void prefetch_range(const hv_js_config *c, int64_t i, int64_t lo, int64_t hi) {
-    if (i >= lo && i < hi) prefetch_task(c, i);
+static inline void prefetch_up_range(const hv_js_config *c, int64_t i, int64_t lo, int64_t hi) {
+    if (i >= lo && i < hi) prefetch_up(c, i);
+}
+
+static inline void prefetch_down_range(const hv_js_config *c, int64_t i, int64_t lo, int64_t hi) {
+    if (i >= lo && i < hi) prefetch_down(c, i);
 }
 
 /* The up step of task i (its work, its children's arrivals, its send to the parent). */
@@ -388,12 +551,12 @@ HV_INLINE int64_t down_one(const hv_js_config *c, int64_t ph, int64_t i) {
 static void phase_tree(const hv_js_config *c, int64_t ph, hv_arrival *buf) {
     const int64_t n = c->ntasks;
     for (int64_t i = n - 1; i >= 0; i--) {
-        prefetch_task(c, i - HV_JS_PREFETCH);
+        prefetch_up(c, i - HV_JS_PREFETCH);
         up_one(c, ph, i, buf);
     }
     int64_t mx = 0;
     for (int64_t i = 0; i < n; i++) {
-        prefetch_task(c, i + HV_JS_PREFETCH);
+        prefetch_down(c, i + HV_JS_PREFETCH);
         const int64_t cur = down_one(c, ph, i);
         if (cur > mx) mx = cur;
     }
@@ -429,7 +592,7 @@ static void worker_phase_tree(hv_worker *me, int64_t ph) {
     for (int64_t l = nl - 1; l >= 0; l--) {
         const int64_t lo = lv[l][0], hi = lv[l][1];
         for (int64_t i = hi - 1; i >= lo; i--) {
-            prefetch_range(c, i - HV_JS_PREFETCH, lo, hi);
+            prefetch_up_range(c, i - HV_JS_PREFETCH, lo, hi);
             up_one(c, ph, i, me->buf);
         }
     }
@@ -446,7 +609,7 @@ static void worker_phase_tree(hv_worker *me, int64_t ph) {
     for (int64_t l = 0; l < nl; l++) {
         const int64_t lo = lv[l][0], hi = lv[l][1];
         for (int64_t i = lo; i < hi; i++) {
-            prefetch_range(c, i + HV_JS_PREFETCH, lo, hi);
+            prefetch_down_range(c, i + HV_JS_PREFETCH, lo, hi);
             const int64_t cur = down_one(c, ph, i);
             if (cur > mx) mx = cur;
         }
@@ -466,7 +629,7 @@ static void worker_phase_none(hv_worker *me, int64_t ph) {
     const int64_t n = c->ntasks;
     int64_t mx = 0;
     for (int64_t i = me->lo; i < me->hi; i++) {
-        prefetch_range(c, i + HV_JS_PREFETCH, me->lo, me->hi);
+        prefetch_up_range(c, i + HV_JS_PREFETCH, me->lo, me->hi);
         int64_t f = step(c, i, c->tasks[i].t, c->work);
         if (c->compute_end) c->compute_end[ph * n + i] = f;
         if (f > mx) mx = f;
@@ -570,6 +733,88 @@ out_bufs:
     return rc;
 }
 
+/* ---- one thread, subtree blocks ------------------------------------------------------------
+ *
+ * The same freedom of order as the threads (below) lets one thread fuse the down sweep of a
+ * phase with the up sweep of the next: the tree is cut at a "block level" whose subtrees
+ * hold about HV_JS_BLOCK tasks (64 bytes each: they stay in the L2 cache), and each subtree
+ * runs its down sweep of phase p, then at once its up sweep of phase p + 1, while its tasks
+ * and the trace lines its cursors just read are still cached. The few nodes above the block
+ * level run down before the blocks and up after them. The task array is thus streamed once
+ * per phase instead of twice, and the trace events a task's work reads in the up sweep are
+ * mostly those its release just read in the down sweep. */
+
+/* The levels of the subtrees of nodes [a, b): lv[l] = [first, end) of level l; returns their count. */
+static int64_t subtree_levels(int64_t n, int64_t k, int64_t a, int64_t b, int64_t lv[][2]) {
+    int64_t nl = 0;
+    while (a < n && a < b && nl < 64) {
+        lv[nl][0] = a;
+        lv[nl][1] = b < n ? b : n;
+        nl++;
+        if (a > (n - 1) / k) break;
+        a = k * a + 1;
+        b = b > (INT64_MAX - 1) / k ? INT64_MAX : k * b + 1;
+    }
+    return nl;
+}
+
+HV_INLINE void block_up(const hv_js_config *c, int64_t ph, int64_t lv[][2], int64_t nl, hv_arrival *buf) {
+    for (int64_t l = nl - 1; l >= 0; l--) {
+        const int64_t lo = lv[l][0], hi = lv[l][1];
+        for (int64_t i = hi - 1; i >= lo; i--) {
+            prefetch_up_range(c, i - HV_JS_PREFETCH, lo, hi);
+            up_one(c, ph, i, buf);
+        }
+    }
+}
+
+HV_INLINE int64_t block_down(const hv_js_config *c, int64_t ph, int64_t lv[][2], int64_t nl, int64_t mx) {
+    for (int64_t l = 0; l < nl; l++) {
+        const int64_t lo = lv[l][0], hi = lv[l][1];
+        for (int64_t i = lo; i < hi; i++) {
+            prefetch_down_range(c, i + HV_JS_PREFETCH, lo, hi);
+            const int64_t cur = down_one(c, ph, i);
+            if (cur > mx) mx = cur;
+        }
+    }
+    return mx;
+}
+
+/* The whole tree simulation on one thread in subtree blocks of about `block` tasks; returns 1
+ * when the tree is too small (or a chain) to cut, 0 when done. */
+static int simulate_blocked(const hv_js_config *c, hv_arrival *buf, int64_t block) {
+    const int64_t n = c->ntasks, k = c->arity;
+    if (k < 2 || c->phases < 1) return 1;
+    int64_t first = 0, size = 1; /* the block level [first, first + size) */
+    while ((n - first) / size > block) {
+        if (size >= n - first || size > INT64_MAX / k) return 1;
+        first += size;
+        size *= k;
+    }
+    if (size > n - first) size = n - first;
+    if (first == 0) return 1; /* one block: the plain sweeps */
+    int64_t lv[64][2];
+    for (int64_t r = first + size - 1; r >= first; r--) block_up(c, 0, lv, subtree_levels(n, k, r, r + 1, lv), buf);
+    for (int64_t i = first - 1; i >= 0; i--) up_one(c, 0, i, buf);
+    for (int64_t ph = 0; ph < c->phases; ph++) {
+        int64_t mx = 0;
+        for (int64_t i = 0; i < first; i++) {
+            const int64_t cur = down_one(c, ph, i);
+            if (cur > mx) mx = cur;
+        }
+        const int next = ph + 1 < c->phases;
+        for (int64_t r = first; r < first + size; r++) {
+            const int64_t nl = subtree_levels(n, k, r, r + 1, lv);
+            mx = block_down(c, ph, lv, nl, mx);
+            if (next) block_up(c, ph + 1, lv, nl, buf);
+        }
+        c->phase_end[ph] = mx;
+        if (next)
+            for (int64_t i = first - 1; i >= 0; i--) up_one(c, ph + 1, i, buf);
+    }
+    return 0;
+}
+
 int hv_js_simulate(const hv_js_config *c) { return hv_js_simulate_threads(c, 1, 0); }
 
 int hv_js_simulate_threads(const hv_js_config *c, int32_t threads, int64_t grain) {
@@ -584,11 +829,12 @@ int hv_js_simulate_threads(const hv_js_config *c, int32_t threads, int64_t grain
                 c->traces[j].length < 1)
                 return -2;
     if (threads < 1 || threads > 1024 || grain < 0) return -2;
+    const int64_t block = threads == 1 && grain > 0 ? grain : HV_JS_BLOCK;
     if (grain == 0) grain = HV_JS_GRAIN;
-    for (int64_t i = 0; i < c->ntasks; i++) {
-        c->tasks[i].t = c->tasks[i].slot = c->tasks[i].absorbed = c->tasks[i].cend = c->tasks[i].cprev = 0;
-        c->tasks[i].end = -1;
-        c->tasks[i].hint = -1;
+    if (!c->nojitter) {
+        if (init_cursors(c)) return -1;
+    } else {
+        for (int64_t i = 0; i < c->ntasks; i++) reset_task(&c->tasks[i]);
     }
     if (threads > 1) {
         const int rc = simulate_team(c, threads, grain);
@@ -599,6 +845,10 @@ int hv_js_simulate_threads(const hv_js_config *c, int32_t threads, int64_t grain
         int64_t m = c->arity < c->ntasks ? c->arity : c->ntasks;
         buf = malloc((size_t)m * sizeof *buf);
         if (!buf) return -1;
+    }
+    if (c->barrier == HV_JS_BARRIER_TREE && simulate_blocked(c, buf, block) == 0) {
+        free(buf);
+        return 0;
     }
     for (int64_t ph = 0; ph < c->phases; ph++) {
         if (c->barrier == HV_JS_BARRIER_NONE) phase_none(c, ph);

@@ -25,8 +25,9 @@ typedef struct {
 } hv_js_trace;
 
 /* Per-task state: 64 bytes. The task caches the event its last advance ended in (in
- * the task's own time and in absolute compute-available cycles), so that most advances
- * (sends, receives, work that ends before the next detour) never touch the trace. */
+ * the task's own time and in absolute compute-available cycles, with its index and lap),
+ * so that most advances (sends, receives, work that ends before the next detour) never
+ * touch the trace, and the others start reading it at the next event. */
 typedef struct {
     int64_t offset;   /* o: trace position of global time 0, in [0, L) */
     int64_t t;        /* start of the current phase; the barrier cursor while in it */
@@ -36,7 +37,7 @@ typedef struct {
     int64_t cend;     /* cached event: compute-available cycles up to its end, lap * G + C_{k+1} */
     int64_t cprev;    /* cached event: the same up to its start, lap * G + C_k */
     int32_t hint;     /* the cached event's index k (-1: unknown) */
-    int32_t pad;
+    int32_t lap;      /* the cached event's lap (-1: no cached event, or a lap beyond 32 bits) */
 } hv_js_task;
 
 enum { HV_JS_BARRIER_NONE = 0, HV_JS_BARRIER_TREE = 1 };
@@ -69,7 +70,8 @@ int hv_js_simulate(const hv_js_config *c);
 /* hv_js_simulate() on `threads` POSIX threads (same integers as one thread). grain: the
  * least number of tasks per thread (barrier none), or of nodes per thread in the tree level
  * where the tree is split among the threads (0: the default, 256). Too small a problem (or
- * an arity-1 chain) runs on one thread. */
+ * an arity-1 chain) runs on one thread. With threads = 1, grain is the largest number of
+ * tasks per subtree block of a tree (0: the default, 4096; see jitsim.c). */
 int hv_js_simulate_threads(const hv_js_config *c, int32_t threads, int64_t grain);
 
 /* Zeroed, 2 MiB aligned memory (transparent huge pages where allowed); NULL on failure. */

@@ -21,7 +21,7 @@ from hpcvar.errors import HpcvarError, UsageError
 from hpcvar.noise.trace import CpuTrace, JitterTrace
 
 TASK_DTYPE = np.dtype([("offset", "<i8"), ("t", "<i8"), ("slot", "<i8"), ("absorbed", "<i8"), ("end", "<i8"),
-                       ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("pad", "<i4")])
+                       ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("lap", "<i4")])
 TASK_BYTES = TASK_DTYPE.itemsize  # 64
 DRIVER_BYTES_PER_TASK = 16  # transient: the waiting times and a sorted copy while summarizing
 ALIGN_CODES = {"unsync": 0, "sync": 1, "cosched": 2}
@@ -135,13 +135,17 @@ class Workload:
 
     def busy_per_task(self, ntasks: int) -> np.ndarray:
         """CPU work each task executes over the run (W, S and R; no jitter, no waiting)."""
-        i = np.arange(ntasks, dtype=np.int64)
         per_phase = np.full(ntasks, self.work, dtype=np.int64)
-        if self.barrier == "tree":
-            k = self.arity
-            nch = np.clip(ntasks - (k * i + 1), 0, k)
-            per_phase += nch * (self.recv + self.send) + (i > 0) * (self.send + self.recv)
-        return per_phase * self.phases
+        if self.barrier == "tree" and ntasks > 0:
+            # piecewise constant: task i has min(k, max(0, n - (k i + 1))) children, and a parent if i > 0
+            k, sr = self.arity, self.send + self.recv
+            per_phase[1:] += sr
+            full = max(0, (ntasks - 1 - k) // k + 1) if ntasks - 1 >= k else 0  # tasks with k children
+            per_phase[:full] += k * sr
+            if full < ntasks:
+                per_phase[full] += max(0, min(k, ntasks - (k * full + 1))) * sr
+        per_phase *= self.phases
+        return per_phase
 
 
 @dataclass
@@ -188,6 +192,8 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
 
     threads > 1 runs the phases on that many POSIX threads (identical results); grain is the
     least work per thread (tasks, or tree nodes at the split level; 0: the core's default).
+    With one thread, grain is the most tasks per subtree block of a tree (0: the core's
+    default, 4096; a grain of at least the task count gives the plain sweeps): same results.
     """
     if not 1 <= threads <= MAX_THREADS:
         raise UsageError(f"{threads} threads", "--threads", f"Give 1 to {MAX_THREADS} threads")
