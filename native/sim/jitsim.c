@@ -299,11 +299,17 @@ typedef struct {
     int64_t c;
 } hv_arrival;
 
-static inline const hv_js_trace *trace_of(const hv_js_config *c, int64_t i) {
-    if (__builtin_expect(c->trace_nodes > 1, 0))
-        return &c->traces[((i / c->cores) % c->trace_nodes) * c->cores + i % c->cores];
-    return &c->traces[c->cores == 1 ? 0 : i % c->cores];
+/* The trace of task i: core i % cores of recorded node (i / cores) % trace_nodes. */
+static inline int64_t trace_index(const hv_js_config *c, int64_t i) {
+    if (__builtin_expect(c->trace_nodes > 1, 0)) return ((i / c->cores) % c->trace_nodes) * c->cores + i % c->cores;
+    return c->cores == 1 ? 0 : i % c->cores;
 }
+
+static inline int32_t trace_count(const hv_js_config *c) {
+    return c->cores * (c->trace_nodes > 1 ? c->trace_nodes : 1);
+}
+
+static inline const hv_js_trace *trace_of(const hv_js_config *c, int64_t i) { return &c->traces[trace_index(c, i)]; }
 
 /* One advance of task i, counting the jitter it absorbed. */
 static inline int64_t step(const hv_js_config *c, int64_t i, int64_t t, int64_t w) {
@@ -358,14 +364,15 @@ static inline void reset_task(hv_js_task *T) {
  * search the whole trace at random places. A cursor at time 0 is valid for every later
  * time: a task's time only moves forward. */
 static int init_cursors(const hv_js_config *c) {
-    int32_t **idx = calloc((size_t)c->cores, sizeof *idx);
-    int64_t *width = calloc((size_t)c->cores, sizeof *width), *nb = calloc((size_t)c->cores, sizeof *nb);
+    const int32_t nt = trace_count(c);
+    int32_t **idx = calloc((size_t)nt, sizeof *idx);
+    int64_t *width = calloc((size_t)nt, sizeof *width), *nb = calloc((size_t)nt, sizeof *nb);
     int rc = 0;
     if (!idx || !width || !nb) {
         rc = -1;
         goto out;
     }
-    for (int32_t j = 0; j < c->cores; j++) {
+    for (int32_t j = 0; j < nt; j++) {
         const hv_js_trace *tr = &c->traces[j];
         nb[j] = tr->n / 4 > 0 ? tr->n / 4 : 1;
         width[j] = (tr->length + nb[j] - 1) / nb[j];
@@ -382,10 +389,10 @@ static int init_cursors(const hv_js_config *c) {
     const int64_t n = c->ntasks;
     for (int64_t i = 0; i < n; i++) {
         if (i + HV_JS_PREFETCH < n) {
-            const int64_t ip = i + HV_JS_PREFETCH, j = c->cores == 1 ? 0 : ip % c->cores;
+            const int64_t ip = i + HV_JS_PREFETCH, j = trace_index(c, ip);
             __builtin_prefetch(c->traces[j].ev + idx[j][c->tasks[ip].offset / width[j]]);
         }
-        const int64_t j = c->cores == 1 ? 0 : i % c->cores;
+        const int64_t j = trace_index(c, i);
         const hv_js_trace *tr = &c->traces[j];
         hv_js_task *T = &c->tasks[i];
         reset_task(T);
@@ -397,7 +404,7 @@ static int init_cursors(const hv_js_config *c) {
     }
 out:
     if (idx)
-        for (int32_t j = 0; j < c->cores; j++) free(idx[j]);
+        for (int32_t j = 0; j < nt; j++) free(idx[j]);
     free(idx);
     free(width);
     free(nb);
