@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from hpcvar.bench.runner import BenchContext
 from hpcvar.errors import HpcvarError
@@ -44,46 +45,48 @@ class StepContext:
 
 def _latency(ctx: StepContext, quick: bool) -> Run:
     from hpcvar.bench import jobs
+    from hpcvar.bench.latency import LatencyParams
 
-    sizes = [0, 8, 64, 1024, 8192, 65536, 1 << 20, 4 << 20] if quick else \
-        [0, 1, 8, 64, 512, 1024, 4096, 8192, 32768, 65536, 262144, 1 << 20, 4 << 20, 16 << 20]
-    params = {"sizes": sizes, "iters": 1000 if quick else 10000, "min_iters": 20, "warmup": 10 if quick else 100,
-              "time_per_size_s": 0.3 if quick else 2.0}
+    sizes = (0, 8, 64, 1024, 8192, 65536, 1 << 20, 4 << 20) if quick else \
+        (0, 1, 8, 64, 512, 1024, 4096, 8192, 32768, 65536, 262144, 1 << 20, 4 << 20, 16 << 20)
+    params = LatencyParams(sizes=sizes, iters=1000 if quick else 10000, min_iters=20, warmup=10 if quick else 100,
+                           time_per_size_s=0.3 if quick else 2.0)
     return jobs.latency(params, ctx.bench_ctx(np=2))[0]
 
 
-QUEUE_DEFAULTS = {"min_iters": 20, "warmup": 10, "pin": True, "fit_stat": "median"}  # bench queues' defaults
+# bench queues' defaults
+QUEUE_DEFAULTS: dict[str, Any] = {"min_iters": 20, "warmup": 10, "pin": True, "fit_stat": "median"}
 
 
 def _queues_posted(ctx: StepContext, quick: bool) -> Run:
     from hpcvar.bench import jobs
+    from hpcvar.bench.queues import PostedParams
 
-    params = {"lengths": [0, 250, 500, 1000] if quick else [0, 250, 500, 1000, 2000, 4000],
-              "traversed": [0, 50, 100], "sizes": [8] if quick else [8, 1024], "any_source": False,
-              "iters": 200 if quick else 1000, "time_per_point_s": 0.15 if quick else 1.0, **QUEUE_DEFAULTS}
+    params = PostedParams(lengths=(0, 250, 500, 1000) if quick else (0, 250, 500, 1000, 2000, 4000),
+                          traversed=(0, 50, 100), sizes=(8,) if quick else (8, 1024), any_source=False,
+                          iters=200 if quick else 1000, time_per_point_s=0.15 if quick else 1.0, **QUEUE_DEFAULTS)
     return jobs.queues_posted(params, ctx.bench_ctx(np=2))[0]
 
 
 def _queues_unexpected(ctx: StepContext, quick: bool) -> Run:
     from hpcvar.bench import jobs
+    from hpcvar.bench.queues import UnexpectedParams
 
-    params = {"lengths": [0, 250, 500, 1000, 2000] if quick else [0, 250, 500, 1000, 2000, 4000, 8000],
-              "sizes": [8], "iters": 200 if quick else 1000, "time_per_point_s": 0.15 if quick else 1.0,
-              **QUEUE_DEFAULTS}
+    params = UnexpectedParams(lengths=(0, 250, 500, 1000, 2000) if quick else (0, 250, 500, 1000, 2000, 4000, 8000),
+                              sizes=(8,), iters=200 if quick else 1000, time_per_point_s=0.15 if quick else 1.0,
+                              **QUEUE_DEFAULTS)
     return jobs.queues_unexpected(params, ctx.bench_ctx(np=2))[0]
 
 
 def _ace(ctx: StepContext, quick: bool) -> Run:
-    from dataclasses import asdict
-
     from hpcvar.bench import ace, jobs
 
     shaped = ctx.nodes() > 1  # across shaped or real links a 1 MiB exchange costs ~80 ms at 200 Mbit/s
     cycles = (20 if shaped else 100) if quick else 1000
     ea = ace.parse_ea(f"pattern=pairs,mode=blocking,cycles={cycles}")
-    params = {"eas": [asdict(ea)], "np": 2, "loads": [20, 50, 80] if quick else [10, 20, 30, 40, 50, 60, 70, 80],
-              "sizes": [1024, 1 << 20] if quick else [1024, 65536, 1 << 20], "repeat": 1, "bench_iters": 20,
-              "bench_warmup": 5}
+    params = ace.AceParams(eas=(ea,), np=2, loads=(20, 50, 80) if quick else (10, 20, 30, 40, 50, 60, 70, 80),
+                           sizes=(1024, 1 << 20) if quick else (1024, 65536, 1 << 20), repeat=1, bench_iters=20,
+                           bench_warmup=5)
     return jobs.ace(params, ctx.bench_ctx(np=2))[0]
 
 
@@ -136,19 +139,19 @@ def _fanin(ctx: StepContext, quick: bool) -> Run:
     """Fan-in with and without chatter; across nodes one rank per node where the nodes suffice, sharing the
     root's link."""
     from hpcvar.bench import jobs
+    from hpcvar.bench.fanin import FaninParams
 
     nodes = ctx.nodes()
-    params = {"servers": 1, "chatter_ratio": [4.0], "messages": None, "queues": ["single"], "depth": ["deep"],
-              "match": ["any"], "bin_s": None, "repeat": 1, "placement": "fixed", "seed": 1, "max_samples": 20000,
-              "wait": "auto"}
     if nodes > 1:
-        params.update(clients=[2], chatter=[0, 1] if quick else [0, 2], large=4 << 20, small=64 << 10,
-                      duration_s=2.0 if quick else 5.0)
+        clients, chatter, large, small = (2,), (0, 1) if quick else (0, 2), 4 << 20, 64 << 10
+        duration_s = 2.0 if quick else 5.0
     else:
-        params.update(clients=[1], chatter=[0, 1], large=256 << 10, small=4 << 10, duration_s=0.5 if quick else 3.0)
-    if not quick:
-        params.update(queues=["single", "dual"], match=["any", "exact"], repeat=3)
-    need = 1 + params["clients"][0] + max(params["chatter"])
+        clients, chatter, large, small, duration_s = (1,), (0, 1), 256 << 10, 4 << 10, 0.5 if quick else 3.0
+    params = FaninParams(servers=1, clients=clients, chatter_ratio=(4.0,), chatter=chatter, large=large, small=small,
+                         duration_s=duration_s, messages=None, queues=("single",) if quick else ("single", "dual"),
+                         depth=("deep",), match=("any",) if quick else ("any", "exact"), bin_s=None,
+                         repeat=1 if quick else 3, placement="fixed", seed=1, max_samples=20000, wait="auto")
+    need = 1 + clients[0] + max(chatter)
     rpn = -(-need // nodes) if nodes > 1 else None  # one rank per node when the nodes suffice
     return jobs.fanin(params, ctx.bench_ctx(np=None, ranks_per_node=rpn), by_ratio=False)[0]
 
@@ -165,6 +168,7 @@ STANDARD_SCHEMES = {
 def _sharing(ctx: StepContext, quick: bool) -> Run:
     """The standard schemes that fit on the launcher's nodes, the gige fit on them, and each model's E_abs."""
     from hpcvar.bench import jobs
+    from hpcvar.bench.sharing import SharingParams
     from hpcvar.models.fit import Observation, fit_gige
     from hpcvar.models.scheme import load_scheme
 
@@ -177,7 +181,7 @@ def _sharing(ctx: StepContext, quick: bool) -> Run:
                           "Run it on 3 nodes or more (salloc -N 4, or testbed up --hosts 4)")
     runs = []
     for sch in fit_here:
-        run, _ = jobs.sharing(sch, {"size": 20 << 20, "reps": 2 if quick else 5, "warmup": 1},
+        run, _ = jobs.sharing(SharingParams(scheme=sch, size=20 << 20, reps=2 if quick else 5, warmup=1),
                               ctx.bench_ctx(np=None, ranks_per_node=None))
         runs.append(run)
     obs = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import io
 import json
 import math
@@ -173,8 +174,7 @@ def test_tables_from_a_synthetic_raw_point(tmp_path):
     from hpcvar.results import read_raw
 
     spec = ace.parse_ea("pattern=pairs,size=1KiB,load=50,cycles=3,bench_sizes=0:1KiB")
-    params = {"eas": [ace.asdict(spec)], "np": 2, "loads": None, "sizes": None, "repeat": 1,
-              "bench_iters": 2, "bench_warmup": 0}
+    params = ace.AceParams(eas=(spec,), np=2, loads=None, sizes=None, repeat=1, bench_iters=2, bench_warmup=0)
     (point,) = ace.sweep_points(params)
     # per process: exchange time = m (alpha + beta n) with m = 2; rank 0: alpha 10 us, beta 1 ns/B; rank 1: 20 us, 3
     rows = []
@@ -248,11 +248,11 @@ def _options(argv: list[str]) -> dict[str, str]:
 
 def test_native_argv_is_flat_numbers_per_ea():
     """hv_ace gets one comma list per EA field (numbers, names aside): no EA text for C to parse again."""
-    params = {"eas": [ace.asdict(ace.parse_ea("name=grid,pattern=cart2d,mode=nonblocking,size=2KiB,load=12.5,"
-                                              "cycles=7,ranks=6,periodic=yes,alpha=2us,beta=1ns/B")),
-                      ace.asdict(ace.parse_ea("name=p2p,pattern=pairs,size=1KiB,load=50,cycles=3,ranks=2,"
-                                              "bench_sizes=0:256:1KiB"))],
-              "np": 8, "loads": None, "sizes": None, "repeat": 1, "bench_iters": 4, "bench_warmup": 1}
+    params = ace.AceParams(eas=(ace.parse_ea("name=grid,pattern=cart2d,mode=nonblocking,size=2KiB,load=12.5,"
+                                             "cycles=7,ranks=6,periodic=yes,alpha=2us,beta=1ns/B"),
+                                ace.parse_ea("name=p2p,pattern=pairs,size=1KiB,load=50,cycles=3,ranks=2,"
+                                             "bench_sizes=0:256:1KiB")),
+                           np=8, loads=None, sizes=None, repeat=1, bench_iters=4, bench_warmup=1)
     (point,) = ace.sweep_points(params)
     bench = ace.Ace()
     a = _options(bench.argv(params, [point]))
@@ -279,7 +279,7 @@ def test_native_argv_is_flat_numbers_per_ea():
     assert per_ea["--ea-bench-count"] == ["0", "3"] and a["--ea-bench-sizes"] == "0,256,1024"
     assert (a["--bench-iters"], a["--bench-warmup"]) == ("4", "1")
     # with every EA's alpha and beta given there are no phase-1 sizes at all
-    params["eas"] = params["eas"][:1]
+    params = dataclasses.replace(params, eas=params.eas[:1])
     a = _options(bench.argv(params, [point]))
     assert a["--ea-bench-count"] == "0" and "--ea-bench-sizes" not in a
 

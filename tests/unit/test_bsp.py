@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hpcvar.bench.bsp import Bsp, global_phases
+from hpcvar.bench.bsp import Baseline, Bsp, BspParams, global_phases
 from hpcvar.results import read_raw
 from tests.conftest import run_cli
 
@@ -51,9 +51,9 @@ def test_tables_from_raw(tmp_path):
     p = tmp_path / "launch-001.raw"
     p.write_text(RAW)
     raw = read_raw(p)
-    params = {"quantum_s": 1e-6, "phases": 2, "warmup": 0, "repeat": 1, "barrier": "tree", "arity": 2,
-              "work_iters": None, "pin": True, "rt_prio": 0,
-              "baseline": {"run": "r", "per_phase_ns": 1000.0, "work_iters": 10}}
+    params = BspParams(quantum_s=1e-6, phases=2, warmup=0, repeat=1, barrier="tree", arity=2, work_iters=None,
+                       pin=True, rt_prio=0,
+                       baseline=Baseline(run="r", id="r", params={}, np=2, per_phase_ns=1000.0, work_iters=10))
     t = Bsp().tables([raw], params)
     ph, reps = t["bsp.phases"], t["bsp.reps"]
     assert list(ph["compute_ns"]) == [1000, 1000, 1495, 1390]

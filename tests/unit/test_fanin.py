@@ -5,22 +5,21 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hpcvar.bench.fanin import (Fanin, chatter_counts, chatter_effect, parse_choice_list, parse_depth_list, parse_wait,
-                                resolve_wait, wait_us,
-                                ranks_needed, root_buffer_bytes)
+from hpcvar.bench.fanin import (Fanin, FaninParams, chatter_counts, chatter_effect, parse_choice_list,
+                                parse_depth_list, parse_wait, resolve_wait, wait_us, ranks_needed, root_buffer_bytes)
 from hpcvar.bench.runner import BenchContext
 from hpcvar.errors import UsageError
 from hpcvar.results import read_raw
 from tests.conftest import run_cli
 
 
-def params(**kw) -> dict:
+def params(**kw) -> FaninParams:
     p = {"servers": 1, "clients": [1, 2], "chatter_ratio": [0.0, 4.0], "chatter": None, "large": 1 << 20,
          "small": 4096, "duration_s": 1.0, "messages": None, "queues": ["single", "dual"], "depth": ["deep", 20],
          "match": ["any", "exact"], "bin_s": None, "repeat": 2, "placement": "shuffle", "seed": 7,
-         "max_samples": 100}
+         "max_samples": 100, "wait": "spin"}
     p.update(kw)
-    return p
+    return FaninParams(**p)
 
 
 def test_depth_and_choice_lists():

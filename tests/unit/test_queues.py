@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from hpcvar.bench.queues import (MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH, PostedQueue, UnexpectedQueue,
-                                 fit_slope, traversed_entries)
+from hpcvar.bench.queues import (MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH, PostedParams, PostedQueue,
+                                 UnexpectedParams, UnexpectedQueue, fit_slope, traversed_entries)
 from hpcvar.results import read_raw
 from tests.conftest import run_cli
 
@@ -92,7 +92,8 @@ def test_posted_tables_and_json_from_a_raw_file(tmp_path):
     p = tmp_path / "launch-001.raw"
     p.write_text(RAW_POSTED)
     bench = PostedQueue()
-    params = {"fit_stat": "median", "any_source": False}
+    params = PostedParams(lengths=(0, 100, 200), traversed=(0, 100), sizes=(8,), any_source=False, iters=1000,
+                          min_iters=20, warmup=10, time_per_point_s=1.0, pin=True, fit_stat="median")
     tables = bench.tables([read_raw(p)], params)
     samples = tables["queues_posted.samples"]
     assert len(samples) == 12 and (samples["oneway_ns"] * 2 == samples["rtt_ns"]).all()
@@ -116,8 +117,10 @@ def test_unexpected_json_has_no_traversed_pct(tmp_path):
     p = tmp_path / "launch-001.raw"
     p.write_text(text)
     bench = UnexpectedQueue()
-    tables = bench.tables([read_raw(p)], {"fit_stat": "min"})
-    out = bench.result(tables, {"fit_stat": "min"})
+    params = UnexpectedParams(lengths=(0, 100, 200, 300), sizes=(8,), iters=1000, min_iters=20, warmup=10,
+                              time_per_point_s=1.0, pin=True, fit_stat="min")
+    tables = bench.tables([read_raw(p)], params)
+    out = bench.result(tables, params)
     assert all("traversed_pct" not in pt for pt in out["points"])
     assert [pt["length"] for pt in out["points"]] == [0, 100, 200, 300]
     assert out["baseline_ns"] == pytest.approx(1900.0)  # min of the length-0 one-way samples

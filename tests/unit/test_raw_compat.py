@@ -10,14 +10,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hpcvar.bench.ace import Ace
-from hpcvar.bench.fanin import Fanin
+from hpcvar.bench.ace import Ace, AceParams
+from hpcvar.bench.fanin import Fanin, FaninParams
 from hpcvar.results import read_raw
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 
 
 def _expected(d: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """The params (run.json's dict) and the tables of the stored run."""
     doc = json.loads((d / "expected.json").read_text())
     tables = {}
     for name, t in doc["tables"].items():
@@ -26,9 +27,12 @@ def _expected(d: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
     return doc["params"], tables
 
 
-@pytest.mark.parametrize("bench,folder", [(Ace(), "ace_ba3e1d1"), (Fanin(), "fanin_ba3e1d1")])
-def test_old_raw_reads_to_the_same_tables(bench, folder):
-    params, expected = _expected(DATA / folder)
+@pytest.mark.parametrize("bench,params_class,folder", [(Ace(), AceParams, "ace_ba3e1d1"),
+                                                      (Fanin(), FaninParams, "fanin_ba3e1d1")])
+def test_old_raw_reads_to_the_same_tables(bench, params_class, folder):
+    doc, expected = _expected(DATA / folder)
+    params = params_class.from_json(doc)
+    assert json.dumps(params.to_json()) == json.dumps(doc)  # the stored dict, key for key and in order
     raw = read_raw(DATA / folder / "launch-001.raw")
     got = bench.tables([raw], params)
     assert set(got) == set(expected)

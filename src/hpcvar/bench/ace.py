@@ -9,14 +9,14 @@ benchmark) and phase 2 (the cycles) for every EA at once. Formulas: hpcvar.model
 from __future__ import annotations
 
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 
 import numpy as np
 import pandas as pd
 
 from hpcvar import units
-from hpcvar.bench.runner import BenchContext, Benchmark
-from hpcvar.errors import InputFileError, UsageError
+from hpcvar.bench.runner import BenchContext, Benchmark, Params
+from hpcvar.errors import InputFileError, ResultsError, UsageError
 from hpcvar.models import ace as model
 from hpcvar.results import RawFile, RawPoint
 from hpcvar.stats import summarize, variance_components
@@ -48,6 +48,33 @@ class EASpec:
     periodic: bool = False
     bench_sizes: list[int] | None = None
     where: str = "--ea"  # the flag or file:key to name in errors
+
+
+@dataclass(frozen=True)
+class AceParams(Params):
+    """``hpcvar bench ace``'s parameters (run.json ``params``; each EA as the object of its EASpec)."""
+
+    eas: tuple[EASpec, ...]  # as the user gave them; resolved against np at every sweep point
+    np: int  # ranks of the job (the EAs' fractions and shares are of it)
+    loads: tuple[float, ...] | None  # --loads: replaces each EA's load (percent); None: no load sweep
+    sizes: tuple[int, ...] | None  # --sizes: replaces each EA's size (bytes); None: no size sweep
+    repeat: int
+    bench_iters: int  # phase 1: timed exchanges per benchmark size
+    bench_warmup: int
+
+    @classmethod
+    def _decode(cls, doc: dict, where: str) -> dict:
+        keys = [f.name for f in fields(EASpec)]
+        eas = doc["eas"]
+        if not isinstance(eas, list) or not all(isinstance(e, dict) for e in eas):
+            raise ResultsError("the stored parameter 'eas' is not a list of objects", where,
+                               "Start a new run instead of resuming this one")
+        for e in eas:
+            bad = [k for k in e if k not in keys] or [k for k in keys if k not in e]
+            if bad:
+                raise ResultsError(f"a stored EA has the unknown or missing key '{bad[0]}' (EASpec's keys are "
+                                   f"{', '.join(keys)})", where, "Start a new run instead of resuming this one")
+        return {**doc, "eas": tuple(EASpec(**e) for e in eas)}
 
 
 @dataclass
@@ -327,23 +354,23 @@ def predict_ea(ea: EA, alpha_s: float | None = None, beta: float | None = None) 
             "t_run_s": p.t_run_s}
 
 
-def sweep_points(params: dict) -> list[dict]:
+def sweep_points(params: AceParams) -> list[dict]:
     """One point per (repeat, size, load): repeats outermost so that a whole sweep is repeated."""
-    loads = params.get("loads") or [0]
-    sizes = params.get("sizes") or [-1]
-    pts = []
-    for r in range(params.get("repeat", 1)):
+    loads = params.loads or [0]
+    sizes = params.sizes or [-1]
+    pts: list[dict] = []
+    for r in range(params.repeat):
         for n in sizes:
             for L in loads:
                 pts.append({"point": len(pts), "load": L, "size": n, "repeat": r})
     return pts
 
 
-def eas_at(params: dict, point: dict) -> list[EA]:
-    specs = [EASpec(**s) for s in params["eas"]]
+def eas_at(params: AceParams, point: dict) -> list[EA]:
+    """The EAs resolved at one sweep point (copies: ``params.eas`` is never changed)."""
     load = None if point["load"] == 0 else point["load"]
     size = None if point["size"] == -1 else point["size"]
-    return resolve([with_point(s, load, size) for s in specs], params["np"])
+    return resolve([with_point(s, load, size) for s in params.eas], params.np)
 
 
 def native_options(eas: list[EA], bench_iters: int, bench_warmup: int) -> list[str]:
@@ -376,31 +403,31 @@ def native_options(eas: list[EA], bench_iters: int, bench_warmup: int) -> list[s
 DISPERSION = ("mean", "stdev", "variance", "min", "p50", "p90", "p99", "max")
 
 
-class Ace(Benchmark):
+class Ace(Benchmark[AceParams]):
     name = "ace"
     program = "hv_ace"
 
     def point_fields(self) -> list[str]:
         return ["load", "point", "repeat", "size"]
 
-    def points(self, params: dict) -> list[dict]:
+    def points(self, params: AceParams) -> list[dict]:
         return sweep_points(params)
 
-    def validate(self, params: dict, ctx: BenchContext) -> None:
+    def validate(self, params: AceParams, ctx: BenchContext) -> None:
         super().validate(params, ctx)
         for p in sweep_points(params):
             eas_at(params, p)  # every point's EAs resolve (loads, sizes, ranks, sides) before any launch
 
-    def launches(self, params: dict, pending: list[dict]) -> list[list[dict]]:
+    def launches(self, params: AceParams, pending: list[dict]) -> list[list[dict]]:
         return [[p] for p in pending]  # one launch per point: a fresh phase 1 for each
 
-    def argv(self, params: dict, points: list[dict]) -> list[str]:
+    def argv(self, params: AceParams, points: list[dict]) -> list[str]:
         (point,) = points
         eas = eas_at(params, point)
         label = self.point_key(point)
-        return [*native_options(eas, params["bench_iters"], params["bench_warmup"]), "--label", label]
+        return [*native_options(eas, params.bench_iters, params.bench_warmup), "--label", label]
 
-    def estimate_s(self, params: dict, points: list[dict]) -> float:
+    def estimate_s(self, params: AceParams, points: list[dict]) -> float:
         total = 2.0
         for p in points:
             for ea in eas_at(params, p):
@@ -411,12 +438,12 @@ class Ace(Benchmark):
                 bench = 0.0
                 if s.alpha_s is None:
                     bench = sum(model.t_comm(EST_ALPHA_S, EST_BETA_S_PER_BYTE, n, ea.messages) for n in ea.bench_sizes)
-                    bench *= params["bench_iters"] + params["bench_warmup"]
+                    bench *= params.bench_iters + params.bench_warmup
                 total = max(total, 2.0 + bench + pr.t_run_s * 2)
         return total
 
     # ---- raw -> tables -----------------------------------------------------------------
-    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
+    def tables(self, raws: list[RawFile], params: AceParams) -> dict[str, pd.DataFrame]:
         cyc, bench, fits, summ = [], [], [], []
         for raw in raws:
             for p in raw.points:
@@ -434,7 +461,7 @@ class Ace(Benchmark):
         return {"ace.cycles": cycles, "ace.bench": bench_df, "ace.fits": fits_df, "ace.summary": summary,
                 "ace.variability": _variability(cycles, summary)}
 
-    def warnings(self, tables: dict[str, pd.DataFrame], params: dict) -> list[str]:
+    def warnings(self, tables: dict[str, pd.DataFrame], params: AceParams) -> list[str]:
         out = []
         for r in tables["ace.summary"].itertuples():
             where = f"EA '{r.name}' at point {r.point} ({r.size_bytes} B, load {r.load_pct:g}%)"
@@ -447,7 +474,7 @@ class Ace(Benchmark):
                            f"T_comp are 0; include the EA's size in bench_sizes or raise --bench-iters")
         return out
 
-    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+    def result(self, tables: dict[str, pd.DataFrame], params: AceParams) -> dict:
         summ = tables["ace.summary"]
         eas = []
         for r in summ.to_dict("records"):
@@ -477,7 +504,7 @@ def _empty(name: str) -> pd.DataFrame:
     return pd.DataFrame({c: [] for c in TABLES[name]})
 
 
-def _point_tables(raw: RawFile, p: RawPoint, params: dict):
+def _point_tables(raw: RawFile, p: RawPoint, params: AceParams):
     point = {"point": int(p.params["point"]), "load": float(p.params["load"]), "size": int(p.params["size"]),
              "repeat": int(p.params["repeat"])}
     point["load"] = int(point["load"]) if point["load"] == int(point["load"]) else point["load"]

@@ -19,12 +19,13 @@ predicts the slowdown from a jitter trace; `hpcvar bench bsp` measures it.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, fields
 
 import numpy as np
 import pandas as pd
 
-from hpcvar.bench.runner import BenchContext, Benchmark
-from hpcvar.errors import UsageError
+from hpcvar.bench.runner import BenchContext, Benchmark, Params
+from hpcvar.errors import ResultsError, UsageError
 from hpcvar.results import RawFile, Run, resolve_run
 
 BARRIERS = ("mpi", "tree")
@@ -40,7 +41,46 @@ REP_COLS = ("rep", "ranks", "phases", "quantum_ns", "barrier", "arity", "work_it
             "wait_mean_ns", "cpu_changes", "common_clock", "baseline_per_phase_ns", "slowdown", "excess_per_phase_ns")
 
 
-def load_baseline(ref: str, runs_dir=None) -> dict:
+@dataclass(frozen=True)
+class Baseline:
+    """What a baseline run (``--baseline RUN``) contributes, kept in the new run's parameters."""
+
+    run: str  # its directory
+    id: str
+    params: dict  # its run.json params, as stored
+    np: int  # its ranks
+    per_phase_ns: float  # its mean time per phase T0/N0
+    work_iters: int  # its calibrated work per phase
+
+
+@dataclass(frozen=True)
+class BspParams(Params):
+    """``hpcvar bench bsp``'s parameters (run.json ``params``)."""
+
+    quantum_s: float  # work quantum W per phase
+    phases: int  # measured phases N per repetition
+    warmup: int  # unmeasured phases per repetition
+    repeat: int
+    barrier: str  # of BARRIERS
+    arity: int  # k of the tree barrier
+    work_iters: int | None  # loop iterations per phase; None: calibrated at start
+    pin: bool
+    rt_prio: int  # SCHED_FIFO priority; 0: normal scheduler
+    baseline: Baseline | None
+
+    @classmethod
+    def _decode(cls, doc: dict, where: str) -> dict:
+        base = doc["baseline"]
+        if base is None:
+            return doc
+        keys = [f.name for f in fields(Baseline)]
+        if not isinstance(base, dict) or sorted(base) != sorted(keys):
+            raise ResultsError(f"the stored baseline is not an object with the keys {', '.join(keys)}", where,
+                               "Start a new run instead of resuming this one")
+        return {**doc, "baseline": Baseline(**base)}
+
+
+def load_baseline(ref: str, runs_dir=None) -> Baseline:
     """What a baseline run contributes: its run path, parameters, time per phase and work iterations."""
     run = Run.open(resolve_run(ref, runs_dir))
     if run.info.get("command") != "bench bsp":
@@ -51,13 +91,13 @@ def load_baseline(ref: str, runs_dir=None) -> dict:
     reps = run.read_table("bsp.reps")
     if reps.empty:
         raise UsageError(f"run {run.id} has no measured repetition", "--baseline", "Give a complete run")
-    return {"run": str(run.path), "id": run.id, "params": run.info.get("params", {}),
-            "np": int(reps["ranks"].iloc[0]),
-            "per_phase_ns": float(reps["per_phase_ns"].mean()),
-            "work_iters": int(round(float(reps["work_iters"].median())))}
+    return Baseline(run=str(run.path), id=run.id, params=run.info.get("params", {}),
+                    np=int(reps["ranks"].iloc[0]),
+                    per_phase_ns=float(reps["per_phase_ns"].mean()),
+                    work_iters=int(round(float(reps["work_iters"].median()))))
 
 
-class Bsp(Benchmark):
+class Bsp(Benchmark[BspParams]):
     name = "bsp"
     program = "hv_bsp"
     min_np = 1
@@ -65,59 +105,59 @@ class Bsp(Benchmark):
     def point_fields(self) -> list[str]:
         return ["rep"]
 
-    def points(self, params: dict) -> list[dict]:
-        return [{"rep": r} for r in range(params["repeat"])]
+    def points(self, params: BspParams) -> list[dict]:
+        return [{"rep": r} for r in range(params.repeat)]
 
-    def validate(self, params: dict, ctx: BenchContext) -> None:
+    def validate(self, params: BspParams, ctx: BenchContext) -> None:
         super().validate(params, ctx)
-        q = params["quantum_s"]
+        q = params.quantum_s
         if not (q > 0 and math.isfinite(q)):
             raise UsageError(f"--quantum {q} s is not positive", "--quantum", "Give a work quantum such as 1ms")
         if q > MAX_QUANTUM_S:
             raise UsageError(f"--quantum {q} s is above {MAX_QUANTUM_S:g} s", "--quantum",
                              "Give a quantum of at most 10s (e.g. 1ms, as the simulator's default)")
-        if params["phases"] < 1:
-            raise UsageError(f"--phases {params['phases']} is below 1", "--phases", "Give 1 or more, e.g. 1000")
-        if params["warmup"] < 0:
-            raise UsageError(f"--warmup {params['warmup']} is negative", "--warmup", "Give 0 or more")
-        if params["repeat"] < 1:
-            raise UsageError(f"--repeat {params['repeat']} is below 1", "--repeat", "Give 1 or more")
-        if params["barrier"] not in BARRIERS:
-            raise UsageError(f"'{params['barrier']}' is not a barrier", "--barrier", "Give mpi or tree")
-        if params["arity"] < 1:
-            raise UsageError(f"--arity {params['arity']} is below 1", "--arity", "Give 1 or more (2: binary tree)")
-        if not 0 <= params.get("rt_prio", 0) <= 99:
-            raise UsageError(f"--rt-prio {params['rt_prio']} is outside 0..99", "--rt-prio",
+        if params.phases < 1:
+            raise UsageError(f"--phases {params.phases} is below 1", "--phases", "Give 1 or more, e.g. 1000")
+        if params.warmup < 0:
+            raise UsageError(f"--warmup {params.warmup} is negative", "--warmup", "Give 0 or more")
+        if params.repeat < 1:
+            raise UsageError(f"--repeat {params.repeat} is below 1", "--repeat", "Give 1 or more")
+        if params.barrier not in BARRIERS:
+            raise UsageError(f"'{params.barrier}' is not a barrier", "--barrier", "Give mpi or tree")
+        if params.arity < 1:
+            raise UsageError(f"--arity {params.arity} is below 1", "--arity", "Give 1 or more (2: binary tree)")
+        if not 0 <= params.rt_prio <= 99:
+            raise UsageError(f"--rt-prio {params.rt_prio} is outside 0..99", "--rt-prio",
                              "Give 0 (normal scheduler) or a SCHED_FIFO priority 1..99 below the injector's (50)")
-        if params.get("work_iters") is not None and params["work_iters"] < 1:
-            raise UsageError(f"--work-iters {params['work_iters']} is below 1", "--work-iters",
+        if params.work_iters is not None and params.work_iters < 1:
+            raise UsageError(f"--work-iters {params.work_iters} is below 1", "--work-iters",
                              "Give 1 or more, or leave it out to calibrate")
-        if params["phases"] * ctx.np > MAX_ROWS:
-            raise UsageError(f"{params['phases']} phases x {ctx.np} ranks = {params['phases'] * ctx.np} rows per "
+        if params.phases * ctx.np > MAX_ROWS:
+            raise UsageError(f"{params.phases} phases x {ctx.np} ranks = {params.phases * ctx.np} rows per "
                              f"repetition, above {MAX_ROWS}", "--phases", "Use fewer phases and more --repeat")
-        base = params.get("baseline")
+        base = params.baseline
         if base:
-            bp = base["params"]
+            bp = base.params
             if not math.isclose(bp.get("quantum_s", float("nan")), q, rel_tol=1e-9):
-                raise UsageError(f"the baseline run {base['id']} used --quantum {bp.get('quantum_s')} s, not {q} s",
+                raise UsageError(f"the baseline run {base.id} used --quantum {bp.get('quantum_s')} s, not {q} s",
                                  "--baseline", "Give a baseline of the same workload (same --quantum)")
             if (bp.get("barrier"), bp.get("arity") if bp.get("barrier") == "tree" else None) != (
-                    params["barrier"], params["arity"] if params["barrier"] == "tree" else None):
-                raise UsageError(f"the baseline run {base['id']} used another barrier", "--baseline",
+                    params.barrier, params.arity if params.barrier == "tree" else None):
+                raise UsageError(f"the baseline run {base.id} used another barrier", "--baseline",
                                  "Give a baseline with the same --barrier and --arity")
-            if base["np"] != ctx.np:
-                raise UsageError(f"the baseline run {base['id']} has {base['np']} ranks, not {ctx.np}", "--baseline",
+            if base.np != ctx.np:
+                raise UsageError(f"the baseline run {base.id} has {base.np} ranks, not {ctx.np}", "--baseline",
                                  "Give a baseline with the same --np")
 
-    def argv(self, params: dict, points: list[dict]) -> list[str]:
-        iters = params.get("work_iters") or 0
-        return ["--quantum-ns", repr(params["quantum_s"] * 1e9), "--phases", str(params["phases"]),
-                "--warmup", str(params["warmup"]), "--reps", str(len(points)),
-                "--first-rep", str(points[0]["rep"]), "--barrier", params["barrier"],
-                "--arity", str(params["arity"]), "--work-iters", str(iters),
-                "--rt-prio", str(params.get("rt_prio", 0))] + (["--pin"] if params["pin"] else [])
+    def argv(self, params: BspParams, points: list[dict]) -> list[str]:
+        iters = params.work_iters or 0
+        return ["--quantum-ns", repr(params.quantum_s * 1e9), "--phases", str(params.phases),
+                "--warmup", str(params.warmup), "--reps", str(len(points)),
+                "--first-rep", str(points[0]["rep"]), "--barrier", params.barrier,
+                "--arity", str(params.arity), "--work-iters", str(iters),
+                "--rt-prio", str(params.rt_prio)] + (["--pin"] if params.pin else [])
 
-    def launches(self, params: dict, pending: list[dict]) -> list[list[dict]]:
+    def launches(self, params: BspParams, pending: list[dict]) -> list[list[dict]]:
         """One launch per run of consecutive repetitions (the native program numbers from --first-rep)."""
         out: list[list[dict]] = []
         for p in sorted(pending, key=lambda p: p["rep"]):
@@ -127,11 +167,11 @@ class Bsp(Benchmark):
                 out.append([p])
         return out
 
-    def estimate_s(self, params: dict, points: list[dict]) -> float:
+    def estimate_s(self, params: BspParams, points: list[dict]) -> float:
         # a loaded machine may stretch the phases: count 3x the work
-        return 5.0 + CALIBRATION_S + 3.0 * len(points) * (params["phases"] + params["warmup"]) * params["quantum_s"]
+        return 5.0 + CALIBRATION_S + 3.0 * len(points) * (params.phases + params.warmup) * params.quantum_s
 
-    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
+    def tables(self, raws: list[RawFile], params: BspParams) -> dict[str, pd.DataFrame]:
         frames, rows = [], []
         for raw in raws:
             for p in raw.points:
@@ -143,7 +183,7 @@ class Bsp(Benchmark):
         phases = pd.concat(frames, ignore_index=True) if frames else pd.DataFrame({c: [] for c in PHASE_COLS})
         return {"bsp.phases": phases, "bsp.reps": pd.DataFrame(rows, columns=list(REP_COLS))}
 
-    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+    def result(self, tables: dict[str, pd.DataFrame], params: BspParams) -> dict:
         return summary(tables["bsp.reps"], params)
 
 
@@ -166,15 +206,15 @@ def global_phases(df: pd.DataFrame) -> np.ndarray:
     return np.diff(np.concatenate([[t0], ends]))
 
 
-def _rep_row(df: pd.DataFrame, p, rep: int, params: dict) -> dict:
+def _rep_row(df: pd.DataFrame, p, rep: int, params: BspParams) -> dict:
     n = int(p.params["phases"])
     w = float(p.params["quantum_ns"])
     d = global_phases(df)
     total = float(d.sum())
     slowest = df.groupby("phase")["compute_ns"].max()
     cpu_changes = int(sum(int((np.diff(g["cpu"].to_numpy()) != 0).sum()) for _, g in df.groupby("rank")))
-    base = params.get("baseline")
-    bpp = base["per_phase_ns"] if base else float("nan")
+    base = params.baseline
+    bpp = base.per_phase_ns if base else float("nan")
     per_phase = total / n
     return {
         "rep": rep, "ranks": int(df["rank"].nunique()), "phases": n, "quantum_ns": w,
@@ -192,13 +232,13 @@ def _rep_row(df: pd.DataFrame, p, rep: int, params: dict) -> dict:
     }
 
 
-def summary(reps: pd.DataFrame, params: dict) -> dict:
+def summary(reps: pd.DataFrame, params: BspParams) -> dict:
     """The JSON result: per repetition and the mean with a 95% Student-t interval over repetitions."""
     from hpcvar.sim.jitter import mean_ci
 
-    out = {"benchmark": "bsp", "quantum_ns": params["quantum_s"] * 1e9, "phases": params["phases"],
-           "barrier": params["barrier"], "arity": params["arity"] if params["barrier"] == "tree" else None,
-           "repeat": params["repeat"], "reps": reps.to_dict("records")}
+    out = {"benchmark": "bsp", "quantum_ns": params.quantum_s * 1e9, "phases": params.phases,
+           "barrier": params.barrier, "arity": params.arity if params.barrier == "tree" else None,
+           "repeat": params.repeat, "reps": reps.to_dict("records")}
     if reps.empty:
         return out
     out["ranks"] = int(reps["ranks"].iloc[0])
@@ -207,16 +247,15 @@ def summary(reps: pd.DataFrame, params: dict) -> dict:
         m, lo, hi = mean_ci(reps[key].to_numpy())
         out[key] = m
         out[key + "_ci"] = [lo, hi]
-    base = params.get("baseline")
+    base = params.baseline
     if base:
         m, lo, hi = mean_ci(reps["slowdown"].to_numpy())
         out["slowdown"], out["slowdown_ci"] = m, [lo, hi]
-        out["baseline"] = {"run": base["run"], "per_phase_ns": base["per_phase_ns"],
-                           "work_iters": base["work_iters"]}
+        out["baseline"] = {"run": base.run, "per_phase_ns": base.per_phase_ns, "work_iters": base.work_iters}
     if (reps["cpu_changes"] > 0).any():
         out["warning"] = ("ranks changed CPU during the phases: a rank's jitter is not one CPU's; "
                           "use --pin (default) with at most as many ranks as CPUs")
     return out
 
 
-__all__ = ["BARRIERS", "Bsp", "global_phases", "load_baseline", "summary"]
+__all__ = ["BARRIERS", "Baseline", "Bsp", "BspParams", "global_phases", "load_baseline", "summary"]

@@ -28,12 +28,13 @@ variance of the binned aggregate rate into between-run and within-run parts
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
 from hpcvar import metadata
-from hpcvar.bench.runner import BenchContext, Benchmark
+from hpcvar.bench.runner import BenchContext, Benchmark, Params
 from hpcvar.errors import UsageError
 from hpcvar.results import RawFile
 from hpcvar.results.schema import columns
@@ -46,6 +47,29 @@ MAX_MSG = 0x7FFFFFFF  # MPI count limit for MPI_BYTE
 MAX_BINS = 1_000_000  # bins per root and point (preallocated by the root)
 POINT_FIELDS = ["rep", "clients", "chatter", "queues", "depth", "match"]
 KIND_CLIENT, KIND_BIN, KIND_RTT, KIND_ROOT, KIND_CHATTER, KIND_CLIENT_STEADY = 1, 2, 3, 4, 5, 7  # 6: retired
+
+
+@dataclass(frozen=True)
+class FaninParams(Params):
+    """``hpcvar bench fanin``'s parameters (run.json ``params``)."""
+
+    servers: int  # roots
+    clients: tuple[int, ...]  # large-buffer clients per point (swept)
+    chatter_ratio: tuple[float, ...]  # chatter clients per large-buffer client (swept)
+    chatter: tuple[int, ...] | None  # chatter clients as counts; replaces chatter_ratio
+    large: int  # large-buffer message size, bytes
+    small: int  # chatter message size, bytes
+    duration_s: float | None  # measured window per point; None: --messages
+    messages: int | None  # messages per large-buffer client; None: --duration
+    queues: tuple[str, ...]  # of QUEUES
+    depth: tuple[str | int, ...]  # "deep" or a number of posted receives
+    match: tuple[str, ...]  # of MATCHES
+    bin_s: float | None  # bin of the receive-rate series; None: auto_bin_s
+    repeat: int
+    placement: str  # fixed or shuffle
+    seed: int
+    max_samples: int
+    wait: str  # auto (resolved by the job before the run is stored), spin, yield or sleep:N
 
 
 def parse_depth_list(text: str, flag: str = "--depth") -> list:
@@ -113,27 +137,25 @@ def wait_us(wait: str) -> int:
     return int(wait.split(":", 1)[1])
 
 
-def chatter_counts(params: dict, clients: int) -> list[int]:
+def chatter_counts(params: FaninParams, clients: int) -> list[int]:
     """Chatter clients for a number of large-buffer clients: --chatter counts, else round(ratio x clients)."""
-    if params.get("chatter") is not None:
-        return list(dict.fromkeys(int(c) for c in params["chatter"]))
-    return list(dict.fromkeys(int(round(r * clients)) for r in params["chatter_ratio"]))
+    if params.chatter is not None:
+        return list(dict.fromkeys(int(c) for c in params.chatter))
+    return list(dict.fromkeys(int(round(r * clients)) for r in params.chatter_ratio))
 
 
-def ranks_needed(params: dict) -> int:
+def ranks_needed(params: FaninParams) -> int:
     """Ranks the largest point needs: servers + large-buffer clients + chatter clients."""
-    return max(params["servers"] + c + k for c in params["clients"] for k in chatter_counts(params, c))
+    return max(params.servers + c + k for c in params.clients for k in chatter_counts(params, c))
 
 
-
-
-def root_buffer_bytes(params: dict, point: dict) -> int:
+def root_buffer_bytes(params: FaninParams, point: dict) -> int:
     """Receive buffers of the busiest root for one point (what fanin.c allocates)."""
-    S = params["servers"]
+    S = params.servers
     L, C = point["clients"], point["chatter"]
     nl, nc = -(-L // S), -(-C // S)
     depth = point["depth"]
-    large, small = params["large"], params["small"]
+    large, small = params.large, params.small
     if point["queues"] == "single":
         slots = nl + nc if depth == "deep" else depth
         return slots * max(large, small)
@@ -141,16 +163,16 @@ def root_buffer_bytes(params: dict, point: dict) -> int:
             + (nl if depth == "deep" else depth) * large)
 
 
-def auto_bin_s(params: dict) -> float:
+def auto_bin_s(params: FaninParams) -> float:
     """Default bin: 1/50 of the window with --duration (at least 1 ms), 10 ms with --messages."""
-    if params.get("bin_s"):
-        return float(params["bin_s"])
-    if params.get("duration_s"):
-        return max(params["duration_s"] / 50.0, 1e-3)
+    if params.bin_s:
+        return float(params.bin_s)
+    if params.duration_s:
+        return max(params.duration_s / 50.0, 1e-3)
     return 0.01
 
 
-class Fanin(Benchmark):
+class Fanin(Benchmark[FaninParams]):
     name = "fanin"
     program = "hv_fanin"
     min_np = 2
@@ -159,43 +181,42 @@ class Fanin(Benchmark):
     def point_fields(self) -> list[str]:
         return list(POINT_FIELDS)
 
-    def points(self, params: dict) -> list[dict]:
+    def points(self, params: FaninParams) -> list[dict]:
         pts = {}
-        for rep in range(params["repeat"]):
-            for clients, queues, depth, match in itertools.product(params["clients"], params["queues"],
-                                                                   params["depth"], params["match"]):
+        for rep in range(params.repeat):
+            for clients, queues, depth, match in itertools.product(params.clients, params.queues,
+                                                                   params.depth, params.match):
                 for chatter in chatter_counts(params, clients):
                     p = {"rep": rep, "clients": clients, "chatter": chatter, "queues": queues, "depth": depth,
                          "match": match}
                     pts[self.point_key(p)] = p
         return list(pts.values())
 
-    def validate(self, params: dict, ctx: BenchContext) -> None:
-        if params["servers"] < 1:
-            raise UsageError(f"--servers {params['servers']} leaves no root to fan into", "--servers",
+    def validate(self, params: FaninParams, ctx: BenchContext) -> None:
+        if params.servers < 1:
+            raise UsageError(f"--servers {params.servers} leaves no root to fan into", "--servers",
                              "Use --servers 1 (one root) or more")
-        for c in params["clients"]:
+        for c in params.clients:
             if c < 1:
                 raise UsageError(f"{c} large-buffer clients: every point needs at least one", "--clients",
                                  "Give counts of 1 or more, e.g. --clients 1,2,4,8")
-        if params.get("chatter") is not None:
-            for c in params["chatter"]:
+        if params.chatter is not None:
+            for c in params.chatter:
                 if c < 0:
                     raise UsageError(f"chatter count {c} is negative", "--chatter", "Give 0 or more")
-        for r in params["chatter_ratio"]:
+        for r in params.chatter_ratio:
             if not (r >= 0 and np.isfinite(r)):
                 raise UsageError(f"chatter ratio {r} is not a non-negative number", "--chatter-ratio",
                                  "Give e.g. 4 (four chatter clients per large-buffer client) or 0")
-        for d in params["depth"]:
+        for d in params.depth:
             if d != "deep" and (not isinstance(d, int) or d < 1):
                 raise UsageError(f"queue depth {d} leaves the root with no posted receive", "--depth",
                                  "Give a depth of 1 or more, or 'deep'")
-        for flag, key in (("--large", "large"), ("--small", "small")):
-            v = params[key]
+        for flag, v in (("--large", params.large), ("--small", params.small)):
             if v < HEADER_BYTES or v > MAX_MSG:
                 raise UsageError(f"message size {v} bytes is outside [{HEADER_BYTES}, {MAX_MSG}]", flag,
                                  f"Give a size of at least {HEADER_BYTES} bytes (the message header) and below 2GiB")
-        dur, msgs = params.get("duration_s"), params.get("messages")
+        dur, msgs = params.duration_s, params.messages
         if (dur is None) == (msgs is None):
             raise UsageError("give exactly one of --duration and --messages", "--duration",
                              "Use --duration 2s (a time window) or --messages 20 (per large-buffer client)")
@@ -209,30 +230,30 @@ class Fanin(Benchmark):
         if dur is not None and dur / bin_s > MAX_BINS:
             raise UsageError(f"--duration / --bin gives {dur / bin_s:.0f} bins, above {MAX_BINS}", "--bin",
                              "Use a wider --bin")
-        if params["repeat"] < 1:
+        if params.repeat < 1:
             raise UsageError("--repeat must be at least 1", "--repeat", "Use --repeat 1 or more")
-        if params["max_samples"] < 2:
+        if params.max_samples < 2:
             raise UsageError("--max-samples must be at least 2", "--max-samples", "Use e.g. 20000")
         need = ranks_needed(params)
         if ctx.np < need:
-            worst = max(((c, k) for c in params["clients"] for k in chatter_counts(params, c)), key=sum)
+            worst = max(((c, k) for c in params.clients for k in chatter_counts(params, c)), key=sum)
             raise UsageError(
                 f"the point with {worst[0]} clients and {worst[1]} chatter clients needs {need} ranks "
-                f"({params['servers']} servers + {worst[0]} + {worst[1]}), but --np is {ctx.np}", "--clients",
+                f"({params.servers} servers + {worst[0]} + {worst[1]}), but --np is {ctx.np}", "--clients",
                 f"Use --np {need} (or leave --np out), or lower --clients / --chatter-ratio / --chatter")
         super().validate(params, ctx)
         self._check_memory(params, ctx)
 
-    def _check_memory(self, params: dict, ctx: BenchContext) -> None:
+    def _check_memory(self, params: FaninParams, ctx: BenchContext) -> None:
         avail = metadata.mem_available_bytes()
         if avail is None:
             return
         one_host = ctx.launcher.name in ("local", "testbed")
-        worst, worst_p = 0, None
+        worst, worst_p = 0, {}
         for p in self.points(params):
             need = root_buffer_bytes(params, p)
             if one_host:  # every rank on this machine: add the clients' buffers
-                need += p["clients"] * params["large"] + p["chatter"] * params["small"]
+                need += p["clients"] * params.large + p["chatter"] * params.small
             if need > worst:
                 worst, worst_p = need, p
         if worst > avail:
@@ -244,37 +265,37 @@ class Fanin(Benchmark):
                 f"above the {format_size(avail)} available", "--large",
                 "Use a smaller --large or --small, a fixed --depth, --queues dual, or fewer clients")
 
-    def launches(self, params: dict, pending: list[dict]) -> list[list[dict]]:
+    def launches(self, params: FaninParams, pending: list[dict]) -> list[list[dict]]:
         """One MPI job per repetition: --repeat relaunches the job (and re-draws a shuffled placement)."""
         by_rep: dict[int, list[dict]] = {}
         for p in pending:
             by_rep.setdefault(p["rep"], []).append(p)
         return [by_rep[r] for r in sorted(by_rep)]
 
-    def argv(self, params: dict, points: list[dict]) -> list[str]:
+    def argv(self, params: FaninParams, points: list[dict]) -> list[str]:
         rep = points[0]["rep"]
         return [
-            "--servers", str(params["servers"]), "--large", str(params["large"]), "--small", str(params["small"]),
-            "--duration", repr(float(params["duration_s"] or 0.0)), "--messages", str(params["messages"] or 0),
-            "--bin", repr(auto_bin_s(params)), "--max-samples", str(params["max_samples"]),
-            "--rep", str(rep), "--placement", params["placement"], "--seed", str(params["seed"] + rep),
+            "--servers", str(params.servers), "--large", str(params.large), "--small", str(params.small),
+            "--duration", repr(float(params.duration_s or 0.0)), "--messages", str(params.messages or 0),
+            "--bin", repr(auto_bin_s(params)), "--max-samples", str(params.max_samples),
+            "--rep", str(rep), "--placement", params.placement, "--seed", str(params.seed + rep),
             "--p-clients", ",".join(str(p["clients"]) for p in points),
             "--p-chatter", ",".join(str(p["chatter"]) for p in points),
             "--p-queues", ",".join(str(QUEUES.index(p["queues"])) for p in points),
             "--p-depth", ",".join("0" if p["depth"] == "deep" else str(p["depth"]) for p in points),
             "--p-match", ",".join(str(MATCHES.index(p["match"])) for p in points),
-            "--wait-us", str(wait_us(params.get("wait", "spin"))),
+            "--wait-us", str(wait_us(params.wait)),
         ]
 
-    def estimate_s(self, params: dict, points: list[dict]) -> float:
-        if params.get("duration_s"):
-            per = params["duration_s"] * 1.5 + 2.0
+    def estimate_s(self, params: FaninParams, points: list[dict]) -> float:
+        if params.duration_s:
+            per = params.duration_s * 1.5 + 2.0
         else:  # assume a slow 5 MB/s root
-            per = 2.0 + max(p["clients"] for p in points) * params["messages"] * params["large"] / 5e6
+            per = 2.0 + max(p["clients"] for p in points) * (params.messages or 0) * params.large / 5e6
         return 5.0 + len(points) * per
 
     # ---- tables --------------------------------------------------------------------------------
-    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
+    def tables(self, raws: list[RawFile], params: FaninParams) -> dict[str, pd.DataFrame]:
         pts, cls, bins, rtts = [], [], [], []
         for raw in raws:
             for p in raw.points:
@@ -293,16 +314,16 @@ class Fanin(Benchmark):
         return {"fanin.points": points, "fanin.clients": clients, "fanin.bins": bins_df, "fanin.rtt": rtt,
                 "fanin.variability": variability(points, bins_df)}
 
-    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+    def result(self, tables: dict[str, pd.DataFrame], params: FaninParams) -> dict:
         pts = tables["fanin.points"]
         points = []
         for r in pts.to_dict("records"):
             d = {k: r[k] for k in _POINT_COLS}
             d["depth"] = "deep" if r["depth"] == "deep" else int(r["depth"])
             points.append(d)
-        return {"benchmark": "fanin", "servers": params["servers"], "wait": params.get("wait", "spin"),
-                "large": params["large"],
-                "small": params["small"], "placement": params["placement"], "repeat": params["repeat"],
+        return {"benchmark": "fanin", "servers": params.servers, "wait": params.wait,
+                "large": params.large,
+                "small": params.small, "placement": params.placement, "repeat": params.repeat,
                 "points": points, "variability": tables["fanin.variability"].to_dict("records"),
                 "chatter_effect": chatter_effect(pts)}
 
@@ -470,6 +491,6 @@ def chatter_label(clients: int, chatter: int) -> str:
     return f"+ chatter {ratio:g}:1" if ratio == int(ratio) else f"+ chatter {chatter}"
 
 
-__all__ = ["Fanin", "MATCHES", "QUEUES", "chatter_counts", "chatter_effect", "parse_choice_list",
+__all__ = ["Fanin", "FaninParams", "MATCHES", "QUEUES", "chatter_counts", "chatter_effect", "parse_choice_list",
            "parse_depth_list", "parse_wait", "ranks_needed", "resolve_wait", "root_buffer_bytes", "variability",
            "wait_us"]

@@ -2,28 +2,35 @@
 
 Each job is what ``hpcvar bench <name>`` does between parsing its flags and printing: run (or resume) the
 benchmark through ``run_benchmark`` and draw the figures stored with the run. The CLI modules turn flags into
-``params`` and render the result; ``hpcvar characterize`` calls the same jobs and gets the Run back as a value
-(its launcher, node list and warnings included), instead of re-entering the command line.
+the benchmark's typed ``Params`` (``LatencyParams``, ``FaninParams``, ... in each benchmark's module) and
+render the result; ``hpcvar characterize`` calls the same jobs and gets the Run back as a value (its launcher,
+node list and warnings included), instead of re-entering the command line.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 from hpcvar.bench.runner import BenchContext, run_benchmark
 from hpcvar.results import Run
 
 if TYPE_CHECKING:
-    from hpcvar.models.scheme import Scheme
+    from hpcvar.bench.ace import AceParams
+    from hpcvar.bench.bsp import BspParams
+    from hpcvar.bench.fanin import FaninParams
+    from hpcvar.bench.latency import LatencyParams
+    from hpcvar.bench.queues import PostedParams, UnexpectedParams
+    from hpcvar.bench.sharing import SharingParams
 
 
-def latency(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
+def latency(params: LatencyParams, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.latency import Latency
 
     return run_benchmark(Latency(), params, ctx)
 
 
-def queues_posted(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
+def queues_posted(params: PostedParams, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.queues import PostedQueue
     from hpcvar.report.sec_queues import plot_posted
 
@@ -32,7 +39,7 @@ def queues_posted(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
     return run, result
 
 
-def queues_unexpected(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
+def queues_unexpected(params: UnexpectedParams, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.queues import UnexpectedQueue
     from hpcvar.report.sec_queues import plot_unexpected
 
@@ -41,7 +48,7 @@ def queues_unexpected(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
     return run, result
 
 
-def ace(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
+def ace(params: AceParams, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.ace import Ace
     from hpcvar.report.sec_ace import plot_ace
 
@@ -52,16 +59,16 @@ def ace(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
     return run, result
 
 
-def fanin(params: dict, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:
+def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:
     """``params`` as ``hpcvar bench fanin`` builds them; ``ctx.np`` None: what the largest point needs;
-    ``params["wait"]`` "auto" is resolved against the launcher's cores."""
+    ``params.wait`` "auto" is resolved against the launcher's cores."""
     from hpcvar.bench.fanin import Fanin, ranks_needed, resolve_wait
     from hpcvar.report.fanin import plot_fanin
 
     if ctx.np is None:
-        ctx.np = max(ranks_needed(params), Fanin.min_np) if params["servers"] >= 1 and min(params["clients"]) >= 1 \
+        ctx.np = max(ranks_needed(params), Fanin.min_np) if params.servers >= 1 and min(params.clients) >= 1 \
             else 2
-    params = {**params, "wait": resolve_wait(params.get("wait", "auto"), ctx.np, ctx.launcher.slots())}
+    params = dataclasses.replace(params, wait=resolve_wait(params.wait, ctx.np, ctx.launcher.slots()))
     run, result = run_benchmark(Fanin(), params, ctx)
     pngs = plot_fanin(run, run.read_table("fanin.points"), run.read_table("fanin.bins"), by_ratio=by_ratio)
     result["plots"] = [str(p) for p in pngs]
@@ -70,14 +77,27 @@ def fanin(params: dict, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, 
     return run, result
 
 
-def sharing(scheme: Scheme, params: dict, ctx: BenchContext) -> tuple[Run, dict]:
-    """``params`` without the scheme (it is added as JSON); ``ctx.np`` / ``ctx.ranks_per_node`` None: one rank
-    per communication end (locally), one node per scheme node (multi-node launchers)."""
+def sharing(params: SharingParams, ctx: BenchContext) -> tuple[Run, dict]:
+    """``ctx.np`` / ``ctx.ranks_per_node`` None: one rank per communication end (locally), one node per scheme
+    node (multi-node launchers)."""
     from hpcvar.bench.sharing import Sharing, default_np
 
-    np_, per = default_np(scheme, ctx.launcher.name)
+    np_, per = default_np(params.scheme, ctx.launcher.name)
     if ctx.np is None:
         ctx.np = np_
     if ctx.ranks_per_node is None and per is not None:
         ctx.ranks_per_node = per
-    return run_benchmark(Sharing(), {"scheme": scheme.to_json(), **params}, ctx)
+    return run_benchmark(Sharing(), params, ctx)
+
+
+def bsp(params: BspParams, ctx: BenchContext) -> tuple[Run, dict]:
+    """``params.work_iters`` and ``params.baseline`` as the CLI sets them (``bench.bsp.load_baseline``)."""
+    from hpcvar.bench.bsp import Bsp
+    from hpcvar.report.bsp import plot_bsp
+
+    run, result = run_benchmark(Bsp(), params, ctx)
+    pngs = plot_bsp(run, run.read_table("bsp.phases"), result)
+    result["plots"] = [str(p) for p in pngs]
+    run.info["result"]["plots"] = result["plots"]
+    run.save()
+    return run, result

@@ -8,40 +8,53 @@ vs cross-node message cost).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import pandas as pd
 
-from hpcvar.bench.runner import MAX_PINGPONG_SIZE, BenchContext, Benchmark, check_sizes_and_iters
+from hpcvar.bench.runner import MAX_PINGPONG_SIZE, BenchContext, Benchmark, Params, check_sizes_and_iters
 from hpcvar.results import RawFile
 from hpcvar.stats import summarize
 
 MAX_SIZE = MAX_PINGPONG_SIZE
 
 
-class Latency(Benchmark):
+@dataclass(frozen=True)
+class LatencyParams(Params):
+    """``hpcvar bench latency``'s parameters (run.json ``params``)."""
+
+    sizes: tuple[int, ...]  # message sizes in bytes, one point each
+    iters: int  # maximum measured round trips per size
+    min_iters: int  # minimum measured round trips per size
+    warmup: int  # unmeasured round trips per size
+    time_per_size_s: float  # time budget per size
+
+
+class Latency(Benchmark[LatencyParams]):
     name = "latency"
     program = "hv_latency"
 
     def point_fields(self) -> list[str]:
         return ["size"]
 
-    def points(self, params: dict) -> list[dict]:
-        return [{"size": s} for s in params["sizes"]]
+    def points(self, params: LatencyParams) -> list[dict]:
+        return [{"size": s} for s in params.sizes]
 
-    def validate(self, params: dict, ctx: BenchContext) -> None:
+    def validate(self, params: LatencyParams, ctx: BenchContext) -> None:
         super().validate(params, ctx)
-        check_sizes_and_iters(params, MAX_SIZE)
+        check_sizes_and_iters(params.sizes, params.iters, params.min_iters, MAX_SIZE)
 
-    def argv(self, params: dict, points: list[dict]) -> list[str]:
-        return ["--sizes", ",".join(str(p["size"]) for p in points), "--iters", str(params["iters"]),
-                "--min-iters", str(params["min_iters"]), "--warmup", str(params["warmup"]),
-                "--time-per-size", repr(float(params["time_per_size_s"]))]
+    def argv(self, params: LatencyParams, points: list[dict]) -> list[str]:
+        return ["--sizes", ",".join(str(p["size"]) for p in points), "--iters", str(params.iters),
+                "--min-iters", str(params.min_iters), "--warmup", str(params.warmup),
+                "--time-per-size", repr(float(params.time_per_size_s))]
 
-    def estimate_s(self, params: dict, points: list[dict]) -> float:
+    def estimate_s(self, params: LatencyParams, points: list[dict]) -> float:
         # warm-up plus the time budget per size, plus MPI start-up
-        return 3.0 + len(points) * (params["time_per_size_s"] * 1.5 + 0.5)
+        return 3.0 + len(points) * (params.time_per_size_s * 1.5 + 0.5)
 
-    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
+    def tables(self, raws: list[RawFile], params: LatencyParams) -> dict[str, pd.DataFrame]:
         frames = []
         for raw in raws:
             for p in raw.points:
@@ -64,7 +77,7 @@ class Latency(Benchmark):
             })
         return {"latency.samples": samples, "latency.summary": pd.DataFrame(rows)}
 
-    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+    def result(self, tables: dict[str, pd.DataFrame], params: LatencyParams) -> dict:
         summ = tables["latency.summary"]
         sizes = []
         for r in summ.to_dict("records"):

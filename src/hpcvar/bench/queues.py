@@ -31,13 +31,15 @@ the fitted size.
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
+from typing import TypeVar
 
 import numpy as np
 import pandas as pd
 from scipy import stats as sps
 
 from hpcvar import metadata
-from hpcvar.bench.runner import MAX_PINGPONG_SIZE, BenchContext, Benchmark, check_sizes_and_iters
+from hpcvar.bench.runner import MAX_PINGPONG_SIZE, BenchContext, Benchmark, Params, check_sizes_and_iters
 from hpcvar.errors import UsageError
 from hpcvar.results import RawFile
 from hpcvar.stats import summarize
@@ -67,6 +69,37 @@ FIT_STATS = {"median": lambda x: float(np.median(x)), "p10": lambda x: float(np.
 SUMMARY_PERCENTILES = (10.0, 50.0, 90.0, 99.0, 99.9)
 
 
+@dataclass(frozen=True)
+class PostedParams(Params):
+    """``hpcvar bench queues posted``'s parameters (run.json ``params``)."""
+
+    lengths: tuple[int, ...]  # posted-queue lengths (extra receives per rank)
+    traversed: tuple[int, ...]  # percent of the queue in front of the matching receive
+    sizes: tuple[int, ...]  # message sizes in bytes
+    any_source: bool  # every receive with MPI_ANY_SOURCE
+    iters: int
+    min_iters: int
+    warmup: int
+    time_per_point_s: float
+    pin: bool
+    fit_stat: str  # a key of FIT_STATS
+
+
+@dataclass(frozen=True)
+class UnexpectedParams(Params):
+    """``hpcvar bench queues unexpected``'s parameters (run.json ``params``)."""
+
+    lengths: tuple[int, ...]  # unexpected-queue lengths (messages waiting per rank)
+    sizes: tuple[int, ...]  # sizes in bytes of the timed ping-pong
+    iters: int
+    min_iters: int
+    warmup: int
+    time_per_point_s: float
+    pin: bool
+    fit_stat: str  # a key of FIT_STATS
+
+
+QP = TypeVar("QP", bound=PostedParams | UnexpectedParams)
 
 
 def traversed_entries(length: int, pct: int) -> int:
@@ -126,34 +159,34 @@ def _summary_row(x: np.ndarray) -> dict:
             "median_ci_hi_ns": s["median_ci_hi"], "outliers": s["outliers"]}
 
 
-class _QueuesBase(Benchmark):
+class _QueuesBase(Benchmark[QP]):
     program = "hv_queues"
     mode = ""
     max_length = 0
     length_what = ""
 
-    def validate(self, params: dict, ctx: BenchContext) -> None:
+    def validate(self, params: QP, ctx: BenchContext) -> None:
         super().validate(params, ctx)
-        if not params["lengths"]:
+        if not params.lengths:
             raise UsageError("no queue length given", "--lengths", "Give lengths such as 0,100,1000")
-        for n in params["lengths"]:
+        for n in params.lengths:
             if n < 0 or n > self.max_length:
                 raise UsageError(f"{self.length_what} {n} is outside [0, {self.max_length}]", "--lengths",
                                  f"Give lengths from 0 to {self.max_length}" + self.length_limit_reason())
-        check_sizes_and_iters(params, MAX_SIZE)
-        if params.get("fit_stat", "median") not in FIT_STATS:
-            raise UsageError(f"unknown fit statistic '{params['fit_stat']}'", "--fit-stat",
+        check_sizes_and_iters(params.sizes, params.iters, params.min_iters, MAX_SIZE)
+        if params.fit_stat not in FIT_STATS:
+            raise UsageError(f"unknown fit statistic '{params.fit_stat}'", "--fit-stat",
                              f"Use one of {', '.join(FIT_STATS)}")
         self.check_memory(params, ctx)
 
     def length_limit_reason(self) -> str:
         return ""
 
-    def bytes_per_rank(self, params: dict) -> int:
+    def bytes_per_rank(self, params: QP) -> int:
         """Estimated memory of one rank for the largest point (buffers + MPI entries)."""
         raise NotImplementedError
 
-    def check_memory(self, params: dict, ctx: BenchContext) -> None:
+    def check_memory(self, params: QP, ctx: BenchContext) -> None:
         if getattr(ctx.launcher, "name", "local") not in ("local", "testbed"):
             return  # ranks run on other hosts: this host's memory says nothing
         avail = metadata.mem_available_bytes()
@@ -170,28 +203,28 @@ class _QueuesBase(Benchmark):
 
     memory_flag = "--lengths"
 
-    def argv(self, params: dict, points: list[dict]) -> list[str]:
+    def argv(self, params: QP, points: list[dict]) -> list[str]:
         args = ["--mode", self.mode, "--lengths", ",".join(str(p["length"]) for p in points),
                 "--sizes", ",".join(str(p["size"]) for p in points)]
-        if self.mode == "posted":
+        if isinstance(params, PostedParams):
             args += ["--traversed", ",".join(str(p["traversed"]) for p in points)]
-            if params.get("any_source"):
+            if params.any_source:
                 args.append("--any-source")
-        if params.get("pin", True):
+        if params.pin:
             args.append("--pin")
-        return args + ["--iters", str(params["iters"]), "--min-iters", str(params["min_iters"]),
-                       "--warmup", str(params["warmup"]),
-                       "--time-per-point", repr(float(params["time_per_point_s"]))]
+        return args + ["--iters", str(params.iters), "--min-iters", str(params.min_iters),
+                       "--warmup", str(params.warmup),
+                       "--time-per-point", repr(float(params.time_per_point_s))]
 
-    def estimate_s(self, params: dict, points: list[dict]) -> float:
+    def estimate_s(self, params: QP, points: list[dict]) -> float:
         # warm-up iterations (each posts/sends and clears the queue: ~1 us per entry
         # and side, generously), the time budget per point, plus MPI start-up
-        per_warm = sum(params["warmup"] * (2e-6 * p["length"] + 1e-5) for p in points)
-        per_min = sum(params["min_iters"] * (2e-6 * p["length"] + 1e-5) for p in points)
-        return 3.0 + per_warm + per_min + len(points) * (params["time_per_point_s"] * 1.5 + 0.2)
+        per_warm = sum(params.warmup * (2e-6 * p["length"] + 1e-5) for p in points)
+        per_min = sum(params.min_iters * (2e-6 * p["length"] + 1e-5) for p in points)
+        return 3.0 + per_warm + per_min + len(points) * (params.time_per_point_s * 1.5 + 0.2)
 
 
-class PostedQueue(_QueuesBase):
+class PostedQueue(_QueuesBase[PostedParams]):
     """Figure 1: posted-receive queue length x percent traversed x size."""
 
     name = "queues posted"
@@ -202,30 +235,30 @@ class PostedQueue(_QueuesBase):
     def point_fields(self) -> list[str]:
         return ["length", "traversed", "size"]
 
-    def points(self, params: dict) -> list[dict]:
+    def points(self, params: PostedParams) -> list[dict]:
         return [{"length": n, "traversed": p, "size": s}
-                for n, p, s in itertools.product(params["lengths"], params["traversed"], params["sizes"])]
+                for n, p, s in itertools.product(params.lengths, params.traversed, params.sizes)]
 
     def length_limit_reason(self) -> str:
         return " (the issue's range; each entry is a posted receive with its own buffer)"
 
-    def validate(self, params: dict, ctx: BenchContext) -> None:
-        if not params["traversed"]:
+    def validate(self, params: PostedParams, ctx: BenchContext) -> None:
+        if not params.traversed:
             raise UsageError("no traversed percentage given", "--traversed", "Give percentages such as 0,50,100")
-        for p in params["traversed"]:
+        for p in params.traversed:
             if p < 0 or p > 100:
                 raise UsageError(f"traversed percentage {p} is outside [0, 100]", "--traversed",
                                  "Give percentages of the posted queue from 0 to 100")
         super().validate(params, ctx)
 
-    def bytes_per_rank(self, params: dict) -> int:
+    def bytes_per_rank(self, params: PostedParams) -> int:
         # distinct S-byte buffer per posted receive, ping/pong buffers, MPI entries
-        lmax = max(params["lengths"])
-        smax = max(params["sizes"])
-        xbuf = max(n * s for n in params["lengths"] for s in params["sizes"])
+        lmax = max(params.lengths)
+        smax = max(params.sizes)
+        xbuf = max(n * s for n in params.lengths for s in params.sizes)
         return xbuf + 2 * smax + 2 * lmax * MPI_BYTES_PER_ENTRY
 
-    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
+    def tables(self, raws: list[RawFile], params: PostedParams) -> dict[str, pd.DataFrame]:
         frames = []
         for raw in raws:
             for p in raw.points:
@@ -251,7 +284,7 @@ class PostedQueue(_QueuesBase):
             {c: [] for c in ["length", "traversed_pct", "entries", "untraversed", "size_bytes",
                              *_summary_row(np.array([])).keys()]})
         return {"queues_posted.samples": samples, "queues_posted.summary": summary,
-                "queues_posted.fit": self._fits(samples, summary, params.get("fit_stat", "median"))}
+                "queues_posted.fit": self._fits(samples, summary, params.fit_stat)}
 
     @staticmethod
     def _fits(samples: pd.DataFrame, summary: pd.DataFrame, stat: str) -> pd.DataFrame:
@@ -267,13 +300,13 @@ class PostedQueue(_QueuesBase):
                          "baseline_ns": FIT_STATS[stat](base) if base.size else float("nan")})
         return pd.DataFrame(rows, columns=list(_FIT_COLUMNS_POSTED))
 
-    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+    def result(self, tables: dict[str, pd.DataFrame], params: PostedParams) -> dict:
         summ, fits = tables["queues_posted.summary"], tables["queues_posted.fit"]
         points = [{"length": r["length"], "traversed_pct": r["traversed_pct"], "size": r["size_bytes"],
                    "entries": r["entries"], "n": r["n"], "median_ns": r["median_ns"], "p99_ns": r["p99_ns"],
                    "min_ns": r["min_ns"], "p10_ns": r["p10_ns"],
                    "median_ci_ns": [r["median_ci_lo_ns"], r["median_ci_hi_ns"]]} for r in summ.to_dict("records")]
-        out = {"benchmark": "queues posted", "any_source": bool(params.get("any_source")), "points": points}
+        out = {"benchmark": "queues posted", "any_source": bool(params.any_source), "points": points}
         out.update(_headline(fits))
         out["untraversed_slope_ns_per_entry"] = _none(fits.iloc[0]["untraversed_slope_ns_per_entry"]) \
             if len(fits) else None
@@ -283,7 +316,7 @@ class PostedQueue(_QueuesBase):
         return out
 
 
-class UnexpectedQueue(_QueuesBase):
+class UnexpectedQueue(_QueuesBase[UnexpectedParams]):
     """Figure 2: unexpected-queue length x size."""
 
     name = "queues unexpected"
@@ -294,18 +327,18 @@ class UnexpectedQueue(_QueuesBase):
     def point_fields(self) -> list[str]:
         return ["length", "size"]
 
-    def points(self, params: dict) -> list[dict]:
-        return [{"length": n, "size": s} for n, s in itertools.product(params["lengths"], params["sizes"])]
+    def points(self, params: UnexpectedParams) -> list[dict]:
+        return [{"length": n, "size": s} for n, s in itertools.product(params.lengths, params.sizes)]
 
     def length_limit_reason(self) -> str:
         return (" (each unexpected message holds a request and an eager buffer slot of the receiving MPI "
                 "until it is received; MPIs' eager pools and flow-control credits are finite)")
 
-    def bytes_per_rank(self, params: dict) -> int:
+    def bytes_per_rank(self, params: UnexpectedParams) -> int:
         # zero-byte unexpected messages: a send request here, a request + slot at the peer
-        return 2 * max(params["sizes"]) + 2 * max(params["lengths"]) * MPI_BYTES_PER_ENTRY
+        return 2 * max(params.sizes) + 2 * max(params.lengths) * MPI_BYTES_PER_ENTRY
 
-    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
+    def tables(self, raws: list[RawFile], params: UnexpectedParams) -> dict[str, pd.DataFrame]:
         frames = []
         for raw in raws:
             for p in raw.points:
@@ -322,7 +355,7 @@ class UnexpectedQueue(_QueuesBase):
         summary = pd.DataFrame(rows) if rows else pd.DataFrame(
             {c: [] for c in ["length", "size_bytes", *_summary_row(np.array([])).keys()]})
         fit_rows = []
-        stat = params.get("fit_stat", "median")
+        stat = params.fit_stat
         for size, grp in summary.groupby("size_bytes", sort=True):
             f = fit_slope(grp[_STAT_COLUMN[stat]], grp["length"])
             base = samples[(samples["size_bytes"] == size) & (samples["length"] == 0)]["oneway_ns"].to_numpy()
@@ -334,7 +367,7 @@ class UnexpectedQueue(_QueuesBase):
         return {"queues_unexpected.samples": samples, "queues_unexpected.summary": summary,
                 "queues_unexpected.fit": fits}
 
-    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+    def result(self, tables: dict[str, pd.DataFrame], params: UnexpectedParams) -> dict:
         summ, fits = tables["queues_unexpected.summary"], tables["queues_unexpected.fit"]
         points = [{"length": r["length"], "size": r["size_bytes"], "n": r["n"], "median_ns": r["median_ns"],
                    "p99_ns": r["p99_ns"], "min_ns": r["min_ns"], "p10_ns": r["p10_ns"],

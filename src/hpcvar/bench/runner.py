@@ -3,23 +3,26 @@
     Params -> validate -> points -> argv -> launch (timeout, progress) -> raw files
            -> tidy tables (Parquet) -> result (JSON) -> terminal table
 
-A benchmark module only supplies a ``Benchmark`` subclass. Points are the
-units of resumption: each is written to the raw file by the native program as
-soon as it is measured, so ``--resume RUN`` re-launches only what is missing.
+A benchmark module supplies a ``Benchmark`` subclass and its ``Params``: one frozen dataclass whose fields
+are the run's parameters, stored in ``run.json`` as the JSON object ``Params.to_json()`` gives (field
+order, tuples as lists) and read back by ``Params.from_json()`` (which refuses unknown and missing keys).
+Points are the units of resumption: each is written to the raw file by the native program as soon as it is
+measured, so ``--resume RUN`` re-launches only what is missing.
 """
 
 from __future__ import annotations
 
-import json
+import dataclasses
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
 from hpcvar import metadata
 from hpcvar._native import find_program
-from hpcvar.errors import LaunchError, UsageError
+from hpcvar.errors import LaunchError, ResultsError, UsageError
 from hpcvar.launch import LaunchSpec, Launcher, oversubscription_warning
 from hpcvar.results import RawFile, RawPoint, Run, read_raw, resolve_run
 
@@ -41,8 +44,73 @@ class BenchContext:
     argv: list[str] | None = None
 
 
-class Benchmark(ABC):
-    """One MPI benchmark: a native program plus the Python that reads its output."""
+PT = TypeVar("PT", bound="Params")
+
+
+@dataclass(frozen=True)
+class Params:
+    """Base of every benchmark's parameters (``LatencyParams``, ``FaninParams``, ...).
+
+    A subclass is a frozen dataclass in its benchmark's module whose fields are exactly the keys stored in
+    ``run.json``'s ``params``, in the order stored, units in the names (``time_per_size_s``). Lists given
+    to the constructor become tuples (the object is immutable); ``to_json`` turns them back into lists.
+    Subclasses with nested values (dataclasses, a scheme) override ``_decode`` to rebuild them from JSON.
+    """
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            v = getattr(self, f.name)
+            if isinstance(v, list):
+                object.__setattr__(self, f.name, tuple(v))
+
+    def to_json(self) -> dict:
+        """The JSON object kept in run.json (the same keys, order and values as the parameter dicts of
+        earlier versions)."""
+        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_json(cls: type[PT], doc: Any, where: str = "run.json") -> PT:
+        """The parameters stored in a run.json (``where`` names the file in errors)."""
+        names = [f.name for f in dataclasses.fields(cls)]
+        if not isinstance(doc, dict):
+            raise ResultsError(f"the stored parameters are not a JSON object but {type(doc).__name__}", where,
+                               "Start a new run instead of resuming this one")
+        unknown = [k for k in doc if k not in names]
+        if unknown:
+            raise ResultsError(f"the stored parameters have the unknown key '{unknown[0]}' (the keys of "
+                               f"{cls.__name__} are {', '.join(names)})", where,
+                               "The run was made by another hpcvar version or edited; start a new run")
+        missing = [k for k in names if k not in doc]
+        if missing:
+            raise ResultsError(f"the stored parameters lack the key '{missing[0]}' of {cls.__name__}", where,
+                               "The run was made by another hpcvar version or edited; start a new run")
+        return cls(**cls._decode(dict(doc), where))
+
+    @classmethod
+    def _decode(cls, doc: dict, where: str) -> dict:
+        """Constructor arguments from the stored JSON values (every key present, no unknown key)."""
+        return doc
+
+
+def _jsonable(v: Any) -> Any:
+    """A parameter value as JSON: dataclasses as objects (field order), tuples as lists; numbers, strings,
+    None and dicts as they are."""
+    if hasattr(v, "to_json"):
+        return v.to_json()
+    if dataclasses.is_dataclass(v) and not isinstance(v, type):
+        return {f.name: _jsonable(getattr(v, f.name)) for f in dataclasses.fields(v)}
+    if isinstance(v, (list, tuple)):
+        return [_jsonable(x) for x in v]
+    if isinstance(v, dict):
+        return {k: _jsonable(x) for k, x in v.items()}
+    return v
+
+
+P = TypeVar("P", bound=Params)
+
+
+class Benchmark(ABC, Generic[P]):
+    """One MPI benchmark: a native program plus the Python that reads its output; ``P`` is its Params."""
 
     name: str = ""  # "latency"
     program: str = ""  # "hv_latency"
@@ -50,26 +118,26 @@ class Benchmark(ABC):
     any_source: bool = False  # receives with MPI_ANY_SOURCE from competing senders (see LaunchSpec)
 
     @abstractmethod
-    def points(self, params: dict) -> list[dict]:
+    def points(self, params: P) -> list[dict]:
         """The measured points, each a dict of the parameters that identify it (all str/int/float)."""
 
     @abstractmethod
-    def argv(self, params: dict, points: list[dict]) -> list[str]:
+    def argv(self, params: P, points: list[dict]) -> list[str]:
         """Arguments of the native program for these points (without --out / --timer)."""
 
     @abstractmethod
-    def estimate_s(self, params: dict, points: list[dict]) -> float:
+    def estimate_s(self, params: P, points: list[dict]) -> float:
         """A generous estimate of the job's duration (sets the default timeout)."""
 
     @abstractmethod
-    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
+    def tables(self, raws: list[RawFile], params: P) -> dict[str, pd.DataFrame]:
         """Tidy tables (declared in results.schema) from every complete raw point."""
 
     @abstractmethod
-    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+    def result(self, tables: dict[str, pd.DataFrame], params: P) -> dict:
         """The JSON result printed by --json and kept in run.json."""
 
-    def validate(self, params: dict, ctx: BenchContext) -> None:
+    def validate(self, params: P, ctx: BenchContext) -> None:
         """Refuse bad parameters before launch (UsageError naming the flag)."""
         if ctx.np < self.min_np:
             raise UsageError(f"this benchmark needs at least {self.min_np} ranks, got {ctx.np}", "--np",
@@ -86,15 +154,15 @@ class Benchmark(ABC):
     def point_fields(self) -> list[str]:
         """Names of the fields of a point (as in points() and in the raw #@point line)."""
 
-    def launches(self, params: dict, pending: list[dict]) -> list[list[dict]]:
+    def launches(self, params: P, pending: list[dict]) -> list[list[dict]]:
         """Split pending points into separate MPI jobs (default: one job)."""
         return [pending] if pending else []
 
-    def env(self, params: dict) -> dict[str, str]:
+    def env(self, params: P) -> dict[str, str]:
         """Extra environment for the ranks."""
         return {}
 
-    def warnings(self, tables: dict[str, pd.DataFrame], params: dict) -> list[str]:
+    def warnings(self, tables: dict[str, pd.DataFrame], params: P) -> list[str]:
         """What the user must know about these measurements (kept in run.json and printed)."""
         return []
 
@@ -102,16 +170,17 @@ class Benchmark(ABC):
 MAX_PINGPONG_SIZE = 1 << 30  # 1 GiB: ping-pong benchmarks allocate one buffer of the largest size per rank
 
 
-def check_sizes_and_iters(params: dict, max_size: int = MAX_PINGPONG_SIZE) -> None:
+def check_sizes_and_iters(sizes: tuple[int, ...], iters: int, min_iters: int,
+                          max_size: int = MAX_PINGPONG_SIZE) -> None:
     """The checks every ping-pong style benchmark shares: --sizes, --iters, --min-iters."""
-    for s in params["sizes"]:
+    for s in sizes:
         if s < 0 or s > max_size:
             raise UsageError(f"message size {s} is outside [0, {max_size}] bytes", "--sizes",
                              "Give sizes up to 1GiB")
-    if params["iters"] < 1:
+    if iters < 1:
         raise UsageError("--iters must be at least 1", "--iters", "Use --iters 1000")
-    if params["min_iters"] > params["iters"]:
-        raise UsageError(f"--min-iters {params['min_iters']} is above --iters {params['iters']}",
+    if min_iters > iters:
+        raise UsageError(f"--min-iters {min_iters} is above --iters {iters}",
                          "--min-iters", "Lower --min-iters")
 
 
@@ -137,7 +206,7 @@ class _Progress:
             self.bar.advance(self.task, n)
 
 
-def _complete_keys(bench: Benchmark, raws: list[RawFile]) -> set[str]:
+def _complete_keys(bench: Benchmark[Any], raws: list[RawFile]) -> set[str]:
     return {bench.raw_point_key(p) for r in raws for p in r.points}
 
 
@@ -146,8 +215,11 @@ def load_raws(run: Run) -> list[RawFile]:
     return [read_raw(p) for p in sorted(d.glob("*.raw"))] if d.is_dir() else []
 
 
-def run_benchmark(bench: Benchmark, params: dict, ctx: BenchContext) -> tuple[Run, dict]:
-    """Run (or resume) a benchmark; returns the run and its JSON result."""
+def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext) -> tuple[Run, dict]:
+    """Run (or resume) a benchmark; returns the run and its JSON result.
+
+    ``run.json`` keeps ``params.to_json()``; a resumed run's stored parameters are read back with
+    ``from_json`` of the same Params class and must equal ``params``."""
     bench.validate(params, ctx)
     exe = find_program(bench.program, needs_mpi=True)
     points = bench.points(params)
@@ -157,7 +229,13 @@ def run_benchmark(bench: Benchmark, params: dict, ctx: BenchContext) -> tuple[Ru
         if run.info.get("command") != command:
             raise UsageError(f"run {run.id} is a '{run.info.get('command')}' run, not '{command}'", "--resume",
                              "Resume it with its own command")
-        if json.loads(json.dumps(run.info.get("params"))) != json.loads(json.dumps(params)):
+        stored = run.info.get("params")
+        step = stored.get("step") if isinstance(stored, dict) else None
+        if step:  # characterize marks its step runs in their params (hpcvar.characterize)
+            raise UsageError(f"run {run.id} is the '{step}' step of a characterization", "--resume",
+                             "Resume the characterization itself (hpcvar characterize --resume RUN)")
+        stored_params = type(params).from_json(stored, str(run.path / "run.json"))
+        if stored_params.to_json() != params.to_json():
             raise UsageError(f"the parameters differ from those of run {run.id}", "--resume",
                              "Repeat the original command line with --resume, or start a new run")
         run.info["status"] = "running"
@@ -165,7 +243,7 @@ def run_benchmark(bench: Benchmark, params: dict, ctx: BenchContext) -> tuple[Ru
     else:
         meta = metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np,
                                  "ranks_per_node": ctx.ranks_per_node})
-        run = Run.create(command, params, ctx.runs_dir, ctx.argv, meta)
+        run = Run.create(command, params.to_json(), ctx.runs_dir, ctx.argv, meta)
     warn = oversubscription_warning(ctx.np, ctx.launcher)
     if warn:
         run.warn(warn)
@@ -201,7 +279,7 @@ def run_benchmark(bench: Benchmark, params: dict, ctx: BenchContext) -> tuple[Ru
     return run, result
 
 
-def _write_tables(bench: Benchmark, run: Run, raws: list[RawFile], params: dict) -> dict:
+def _write_tables(bench: Benchmark[P], run: Run, raws: list[RawFile], params: P) -> dict:
     tables = bench.tables(raws, params)
     for name, df in tables.items():
         run.write_table(name, df)
@@ -211,7 +289,7 @@ def _write_tables(bench: Benchmark, run: Run, raws: list[RawFile], params: dict)
     return tables
 
 
-def _launch(bench: Benchmark, params: dict, ctx: BenchContext, run: Run, exe: Path, batch: list[dict]) -> None:
+def _launch(bench: Benchmark[P], params: P, ctx: BenchContext, run: Run, exe: Path, batch: list[dict]) -> None:
     k = len(list(run.raw_dir().glob("launch-*.raw"))) + 1
     raw_path = run.raw_dir() / f"launch-{k:03d}.raw"
     args = bench.argv(params, batch) + ["--out", str(raw_path.resolve())]

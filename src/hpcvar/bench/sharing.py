@@ -14,13 +14,14 @@ their lowest rank. The native program records the placement in the raw header.
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
 import numpy as np
 import pandas as pd
 
-from hpcvar.bench.runner import BenchContext, Benchmark
-from hpcvar.errors import UsageError
-from hpcvar.models.scheme import Scheme
+from hpcvar.bench.runner import BenchContext, Benchmark, Params
+from hpcvar.errors import ResultsError, UsageError
+from hpcvar.models.scheme import Comm, Scheme
 from hpcvar.results import RawFile
 from hpcvar.stats import summarize
 
@@ -45,47 +46,67 @@ def default_np(scheme: Scheme, launcher_name: str) -> tuple[int, int | None]:
     return per * len(scheme.nodes), per
 
 
-class Sharing(Benchmark):
+@dataclass(frozen=True)
+class SharingParams(Params):
+    """``hpcvar bench sharing``'s parameters (run.json ``params``: the scheme as ``Scheme.to_json()``)."""
+
+    scheme: Scheme
+    size: int  # bytes per communication without a size of its own in the scheme
+    reps: int  # measured repetitions
+    warmup: int  # unmeasured repetitions
+
+    @classmethod
+    def _decode(cls, doc: dict, where: str) -> dict:
+        sch = doc["scheme"]
+        try:
+            comms = [Comm(c["name"], c["src"], c["dst"], c["size_bytes"]) for c in sch["communications"]]
+            scheme = Scheme(comms, list(sch["nodes"]), where)
+        except (TypeError, KeyError) as e:
+            raise ResultsError(f"the stored scheme is not a scheme's JSON ({type(e).__name__}: {e})", where,
+                               "Start a new run instead of resuming this one") from None
+        return {**doc, "scheme": scheme}
+
+
+class Sharing(Benchmark[SharingParams]):
     name = "sharing"
     program = "hv_sharing"
 
     def point_fields(self) -> list[str]:
         return ["size", "reps", "ncomms"]
 
-    def _sizes(self, params: dict) -> list[int]:
-        return [c["size_bytes"] or params["size"] for c in params["scheme"]["communications"]]
+    def _sizes(self, params: SharingParams) -> list[int]:
+        return [c.size_bytes or params.size for c in params.scheme.comms]
 
-    def points(self, params: dict) -> list[dict]:
-        return [{"size": self._sizes(params)[0], "reps": params["reps"],
-                 "ncomms": len(params["scheme"]["communications"])}]
+    def points(self, params: SharingParams) -> list[dict]:
+        return [{"size": self._sizes(params)[0], "reps": params.reps, "ncomms": len(params.scheme.comms)}]
 
-    def validate(self, params: dict, ctx: BenchContext) -> None:
+    def validate(self, params: SharingParams, ctx: BenchContext) -> None:
         super().validate(params, ctx)
         for s in self._sizes(params):
             if s < 1 or s > MAX_SIZE:
                 raise UsageError(f"message size {s} is outside [1, {MAX_SIZE}] bytes", "--size",
                                  "Give a size up to 2GiB - 1 (the paper uses 20MiB)")
-        if params["reps"] < 1:
+        if params.reps < 1:
             raise UsageError("--reps must be at least 1", "--reps", "Use --reps 10")
-        nends = 2 * len(params["scheme"]["communications"])
+        nends = 2 * len(params.scheme.comms)
         if ctx.launcher.name == "local" and ctx.np < nends:
             raise UsageError(f"the scheme has {nends} communication ends but only {ctx.np} ranks", "--np",
                              f"Use --np {nends} (one rank per communication end) or leave --np out")
 
-    def argv(self, params: dict, points: list[dict]) -> list[str]:
-        sch = params["scheme"]
-        index = {n: i for i, n in enumerate(sch["nodes"])}
-        comms = ",".join(f"{index[c['src']]},{index[c['dst']]}" for c in sch["communications"])
+    def argv(self, params: SharingParams, points: list[dict]) -> list[str]:
+        sch = params.scheme
+        index = sch.node_index()
+        comms = ",".join(f"{index[c.src]},{index[c.dst]}" for c in sch.comms)
         return ["--comms", comms, "--sizes", ",".join(str(s) for s in self._sizes(params)),
-                "--reps", str(params["reps"]), "--warmup", str(params["warmup"])]
+                "--reps", str(params.reps), "--warmup", str(params.warmup)]
 
-    def estimate_s(self, params: dict, points: list[dict]) -> float:
+    def estimate_s(self, params: SharingParams, points: list[dict]) -> float:
         # at 10 MB/s (a slow shaped link, shared by every communication) per transfer
         total = sum(self._sizes(params)) + self._sizes(params)[0]
-        return 3.0 + (params["reps"] + params["warmup"]) * total / 10e6
+        return 3.0 + (params.reps + params.warmup) * total / 10e6
 
-    def tables(self, raws: list[RawFile], params: dict) -> dict[str, pd.DataFrame]:
-        comms = params["scheme"]["communications"]
+    def tables(self, raws: list[RawFile], params: SharingParams) -> dict[str, pd.DataFrame]:
+        comms = params.scheme.to_json()["communications"]
         sizes = self._sizes(params)
         frames = []
         for raw in raws:
@@ -125,7 +146,7 @@ class Sharing(Benchmark):
             })
         return {"sharing.samples": samples, "sharing.summary": pd.DataFrame(rows)}
 
-    def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
+    def result(self, tables: dict[str, pd.DataFrame], params: SharingParams) -> dict:
         summ = tables["sharing.summary"]
         comms = []
         for r in summ.to_dict("records"):
@@ -135,8 +156,8 @@ class Sharing(Benchmark):
                           "penalty_mad": r["penalty_mad"], "n": r["n"], "t_ns": r["t_median_ns"],
                           "t_ref_ns": r["t_ref_median_ns"]})
         t_ref = float(summ["t_ref_median_ns"].iloc[0]) if len(summ) else float("nan")
-        return {"benchmark": "sharing", "model": "measured", "scheme": params["scheme"], "size": params["size"],
-                "reps": params["reps"], "t_ref_ns": t_ref, "communications": comms}
+        return {"benchmark": "sharing", "model": "measured", "scheme": params.scheme.to_json(), "size": params.size,
+                "reps": params.reps, "t_ref_ns": t_ref, "communications": comms}
 
 
 _SAMPLE_COLS = ("rep", "comm_index", "comm", "src", "dst", "size_bytes", "t_ns", "t_ref_ns", "penalty")

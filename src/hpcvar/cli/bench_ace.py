@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from typing import TYPE_CHECKING
 
 import click
 
 from hpcvar.cli.common import FLOAT_LIST, SIZE_LIST, bench_context, emit, launch_options, output_options
 from hpcvar.errors import UsageError
 from hpcvar.report.sec_ace import render_ace
+
+if TYPE_CHECKING:
+    from hpcvar.bench.ace import AceParams
 
 
 @click.command("ace")
@@ -54,8 +57,9 @@ def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predi
         bad = [x for x in loads if not 1 <= x <= 100]
         if bad:
             raise UsageError(f"load {bad[0]:g}% is outside 1..100", "--loads", "Give loads in percent, 1 to 100")
-    params = {"eas": [asdict(s) for s in specs], "np": kw["np"], "loads": loads or None, "sizes": sizes or None,
-              "repeat": repeat, "bench_iters": bench_iters, "bench_warmup": bench_warmup}
+    params = ace.AceParams(eas=tuple(specs), np=kw["np"], loads=tuple(loads) if loads else None,
+                           sizes=tuple(sizes) if sizes else None, repeat=repeat, bench_iters=bench_iters,
+                           bench_warmup=bench_warmup)
     if predict_only:
         emit(predict(params), as_json, render_ace)
         return
@@ -65,7 +69,7 @@ def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predi
     emit(result, as_json, render_ace)
 
 
-def predict(params: dict) -> dict:
+def predict(params: AceParams) -> dict:
     """Predictions for every EA at every sweep point, from the given alpha and beta."""
     from hpcvar.bench import ace
 

@@ -40,19 +40,15 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
     --baseline, the slowdown against a run without injected noise. Every
     rank's compute end and barrier exit of every phase is stored.
     """
-    from hpcvar.bench.bsp import Bsp, load_baseline
-    from hpcvar.bench.runner import run_benchmark
-    from hpcvar.report.bsp import plot_bsp, render_bsp
+    from hpcvar.bench import jobs
+    from hpcvar.bench.bsp import BspParams, load_baseline
+    from hpcvar.report.bsp import render_bsp
 
     ctx = bench_context(kw)
     base = load_baseline(baseline, ctx.runs_dir) if baseline else None
     if base and work_iters is None:
-        work_iters = base["work_iters"]
-    params = {"quantum_s": quantum, "phases": phases, "warmup": warmup, "repeat": repeat, "barrier": barrier,
-              "arity": arity, "work_iters": work_iters, "pin": pin, "rt_prio": rt_prio, "baseline": base}
-    run, result = run_benchmark(Bsp(), params, ctx)
-    pngs = plot_bsp(run, run.read_table("bsp.phases"), result)
-    result["plots"] = [str(p) for p in pngs]
-    run.info["result"]["plots"] = result["plots"]
-    run.save()
+        work_iters = base.work_iters
+    params = BspParams(quantum_s=quantum, phases=phases, warmup=warmup, repeat=repeat, barrier=barrier, arity=arity,
+                       work_iters=work_iters, pin=pin, rt_prio=rt_prio, baseline=base)
+    run, result = jobs.bsp(params, ctx)
     emit(result, as_json, render_bsp)

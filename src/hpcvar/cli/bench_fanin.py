@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.bench.fanin import MATCHES, QUEUES, parse_choice_list, parse_depth_list, parse_wait
+from hpcvar.bench.fanin import MATCHES, QUEUES, FaninParams, parse_choice_list, parse_depth_list, parse_wait
 from hpcvar.cli.common import DURATION, FLOAT_LIST, INT_LIST, SIZE, bench_context, emit, launch_options, output_options
 from hpcvar.report.fanin import render_fanin
 
@@ -58,12 +58,12 @@ def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messag
     """
     if duration is None and messages is None:
         duration = 2.0
-    params = {"servers": servers, "clients": clients, "chatter_ratio": chatter_ratio, "chatter": chatter,
-              "large": large, "small": small, "duration_s": duration, "messages": messages,
-              "queues": parse_choice_list(queues, QUEUES, "--queues"), "depth": parse_depth_list(depth),
-              "match": parse_choice_list(match_, MATCHES, "--match"), "bin_s": bin_, "repeat": repeat,
-              "placement": placement, "seed": seed, "max_samples": max_samples}
-    params["wait"] = parse_wait(wait)
+    params = FaninParams(
+        servers=servers, clients=tuple(clients), chatter_ratio=tuple(chatter_ratio),
+        chatter=None if chatter is None else tuple(chatter), large=large, small=small, duration_s=duration,
+        messages=messages, queues=tuple(parse_choice_list(queues, QUEUES, "--queues")),
+        depth=tuple(parse_depth_list(depth)), match=tuple(parse_choice_list(match_, MATCHES, "--match")),
+        bin_s=bin_, repeat=repeat, placement=placement, seed=seed, max_samples=max_samples, wait=parse_wait(wait))
     from hpcvar.bench import jobs
 
     run, result = jobs.fanin(params, bench_context(kw), by_ratio=chatter is None)

@@ -28,10 +28,11 @@ def cli(sizes, iters, min_iters, warmup, time_per_size, as_json, **kw):
     trip is stored.
     """
     from hpcvar.bench import jobs
+    from hpcvar.bench.latency import LatencyParams
     from hpcvar.report.terminal import render_latency
 
     ctx = bench_context(kw)
-    params = {"sizes": sizes, "iters": iters, "min_iters": min_iters, "warmup": warmup,
-              "time_per_size_s": time_per_size}
+    params = LatencyParams(sizes=tuple(sizes), iters=iters, min_iters=min_iters, warmup=warmup,
+                           time_per_size_s=time_per_size)
     run, result = jobs.latency(params, ctx)
     emit(result, as_json, render_latency)

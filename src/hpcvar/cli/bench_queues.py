@@ -43,11 +43,6 @@ def _common(f):
     return f
 
 
-def _params(iters, min_iters, warmup, time_per_point, pin, fit_stat) -> dict:
-    return {"iters": iters, "min_iters": min_iters, "warmup": warmup, "time_per_point_s": time_per_point,
-            "pin": pin, "fit_stat": fit_stat}
-
-
 @click.group("queues")
 def cli() -> None:
     """Latency under long MPI queues: posted receives and unexpected messages.
@@ -82,10 +77,13 @@ def posted(lengths, traversed, sizes, any_source, iters, min_iters, warmup, time
     ping-pong; clear the extra receives with zero-byte messages.
     """
     ctx = bench_context(kw)
-    params = {"lengths": lengths, "traversed": traversed, "sizes": sizes, "any_source": any_source,
-              **_params(iters, min_iters, warmup, time_per_point, pin, fit_stat)}
     from hpcvar.bench import jobs
+    from hpcvar.bench.queues import PostedParams
     from hpcvar.report.sec_queues import render_queues_posted
+
+    params = PostedParams(lengths=tuple(lengths), traversed=tuple(traversed), sizes=tuple(sizes),
+                          any_source=any_source, iters=iters, min_iters=min_iters, warmup=warmup,
+                          time_per_point_s=time_per_point, pin=pin, fit_stat=fit_stat)
 
     run, result = jobs.queues_posted(params, ctx)
     emit(result, as_json, render_queues_posted)
@@ -108,9 +106,12 @@ def unexpected(lengths, sizes, iters, min_iters, warmup, time_per_point, pin, fi
     then the unexpected messages are received.
     """
     ctx = bench_context(kw)
-    params = {"lengths": lengths, "sizes": sizes, **_params(iters, min_iters, warmup, time_per_point, pin, fit_stat)}
     from hpcvar.bench import jobs
+    from hpcvar.bench.queues import UnexpectedParams
     from hpcvar.report.sec_queues import render_queues_unexpected
+
+    params = UnexpectedParams(lengths=tuple(lengths), sizes=tuple(sizes), iters=iters, min_iters=min_iters,
+                              warmup=warmup, time_per_point_s=time_per_point, pin=pin, fit_stat=fit_stat)
 
     run, result = jobs.queues_unexpected(params, ctx)
     emit(result, as_json, render_queues_unexpected)

@@ -29,8 +29,9 @@ def cli(scheme, size, reps, warmup, as_json, **kw):
     scheme node is a host (--np and --ranks-per-node default to fit the busiest node).
     """
     from hpcvar.bench import jobs
+    from hpcvar.bench.sharing import SharingParams
 
     sch = load_scheme(scheme)
     ctx = bench_context(kw)
-    run, result = jobs.sharing(sch, {"size": size, "reps": reps, "warmup": warmup}, ctx)
+    run, result = jobs.sharing(SharingParams(scheme=sch, size=size, reps=reps, warmup=warmup), ctx)
     emit(result, as_json, render_sharing)
