@@ -1,7 +1,8 @@
 """The benchmark commands as library jobs: ``(params, BenchContext) -> (Run, result)``.
 
 Each job is what ``hpcvar bench <name>`` does between parsing its flags and printing: run (or resume) the
-benchmark through ``run_benchmark`` and draw the figures stored with the run. The CLI modules turn flags into
+benchmark through ``run_benchmark`` and draw the figures stored with the run (its ``after`` step, inside the
+run's lifecycle: a figure that fails marks the run failed). The CLI modules turn flags into
 ``params`` and render the result; ``hpcvar characterize`` calls the same jobs and gets the Run back as a value
 (its launcher, node list and warnings included), instead of re-entering the command line.
 """
@@ -27,29 +28,24 @@ def queues_posted(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.queues import PostedQueue
     from hpcvar.report.sec_queues import plot_posted
 
-    run, result = run_benchmark(PostedQueue(), params, ctx)
-    plot_posted(run)
-    return run, result
+    return run_benchmark(PostedQueue(), params, ctx, after=lambda run, result: plot_posted(run))
 
 
 def queues_unexpected(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.queues import UnexpectedQueue
     from hpcvar.report.sec_queues import plot_unexpected
 
-    run, result = run_benchmark(UnexpectedQueue(), params, ctx)
-    plot_unexpected(run)
-    return run, result
+    return run_benchmark(UnexpectedQueue(), params, ctx, after=lambda run, result: plot_unexpected(run))
 
 
 def ace(params: dict, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.ace import Ace
     from hpcvar.report.sec_ace import plot_ace
 
-    run, result = run_benchmark(Ace(), params, ctx)
-    result["plots"] = [str(p) for _, p in plot_ace(run)]
-    run.info["result"] = result
-    run.save()
-    return run, result
+    def plots(run: Run, result: dict) -> None:
+        result["plots"] = [str(p) for _, p in plot_ace(run)]
+
+    return run_benchmark(Ace(), params, ctx, after=plots)
 
 
 def fanin(params: dict, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:
@@ -62,12 +58,12 @@ def fanin(params: dict, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, 
         ctx.np = max(ranks_needed(params), Fanin.min_np) if params["servers"] >= 1 and min(params["clients"]) >= 1 \
             else 2
     params = {**params, "wait": resolve_wait(params.get("wait", "auto"), ctx.np, ctx.launcher.slots())}
-    run, result = run_benchmark(Fanin(), params, ctx)
-    pngs = plot_fanin(run, run.read_table("fanin.points"), run.read_table("fanin.bins"), by_ratio=by_ratio)
-    result["plots"] = [str(p) for p in pngs]
-    run.info["result"]["plots"] = result["plots"]
-    run.save()
-    return run, result
+
+    def plots(run: Run, result: dict) -> None:
+        pngs = plot_fanin(run, run.read_table("fanin.points"), run.read_table("fanin.bins"), by_ratio=by_ratio)
+        result["plots"] = [str(p) for p in pngs]
+
+    return run_benchmark(Fanin(), params, ctx, after=plots)
 
 
 def sharing(scheme: Scheme, params: dict, ctx: BenchContext) -> tuple[Run, dict]:
