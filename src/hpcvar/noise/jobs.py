@@ -122,6 +122,19 @@ def _record_local(p: LocalParams, run: Run, cpu_list: list[int], tracefs, argv: 
     return result
 
 
+def record(p: LocalParams | NodesJobParams, runs_dir, argv: list[str] | None = None, *,
+           launcher: Launcher | None = None, timeout_s: float | None = None, launcher_args: list[str] | None = None,
+           say: Callable[[str], None] = _quiet) -> tuple[Run, dict]:
+    """The job of ``noise record`` (the table of kinds names it): ``record_local`` for LocalParams,
+    ``record_nodes`` on every node of ``launcher`` for NodesJobParams."""
+    if isinstance(p, NodesJobParams):
+        if launcher is None:
+            raise UsageError("recording on several nodes needs a multi-node launcher", "--launcher",
+                             "Give --launcher srun, testbed or template")
+        return record_nodes(p, launcher, runs_dir, argv, timeout_s, launcher_args, say)
+    return record_local(p, runs_dir, argv, say)
+
+
 def record_nodes(p: NodesJobParams, launcher: Launcher, runs_dir, argv: list[str] | None = None,
                  timeout_s: float | None = None, launcher_args: list[str] | None = None,
                  say: Callable[[str], None] = _quiet) -> tuple[Run, dict]:
