@@ -1,7 +1,7 @@
 """The one path every MPI benchmark takes:
 
     Params -> validate -> points -> argv -> launch (timeout, progress) -> raw files
-           -> tidy tables (Parquet) -> result (JSON) -> terminal table
+           -> tidy tables (Parquet) -> summary tables (Parquet) -> result (JSON, from the tables) -> terminal table
 
 A benchmark module only supplies a ``Benchmark`` subclass. Points are the
 units of resumption: each is written to the raw file by the native program as
@@ -68,7 +68,14 @@ class Benchmark(ABC):
 
     @abstractmethod
     def result(self, tables: dict[str, pd.DataFrame], params: dict) -> dict:
-        """The JSON result printed by --json and kept in run.json."""
+        """The JSON result printed by --json and kept in run.json, built from the declared tables (``tables``
+        holds the tidy tables and the summaries): reshaped rows of summary tables plus the parameters, no
+        statistic of its own."""
+
+    def summaries(self, tables: dict[str, pd.DataFrame], params: dict) -> dict[str, pd.DataFrame]:
+        """Summary tables (declared in results.schema) derived from the complete tidy tables, stored with them
+        once the run is complete and given to ``result`` (default: none; e.g. fanin.chatter_effect)."""
+        return {}
 
     def validate(self, params: dict, ctx: BenchContext) -> None:
         """Refuse bad parameters before launch (UsageError naming the flag)."""
@@ -194,6 +201,9 @@ def run_benchmark(bench: Benchmark, params: dict, ctx: BenchContext,
             raise
         raws = load_raws(run)
         tables = _write_tables(bench, run, raws, params)
+        for name, df in bench.summaries(tables, params).items():
+            run.write_table(name, df)
+            tables[name] = df
         result = bench.result(tables, params)
         result["run"] = str(run.path)
         result["steal_pct"] = metadata.steal_pct(ticks0)
