@@ -7,7 +7,9 @@ view imports another kind's code):
 - ``job``: the library job that makes and stores the run and returns it with its JSON result (bench kinds:
   ``(params, BenchContext) -> (Run, result)``; the others take their own parameters). The command line and
   ``hpcvar characterize`` call it; it ends the run through ``hpcvar.results.store.run_lifecycle``;
-- ``render``: the terminal renderer of its JSON result (``(console, result) -> None``);
+- ``render``: the terminal renderer of a stored run (``(console, run) -> None``, reading ``run.info["result"]``
+  and the run's tables): the command prints its run through it once the run is stored, and ``hpcvar runs show``
+  ends with it (``hpcvar.report.terminal.render_run``), so both show the same view;
 - ``section``: the HTML/Markdown report section built from the stored run (``(run) -> Section``);
 - ``metrics``: what ``hpcvar compare`` tests, from the stored run (``(run) -> list[Metric]``);
 - ``cli``: for ``bench`` kinds, the click command as ``"module:attribute"`` relative to the command-line

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.cli.common import DURATION, bench_context, emit, launch_options, output_options
+from hpcvar.cli.common import DURATION, bench_context, emit_run, launch_options, output_options
 
 
 @click.command("bsp")
@@ -42,7 +42,7 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
     """
     from hpcvar.bench.bsp import Bsp, load_baseline
     from hpcvar.bench.runner import run_benchmark
-    from hpcvar.report.bsp import plot_bsp, render_bsp
+    from hpcvar.report.bsp import plot_bsp
 
     ctx = bench_context(kw)
     base = load_baseline(baseline, ctx.runs_dir) if baseline else None
@@ -55,4 +55,4 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
     result["plots"] = [str(p) for p in pngs]
     run.info["result"]["plots"] = result["plots"]
     run.save()
-    emit(result, as_json, render_bsp)
+    emit_run(run, result, as_json)

@@ -6,7 +6,7 @@ import click
 
 from hpcvar import units
 from hpcvar.bench.queues import FIT_STATS, MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH
-from hpcvar.cli.common import DURATION, SIZE_LIST, _UnitType, bench_context, emit, launch_options, output_options
+from hpcvar.cli.common import DURATION, SIZE_LIST, _UnitType, bench_context, emit_run, launch_options, output_options
 from hpcvar.errors import UsageError
 
 
@@ -85,10 +85,9 @@ def posted(lengths, traversed, sizes, any_source, iters, min_iters, warmup, time
     params = {"lengths": lengths, "traversed": traversed, "sizes": sizes, "any_source": any_source,
               **_params(iters, min_iters, warmup, time_per_point, pin, fit_stat)}
     from hpcvar.bench import jobs
-    from hpcvar.report.sec_queues import render_queues_posted
 
     run, result = jobs.queues_posted(params, ctx)
-    emit(result, as_json, render_queues_posted)
+    emit_run(run, result, as_json)
 
 
 @cli.command("unexpected")
@@ -110,7 +109,6 @@ def unexpected(lengths, sizes, iters, min_iters, warmup, time_per_point, pin, fi
     ctx = bench_context(kw)
     params = {"lengths": lengths, "sizes": sizes, **_params(iters, min_iters, warmup, time_per_point, pin, fit_stat)}
     from hpcvar.bench import jobs
-    from hpcvar.report.sec_queues import render_queues_unexpected
 
     run, result = jobs.queues_unexpected(params, ctx)
-    emit(result, as_json, render_queues_unexpected)
+    emit_run(run, result, as_json)
