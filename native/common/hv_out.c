@@ -9,7 +9,7 @@ int hv_out_open(hv_out *o, const char *path, int binary) {
     o->binary = binary;
     o->f = strcmp(path, "-") == 0 ? stdout : fopen(path, "wb");
     if (!o->f) return -1;
-    fprintf(o->f, "#@hpcvar_raw=1\n#@encoding=%s\n", binary ? "binary" : "csv");
+    fprintf(o->f, "#@hpcvar_raw=%d\n#@encoding=%s\n", HV_RAW_FORMAT_VERSION, binary ? "binary" : "csv");
     return 0;
 }
 

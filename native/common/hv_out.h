@@ -1,7 +1,7 @@
 /* hv_out: the self-describing raw output of every native program.
  *
  * Layout (docs/results-format.md, "raw files"):
- *   #@hpcvar_raw=1                       format version
+ *   #@hpcvar_raw=1                       format version (HV_RAW_FORMAT_VERSION)
  *   #@key=value                          metadata header (any number)
  *   #@columns=name1,name2,...            column names (units in the names)
  *   #@point key=value key=value ...      start of one measured point
@@ -15,6 +15,11 @@
 #define HV_OUT_H
 #include <stddef.h>
 #include <stdio.h>
+
+/* The raw format's version, the first line of every raw file. Bump it with any change a reader must know
+ * about, together with RAW_FORMAT_VERSION in src/hpcvar/results/rawio.py (its version history), which
+ * refuses versions it does not read (tests/unit/test_rawio_version.py checks that the two agree). */
+#define HV_RAW_FORMAT_VERSION 1
 
 typedef struct {
     FILE *f;

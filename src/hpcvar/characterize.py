@@ -15,7 +15,7 @@ from typing import Any
 
 from hpcvar.bench.runner import BenchContext
 from hpcvar.errors import HpcvarError
-from hpcvar.results.store import Run
+from hpcvar.results.store import Run, run_lifecycle
 
 
 @dataclass
@@ -235,13 +235,8 @@ def _applies(step: Step, ctx: BenchContext) -> str | None:
 
 def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None, resume: str | None = None,
                          report: str | None = None, console=None) -> dict:
-    import time
-
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
     from hpcvar import metadata
     from hpcvar.errors import UsageError
-    from hpcvar.report.document import write_report
     from hpcvar.results.store import resolve_run
 
     chosen = STEPS
@@ -262,6 +257,19 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
     else:
         parent = Run.create("characterize", params, ctx.runs_dir, ctx.argv,
                             metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np}))
+    with run_lifecycle(parent):  # Ctrl-C or an unexpected error ends the parent interrupted or failed
+        return _run_steps(ctx, parent, chosen, quick, report, console)
+
+
+def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, report: str | None,
+               console) -> dict:
+    """The steps of a characterization into ``parent``; finishes it complete, or failed when a step failed."""
+    import time
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from hpcvar.report.document import write_report
+
     parent.info.setdefault("steps", {})
     sctx = StepContext(bench=_child_ctx(ctx, parent), parent=parent)
     show = bool(console is not None and getattr(console, "is_terminal", False))

@@ -15,7 +15,7 @@ from hpcvar._native import find_program
 from hpcvar.errors import HpcvarError, LaunchError, MissingToolError
 from hpcvar.noise import analysis, collector, ktrace
 from hpcvar.noise.formats import read_jtr
-from hpcvar.noise.render import render_noise
+from hpcvar.noise.render import render_noise_result
 from hpcvar.results import Run
 from tests.conftest import best_of_quiet_attempts, hpcvar_cmd, run_cli
 
@@ -109,7 +109,7 @@ def test_record_attribute_two_seconds_on_cpu0(runs_dir):
     again = collector.json_summary(rep)
     assert again["attribution"]["matched"]["cpus"][0]["attributed"] == c["attributed"]
     con = Console(record=True, width=160)
-    render_noise(con, again)
+    render_noise_result(con, again)
     text = con.export_text()
     assert "MATCHED" in text and "GUESS" in text and "tracing overhead" in text
 

@@ -321,11 +321,15 @@ class Fanin(Benchmark[FaninParams]):
             d = {k: r[k] for k in _POINT_COLS}
             d["depth"] = "deep" if r["depth"] == "deep" else int(r["depth"])
             points.append(d)
+        effect = tables["fanin.chatter_effect"] if "fanin.chatter_effect" in tables else chatter_effect_table(pts)
         return {"benchmark": "fanin", "servers": params.servers, "wait": params.wait,
                 "large": params.large,
                 "small": params.small, "placement": params.placement, "repeat": params.repeat,
                 "points": points, "variability": tables["fanin.variability"].to_dict("records"),
-                "chatter_effect": chatter_effect(pts)}
+                "chatter_effect": _effect_records(effect)}
+
+    def summaries(self, tables: dict[str, pd.DataFrame], params: dict) -> dict[str, pd.DataFrame]:
+        return {"fanin.chatter_effect": chatter_effect_table(tables["fanin.points"])}
 
 
 # ---- tidy tables from one raw point ------------------------------------------------------------
@@ -456,14 +460,16 @@ def variability(points: pd.DataFrame, bins: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
-def chatter_effect(points: pd.DataFrame) -> list[dict]:
-    """Large-buffer bandwidth with chatter vs without, per clients x strategy (means over repetitions).
+def chatter_effect_table(points: pd.DataFrame) -> pd.DataFrame:
+    """The fanin.chatter_effect table: large-buffer bandwidth with chatter vs without, per clients x strategy
+    (means over repetitions).
 
     drop_pct = 100 (1 - with / without): positive when chatter takes bandwidth from the large clients.
     """
+    cols = columns("fanin.chatter_effect")
     out = []
     if points.empty:
-        return out
+        return pd.DataFrame({c: [] for c in cols})
     mean = points.groupby(["clients", "queues", "depth", "match", "chatter"], sort=True)[
         ["aggregate_bytes_per_s", "chatter_bytes_per_s"]].mean().reset_index()
     for (c, q, d, m), grp in mean.groupby(["clients", "queues", "depth", "match"], sort=True):
@@ -472,12 +478,26 @@ def chatter_effect(points: pd.DataFrame) -> list[dict]:
             continue
         b = float(base["aggregate_bytes_per_s"].iloc[0])
         for r in grp[grp["chatter"] > 0].itertuples():
-            out.append({"clients": int(c), "queues": q, "depth": "deep" if d == "deep" else int(d), "match": m,
+            out.append({"clients": int(c), "queues": q, "depth": str(d), "match": m,
                         "chatter": int(r.chatter), "without_bytes_per_s": b,
                         "with_bytes_per_s": float(r.aggregate_bytes_per_s),
                         "chatter_bytes_per_s": float(r.chatter_bytes_per_s),
                         "drop_pct": 100.0 * (1.0 - r.aggregate_bytes_per_s / b) if b > 0 else float("nan")})
-    return out
+    return pd.DataFrame(out, columns=cols) if out else pd.DataFrame({c: [] for c in cols})
+
+
+def _effect_records(effect: pd.DataFrame) -> list[dict]:
+    """The JSON ``chatter_effect`` from the fanin.chatter_effect table (depth back to "deep" or a number)."""
+    return [{"clients": int(r["clients"]), "queues": r["queues"],
+             "depth": "deep" if r["depth"] == "deep" else int(r["depth"]), "match": r["match"],
+             "chatter": int(r["chatter"]), "without_bytes_per_s": float(r["without_bytes_per_s"]),
+             "with_bytes_per_s": float(r["with_bytes_per_s"]), "chatter_bytes_per_s": float(r["chatter_bytes_per_s"]),
+             "drop_pct": float(r["drop_pct"])} for r in effect.to_dict("records")]
+
+
+def chatter_effect(points: pd.DataFrame) -> list[dict]:
+    """The fanin.chatter_effect table as the JSON result's ``chatter_effect`` records."""
+    return _effect_records(chatter_effect_table(points))
 
 
 def strategy_label(queues: str, depth, match: str) -> str:
@@ -491,6 +511,6 @@ def chatter_label(clients: int, chatter: int) -> str:
     return f"+ chatter {ratio:g}:1" if ratio == int(ratio) else f"+ chatter {chatter}"
 
 
-__all__ = ["Fanin", "FaninParams", "MATCHES", "QUEUES", "chatter_counts", "chatter_effect", "parse_choice_list",
-           "parse_depth_list", "parse_wait", "ranks_needed", "resolve_wait", "root_buffer_bytes", "variability",
-           "wait_us"]
+__all__ = ["Fanin", "FaninParams", "MATCHES", "QUEUES", "chatter_counts", "chatter_effect", "chatter_effect_table",
+           "parse_choice_list", "parse_depth_list", "parse_wait", "ranks_needed", "resolve_wait", "root_buffer_bytes",
+           "variability", "wait_us"]

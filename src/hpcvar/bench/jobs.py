@@ -34,29 +34,24 @@ def queues_posted(params: PostedParams, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.queues import PostedQueue
     from hpcvar.report.sec_queues import plot_posted
 
-    run, result = run_benchmark(PostedQueue(), params, ctx)
-    plot_posted(run)
-    return run, result
+    return run_benchmark(PostedQueue(), params, ctx, after=lambda run, result: plot_posted(run))
 
 
 def queues_unexpected(params: UnexpectedParams, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.queues import UnexpectedQueue
     from hpcvar.report.sec_queues import plot_unexpected
 
-    run, result = run_benchmark(UnexpectedQueue(), params, ctx)
-    plot_unexpected(run)
-    return run, result
+    return run_benchmark(UnexpectedQueue(), params, ctx, after=lambda run, result: plot_unexpected(run))
 
 
 def ace(params: AceParams, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.ace import Ace
     from hpcvar.report.sec_ace import plot_ace
 
-    run, result = run_benchmark(Ace(), params, ctx)
-    result["plots"] = [str(p) for _, p in plot_ace(run)]
-    run.info["result"] = result
-    run.save()
-    return run, result
+    def plots(run: Run, result: dict) -> None:
+        result["plots"] = [str(p) for _, p in plot_ace(run)]
+
+    return run_benchmark(Ace(), params, ctx, after=plots)
 
 
 def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:
@@ -69,12 +64,12 @@ def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tupl
         ctx.np = max(ranks_needed(params), Fanin.min_np) if params.servers >= 1 and min(params.clients) >= 1 \
             else 2
     params = dataclasses.replace(params, wait=resolve_wait(params.wait, ctx.np, ctx.launcher.slots()))
-    run, result = run_benchmark(Fanin(), params, ctx)
-    pngs = plot_fanin(run, run.read_table("fanin.points"), run.read_table("fanin.bins"), by_ratio=by_ratio)
-    result["plots"] = [str(p) for p in pngs]
-    run.info["result"]["plots"] = result["plots"]
-    run.save()
-    return run, result
+
+    def plots(run: Run, result: dict) -> None:
+        pngs = plot_fanin(run, run.read_table("fanin.points"), run.read_table("fanin.bins"), by_ratio=by_ratio)
+        result["plots"] = [str(p) for p in pngs]
+
+    return run_benchmark(Fanin(), params, ctx, after=plots)
 
 
 def sharing(params: SharingParams, ctx: BenchContext) -> tuple[Run, dict]:

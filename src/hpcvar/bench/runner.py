@@ -1,7 +1,7 @@
 """The one path every MPI benchmark takes:
 
     Params -> validate -> points -> argv -> launch (timeout, progress) -> raw files
-           -> tidy tables (Parquet) -> result (JSON) -> terminal table
+           -> tidy tables (Parquet) -> summary tables (Parquet) -> result (JSON, from the tables) -> terminal table
 
 A benchmark module supplies a ``Benchmark`` subclass and its ``Params``: one frozen dataclass whose fields
 are the run's parameters, stored in ``run.json`` as the JSON object ``Params.to_json()`` gives (field
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -24,7 +25,7 @@ from hpcvar import metadata
 from hpcvar._native import find_program
 from hpcvar.errors import LaunchError, ResultsError, UsageError
 from hpcvar.launch import LaunchSpec, Launcher, oversubscription_warning
-from hpcvar.results import RawFile, RawPoint, Run, read_raw, resolve_run
+from hpcvar.results import RawFile, RawPoint, Run, read_raw, resolve_run, run_lifecycle
 
 
 @dataclass
@@ -135,7 +136,14 @@ class Benchmark(ABC, Generic[P]):
 
     @abstractmethod
     def result(self, tables: dict[str, pd.DataFrame], params: P) -> dict:
-        """The JSON result printed by --json and kept in run.json."""
+        """The JSON result printed by --json and kept in run.json, built from the declared tables (``tables``
+        holds the tidy tables and the summaries): reshaped rows of summary tables plus the parameters, no
+        statistic of its own."""
+
+    def summaries(self, tables: dict[str, pd.DataFrame], params: P) -> dict[str, pd.DataFrame]:
+        """Summary tables (declared in results.schema) derived from the complete tidy tables, stored with them
+        once the run is complete and given to ``result`` (default: none; e.g. fanin.chatter_effect)."""
+        return {}
 
     def validate(self, params: P, ctx: BenchContext) -> None:
         """Refuse bad parameters before launch (UsageError naming the flag)."""
@@ -215,11 +223,14 @@ def load_raws(run: Run) -> list[RawFile]:
     return [read_raw(p) for p in sorted(d.glob("*.raw"))] if d.is_dir() else []
 
 
-def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext) -> tuple[Run, dict]:
+def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
+                  after: Callable[[Run, dict], None] | None = None) -> tuple[Run, dict]:
     """Run (or resume) a benchmark; returns the run and its JSON result.
 
     ``run.json`` keeps ``params.to_json()``; a resumed run's stored parameters are read back with
-    ``from_json`` of the same Params class and must equal ``params``."""
+    ``from_json`` of the same Params class and must equal ``params``. ``after(run, result)``: the job's own
+    last step (e.g. the figures stored with the run; it may add keys to ``result``), run before the run is
+    marked complete, so that its failure marks the run failed."""
     bench.validate(params, ctx)
     exe = find_program(bench.program, needs_mpi=True)
     points = bench.points(params)
@@ -244,38 +255,42 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext) -> tuple[Ru
         meta = metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np,
                                  "ranks_per_node": ctx.ranks_per_node})
         run = Run.create(command, params.to_json(), ctx.runs_dir, ctx.argv, meta)
-    warn = oversubscription_warning(ctx.np, ctx.launcher)
-    if warn:
-        run.warn(warn)
-        _say(ctx, f"[yellow]warning:[/] {warn}")
-
-    done = _complete_keys(bench, load_raws(run))
-    pending = [p for p in points if bench.point_key(p) not in done]
-    ticks0 = metadata.cpu_ticks()
-    try:
-        for batch in bench.launches(params, pending):
-            _launch(bench, params, ctx, run, exe, batch)
-    except (LaunchError, KeyboardInterrupt) as e:
-        raws = load_raws(run)
-        stored = len(_complete_keys(bench, raws))
-        if stored:
-            _write_tables(bench, run, raws, params)
-        status = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
-        run.finish(status, exit_status=1)
-        if isinstance(e, LaunchError):
-            e.todo = (e.todo or "") + (f"\n{stored} of {len(points)} points were stored in {run.path}; "
-                                       f"add --resume {run.id} to the same command to continue")
-        raise
-    raws = load_raws(run)
-    tables = _write_tables(bench, run, raws, params)
-    result = bench.result(tables, params)
-    result["run"] = str(run.path)
-    result["steal_pct"] = metadata.steal_pct(ticks0)
-    for warn in [*bench.warnings(tables, params), metadata.steal_warning(result["steal_pct"])]:
+    with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
+        warn = oversubscription_warning(ctx.np, ctx.launcher)
         if warn:
             run.warn(warn)
             _say(ctx, f"[yellow]warning:[/] {warn}")
-    run.finish("complete", result)
+
+        done = _complete_keys(bench, load_raws(run))
+        pending = [p for p in points if bench.point_key(p) not in done]
+        ticks0 = metadata.cpu_ticks()
+        try:
+            for batch in bench.launches(params, pending):
+                _launch(bench, params, ctx, run, exe, batch)
+        except (LaunchError, KeyboardInterrupt) as e:
+            raws = load_raws(run)
+            stored = len(_complete_keys(bench, raws))
+            if stored:
+                _write_tables(bench, run, raws, params)
+            if isinstance(e, LaunchError):
+                e.todo = (e.todo or "") + (f"\n{stored} of {len(points)} points were stored in {run.path}; "
+                                           f"add --resume {run.id} to the same command to continue")
+            raise
+        raws = load_raws(run)
+        tables = _write_tables(bench, run, raws, params)
+        for name, df in bench.summaries(tables, params).items():
+            run.write_table(name, df)
+            tables[name] = df
+        result = bench.result(tables, params)
+        result["run"] = str(run.path)
+        result["steal_pct"] = metadata.steal_pct(ticks0)
+        for warn in [*bench.warnings(tables, params), metadata.steal_warning(result["steal_pct"])]:
+            if warn:
+                run.warn(warn)
+                _say(ctx, f"[yellow]warning:[/] {warn}")
+        run.info["result"] = result
+        if after is not None:
+            after(run, result)
     return run, result
 
 

@@ -7,7 +7,16 @@ import click
 from hpcvar.cli.lazy import LazyGroup
 from hpcvar.kinds import bench_commands
 
-BENCH_COMMANDS = bench_commands()  # from the table of kinds (hpcvar.kinds)
+
+def command_ref(kind_cli: str) -> str:
+    """A kind's ``cli`` entry (relative to this package, e.g. ``bench_latency:cli``) as the ``module:attribute``
+    the lazy group imports: the table of kinds never names ``hpcvar.cli`` itself (library code never imports
+    the command line)."""
+    return f"hpcvar.cli.{kind_cli}"
+
+
+# from the table of kinds (hpcvar.kinds)
+BENCH_COMMANDS = {name: (command_ref(ref), short) for name, (ref, short) in bench_commands().items()}
 
 
 @click.group("bench", cls=LazyGroup, lazy=BENCH_COMMANDS)

@@ -6,9 +6,9 @@ from typing import TYPE_CHECKING
 
 import click
 
-from hpcvar.cli.common import FLOAT_LIST, SIZE_LIST, bench_context, emit, launch_options, output_options
+from hpcvar.cli.common import FLOAT_LIST, SIZE_LIST, bench_context, emit, emit_run, launch_options, output_options
 from hpcvar.errors import UsageError
-from hpcvar.report.sec_ace import render_ace
+from hpcvar.report.sec_ace import render_ace_result
 
 if TYPE_CHECKING:
     from hpcvar.bench.ace import AceParams
@@ -61,12 +61,12 @@ def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predi
                            sizes=tuple(sizes) if sizes else None, repeat=repeat, bench_iters=bench_iters,
                            bench_warmup=bench_warmup)
     if predict_only:
-        emit(predict(params), as_json, render_ace)
+        emit(predict(params), as_json, render_ace_result)
         return
     from hpcvar.bench import jobs
 
     run, result = jobs.ace(params, bench_context(kw))
-    emit(result, as_json, render_ace)
+    emit_run(run, result, as_json)
 
 
 def predict(params: AceParams) -> dict:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.cli.common import DURATION, bench_context, emit, launch_options, output_options
+from hpcvar.cli.common import DURATION, bench_context, emit_run, launch_options, output_options
 
 
 @click.command("bsp")
@@ -42,7 +42,6 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
     """
     from hpcvar.bench import jobs
     from hpcvar.bench.bsp import BspParams, load_baseline
-    from hpcvar.report.bsp import render_bsp
 
     ctx = bench_context(kw)
     base = load_baseline(baseline, ctx.runs_dir) if baseline else None
@@ -51,4 +50,4 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
     params = BspParams(quantum_s=quantum, phases=phases, warmup=warmup, repeat=repeat, barrier=barrier, arity=arity,
                        work_iters=work_iters, pin=pin, rt_prio=rt_prio, baseline=base)
     run, result = jobs.bsp(params, ctx)
-    emit(result, as_json, render_bsp)
+    emit_run(run, result, as_json)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 
 from hpcvar.bench.fanin import MATCHES, QUEUES, FaninParams, parse_choice_list, parse_depth_list, parse_wait
-from hpcvar.cli.common import DURATION, FLOAT_LIST, INT_LIST, SIZE, bench_context, emit, launch_options, output_options
-from hpcvar.report.fanin import render_fanin
+from hpcvar.cli.common import (DURATION, FLOAT_LIST, INT_LIST, SIZE, bench_context, emit_run, launch_options,
+                               output_options)
 
 
 @click.command("fanin")
@@ -67,4 +67,4 @@ def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messag
     from hpcvar.bench import jobs
 
     run, result = jobs.fanin(params, bench_context(kw), by_ratio=chatter is None)
-    emit(result, as_json, render_fanin)
+    emit_run(run, result, as_json)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.cli.common import DURATION, SIZE_LIST, bench_context, emit, launch_options, output_options
+from hpcvar.cli.common import DURATION, SIZE_LIST, bench_context, emit_run, launch_options, output_options
 
 
 @click.command("latency")
@@ -29,10 +29,9 @@ def cli(sizes, iters, min_iters, warmup, time_per_size, as_json, **kw):
     """
     from hpcvar.bench import jobs
     from hpcvar.bench.latency import LatencyParams
-    from hpcvar.report.terminal import render_latency
 
     ctx = bench_context(kw)
     params = LatencyParams(sizes=tuple(sizes), iters=iters, min_iters=min_iters, warmup=warmup,
                            time_per_size_s=time_per_size)
     run, result = jobs.latency(params, ctx)
-    emit(result, as_json, render_latency)
+    emit_run(run, result, as_json)

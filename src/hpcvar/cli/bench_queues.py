@@ -6,7 +6,7 @@ import click
 
 from hpcvar import units
 from hpcvar.bench.queues import FIT_STATS, MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH
-from hpcvar.cli.common import DURATION, SIZE_LIST, _UnitType, bench_context, emit, launch_options, output_options
+from hpcvar.cli.common import DURATION, SIZE_LIST, _UnitType, bench_context, emit_run, launch_options, output_options
 from hpcvar.errors import UsageError
 
 
@@ -79,14 +79,13 @@ def posted(lengths, traversed, sizes, any_source, iters, min_iters, warmup, time
     ctx = bench_context(kw)
     from hpcvar.bench import jobs
     from hpcvar.bench.queues import PostedParams
-    from hpcvar.report.sec_queues import render_queues_posted
 
     params = PostedParams(lengths=tuple(lengths), traversed=tuple(traversed), sizes=tuple(sizes),
                           any_source=any_source, iters=iters, min_iters=min_iters, warmup=warmup,
                           time_per_point_s=time_per_point, pin=pin, fit_stat=fit_stat)
 
     run, result = jobs.queues_posted(params, ctx)
-    emit(result, as_json, render_queues_posted)
+    emit_run(run, result, as_json)
 
 
 @cli.command("unexpected")
@@ -108,10 +107,9 @@ def unexpected(lengths, sizes, iters, min_iters, warmup, time_per_point, pin, fi
     ctx = bench_context(kw)
     from hpcvar.bench import jobs
     from hpcvar.bench.queues import UnexpectedParams
-    from hpcvar.report.sec_queues import render_queues_unexpected
 
     params = UnexpectedParams(lengths=tuple(lengths), sizes=tuple(sizes), iters=iters, min_iters=min_iters,
                               warmup=warmup, time_per_point_s=time_per_point, pin=pin, fit_stat=fit_stat)
 
     run, result = jobs.queues_unexpected(params, ctx)
-    emit(result, as_json, render_queues_unexpected)
+    emit_run(run, result, as_json)

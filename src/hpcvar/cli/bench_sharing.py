@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.cli.common import SIZE, bench_context, emit, launch_options, output_options
+from hpcvar.cli.common import SIZE, bench_context, emit_run, launch_options, output_options
 from hpcvar.models.scheme import load_scheme
-from hpcvar.report.sharing_render import render_sharing
 
 
 @click.command("sharing")
@@ -34,4 +33,4 @@ def cli(scheme, size, reps, warmup, as_json, **kw):
     sch = load_scheme(scheme)
     ctx = bench_context(kw)
     run, result = jobs.sharing(SharingParams(scheme=sch, size=size, reps=reps, warmup=warmup), ctx)
-    emit(result, as_json, render_sharing)
+    emit_run(run, result, as_json)

@@ -139,12 +139,25 @@ def bench_context(kw: dict, argv: list[str] | None = None):
 
 
 def emit(result: dict, as_json: bool, render) -> None:
-    """Print ``result`` as JSON or through ``render(console, result)``."""
+    """Print ``result`` as JSON or through ``render(console, result)``: for output that is no stored run (model
+    penalties, ace --predict-only); a command that stores a run prints it with ``emit_run``."""
     if as_json:
         print_json(result)
     else:
         render(stdout_console(), result)
 
 
-__all__ = ["DURATION", "FLOAT_LIST", "INT_LIST", "RATE", "SIZE", "SIZE_LIST", "bench_context", "emit",
+def emit_run(run, result: dict, as_json: bool) -> None:
+    """A command's output once its run is stored: ``result`` as JSON, or the run read back from its directory
+    through its kind's renderer (``hpcvar.report.terminal.render_run``), the view ``hpcvar runs show`` ends with."""
+    if as_json:
+        print_json(result)
+        return
+    from hpcvar.report.terminal import render_run
+    from hpcvar.results.store import Run
+
+    render_run(stdout_console(), Run.open(run.path))
+
+
+__all__ = ["DURATION", "FLOAT_LIST", "INT_LIST", "RATE", "SIZE", "SIZE_LIST", "bench_context", "emit", "emit_run",
            "launch_options", "output_options", "print_json", "stderr_console", "stdout_console"]

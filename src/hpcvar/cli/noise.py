@@ -7,7 +7,7 @@ from pathlib import Path
 
 import click
 
-from hpcvar.cli.common import DURATION, output_options, print_json, stderr_console, stdout_console
+from hpcvar.cli.common import DURATION, emit_run, output_options, print_json, stderr_console, stdout_console
 
 FORMAT_CHOICE = click.Choice(["jtr", "text", "loggopsim", "csv"])
 
@@ -111,7 +111,7 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, inte
     run, result = jobs.record_local(params, runs_dir, ["hpcvar", *sys.argv[1:]], say=err.print)
     if out:
         shutil.copyfile(run.path / "trace.jtr", out)
-    _emit(result, as_json)
+    emit_run(run, result, as_json)
 
 
 def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, launcher_name, nodes, srun_mpi,
@@ -136,7 +136,7 @@ def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, l
                                  window_s=window, nodes=nodes, plots=plots)
     run, result = jobs.record_nodes(params, launcher, runs_dir, ["hpcvar", *sys.argv[1:]], timeout_s=timeout,
                                     launcher_args=extra, say=stderr_console().print)
-    _emit(result, as_json)
+    emit_run(run, result, as_json)
 
 
 @cli.command("report")
@@ -306,9 +306,11 @@ def inject(cpus, period, burn, phase, at_clock, time_s, trace_path, trace_cpu, f
 
 
 def _emit(result: dict, as_json: bool) -> None:
+    """'noise report': an analysis computed now (from a trace file, or again from a run's trace with this --top),
+    not a stored result, so it is rendered from the result itself."""
     if as_json:
         print_json(result)
     else:
-        from hpcvar.noise.render import render_noise
+        from hpcvar.noise.render import render_noise_result
 
-        render_noise(stdout_console(), result)
+        render_noise_result(stdout_console(), result)

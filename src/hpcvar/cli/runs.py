@@ -71,8 +71,7 @@ def show_cmd(run, as_json, runs_dir):
     console.print(f"tables: {', '.join(info.get('tables', [])) or 'none'}")
     for w in info.get("warnings", []):
         console.print(f"[yellow]warning:[/] {w}")
-    result = info.get("result")
-    if result:
-        from hpcvar.report.terminal import render_result
+    if info.get("result"):
+        from hpcvar.report.terminal import render_run
 
-        render_result(console, info.get("command", ""), result)
+        render_run(console, r)

@@ -9,7 +9,7 @@ import time
 import click
 import numpy as np
 
-from hpcvar.cli.common import DURATION, SIZE, emit, output_options, stderr_console
+from hpcvar.cli.common import DURATION, SIZE, emit_run, output_options, stderr_console
 from hpcvar.errors import UsageError
 
 
@@ -106,7 +106,7 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
     from hpcvar import metadata
     from hpcvar.results.store import Run
     from hpcvar.sim import app as simapp
-    from hpcvar.sim.app_report import plot_comparison, plot_e_abs, render_app
+    from hpcvar.sim.app_report import plot_comparison, plot_e_abs
 
     if window is not None and align != "cosched":
         raise UsageError("--window is only for --align cosched", "--window", "Add --align cosched")
@@ -224,7 +224,7 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
     if as_json:
         for w in warnings:
             stderr_console().print(f"[yellow]warning:[/] {w}")
-    emit(out, as_json, render_app)
+    emit_run(run, out, as_json)
 
 
 def _task_rows(runs: list[dict]) -> list[dict]:

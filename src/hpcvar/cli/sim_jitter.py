@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from hpcvar.cli.common import INT_LIST, emit, output_options, stderr_console
+from hpcvar.cli.common import INT_LIST, emit_run, output_options, stderr_console
 
 
 @click.command("jitter")
@@ -59,7 +59,6 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
     slowdown T/T0 - 1, with the closed form beside it for a periodic trace.
     """
     from hpcvar.sim.jitter_job import run_job
-    from hpcvar.sim.jitter_report import render_jitter
 
     run, result, warnings = run_job(
         traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
@@ -68,4 +67,4 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
     if as_json:
         for w in warnings:
             stderr_console().print(f"[yellow]warning:[/] {w}")
-    emit(result, as_json, render_jitter)
+    emit_run(run, result, as_json)

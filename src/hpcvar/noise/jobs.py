@@ -15,7 +15,7 @@ from dataclasses import asdict, dataclass
 from hpcvar import metadata
 from hpcvar.errors import UsageError
 from hpcvar.launch import Launcher
-from hpcvar.results import Run
+from hpcvar.results import Run, run_lifecycle
 
 
 @dataclass(frozen=True)
@@ -52,9 +52,6 @@ def _quiet(_: str) -> None:
 
 def record_local(p: LocalParams, runs_dir, argv: list[str] | None = None,
                  say: Callable[[str], None] = _quiet) -> tuple[Run, dict]:
-    from hpcvar.noise import analysis, collector
-    from hpcvar.noise.formats import read_jtr
-
     cpu_list = list(p.cpus)
     tracefs = None
     if p.attribute:
@@ -64,25 +61,32 @@ def record_local(p: LocalParams, runs_dir, argv: list[str] | None = None,
     params = {"cpus": cpu_list, "duration_s": p.duration_s, "threshold_ns": p.threshold_ns, "max_rate": p.max_rate,
               "rt_prio": p.rt_prio, "attribute": p.attribute, "method": p.method}
     run = Run.create("noise record", params, runs_dir, argv=argv, metadata=metadata.collect())
+    with run_lifecycle(run):
+        run.info["result"] = _record_local(p, run, cpu_list, tracefs, argv, say)
+    return run, run.info["result"]
+
+
+def _record_local(p: LocalParams, run: Run, cpu_list: list[int], tracefs, argv: list[str] | None,
+                  say: Callable[[str], None]) -> dict:
+    """The work of ``record_local`` once its run exists; returns the JSON result."""
+    from hpcvar.noise import analysis, collector
+    from hpcvar.noise.formats import read_jtr
+
     jtr = run.path / "trace.jtr"
     rec = None
     duration, thr_ns, rt_prio = p.duration_s, p.threshold_ns, p.rt_prio
-    try:
-        if p.attribute:
-            ref_s = min(collector.REFERENCE_S, duration)
-            say(f"reference recording without tracing: {ref_s:g} s")
-            collector.collect(cpu_list, ref_s, run.raw_dir() / "untraced.jtr", thr_ns, p.max_rate, argv, rt_prio)
-            say(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} with kernel tracepoints "
-                f"(tracefs instance under {tracefs}/instances) into {run.path}")
-            rec = collector.collect_attributed(cpu_list, duration, jtr, thr_ns, p.max_rate, argv, rt_prio, tracefs)
-            res = rec.result
-        else:
-            say(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} into {run.path}")
-            res = collector.collect(cpu_list, duration, jtr, thr_ns, p.max_rate, argv, rt_prio, p.method,
-                                    p.interval_ns)
-    except BaseException:
-        run.finish("failed", exit_status=1)
-        raise
+    if p.attribute:
+        ref_s = min(collector.REFERENCE_S, duration)
+        say(f"reference recording without tracing: {ref_s:g} s")
+        collector.collect(cpu_list, ref_s, run.raw_dir() / "untraced.jtr", thr_ns, p.max_rate, argv, rt_prio)
+        say(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} with kernel tracepoints "
+            f"(tracefs instance under {tracefs}/instances) into {run.path}")
+        rec = collector.collect_attributed(cpu_list, duration, jtr, thr_ns, p.max_rate, argv, rt_prio, tracefs)
+        res = rec.result
+    else:
+        say(f"recording {duration:g} s on CPU {','.join(map(str, cpu_list))} into {run.path}")
+        res = collector.collect(cpu_list, duration, jtr, thr_ns, p.max_rate, argv, rt_prio, p.method,
+                                p.interval_ns)
     (run.raw_dir() / "collector.log").write_text(res.stderr)
     trace = read_jtr(jtr)
     report = analysis.analyze(trace)
@@ -115,8 +119,20 @@ def record_local(p: LocalParams, runs_dir, argv: list[str] | None = None,
     result = collector.json_summary(report)
     result["run"] = str(run.path)
     result["trace"] = str(jtr)
-    run.finish("complete", result)
-    return run, result
+    return result
+
+
+def record(p: LocalParams | NodesJobParams, runs_dir, argv: list[str] | None = None, *,
+           launcher: Launcher | None = None, timeout_s: float | None = None, launcher_args: list[str] | None = None,
+           say: Callable[[str], None] = _quiet) -> tuple[Run, dict]:
+    """The job of ``noise record`` (the table of kinds names it): ``record_local`` for LocalParams,
+    ``record_nodes`` on every node of ``launcher`` for NodesJobParams."""
+    if isinstance(p, NodesJobParams):
+        if launcher is None:
+            raise UsageError("recording on several nodes needs a multi-node launcher", "--launcher",
+                             "Give --launcher srun, testbed or template")
+        return record_nodes(p, launcher, runs_dir, argv, timeout_s, launcher_args, say)
+    return record_local(p, runs_dir, argv, say)
 
 
 def record_nodes(p: NodesJobParams, launcher: Launcher, runs_dir, argv: list[str] | None = None,
@@ -138,15 +154,11 @@ def record_nodes(p: NodesJobParams, launcher: Launcher, runs_dir, argv: list[str
     run = Run.create("noise record", params, runs_dir, argv=argv,
                      metadata=metadata.collect({"launcher": launcher.describe(), "np": count, "ranks_per_node": 1}))
     say(f"recording {p.duration_s:g} s on {count} nodes ({launcher.name}, {np_.method} method) into {run.path}")
-    try:
+    with run_lifecycle(run):
         result = nn.record(launcher, count, np_, run, timeout_s, launcher_args or [], argv)
         if p.plots:
             from hpcvar.noise.render import plot_windows
 
             plot_windows(run, run.read_table("noise.windows"))
-    except BaseException:
-        if run.info.get("status") == "running":
-            run.finish("failed", exit_status=1)
-        raise
-    run.finish("complete", result)
+        run.info["result"] = result
     return run, result

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from hpcvar._native import find_program
-from hpcvar.errors import HpcvarError, LaunchError
+from hpcvar.errors import HpcvarError
 from hpcvar.launch import LaunchSpec, Launcher
 from hpcvar.noise import alignment
 from hpcvar.noise.formats import read_jtr
@@ -146,12 +146,9 @@ def tables(nodes: list[alignment.NodeTrace]) -> tuple[dict[str, pd.DataFrame], l
 
 def record(launcher: Launcher, nodes: int, p: NodesParams, run: Run, timeout_s: float | None = None,
            launcher_args: list[str] | None = None, argv: list[str] | None = None) -> dict:
-    """Record on every node, analyse, store; returns the JSON result."""
-    try:
-        launch(launcher, nodes, p, run, timeout_s, launcher_args or [], argv)
-    except LaunchError:
-        run.finish("failed", exit_status=1)
-        raise
+    """Record on every node, analyse, store; returns the JSON result (the caller's ``run_lifecycle`` ends the
+    run, failed included)."""
+    launch(launcher, nodes, p, run, timeout_s, launcher_args or [], argv)
     ns = load(run)
     run.info["nodes"] = [n.host for n in ns]
     per_node, reports = tables(ns)

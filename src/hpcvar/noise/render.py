@@ -45,7 +45,14 @@ def render_nodes(console: Console, result: dict) -> None:
         console.print(f"stored in {result['run']}")
 
 
-def render_noise(console: Console, result: dict) -> None:
+def render_noise(console: Console, run) -> None:
+    """A stored 'noise record' run (one machine or several nodes)."""
+    render_noise_result(console, run.info["result"])
+
+
+def render_noise_result(console: Console, result: dict) -> None:
+    """A recording's summary; also what 'noise report' computes from a trace file (or again from a run's trace,
+    with its own --top), which is not a stored result."""
     if "nodes" in result:
         render_nodes(console, result)
         return
@@ -234,4 +241,4 @@ def noise_section(run) -> Section:
     return sec
 
 
-__all__ = ["render_noise", "noise_section"]
+__all__ = ["render_noise", "render_noise_result", "noise_section"]

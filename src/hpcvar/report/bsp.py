@@ -47,7 +47,9 @@ def plot_bsp(run, phases: pd.DataFrame, result: dict) -> list[Path]:
     return [save(fig, run.plots_dir() / "bsp-phases")[0]]
 
 
-def render_bsp(console: Console, result: dict) -> None:
+def render_bsp(console: Console, run) -> None:
+    """A stored 'bench bsp' run: per repetition, the slowdowns, the plots."""
+    result = run.info["result"]
     arity = f" (arity {result['arity']})" if result.get("arity") else ""
     t = Table(title=f"BSP: {result.get('ranks', '?')} ranks, W = {format_time_ns(result['quantum_ns'])}, "
                     f"{result['phases']} phases, barrier {result['barrier']}{arity}", title_justify="left")

@@ -99,7 +99,9 @@ def _fmt_depth(d) -> str:
     return str(d)
 
 
-def render_fanin(console: Console, result: dict) -> None:
+def render_fanin(console: Console, run) -> None:
+    """A stored 'bench fanin' run: points, run-to-run variability, effect of chatter."""
+    result = run.info["result"]
     t = Table(title=f"Fan-in: {result['servers']} root(s), large {format_size(result['large'])}, "
                     f"chatter {format_size(result['small'])}", title_justify="left")
     for c in ("run", "clients", "chatter", "queues", "depth", "match", "aggregate", "chatter bw", "Jain",

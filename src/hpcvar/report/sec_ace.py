@@ -16,8 +16,14 @@ def _t(s: float | None) -> str:
     return "-" if s is None or not np.isfinite(s) else format_time_ns(s * 1e9)
 
 
-def render_ace(console: Console, result: dict) -> None:
-    """Prediction (and, when run, measurement) per EA and sweep point."""
+def render_ace(console: Console, run) -> None:
+    """A stored 'bench ace' run: prediction and measurement per EA and sweep point."""
+    render_ace_result(console, run.info["result"])
+
+
+def render_ace_result(console: Console, result: dict) -> None:
+    """Prediction (and, when run, measurement) per EA and sweep point; also the --predict-only result, which
+    measures nothing and stores no run."""
     measured = any("measured_t_run_s" in e for e in result["eas"])
     t = Table(title="ACE prediction: T_comm = m (alpha + beta n), T_comp (eq. 6) per cycle; T_run (eq. 4)",
               title_justify="left")

@@ -191,10 +191,14 @@ def _render(console, result: dict, title: str, posted: bool) -> None:
         console.print(f"stored in {result['run']}")
 
 
-def render_queues_posted(console, result: dict) -> None:
+def render_queues_posted(console, run) -> None:
+    """A stored 'bench queues posted' run."""
+    result = run.info["result"]
     wild = " (MPI_ANY_SOURCE receives)" if result.get("any_source") else ""
     _render(console, result, f"One-way latency under a posted-receive queue{wild}", True)
 
 
-def render_queues_unexpected(console, result: dict) -> None:
-    _render(console, result, "One-way latency under an unexpected-message queue (receive post timed)", False)
+def render_queues_unexpected(console, run) -> None:
+    """A stored 'bench queues unexpected' run."""
+    _render(console, run.info["result"], "One-way latency under an unexpected-message queue (receive post timed)",
+            False)

@@ -8,7 +8,9 @@ from rich.table import Table
 from hpcvar.units import format_size, format_time_ns
 
 
-def render_sharing(console: Console, result: dict) -> None:
+def render_sharing(console: Console, run) -> None:
+    """A stored 'bench sharing' run: the measured penalties."""
+    result = run.info["result"]
     t = Table(title=f"Bandwidth sharing, measured penalties (T_ref {format_time_ns(result['t_ref_ns'])}, "
                     f"{result['reps']} reps)", title_justify="left")
     for col in ("comm", "src -> dst", "size", "T (median)", "penalty", "95% CI", "min", "max"):

@@ -1,11 +1,21 @@
-"""Rich tables for the terminal, one renderer per result kind."""
+"""Rich tables for the terminal: the latency renderer, and ``render_run``, the one way a stored run is shown.
+
+A kind's renderer (``render=`` in hpcvar.kinds) takes ``(console, run)`` and reads the stored Run (its
+``info["result"]``, its tables): a command prints its run through ``render_run`` once the run is stored, and
+``hpcvar runs show`` ends with the same call, so both show the same view.
+"""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.table import Table
 
 from hpcvar.units import format_rate_bytes, format_size, format_time_ns
+
+if TYPE_CHECKING:
+    from hpcvar.results.store import Run
 
 
 def format_interval_ns(lo: float, hi: float) -> str:
@@ -15,7 +25,8 @@ def format_interval_ns(lo: float, hi: float) -> str:
     return f"{lo / scale:.3g}-{hi / scale:.3g} {unit}"
 
 
-def render_latency(console: Console, result: dict) -> None:
+def render_latency(console: Console, run: Run) -> None:
+    result = run.info["result"]
     t = Table(title="Ping-pong, one-way latency", title_justify="left")
     for col in ("size", "n", "median", "95% CI", "p99", "p99.9", "max", "bandwidth"):
         t.add_column(col, justify="right", no_wrap=True)
@@ -29,15 +40,16 @@ def render_latency(console: Console, result: dict) -> None:
         console.print(f"stored in {result['run']}")
 
 
-def render_result(console: Console, command: str, result: dict) -> None:
-    """The result through its kind's renderer (hpcvar.kinds); kinds without one are printed as data."""
+def render_run(console: Console, run: Run) -> None:
+    """A stored run through its kind's renderer (hpcvar.kinds); the result of a kind without one is printed as
+    data."""
     from hpcvar.kinds import kind_of
 
-    kind = kind_of(command)
+    kind = kind_of(run.info.get("command"))
     fn = kind.view("render") if kind else None
     if fn:
-        fn(console, result)
+        fn(console, run)
     else:
         from rich.pretty import Pretty
 
-        console.print(Pretty(result))
+        console.print(Pretty(run.info.get("result")))

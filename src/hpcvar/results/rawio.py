@@ -4,6 +4,17 @@ A raw file is a header of ``#@key=value`` lines, a ``#@columns=`` line, then
 points: ``#@point k=v ...``, rows (CSV, or ``#@rows_binary=N`` + float64
 bytes), ``#@point_end rows=N``. A trailing point without its end marker (the
 job was killed while writing it) is dropped and counted in ``incomplete``.
+
+The first line names the format version, ``#@hpcvar_raw=N``. The reader refuses a
+file without it, and a version it does not read (a newer hpcvar's, or one no
+longer supported), instead of guessing at its content.
+
+Version history (RAW_FORMAT_VERSION; native/common/hv_out.h HV_RAW_FORMAT_VERSION
+writes the same number):
+  1: header, columns, points (CSV or binary rows), point end markers; written
+     before and after issue 19's C redesign (tests/data/*_ba3e1d1 hold such files).
+When the format changes, bump both numbers and keep reading the older versions
+that can still be read (add them to RAW_FORMAT_READABLE) with a test file each.
 """
 
 from __future__ import annotations
@@ -14,7 +25,11 @@ from pathlib import Path
 
 import numpy as np
 
-from hpcvar.errors import InputFileError
+from hpcvar.errors import InputFileError, ResultsError
+
+RAW_FORMAT_VERSION = 1  # the version the native programs of this hpcvar write
+RAW_FORMAT_READABLE = frozenset({1})  # every version this reader reads (the current one and older ones)
+_VERSION_KEY = b"#@hpcvar_raw="
 
 
 @dataclass
@@ -48,8 +63,38 @@ def _parse_kv(text: str, path, lineno) -> dict[str, str]:
     return out
 
 
+def check_raw_version(data: bytes, path) -> int:
+    """The format version on the first line of a raw file; an error naming the file and what to do if the line
+    is missing or the version is not one this hpcvar reads."""
+    first = data[:data.find(b"\n")] if b"\n" in data else data
+    if not first.startswith(_VERSION_KEY):
+        raise InputFileError(
+            "not an hpcvar raw file: the first line is not the format version '#@hpcvar_raw=N'", str(path), 1,
+            todo="Give a file written by hpcvar's native programs; if it was one, it is damaged: re-run the "
+                 "measurement")
+    text = first[len(_VERSION_KEY):].decode("utf-8", errors="replace").strip()
+    where = f"{path}:1"
+    try:
+        version = int(text)
+    except ValueError:
+        raise ResultsError(f"raw format version '{text}' is not a version number hpcvar knows", where,
+                           "The file is damaged or not hpcvar's: re-run the measurement") from None
+    if version in RAW_FORMAT_READABLE:
+        return version
+    readable = ", ".join(str(v) for v in sorted(RAW_FORMAT_READABLE))
+    if version > RAW_FORMAT_VERSION:
+        raise ResultsError(
+            f"raw format version {version} is newer than this hpcvar reads ({readable})", where,
+            "A newer hpcvar's native programs wrote it: upgrade hpcvar to read it, or re-run the measurement with "
+            "this one (and with HPCVAR_NATIVE_DIR set, point it at native programs built from this hpcvar)")
+    raise ResultsError(
+        f"raw format version {version} is older than this hpcvar reads ({readable})", where,
+        "Re-run the measurement with this hpcvar, or read the file with the hpcvar version that wrote it")
+
+
 def read_raw(path) -> RawFile:
-    """Parse one raw file; malformed content raises InputFileError with file:line."""
+    """Parse one raw file; malformed content raises InputFileError with file:line, a format version this
+    hpcvar does not read a ResultsError (``check_raw_version``)."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -71,8 +116,7 @@ def read_raw(path) -> RawFile:
         lineno += 1
         return line
 
-    if not data.startswith(b"#@hpcvar_raw="):
-        raise InputFileError("not an hpcvar raw file (no '#@hpcvar_raw=' header)", str(path), 1)
+    check_raw_version(data, path)
     while pos < n:
         start_line = lineno + 1
         line = next_line()

@@ -431,6 +431,18 @@ TABLES.update({
         "cv_between": "CV of the run means",
         "cv_overall": "CV of all bins of all runs",
     },
+    # a summary table (Benchmark.summaries): derived from fanin.points, printed by --json as chatter_effect
+    "fanin.chatter_effect": {
+        "clients": "large-buffer clients",
+        "queues": "single or dual",
+        "depth": "'deep' or a number (text)",
+        "match": "any or exact",
+        "chatter": "chatter clients of the point with chatter",
+        "without_bytes_per_s": "aggregate large-buffer bandwidth without chatter, mean over repetitions (bytes/s)",
+        "with_bytes_per_s": "aggregate large-buffer bandwidth with this chatter, mean over repetitions (bytes/s)",
+        "chatter_bytes_per_s": "chatter bandwidth, mean over repetitions (bytes/s)",
+        "drop_pct": "100 (1 - with / without): positive when chatter takes bandwidth from the large clients (%)",
+    },
 })
 
 # hpcvar bench bsp (hpcvar.bench.bsp, docs/jitter-sim.md "Validation on real runs"). Times are ns since

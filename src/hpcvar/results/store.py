@@ -18,6 +18,8 @@ import json
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -199,6 +201,29 @@ class Run:
     def children(self) -> list["Run"]:
         """The runs of a composite run's steps, oldest first."""
         return list_runs(self.path / "steps") if (self.path / "steps").is_dir() else []
+
+
+@contextmanager
+def run_lifecycle(run: Run) -> Iterator[Run]:
+    """The one way a job ends its run: ``with run_lifecycle(run): <the job's work>``.
+
+    - The block ends normally: the run is marked ``complete`` (with the result the block left in
+      ``run.info["result"]``), unless the block finished it itself (``run.finish(...)``, e.g. a composite run
+      that ends ``failed`` because a step failed): a status other than ``running`` is kept.
+    - Anything is raised: the run is marked ``interrupted`` for KeyboardInterrupt (Ctrl-C, and SIGTERM, which
+      the command line turns into KeyboardInterrupt), else ``failed``, and the exception goes on unchanged.
+      What the block stored before (raw files, tables) stays in the run directory.
+
+    Every job that creates or resumes a run uses it, so that no run is left ``running`` once its process has
+    ended its work.
+    """
+    try:
+        yield run
+    except BaseException as e:
+        run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed", exit_status=1)
+        raise
+    if run.info.get("status") == "running":
+        run.finish("complete")
 
 
 def resolve_run(ref: str, runs_dir=None) -> Path:

@@ -16,7 +16,9 @@ def _conflicts(c: dict) -> str:
     return " ".join(f"{k}:{v}" for k, v in sorted(c.items())) or "-"
 
 
-def render_app(console: Console, out: dict) -> None:
+def render_app(console: Console, run) -> None:
+    """A stored 'sim app' run: per mapping x model, the tasks; then the comparison."""
+    out = run.info["result"]
     cl = out["cluster"]
     console.print(f"{out['trace']}: {out['ntasks']} tasks on {cl['nodes']} nodes x {cl['cores_per_node']} cores; "
                   f"collectives {out['collectives']}")

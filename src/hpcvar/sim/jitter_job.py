@@ -13,7 +13,7 @@ import pandas as pd
 from hpcvar import metadata, units
 from hpcvar.errors import InputFileError, UsageError
 from hpcvar.results import Run
-from hpcvar.results.store import atomic_write_text
+from hpcvar.results.store import atomic_write_text, run_lifecycle
 from hpcvar.sim import closed_form as cf
 from hpcvar.sim import jitter as J
 from hpcvar.sim.jitter_report import plot_phases, plot_sweep
@@ -227,62 +227,64 @@ def run_job(traces, synthetics, trace_length, freq, align, window, window_origin
               "threads": threads, **wl_base}
     run = Run.create("sim jitter", params, runs_dir, argv, metadata.collect({}))
 
-    # ---- simulate --------------------------------------------------------------------------------
-    rows, phase_rows, summaries = [], [], []
-    for name, tr, cpus, nt, k, a, measured in configs:
-        wl = J.Workload(cores_per_node=k, trace_nodes=len(cpus) // k, **wl_base)
-        periodic = cf.periodic_event(cpus) if wl.trace_nodes == 1 else None
-        for n in task_list:
-            if offsets_file:
-                al = J.Alignment("file", explicit=_read_offsets(offsets_file, n, nt.lengths, k))
-            elif a == "measured":
-                al = J.Alignment("measured", measured=measured)
-            else:
-                al = J.Alignment(a, window=win, origin=origin)
-            pr = J.run_point(nt, wl, n, al, seed, replicas if not offsets_file else 1, name, per_task=bool(per_task),
-                             threads=threads)
-            s = pr.summary(f0, min(nt.lengths))
-            s["closed_form"] = _closed(periodic, wl, n, a, win, origin) if not offsets_file else None
-            if s["coverage"] > 1:
-                warnings.append(f"{name}, {n} tasks: the run covers {100 * s['coverage']:.0f}% of the trace, so "
-                                f"tasks see the same jitter again; use a longer trace or fewer phases")
-            summaries.append(s)
-            cfs = (s["closed_form"] or {}).get("expected_slowdown")
-            rows.append({"config": name, "tasks": n, "replicas": s["replicas"], "total_cycles": s["total_cycles"],
-                         "total_ci_lo_cycles": s["total_ci_cycles"][0], "total_ci_hi_cycles": s["total_ci_cycles"][1],
-                         "baseline_cycles": s["baseline_cycles"], "slowdown": s["slowdown"],
-                         "slowdown_ci_lo": s["slowdown_ci"][0], "slowdown_ci_hi": s["slowdown_ci"][1],
-                         "slowdown_vs_compute": s["slowdown_vs_compute"], "coverage": s["coverage"],
-                         "closed_form_slowdown": float(cfs) if cfs is not None else float("nan"),
-                         "absorbed_mean_cycles": s["absorbed_cycles"]["mean"],
-                         "absorbed_max_cycles": s["absorbed_cycles"]["max"],
-                         "waiting_mean_cycles": s["waiting_cycles"]["mean"],
-                         "waiting_max_cycles": s["waiting_cycles"]["max"],
-                         "sim_s": s["sim_elapsed_s"], "task_phases_per_s": s["task_phases_per_s"]})
-            for r, o in enumerate(pr.replicas):
-                prev = 0
-                for ph, end in enumerate(o.phase_end.tolist()):
-                    phase_rows.append({"config": name, "tasks": n, "replica": r, "phase": ph, "end_cycles": end,
-                                       "duration_cycles": end - prev})
-                    prev = end
-            if per_task:
-                _write_per_task(per_task, pr.replicas[0])
-            run.write_table("jitter.points", pd.DataFrame(rows))
-    run.write_table("jitter.phases", pd.DataFrame(phase_rows))
-    points = pd.DataFrame(rows)
-    if not no_plots:
-        plot_sweep(points, run.plots_dir() / "sweep")
-        plot_phases(pd.DataFrame(phase_rows), run.plots_dir() / "phases")
-    for w in warnings:
-        run.warn(w)
-    head = summaries[-1] if len(configs) == 1 else [s for s in summaries if s["config"] == configs[0][0]][-1]
-    result = {"command": "sim jitter", "freq_hz": f0, "work_cycles": w_cycles, "phases_n": phases,
-              "barrier": barrier, "arity": arity, "send_cycles": wl_base["send"], "recv_cycles": wl_base["recv"],
-              "latency_intra_cycles": wl_base["lat_intra"], "latency_inter_cycles": wl_base["lat_inter"],
-              "total_cycles": head["total_cycles"], "baseline_cycles": head["baseline_cycles"],
-              "slowdown": head["slowdown"], "phases": head["phases"], "points": summaries, "warnings": warnings,
-              "run": str(run.path)}
-    run.finish("complete", result)
+    with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
+        # ---- simulate --------------------------------------------------------------------------------
+        rows, phase_rows, summaries = [], [], []
+        for name, tr, cpus, nt, k, a, measured in configs:
+            wl = J.Workload(cores_per_node=k, trace_nodes=len(cpus) // k, **wl_base)
+            periodic = cf.periodic_event(cpus) if wl.trace_nodes == 1 else None
+            for n in task_list:
+                if offsets_file:
+                    al = J.Alignment("file", explicit=_read_offsets(offsets_file, n, nt.lengths, k))
+                elif a == "measured":
+                    al = J.Alignment("measured", measured=measured)
+                else:
+                    al = J.Alignment(a, window=win, origin=origin)
+                pr = J.run_point(nt, wl, n, al, seed, replicas if not offsets_file else 1, name,
+                                 per_task=bool(per_task), threads=threads)
+                s = pr.summary(f0, min(nt.lengths))
+                s["closed_form"] = _closed(periodic, wl, n, a, win, origin) if not offsets_file else None
+                if s["coverage"] > 1:
+                    warnings.append(f"{name}, {n} tasks: the run covers {100 * s['coverage']:.0f}% of the trace, so "
+                                    f"tasks see the same jitter again; use a longer trace or fewer phases")
+                summaries.append(s)
+                cfs = (s["closed_form"] or {}).get("expected_slowdown")
+                rows.append({"config": name, "tasks": n, "replicas": s["replicas"], "total_cycles": s["total_cycles"],
+                             "total_ci_lo_cycles": s["total_ci_cycles"][0],
+                             "total_ci_hi_cycles": s["total_ci_cycles"][1],
+                             "baseline_cycles": s["baseline_cycles"], "slowdown": s["slowdown"],
+                             "slowdown_ci_lo": s["slowdown_ci"][0], "slowdown_ci_hi": s["slowdown_ci"][1],
+                             "slowdown_vs_compute": s["slowdown_vs_compute"], "coverage": s["coverage"],
+                             "closed_form_slowdown": float(cfs) if cfs is not None else float("nan"),
+                             "absorbed_mean_cycles": s["absorbed_cycles"]["mean"],
+                             "absorbed_max_cycles": s["absorbed_cycles"]["max"],
+                             "waiting_mean_cycles": s["waiting_cycles"]["mean"],
+                             "waiting_max_cycles": s["waiting_cycles"]["max"],
+                             "sim_s": s["sim_elapsed_s"], "task_phases_per_s": s["task_phases_per_s"]})
+                for r, o in enumerate(pr.replicas):
+                    prev = 0
+                    for ph, end in enumerate(o.phase_end.tolist()):
+                        phase_rows.append({"config": name, "tasks": n, "replica": r, "phase": ph, "end_cycles": end,
+                                           "duration_cycles": end - prev})
+                        prev = end
+                if per_task:
+                    _write_per_task(per_task, pr.replicas[0])
+                run.write_table("jitter.points", pd.DataFrame(rows))
+        run.write_table("jitter.phases", pd.DataFrame(phase_rows))
+        points = pd.DataFrame(rows)
+        if not no_plots:
+            plot_sweep(points, run.plots_dir() / "sweep")
+            plot_phases(pd.DataFrame(phase_rows), run.plots_dir() / "phases")
+        for w in warnings:
+            run.warn(w)
+        head = summaries[-1] if len(configs) == 1 else [s for s in summaries if s["config"] == configs[0][0]][-1]
+        result = {"command": "sim jitter", "freq_hz": f0, "work_cycles": w_cycles, "phases_n": phases,
+                  "barrier": barrier, "arity": arity, "send_cycles": wl_base["send"], "recv_cycles": wl_base["recv"],
+                  "latency_intra_cycles": wl_base["lat_intra"], "latency_inter_cycles": wl_base["lat_inter"],
+                  "total_cycles": head["total_cycles"], "baseline_cycles": head["baseline_cycles"],
+                  "slowdown": head["slowdown"], "phases": head["phases"], "points": summaries, "warnings": warnings,
+                  "run": str(run.path)}
+        run.info["result"] = result
     return run, result, warnings
 
 

@@ -13,7 +13,9 @@ def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
-def render_jitter(console: Console, result: dict) -> None:
+def render_jitter(console: Console, run) -> None:
+    """A stored 'sim jitter' run: one row per configuration and task count."""
+    result = run.info["result"]
     t = Table(title=f"jitSim: {result['phases_n']} phases of W = {result['work_cycles']} cycles, "
                     f"barrier {result['barrier']}; T0 = {result['baseline_cycles']} cycles at the last point; "
                     f"Mtp/s = million task-phases per second", title_justify="left")
