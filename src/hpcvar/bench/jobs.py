@@ -90,9 +90,7 @@ def bsp(params: BspParams, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.bsp import Bsp
     from hpcvar.report.bsp import plot_bsp
 
-    run, result = run_benchmark(Bsp(), params, ctx)
-    pngs = plot_bsp(run, run.read_table("bsp.phases"), result)
-    result["plots"] = [str(p) for p in pngs]
-    run.info["result"]["plots"] = result["plots"]
-    run.save()
-    return run, result
+    def plots(run: Run, result: dict) -> None:
+        result["plots"] = [str(p) for p in plot_bsp(run, run.read_table("bsp.phases"), result)]
+
+    return run_benchmark(Bsp(), params, ctx, after=plots)
