@@ -21,6 +21,7 @@ import pandas as pd
 
 from hpcvar._native import find_program
 from hpcvar.errors import LaunchError, UsageError
+from hpcvar.launch.guard import popen_guard
 from hpcvar.noise.trace import JitterTrace, cpu_trace_from_events, recorded_starts
 from hpcvar.units import parse_time
 
@@ -48,7 +49,8 @@ def parse_cpus(text: str, flag: str = "--cpus") -> list[int]:
 
 def _run(argv: list[str], timeout_s: float, what: str) -> subprocess.CompletedProcess:
     try:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        # the program ends with this hpcvar process, kill -9 included (hpcvar.launch.guard)
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, **popen_guard())
     except subprocess.TimeoutExpired:
         raise LaunchError(f"{what} did not finish within {timeout_s:.0f} s", None,
                           "The machine may be overloaded; try a shorter --duration") from None
