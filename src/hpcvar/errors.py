@@ -7,6 +7,11 @@ Library code raises these; the one CLI boundary (hpcvar.cli) prints
 
 from __future__ import annotations
 
+import re
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
 
 class HpcvarError(Exception):
     """Base class: a failure with a place and a remedy."""
@@ -14,6 +19,9 @@ class HpcvarError(Exception):
     exit_code = 1
 
     def __init__(self, what: str, where: str | None = None, todo: str | None = None):
+        # what often quotes the user's input: control characters in it (a newline in a flag, a NUL in a
+        # file) are shown escaped, so that the error stays one line
+        what = _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(what))
         super().__init__(what)
         self.what = what
         self.where = where

@@ -39,6 +39,11 @@ def parse_cpus(text: str, flag: str = "--cpus") -> list[int]:
         if not m:
             raise UsageError(f"'{text}' is not a CPU list", flag, "Give e.g. 0,1 or 0-3 or all")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise UsageError(f"CPU range '{part.strip()}' goes down", flag, "Write ranges as low-high, e.g. 0-3")
+        if hi > max(avail):  # before the range is built: 0-99999999999 would fill the memory
+            raise UsageError(f"CPU {hi} is not available here (available: {','.join(map(str, avail))})", flag,
+                             "Choose CPUs from that list")
         out.update(range(lo, hi + 1))
     bad = sorted(c for c in out if c not in avail)
     if bad:
