@@ -67,3 +67,21 @@ class LaunchError(HpcvarError):
 
 class ResultsError(HpcvarError):
     """A run directory or results file cannot be used."""
+
+
+def read_user_text(path, todo: str | None = None) -> str:
+    """The text of a file the user gave; a file that is not UTF-8 (binary, damaged) or cannot be read is an
+    InputFileError naming the file and the line of the first bad byte, never a UnicodeDecodeError."""
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise InputFileError(f"cannot read the file: {e.strerror or e}", str(p), todo=todo) from None
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputFileError(f"byte {e.start} (0x{data[e.start]:02x}) is not UTF-8 text", str(p), line,
+                             todo=todo or "Give a text file (UTF-8)") from None
