@@ -1,4 +1,5 @@
 #include "hv_mpi.h"
+#include "hv_watch.h"
 #include <sched.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -159,6 +160,8 @@ static void hv_check_world(hv_ctx *ctx, hv_opt *opts, size_t nopts, const char *
 void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts) {
     memset(ctx, 0, sizeof *ctx);
     ctx->prog = prog;
+    /* a rank is a child of mpiexec's proxy, not of hpcvar: it watches hpcvar itself (hv_watch.h) */
+    hv_watch_start(prog);
     if (MPI_Init(argc, argv) != MPI_SUCCESS) {
         fprintf(stderr, "hpcvar[rank -1]: MPI_Init failed (%s)\n", prog);
         exit(1);

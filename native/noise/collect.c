@@ -49,6 +49,7 @@
 #include <unistd.h>
 #include "hv_args.h"
 #include "hv_timer.h"
+#include "hv_watch.h"
 #if HV_HAVE_TSC
 #include <cpuid.h>
 #endif
@@ -365,6 +366,7 @@ int main(int argc, char **argv) {
     /* the collector ends with whatever started it (hpcvar, or hv_noise_nodes), even after a SIGKILL there */
     prctl(PR_SET_PDEATHSIG, SIGKILL, 0UL, 0UL, 0UL);
     if (getppid() == 1) DIE("the process that started the collector is gone");
+    hv_watch_start("hv_noise_collect"); /* also when started through ip netns exec or a shell (hv_watch.h) */
     long ncpu_sys = sysconf(_SC_NPROCESSORS_CONF);
     for (size_t i = 0; i < ncpu; i++)
         if (cpus[i] >= ncpu_sys || cpus[i] >= CPU_SETSIZE) DIE("CPU %lld does not exist (this machine has %ld)", (long long)cpus[i], ncpu_sys);

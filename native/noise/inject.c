@@ -24,6 +24,7 @@
 #include <time.h>
 #include "hv_args.h"
 #include "hv_timer.h"
+#include "hv_watch.h"
 
 #define DIE(...) do { fprintf(stderr, "hv_noise_inject: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
 
@@ -165,6 +166,7 @@ int main(int argc, char **argv) {
         (hv_args_get(opts, nopts, "phase-ns") && hv_args_double(opts, nopts, "phase-ns", 0, 1e15, &g_phase_ns, err, sizeof err)))
         DIE("%s", err);
     g_time_ns *= 1e9;
+    hv_watch_start("hv_noise_inject"); /* ends with the hpcvar that started it (hv_watch.h) */
     g_prio = (int)prio;
     const char *rp = hv_args_get(opts, nopts, "replay");
     if (rp) {

@@ -7,6 +7,11 @@ Library code raises these; the one CLI boundary (hpcvar.cli) prints
 
 from __future__ import annotations
 
+import re
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
 
 class HpcvarError(Exception):
     """Base class: a failure with a place and a remedy."""
@@ -14,6 +19,9 @@ class HpcvarError(Exception):
     exit_code = 1
 
     def __init__(self, what: str, where: str | None = None, todo: str | None = None):
+        # what often quotes the user's input: control characters in it (a newline in a flag, a NUL in a
+        # file) are shown escaped, so that the error stays one line
+        what = _CONTROL.sub(lambda m: repr(m.group())[1:-1], str(what))
         super().__init__(what)
         self.what = what
         self.where = where
@@ -59,3 +67,21 @@ class LaunchError(HpcvarError):
 
 class ResultsError(HpcvarError):
     """A run directory or results file cannot be used."""
+
+
+def read_user_text(path, todo: str | None = None) -> str:
+    """The text of a file the user gave; a file that is not UTF-8 (binary, damaged) or cannot be read is an
+    InputFileError naming the file and the line of the first bad byte, never a UnicodeDecodeError."""
+    from pathlib import Path
+
+    p = Path(path)
+    try:
+        data = p.read_bytes()
+    except OSError as e:
+        raise InputFileError(f"cannot read the file: {e.strerror or e}", str(p), todo=todo) from None
+    try:
+        return data.decode()
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputFileError(f"byte {e.start} (0x{data[e.start]:02x}) is not UTF-8 text", str(p), line,
+                             todo=todo or "Give a text file (UTF-8)") from None

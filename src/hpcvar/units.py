@@ -32,6 +32,18 @@ _SIZE_UNITS = {
 _TIME_UNITS_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
 _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
+# The largest quantities any flag accepts: beyond them a value is a typo (1e400 is inf, 1e30 bytes is no
+# machine's memory), never something to measure or simulate.
+MAX_SIZE = 2**50  # bytes: 1 PiB
+MAX_TIME_S = 1e8  # seconds: about 3 years
+MAX_RATE_BPS = 1e15  # bits per second: 1 Pbit/s
+
+
+def _bounded(value: float, hi: float, text: str, flag: str, what: str, unit: str) -> float:
+    if not math.isfinite(value) or value > hi:
+        raise UsageError(f"'{text}' is beyond any {what} hpcvar takes (at most {hi:g} {unit})", flag,
+                         "Check the value and its unit")
+    return value
 
 
 def parse_size(text: str, flag: str = "size") -> int:
@@ -41,7 +53,7 @@ def parse_size(text: str, flag: str = "size") -> int:
     if not m or unit not in _SIZE_UNITS:
         raise UsageError(f"'{text}' is not a size", flag,
                          "Use bytes or a unit: 8, 1KiB, 4MiB, 1GiB (K/M/G are powers of 1024, kB/MB/GB of 1000)")
-    value = float(m.group(1)) * _SIZE_UNITS[unit]
+    value = _bounded(float(m.group(1)) * _SIZE_UNITS[unit], MAX_SIZE, text, flag, "size", "bytes (1 PiB)")
     if value != int(value):
         raise UsageError(f"'{text}' is not a whole number of bytes", flag, "Give an integer number of bytes")
     return int(value)
@@ -53,7 +65,7 @@ def parse_time(text: str, flag: str = "time", default_unit: str = "s") -> float:
     unit = (m.group(2) or default_unit) if m else None
     if not m or unit not in _TIME_UNITS_S:
         raise UsageError(f"'{text}' is not a time", flag, "Use a number with a unit: 500ns, 2us, 1ms, 10s, 1h")
-    return float(m.group(1)) * _TIME_UNITS_S[unit]
+    return _bounded(float(m.group(1)) * _TIME_UNITS_S[unit], MAX_TIME_S, text, flag, "time", "s")
 
 
 def parse_rate(text: str, flag: str = "rate") -> float:
@@ -61,7 +73,7 @@ def parse_rate(text: str, flag: str = "rate") -> float:
     m = re.fullmatch(_NUM + r"\s*([a-z]+)", text.strip().lower())
     if not m or m.group(2) not in _RATE_UNITS:
         raise UsageError(f"'{text}' is not a rate", flag, "Use tc units: 100mbit, 1gbit, 500kbit")
-    return float(m.group(1)) * _RATE_UNITS[m.group(2)]
+    return _bounded(float(m.group(1)) * _RATE_UNITS[m.group(2)], MAX_RATE_BPS, text, flag, "rate", "bit/s")
 
 
 def parse_list(text: str, item: Callable[[str], float], flag: str) -> list:
@@ -97,6 +109,9 @@ def _parse_range(part: str, item: Callable[[str], float], flag: str) -> list:
         if lo <= 0:
             values.append(lo)
             lo = 1 if hi >= 1 else hi
+        # counted before the loop: a factor just above 1 would otherwise fill the memory
+        if lo > 0 and hi > lo and math.log(hi / lo) / math.log(factor) > 100000:
+            raise UsageError(f"range '{part}' has too many values", flag, "Use a coarser step")
         v = lo
         while v <= hi * (1 + 1e-12):
             values.append(type(lo)(round(v)) if isinstance(lo, int) else v)

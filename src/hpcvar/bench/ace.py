@@ -241,6 +241,8 @@ def load_config(path) -> list[EASpec]:
             doc = tomllib.load(f)
     except OSError as e:
         raise InputFileError(f"cannot read the config: {e.strerror}", str(path)) from None
+    except UnicodeDecodeError as e:
+        raise InputFileError(f"byte {e.start} is not UTF-8 text", str(path), todo="Give a TOML text file") from None
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"line (\d+), column (\d+)", str(e))
         raise InputFileError(f"not valid TOML: {e}", str(path), int(m.group(1)) if m else None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 from pathlib import Path
@@ -12,6 +13,7 @@ import click
 
 from hpcvar.cli.common import DURATION, print_json, stderr_console, stdout_console
 from hpcvar.errors import LaunchError, UsageError
+from hpcvar.launch.guard import preexec
 
 
 class _RunByDefault(click.Group):
@@ -90,7 +92,8 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
     err = stderr_console()
     err.print(f"tracing: {' '.join(command)}")
     try:
-        res = subprocess.run(list(command), env=env, timeout=timeout)
+        # the application (its launcher) is told to stop when hpcvar dies, kill -9 included
+        res = subprocess.run(list(command), env=env, timeout=timeout, preexec_fn=preexec(signal.SIGTERM))
     except subprocess.TimeoutExpired:
         raise LaunchError(f"the application did not finish within {timeout:g} s", "--timeout",
                           "Raise --timeout or shorten the run") from None

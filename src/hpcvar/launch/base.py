@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hpcvar.errors import LaunchError
+from hpcvar.launch.guard import preexec, watch_env
 
 RANK_ERROR = re.compile(r"hpcvar\[rank (-?\d+)\]: (.*)")
 
@@ -61,6 +62,9 @@ class Launcher(ABC):
     """Turns a spec into a command; subclasses: local, srun, template, testbed."""
 
     name = "launcher"
+    # what the launcher gets when hpcvar dies, however (hpcvar.launch.guard): SIGTERM lets mpiexec and srun
+    # tear their job down (srun cancels the step); ranks on this machine also stop by themselves (hv_watch)
+    death_signal = signal.SIGTERM
 
     @abstractmethod
     def command(self, spec: LaunchSpec) -> tuple[list[str], dict[str, str]]:
@@ -111,13 +115,14 @@ class Launcher(ABC):
         argv, extra_env = self.command(spec)
         env = dict(os.environ)
         env.update(extra_env)
+        env.update(watch_env())
         log_dir.mkdir(parents=True, exist_ok=True)
         out_p, err_p = log_dir / f"{label}.stdout", log_dir / f"{label}.stderr"
         t0 = time.monotonic()
         with open(out_p, "wb") as out, open(err_p, "wb") as err:
             try:
                 proc = subprocess.Popen(argv, stdout=out, stderr=err, stdin=subprocess.DEVNULL, env=env,
-                                        start_new_session=True)
+                                        start_new_session=True, preexec_fn=preexec(self.death_signal))
             except OSError as e:
                 raise LaunchError(f"cannot start '{argv[0]}': {e.strerror}", "--launcher",
                                   "Check that the MPI launcher is installed and on PATH") from None

@@ -335,13 +335,16 @@ def load_params(path: str | Path) -> tuple[str, dict]:
     """(model, params) from a parameter file written by 'hpcvar model fit'."""
     p = Path(path)
     try:
-        doc = json.loads(p.read_text())
+        doc = json.loads(p.read_bytes())
     except OSError as e:
         raise UsageError(f"cannot read parameter file '{p}': {e.strerror}", "--params",
                          "Give the file written by 'hpcvar model fit'") from None
     except json.JSONDecodeError as e:
         raise InputFileError(f"not JSON: {e.msg}", str(p), e.lineno, e.colno,
                              "Give the file written by 'hpcvar model fit'") from None
+    except (UnicodeDecodeError, RecursionError) as e:
+        raise InputFileError(f"not JSON text: {type(e).__name__}", str(p),
+                             todo="Give the file written by 'hpcvar model fit'") from None
     if not isinstance(doc, dict) or doc.get("hpcvar_params") != PARAMS_FORMAT:
         raise InputFileError(f"not an hpcvar parameter file of format {PARAMS_FORMAT}", str(p), None, None,
                              "Give the file written by 'hpcvar model fit'")

@@ -21,6 +21,7 @@ import pandas as pd
 
 from hpcvar._native import find_program
 from hpcvar.errors import LaunchError, UsageError
+from hpcvar.launch.guard import popen_guard
 from hpcvar.noise.trace import JitterTrace, cpu_trace_from_events, recorded_starts
 from hpcvar.units import parse_time
 
@@ -38,6 +39,11 @@ def parse_cpus(text: str, flag: str = "--cpus") -> list[int]:
         if not m:
             raise UsageError(f"'{text}' is not a CPU list", flag, "Give e.g. 0,1 or 0-3 or all")
         lo, hi = int(m.group(1)), int(m.group(2) or m.group(1))
+        if hi < lo:
+            raise UsageError(f"CPU range '{part.strip()}' goes down", flag, "Write ranges as low-high, e.g. 0-3")
+        if hi > max(avail):  # before the range is built: 0-99999999999 would fill the memory
+            raise UsageError(f"CPU {hi} is not available here (available: {','.join(map(str, avail))})", flag,
+                             "Choose CPUs from that list")
         out.update(range(lo, hi + 1))
     bad = sorted(c for c in out if c not in avail)
     if bad:
@@ -48,7 +54,8 @@ def parse_cpus(text: str, flag: str = "--cpus") -> list[int]:
 
 def _run(argv: list[str], timeout_s: float, what: str) -> subprocess.CompletedProcess:
     try:
-        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        # the program ends with this hpcvar process, kill -9 included (hpcvar.launch.guard)
+        res = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s, **popen_guard())
     except subprocess.TimeoutExpired:
         raise LaunchError(f"{what} did not finish within {timeout_s:.0f} s", None,
                           "The machine may be overloaded; try a shorter --duration") from None

@@ -14,6 +14,7 @@ it had finished.
 from __future__ import annotations
 
 import datetime as _dt
+import errno
 import json
 import os
 import sys
@@ -43,20 +44,40 @@ def utc_now() -> str:
     return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
+def _write_failed(path: Path, e: OSError) -> ResultsError:
+    """One clean error for a write the system refused (read-only directory, full disk, quota)."""
+    todo = {errno.ENOSPC: "The disk is full: free space or give another --runs-dir",
+            errno.EDQUOT: "The disk quota is exhausted: free space or give another --runs-dir",
+            errno.EROFS: "The file system is read-only: give a writable --runs-dir",
+            errno.EACCES: "No permission to write there: give a writable --runs-dir",
+            errno.EPERM: "No permission to write there: give a writable --runs-dir"}.get(
+        e.errno, "Check the directory and free space, or give another --runs-dir")
+    return ResultsError(f"cannot write {path.name}: {e.strerror or e}", str(path), todo)
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary name in the same directory, fsync, rename: a reader sees the old file or
+    the whole new one, never a part. A refused write (full disk, read-only) raises ResultsError and leaves the
+    old file and no temporary file behind."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = None
     try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+        tmp = None
+    except OSError as e:
+        raise _write_failed(path, e) from None
+    finally:
+        if tmp is not None:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -75,6 +96,11 @@ def dumps(obj) -> str:
     return json.dumps(obj, indent=2, default=_json_default, allow_nan=True)
 
 
+# keys of run.json whose type every reader relies on (checked on open; absent keys are left to each reader)
+RUN_KEYS = {"id": str, "command": str, "argv": list, "params": dict, "metadata": dict, "status": str,
+            "tables": list, "warnings": list, "launches": list}
+
+
 class Run:
     """One run directory."""
 
@@ -89,16 +115,21 @@ class Run:
         root = runs_root(runs_dir)
         stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         base = f"{stamp}-{command.replace(' ', '-').replace('.', '-')}"
-        root.mkdir(parents=True, exist_ok=True)
+        # the id is the directory name; mkdir is atomic, so two processes starting in the same second (cron,
+        # a script running several benchmarks at once) get <stamp>-<command> and <stamp>-<command>-2
         path = root / base
         k = 2
-        while True:
-            try:
-                path.mkdir()
-                break
-            except FileExistsError:
-                path = root / f"{base}-{k}"
-                k += 1
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+            while True:
+                try:
+                    path.mkdir()
+                    break
+                except FileExistsError:
+                    path = root / f"{base}-{k}"
+                    k += 1
+        except OSError as e:
+            raise _write_failed(path, e) from None
         info = {
             "schema_version": SCHEMA_VERSION,
             "hpcvar_version": __version__,
@@ -128,10 +159,23 @@ class Run:
             raise ResultsError("no run.json in this directory", str(path),
                                "Give a run directory (see 'hpcvar runs list')")
         try:
-            info = json.loads(f.read_text())
+            info = json.loads(f.read_bytes().decode())
         except json.JSONDecodeError as e:
-            raise ResultsError(f"run.json is not valid JSON: {e.msg}", f"{f}:{e.lineno}:{e.colno}") from None
+            raise ResultsError(f"run.json is not valid JSON: {e.msg}", f"{f}:{e.lineno}:{e.colno}",
+                               "The file is damaged (truncated?): run the measurement again") from None
+        except UnicodeDecodeError as e:
+            raise ResultsError(f"run.json is not UTF-8 text (byte {e.start})", str(f),
+                               "The file is damaged: run the measurement again") from None
+        except (OSError, RecursionError) as e:
+            raise ResultsError(f"cannot read run.json: {getattr(e, 'strerror', None) or e}", str(f)) from None
+        if not isinstance(info, dict):
+            raise ResultsError(f"run.json holds a {type(info).__name__}, not a run", str(f),
+                               "The file is damaged: run the measurement again")
         check_version(info.get("schema_version"), str(f))
+        bad = [k for k, t in RUN_KEYS.items() if k in info and not isinstance(info[k], t)]
+        if bad:
+            raise ResultsError(f"run.json has a malformed '{bad[0]}'", str(f),
+                               "The file is damaged: run the measurement again")
         return cls(path, info)
 
     # ---- writing -----------------------------------------------------------------
@@ -170,7 +214,13 @@ class Run:
         if not f.is_file():
             raise ResultsError(f"run has no table '{name}'", str(self.path),
                                f"Tables here: {', '.join(self.info.get('tables', [])) or 'none'}")
-        return pd.read_parquet(f)
+        import pyarrow as pa
+
+        try:
+            return pd.read_parquet(f)
+        except (pa.ArrowException, OSError, ValueError) as e:
+            raise ResultsError(f"table '{name}' cannot be read: {str(e).splitlines()[0][:200]}", str(f),
+                               "The file is damaged (truncated?): run the measurement again") from None
 
     def has_table(self, name: str) -> bool:
         return (self.path / f"{name}.parquet").is_file()

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from hpcvar.errors import InputFileError, UsageError
+from hpcvar.errors import InputFileError, UsageError, read_user_text
 from hpcvar.traces import collectives
 from hpcvar.traces.native import Trace
 
@@ -60,7 +60,7 @@ def load_cluster(path: str) -> Cluster:
         raise InputFileError("no such cluster file", path, todo="Give a file of 'key value' lines (docs/replay.md)")
     kv: dict[str, float] = {}
     links = {}
-    for i, raw in enumerate(p.read_text().splitlines(), 1):
+    for i, raw in enumerate(read_user_text(p).splitlines(), 1):
         line = raw.split("#", 1)[0].split()
         if not line:
             continue
@@ -119,7 +119,7 @@ def load_mapping(path: str, ntasks: int, cluster: Cluster) -> list[int]:
         raise UsageError(f"'{path}' is neither rrn, rrp, random nor a mapping file", "--mapping",
                          "Use rrn, rrp, random or a file of 'TASK NODE' lines")
     out: dict[int, int] = {}
-    for i, raw in enumerate(p.read_text().splitlines(), 1):
+    for i, raw in enumerate(read_user_text(p).splitlines(), 1):
         f = raw.split("#", 1)[0].split()
         if not f:
             continue

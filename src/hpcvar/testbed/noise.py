@@ -9,6 +9,7 @@ traffic never leaves the testbed (its hosts have no route out).
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
 import time
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hpcvar.errors import UsageError
+from hpcvar.launch.guard import preexec
 from hpcvar.testbed.netns import TestbedError, require_up
 from hpcvar.testbed.plan import Plan, save_state
 
@@ -69,10 +71,10 @@ def run_flows(state_path: Path, flows: list[Flow], duration_s: float, port: int 
     recvs, sends = flow_commands(plan, flows, duration_s, port, skip_s)
     procs = []
     opts = {"stdin": subprocess.DEVNULL, "start_new_session": True}
-    if background:
+    if background:  # meant to outlive this command: bounded by the duration, stopped by 'testbed down'
         opts.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    else:
-        opts.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    else:  # ends with this hpcvar process, kill -9 included (hpcvar.launch.guard)
+        opts.update(stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=preexec(signal.SIGKILL))
     try:
         for argv in recvs:
             procs.append(subprocess.Popen(argv, **opts))

@@ -98,12 +98,16 @@ class Plan:
 
     @classmethod
     def from_json(cls, d: dict, where: str = "state") -> Plan:
+        if not isinstance(d, dict):
+            raise TypeError(f"a {type(d).__name__}, not a testbed")
         if d.get("version") != STATE_VERSION:
             from hpcvar.errors import InputFileError
 
             raise InputFileError(f"unknown testbed state version {d.get('version')!r} (expected {STATE_VERSION})",
                                  where, todo="Remove the testbed with the hpcvar version that created it")
         d = dict(d)
+        if not isinstance(d.get("hosts"), list) or not all(isinstance(h, dict) for h in d["hosts"]):
+            raise TypeError("no list of hosts")
         d["hosts"] = [Host(**h) for h in d["hosts"]]
         return cls(**d)
 
@@ -244,7 +248,7 @@ def in_host_argv(host: Host, cmd: list[str]) -> list[str]:
 def load_state(path: Path) -> Plan | None:
     """The recorded testbed, or None when there is none."""
     try:
-        text = path.read_text()
+        text = path.read_bytes()
     except FileNotFoundError:
         return None
     try:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcvar.errors import InputFileError
+from hpcvar.errors import InputFileError, read_user_text
 from hpcvar.traces.native import Trace, make_events
 
 _P2P = {"send": "send", "isend": "isend", "recv": "recv", "irecv": "irecv"}
@@ -35,7 +35,7 @@ def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
     if not path.is_file():
         raise InputFileError("no such TIT file", str(path), todo="Give a SimGrid time-independent trace")
     lines: list[tuple[str, int, str]] = []
-    text = path.read_text().splitlines()
+    text = read_user_text(path).splitlines()
     first = next((ln.split() for ln in text if ln.strip() and not ln.startswith("#")), [])
     if first and len(first) == 1 and not first[0].lstrip("p").isdigit():  # an index of per-rank files
         for ln in text:
@@ -44,7 +44,7 @@ def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
                 f = Path(ln) if Path(ln).is_absolute() else path.parent / ln
                 if not f.is_file():
                     raise InputFileError(f"the index names a missing file '{ln}'", str(path))
-                lines.extend((str(f), i, s) for i, s in enumerate(f.read_text().splitlines(), 1))
+                lines.extend((str(f), i, s) for i, s in enumerate(read_user_text(f).splitlines(), 1))
     else:
         lines = [(str(path), i, s) for i, s in enumerate(text, 1)]
     rows: dict[int, list[dict]] = {}
