@@ -31,7 +31,7 @@ def engine(request):
 
 def _sim(rows, ntasks, cluster, model="none", mapping_kind="rrn", eager=0, algo="binomial"):
     tr = Trace(make_events(rows), ntasks)
-    engine = ENGINE["name"] if model != "myrinet" else "python"
+    engine = ENGINE["name"]
     return Simulator(tr, cluster, mapping(mapping_kind, ntasks, cluster), model=model, eager_bytes=eager,
                      algo=algo, engine=engine).run()
 
