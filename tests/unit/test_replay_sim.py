@@ -205,7 +205,7 @@ def test_per_link_bandwidth_is_used():
 
 
 def test_jitter_stretches_compute_with_jitsim_semantics(tmp_path):
-    from hpcvar.cli.sim_app import _jitter
+    from hpcvar.sim.replay_jitter import jitter_factory as _jitter
 
     f = tmp_path / "j.txt"
     f.write_text("100 900\n")  # 100 ns of jitter every 1000 ns (cycles at 1 GHz): 10% noise
