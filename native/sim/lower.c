@@ -7,6 +7,7 @@
  * (never completed), and the requests of collective steps follow. */
 #include "replay.h"
 
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -373,7 +374,7 @@ static int emit(lw *L, int kind, int32_t peer, double val, int32_t key, int64_t 
         c->peer_out[i] = peer;
         c->val[i] = val;
         c->key[i] = key;
-        c->req_out[i] = req;
+        c->req_out[i] = (int32_t)req;
         c->row[i] = (int32_t)row;
     }
     L->nops++;
@@ -390,7 +391,7 @@ static int64_t key_id(lw *L, int64_t a, int64_t b, int64_t x, int64_t y, int64_t
 }
 
 static void wait_req(lw *L, int64_t rq) {
-    if (L->fill) L->c->wreq[L->nwreq] = rq;
+    if (L->fill) L->c->wreq[L->nwreq] = (int32_t)rq;
     L->nwreq++;
 }
 
@@ -413,8 +414,10 @@ static int pass(lw *L) {
     L->nops = L->nwreq = L->ncreq = 0;
     for (int64_t t = 0; t < c->ntasks; t++) {
         if (L->fill) c->task_off[t] = L->nops;
-        int have_prev = 0;
-        int64_t prev_end = 0;
+        int have_prev = 0, have_mpi = 0;
+        int64_t prev_end = 0, mpi_ts = 0, mpi_te = 0, reach = 0;
+        double mpi = 0.0;
+        if (L->fill) c->first_start[t] = INT64_MAX, c->last_end[t] = INT64_MIN;
         int64_t base = c->row_off[t], nrow_t = c->row_off[t + 1] - base;
         for (int64_t g = base; g < c->row_off[t + 1]; g++) {
             int64_t ts = c->t_start[g], te = c->t_end[g];
@@ -427,6 +430,18 @@ static int pass(lw *L) {
                 have_prev = 1;
             }
             int op = c->op[g];
+            if (L->fill) { /* the measured side: span, and the union of the MPI rows' intervals */
+                if (ts < c->first_start[t]) c->first_start[t] = ts;
+                if (te > c->last_end[t]) c->last_end[t] = te;
+                if (op != OP_INIT && op != OP_FINALIZE) {
+                    if (have_mpi && (ts < mpi_ts || (ts == mpi_ts && te < mpi_te))) c->mpi_unsorted = 1;
+                    double lo = have_mpi ? ((double)ts > (double)reach ? (double)ts : (double)reach) : (double)ts;
+                    double cov = (double)te - lo;
+                    mpi += cov > 0.0 ? cov : 0.0;
+                    if (!have_mpi || te > reach) reach = te;
+                    mpi_ts = ts, mpi_te = te, have_mpi = 1;
+                }
+            }
             int32_t peer = c->peer[g], tag = c->tag[g], comm = c->comm[g];
             int64_t b = c->bytes[g];
             int64_t seq = g - base;
@@ -533,6 +548,7 @@ static int pass(lw *L) {
             }
             if (L->oom) goto out;
         }
+        if (L->fill) c->mpi_ns[t] = mpi;
     }
     if (L->fill) c->task_off[c->ntasks] = L->nops;
     rc = 0;
@@ -550,6 +566,7 @@ int hv_rp_lower(hv_rp_lower_config *c) {
     L.c = c;
     c->err = 0;
     L.fill = c->kind != NULL;
+    if (L.fill) c->mpi_unsorted = 0;
     int rc = pass(&L);
     if (rc == 0) {
         c->nops = L.nops;

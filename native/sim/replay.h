@@ -36,8 +36,8 @@ typedef struct {
     const int32_t *peer;  /* send: destination task; recv: source task; wait: number of requests */
     const double *val;    /* compute: seconds; send/recv: bytes */
     const int32_t *key;   /* send/recv: match key id in [0, nkeys) */
-    const int64_t *req;   /* send/recv: request id in [0, nreqs); wait: offset into wreq */
-    const int64_t *wreq;  /* request ids of the waits */
+    const int32_t *req;   /* send/recv: request id in [0, nreqs); wait: offset into wreq */
+    const int32_t *wreq;  /* request ids of the waits */
     const int32_t *row;   /* trace row id in [0, nrows) or -1 */
     const int32_t *node_of; /* node of each task */
     /* OS jitter (njtr = 0: none): trace j has events [jtr_off[j], jtr_off[j+1]) of d (jitter) and g
@@ -84,8 +84,15 @@ typedef struct {
     int32_t *peer_out;
     double *val;
     int32_t *key;
-    int64_t *req_out, *wreq;
+    int32_t *req_out, *wreq;
     int32_t *row;
+    /* the measured side, in the same pass (fill pass): per task the union of its MPI rows' [t_start,
+     * t_end] (init/finalize excluded; ns, summed as hpcvar.sim.app.mpi_time_s does), the first start and
+     * the last end of all its rows; mpi_unsorted = 1 if some task's MPI rows are not in (t_start, t_end)
+     * order (the union then needs a sort: the caller uses mpi_time_s) */
+    double *mpi_ns;
+    int64_t *first_start, *last_end;
+    int32_t mpi_unsorted, pad2;
     /* errors: code and row */
     int32_t err, pad1; /* 1 recv from a non-task, 2 comm not described, 3 not a member */
     int64_t err_row;

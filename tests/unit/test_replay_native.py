@@ -9,7 +9,7 @@ import pytest
 from hpcvar.errors import InputFileError, UsageError
 from hpcvar.sim import replay_native
 from hpcvar.models.sharing import ModelLimitError
-from hpcvar.sim.app import Cluster, Simulator, lower, mapping
+from hpcvar.sim.app import Cluster, Simulator, lower, mapping, measured
 from hpcvar.sim.jitter_ref import RefTrace, offsets
 from hpcvar.sim.replay_jitter import ReplayJitter
 from hpcvar.traces.native import Trace, make_events
@@ -155,7 +155,7 @@ def canonical(enc: replay_native.Encoded) -> dict:
     return {"task_off": enc.task_off.tolist(), "kind": enc.kind.tolist(), "peer": enc.peer.tolist(),
             "val": enc.val.tolist(), "row": enc.row.tolist(), "key": renumber(enc.key).tolist(),
             "reqs": [first[r] for r in seq], "post_req": [first[r] for r in reqs[is_post].tolist()],
-            "row_task": enc.row_task.tolist(), "row_seq": enc.row_seq.tolist()}
+            "rows": [x.tolist() for x in enc.row_ids()]}
 
 
 @pytest.mark.parametrize("seed", range(8))
@@ -168,6 +168,10 @@ def test_c_lowering_gives_the_reference_ops(seed):
         nat = replay_native.lower_native(tr, algo)
         assert canonical(nat) == canonical(ref)
         assert nat.nkeys == ref.nkeys
+        # the measured side from the same pass: bit for bit what mpi_time_s and measured() give
+        total, comm = measured(tr)
+        if nat.measured is not None:
+            assert nat.measured[0].tolist() == total.tolist() and nat.measured[1].tolist() == comm.tolist()
 
 
 def test_c_lowering_reports_bad_rows_like_the_reference():

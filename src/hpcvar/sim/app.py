@@ -204,24 +204,46 @@ class Simulator:
 def mpi_time_s(ev, ntasks: int) -> np.ndarray:
     """Seconds each task spent inside MPI calls: the union of its rows' [t_start, t_end] intervals
     (init/finalize excluded). A union, not a sum: the tracer writes one row per request of a Waitall
-    and a row for each half of a Sendrecv, all with the call's own entry and exit times."""
-    ev = ev[~ev["op"].isin(["init", "finalize"])].sort_values(["task", "t_start_ns", "t_end_ns"], kind="stable")
-    task = ev["task"].to_numpy()
-    start = ev["t_start_ns"].to_numpy().astype(np.float64)
-    end = ev["t_end_ns"].to_numpy().astype(np.float64)
-    if not len(ev):
+    and a row for each half of a Sendrecv, all with the call's own entry and exit times.
+    Vectorised: rows in (task, t_start, t_end) order (sorted only when they are not already), the
+    running maximum of the ends within each task, and a bincount of the newly covered time."""
+    keep = ~ev["op"].isin(["init", "finalize"]).to_numpy()
+    task = ev["task"].to_numpy()[keep]
+    start = ev["t_start_ns"].to_numpy()[keep]
+    end = ev["t_end_ns"].to_numpy()[keep]
+    if not len(task):
         return np.zeros(ntasks)
-    reach = _cummax_by(task, end)  # the latest end so far within the task, this row included
-    prev = np.concatenate(([-np.inf], reach[:-1]))
-    prev[np.concatenate(([True], task[1:] != task[:-1]))] = -np.inf  # first row of a task
-    covered = np.clip(end - np.maximum(start, prev), 0.0, None)
+    same = task[1:] == task[:-1]
+    ordered = bool(np.all((task[1:] > task[:-1]) | (same & ((start[1:] > start[:-1]) |
+                                                           ((start[1:] == start[:-1]) & (end[1:] >= end[:-1]))))))
+    if not ordered:
+        order = np.lexsort((end, start, task))
+        task, start, end = task[order], start[order], end[order]
+        same = task[1:] == task[:-1]
+    first = np.concatenate(([True], ~same))
+    reach = _cummax_by(task, end, first)  # the latest end so far within the task, this row included
+    prev = np.concatenate(([-np.inf], reach[:-1].astype(np.float64)))
+    prev[first] = -np.inf
+    endf = end.astype(np.float64)
+    covered = np.clip(endf - np.maximum(start.astype(np.float64), prev), 0.0, None)
     return np.bincount(task, weights=covered, minlength=ntasks) * 1e-9
 
 
-def _cummax_by(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
+def _cummax_by(groups: np.ndarray, values: np.ndarray, first: np.ndarray | None = None) -> np.ndarray:
+    """Running maximum of int64 ``values`` restarted at each group (rows grouped consecutively): one
+    np.maximum.accumulate over values lifted by a per-group offset that keeps groups apart."""
+    if first is None:
+        first = np.concatenate(([True], groups[1:] != groups[:-1]))
+    values = np.asarray(values, np.int64)
+    lo, hi = int(values.min()), int(values.max())
+    gid = np.cumsum(first) - 1
+    span = hi - lo + 1
+    if span * (int(gid[-1]) + 1) < 2**62:
+        lifted = (values - lo) + gid * span
+        return np.maximum.accumulate(lifted) - gid * span + lo
     import pandas as pd
 
-    return pd.Series(values).groupby(groups).cummax().to_numpy()
+    return pd.Series(values).groupby(gid).cummax().to_numpy()
 
 
 def measured(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -229,9 +251,26 @@ def measured(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     the first row's start to the last row's end."""
     ev = trace.events
     comm = mpi_time_s(ev, trace.ntasks)
-    g = ev.groupby("task")
-    span = (g["t_end_ns"].max() - g["t_start_ns"].min()).reindex(range(trace.ntasks), fill_value=0)
-    return span.to_numpy() * 1e-9, comm
+    task = ev["task"].to_numpy()
+    last = np.full(trace.ntasks, np.iinfo(np.int64).min)
+    firsts = np.full(trace.ntasks, np.iinfo(np.int64).max)
+    if len(task):
+        np.maximum.at(last, task, ev["t_end_ns"].to_numpy()) if not _grouped(task) else \
+            _reduce_sorted(np.maximum, last, task, ev["t_end_ns"].to_numpy())
+        np.minimum.at(firsts, task, ev["t_start_ns"].to_numpy()) if not _grouped(task) else \
+            _reduce_sorted(np.minimum, firsts, task, ev["t_start_ns"].to_numpy())
+    present = last > np.iinfo(np.int64).min
+    span = np.where(present, last - np.where(present, firsts, 0), 0)
+    return span * 1e-9, comm
+
+
+def _grouped(task: np.ndarray) -> bool:
+    return bool(np.all(task[1:] >= task[:-1]))
+
+
+def _reduce_sorted(ufunc, out: np.ndarray, task: np.ndarray, values: np.ndarray) -> None:
+    starts = np.flatnonzero(np.concatenate(([True], task[1:] != task[:-1])))
+    out[task[starts]] = ufunc.reduceat(values, starts)
 
 
 def e_abs(sp: np.ndarray, sm: np.ndarray) -> np.ndarray:

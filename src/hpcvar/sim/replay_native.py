@@ -52,6 +52,7 @@ class _LowerConfig(ctypes.Structure):
                 + [("ncomms", _I64)] + [(n, _P) for n in ("comm_id", "comm_off", "comm_mem")]
                 + [(n, _I64) for n in ("nops", "nwreq", "nkeys", "nreqs")]
                 + [(n, _P) for n in ("task_off", "kind", "peer_out", "val", "key", "req_out", "wreq", "row")]
+                + [(n, _P) for n in ("mpi_ns", "first_start", "last_end")] + [("mpi_unsorted", _I32), ("pad2", _I32)]
                 + [("err", _I32), ("pad1", _I32), ("err_row", _I64)])
 
 
@@ -91,21 +92,35 @@ class Encoded:
     peer: np.ndarray      # int32: send/recv peer task; wait: number of requests
     val: np.ndarray       # float64: seconds or bytes
     key: np.ndarray       # int32: match key id
-    req: np.ndarray       # int64: request id (wait: offset into wreq)
-    wreq: np.ndarray      # int64: requests of the waits
+    req: np.ndarray       # int32: request id (wait: offset into wreq)
+    wreq: np.ndarray      # int32: requests of the waits
     row: np.ndarray       # int32: trace row id or -1
-    row_task: np.ndarray  # int32 per row id: its task
-    row_seq: np.ndarray   # int64 per row id: its seq
+    row_off: np.ndarray   # int64, ntasks + 1: row ids of task t are row_off[t] + seq (seq = 0, 1, ...)
     nreqs: int
     nkeys: int
+    rows: tuple | None = None  # (row_task, row_seq) when rows are not numbered by row_off (encode())
+    measured: tuple | None = None  # (total_s, comm_s) per task, from the same pass (lower_native)
 
     @property
     def nrows(self) -> int:
-        return len(self.row_task)
+        return int(self.row_off[-1]) if self.rows is None else len(self.rows[0])
+
+    def row_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """(task, seq) of every row id."""
+        if self.rows is not None:
+            return self.rows
+        task = np.repeat(np.arange(self.ntasks, dtype=np.int32), np.diff(self.row_off))
+        return task, np.arange(self.nrows, dtype=np.int64) - self.row_off[task]
+
+    def row_of(self, r: int) -> tuple[int, int]:
+        if self.rows is not None:
+            return int(self.rows[0][r]), int(self.rows[1][r])
+        t = int(np.searchsorted(self.row_off, r, side="right") - 1)
+        return t, int(r - self.row_off[t])
 
     def nbytes(self) -> int:
         return sum(getattr(self, f).nbytes for f in ("task_off", "kind", "peer", "val", "key", "req", "wreq", "row",
-                                                     "row_task", "row_seq"))
+                                                     "row_off"))
 
 
 def encode(ops: list[list[tuple]]) -> Encoded:
@@ -135,9 +150,9 @@ def encode(ops: list[list[tuple]]) -> Encoded:
         off.append(len(kind))
     rl = list(rows)
     return Encoded(len(ops), np.array(off, np.int64), np.array(kind, np.int8), np.array(peer, np.int32),
-                   np.array(val, np.float64), np.array(key, np.int32), np.array(req, np.int64),
-                   np.array(wreq, np.int64), np.array(row, np.int32), np.array([r[0] for r in rl], np.int32),
-                   np.array([r[1] for r in rl], np.int64), len(reqs), len(keys))
+                   np.array(val, np.float64), np.array(key, np.int32), np.array(req, np.int32),
+                   np.array(wreq, np.int32), np.array(row, np.int32), np.zeros(len(ops) + 1, np.int64), len(reqs),
+                   len(keys), rows=(np.array([r[0] for r in rl], np.int32), np.array([r[1] for r in rl], np.int64)))
 
 
 def op_codes(ops) -> np.ndarray:
@@ -214,31 +229,39 @@ def lower_native(trace, algo: str = "binomial") -> Encoded:
                                  todo="Re-merge the trace (its comms metadata is incomplete)")
         raise InputFileError(f"task {t} seq {s}: task is not a member of communicator {comm}", src,
                              todo="Re-merge the trace")
-    if c.nops >= 2**31 or len(task_s) >= 2**31:
+    if max(c.nops, c.nreqs, c.nwreq, len(task_s)) >= 2**31:
         raise HpcvarError(f"the trace lowers to {c.nops} ops: more than the core's 2^31", None,
                           "Replay a shorter trace")
     out = dict(task_off=np.empty(trace.ntasks + 1, np.int64), kind=np.empty(c.nops, np.int8),
                peer_out=np.empty(c.nops, np.int32), val=np.empty(c.nops, np.float64), key=np.empty(c.nops, np.int32),
-               req_out=np.empty(c.nops, np.int64), wreq=np.empty(c.nwreq, np.int64), row=np.empty(c.nops, np.int32))
+               req_out=np.empty(c.nops, np.int32), wreq=np.empty(c.nwreq, np.int32), row=np.empty(c.nops, np.int32),
+               mpi_ns=np.empty(trace.ntasks), first_start=np.empty(trace.ntasks, np.int64),
+               last_end=np.empty(trace.ntasks, np.int64))
     for name, a in out.items():
         setattr(c, name, a.ctypes.data)
     if lib().hv_rp_lower(ctypes.byref(c)) != 0:
         raise HpcvarError("lowering the trace ran out of memory", None, "Replay a shorter trace")
-    del keep, cols
+    del keep, cols, task_s, seq_s
+    measured = None
+    if not c.mpi_unsorted:
+        present = out["last_end"] >= out["first_start"]
+        span = np.where(present, out["last_end"] - np.where(present, out["first_start"], 0), 0)
+        measured = (span * 1e-9, out["mpi_ns"] * 1e-9)
     return Encoded(trace.ntasks, out["task_off"], out["kind"], out["peer_out"], out["val"], out["key"],
-                   out["req_out"], out["wreq"], out["row"], task_s, seq_s, int(c.nreqs), int(c.nkeys))
+                   out["req_out"], out["wreq"], out["row"], row_off, int(c.nreqs), int(c.nkeys), measured=measured)
 
 
 class RowTimes(Mapping):
     """{(task, seq): time} over the rows a run reached, built from the core's arrays on first use."""
 
-    def __init__(self, row_task: np.ndarray, row_seq: np.ndarray, times: np.ndarray):
-        self._task, self._seq, self._times, self._d = row_task, row_seq, times, None
+    def __init__(self, enc: Encoded, times: np.ndarray):
+        self._enc, self._times, self._d = enc, times, None
 
     def _dict(self) -> dict:
         if self._d is None:
+            task, seq = self._enc.row_ids()
             idx = np.flatnonzero(self._times >= 0)
-            self._d = dict(zip(zip(self._task[idx].tolist(), self._seq[idx].tolist()), self._times[idx].tolist()))
+            self._d = dict(zip(zip(task[idx].tolist(), seq[idx].tolist()), self._times[idx].tolist()))
         return self._d
 
     def __getitem__(self, k):
@@ -317,21 +340,21 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
         desc = []
         for t in stuck[:5]:
             r = enc.row[pc[t] - 1]
-            desc.append(f"rank {t} seq {enc.row_seq[r] if r >= 0 else '?'}")
+            desc.append(f"rank {t} seq {enc.row_of(r)[1] if r >= 0 else '?'}")
         raise InputFileError("the replay deadlocks or a receive has no matching send: blocked at "
                              + ", ".join(desc), source,
                              todo="Check the trace is complete (every rank to MPI_Finalize) and that "
                                   "sends and receives match; try a larger --eager limit")
     if c.unmatched:
         op = c.first_unmatched_op
-        r = enc.row[op]
-        raise InputFileError(f"unmatched send: rank {enc.row_task[r]} seq {enc.row_seq[r]} to rank {enc.peer[op]} "
+        t, seq = enc.row_of(int(enc.row[op]))
+        raise InputFileError(f"unmatched send: rank {t} seq {seq} to rank {enc.peer[op]} "
                              f"has no matching receive ({c.unmatched} unmatched in all)", source,
                              todo="Check the trace is complete and its tags/communicators are right")
     conflicts = [{KIND_NAMES[j]: int(v) for j, v in enumerate(kinds[t]) if v} for t in range(ntasks)]
     avg = np.divide(pen_sum, pen_n, out=np.ones(ntasks), where=pen_n > 0)
-    rs = RowTimes(enc.row_task, enc.row_seq, row_start) if keep_rows else {}
-    re_ = RowTimes(enc.row_task, enc.row_seq, row_end) if keep_rows else {}
+    rs = RowTimes(enc, row_start) if keep_rows else {}
+    re_ = RowTimes(enc, row_end) if keep_rows else {}
     return Result(ntasks, list(sim.node_of), clock, comm, rs, re_, conflicts, avg, int(c.nevents))
 
 
