@@ -1,8 +1,9 @@
-/* Application replay core (see replay.h). Mirrors hpcvar.sim.app.Simulator.run step by step:
+/* Application replay core (see replay.h). Mirrors hpcvar.sim.replay_ref.RefEngine step by step:
  * the names below (push, complete, recompute, start, finish, step) are those of the Python
  * engine, and every floating-point expression is written in the same order. */
 #include "replay.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,11 +64,11 @@ static hv_ev heap_pop(hv_heap *h) {
     return top;
 }
 
-/* ---- transfers: one per send op --------------------------------------------------------------- */
+/* ---- transfers: slots reused once a transfer is done and matched -------------------------- */
 
 typedef struct {
     double nbytes, bw, lat, remaining, rate, last, data_start, end;
-    int64_t op, sreq, rreq, version, next; /* next: FIFO link in the unsent queue of its key */
+    int64_t op, sreq, rreq, version, next; /* next: FIFO link in the unsent queue of its key, or free list */
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, pad[3];
 } hv_xfer;
@@ -78,22 +79,31 @@ typedef struct {
     hv_rp_config *c;
     hv_heap heap;
     hv_xfer *x;
-    int64_t nx;
+    int64_t nx, xcap, free_head, vcounter;
     double *done_at;    /* per request: completion time, or -1 */
-    int64_t *waiting;   /* per request: the task blocked on it, or -1 */
+    int32_t *waiting;   /* per request: the task blocked on it, or -1 */
     int64_t *pending_row;
-    int64_t *us_head, *us_tail; /* per key: FIFO of unsent transfers */
-    int64_t *ur_head, *ur_tail; /* per key: FIFO of posted receives (op indices) */
-    int64_t *ur_next;           /* per op: next receive in its FIFO */
+    int32_t *us_head, *us_tail; /* per key: FIFO of unsent transfers (slot ids) */
+    int32_t *ur_head, *ur_tail; /* per key: FIFO of posted receives (op indices) */
+    int32_t *ur_next;           /* per op: next receive in its FIFO */
     int64_t *active;            /* transfers in their data phase (contention models), in arrival order */
     int64_t nactive;
     double *pen;                /* penalties of the active transfers */
+    int8_t *frozen;
+    /* per-task accounting of the current row (comm time) */
+    int64_t *cur_row;
+    double *cur_start, *cur_end;
+    int64_t ops_done, next_progress;
     /* per-node scratch for the models */
     int64_t *n_out, *n_in, *top, *card, *top2, *card2;
     double *cap;
     int64_t *users;
-    int8_t *frozen;
     int64_t *touched;
+    /* myrinet scratch, grown on demand */
+    int64_t *uf, *first_src, *first_dst, *comp_of, *members, *comp_start, *comp_fill;
+    uint64_t *bits;
+    int64_t bits_cap;
+    int64_t *coef, *hits, *order;
 } hv_rp;
 
 static int push(hv_rp *s, double t, int kind, int64_t obj, int64_t ver) {
@@ -213,6 +223,255 @@ static void gige(hv_rp *s) {
     }
 }
 
+/* ---- myrinet: Stop&Go per connected component (as hpcvar.models.sharing._myrinet) ---------- */
+
+/* Python's random.Random(seed): MT19937 seeded by init_by_array with abs(seed) in 32-bit words */
+typedef struct {
+    uint32_t mt[624];
+    int mti;
+} hv_mt;
+
+static void mt_init(hv_mt *m, uint32_t s) {
+    m->mt[0] = s;
+    for (int i = 1; i < 624; i++) m->mt[i] = 1812433253u * (m->mt[i - 1] ^ (m->mt[i - 1] >> 30)) + (uint32_t)i;
+    m->mti = 624;
+}
+
+static void mt_seed(hv_mt *m, int64_t seed) {
+    uint64_t a = seed < 0 ? (uint64_t)(-(seed + 1)) + 1 : (uint64_t)seed;
+    uint32_t key[2] = {(uint32_t)a, (uint32_t)(a >> 32)};
+    int len = key[1] ? 2 : 1;
+    mt_init(m, 19650218u);
+    int i = 1, j = 0;
+    for (int k = 624 > len ? 624 : len; k; k--) {
+        m->mt[i] = (m->mt[i] ^ ((m->mt[i - 1] ^ (m->mt[i - 1] >> 30)) * 1664525u)) + key[j] + (uint32_t)j;
+        i++, j++;
+        if (i >= 624) m->mt[0] = m->mt[623], i = 1;
+        if (j >= len) j = 0;
+    }
+    for (int k = 623; k; k--) {
+        m->mt[i] = (m->mt[i] ^ ((m->mt[i - 1] ^ (m->mt[i - 1] >> 30)) * 1566083941u)) - (uint32_t)i;
+        i++;
+        if (i >= 624) m->mt[0] = m->mt[623], i = 1;
+    }
+    m->mt[0] = 0x80000000u;
+}
+
+static uint32_t mt_next(hv_mt *m) {
+    static const uint32_t mag01[2] = {0u, 0x9908b0dfu};
+    uint32_t y;
+    if (m->mti >= 624) {
+        int kk;
+        for (kk = 0; kk < 624 - 397; kk++) {
+            y = (m->mt[kk] & 0x80000000u) | (m->mt[kk + 1] & 0x7fffffffu);
+            m->mt[kk] = m->mt[kk + 397] ^ (y >> 1) ^ mag01[y & 1u];
+        }
+        for (; kk < 623; kk++) {
+            y = (m->mt[kk] & 0x80000000u) | (m->mt[kk + 1] & 0x7fffffffu);
+            m->mt[kk] = m->mt[kk + (397 - 624)] ^ (y >> 1) ^ mag01[y & 1u];
+        }
+        y = (m->mt[623] & 0x80000000u) | (m->mt[0] & 0x7fffffffu);
+        m->mt[623] = m->mt[396] ^ (y >> 1) ^ mag01[y & 1u];
+        m->mti = 0;
+    }
+    y = m->mt[m->mti++];
+    y ^= (y >> 11);
+    y ^= (y << 7) & 0x9d2c5680u;
+    y ^= (y << 15) & 0xefc60000u;
+    y ^= (y >> 18);
+    return y;
+}
+
+static int64_t mt_below(hv_mt *m, int64_t n) { /* random._randbelow_with_getrandbits, n < 2^32 */
+    int k = 64 - __builtin_clzll((uint64_t)n);
+    int64_t r = (int64_t)(mt_next(m) >> (32 - k));
+    while (r >= n) r = (int64_t)(mt_next(m) >> (32 - k));
+    return r;
+}
+
+typedef struct {
+    int64_t n, W, count, max_states, budget;
+    const uint64_t *compat; /* n x W */
+    uint64_t *buf;          /* per depth: r, p, x, cand (4 x W) */
+    int64_t *coef;
+    int err;
+} hv_bk;
+
+static void bk_expand(hv_bk *b, int64_t depth) {
+    int64_t W = b->W;
+    uint64_t *r = b->buf + 4 * W * depth, *p = r + W, *x = p + W, *cand = x + W;
+    if (--b->budget < 0) { b->err = 1; return; }
+    int empty = 1;
+    for (int64_t w = 0; w < W; w++)
+        if (p[w] | x[w]) { empty = 0; break; }
+    if (empty) {
+        if (++b->count > b->max_states) { b->err = 1; return; }
+        for (int64_t w = 0; w < W; w++)
+            for (uint64_t m = r[w]; m; m &= m - 1) b->coef[64 * w + __builtin_ctzll(m)]++;
+        return;
+    }
+    int64_t best = -1, pivot = 0;
+    for (int64_t w = 0; w < W; w++)
+        for (uint64_t m = p[w] | x[w]; m; m &= m - 1) {
+            int64_t u = 64 * w + __builtin_ctzll(m), cnt = 0;
+            const uint64_t *cu = b->compat + W * u;
+            for (int64_t v = 0; v < W; v++) cnt += __builtin_popcountll(cu[v] & p[v]);
+            if (cnt > best) best = cnt, pivot = u;
+        }
+    const uint64_t *cp = b->compat + W * pivot;
+    for (int64_t w = 0; w < W; w++) cand[w] = p[w] & ~cp[w];
+    uint64_t *r2 = cand + W, *p2 = r2 + W, *x2 = p2 + W;
+    for (int64_t w = 0; w < W; w++)
+        for (uint64_t m = cand[w]; m; m &= m - 1) {
+            uint64_t low = m & -m;
+            int64_t v = 64 * w + __builtin_ctzll(m);
+            const uint64_t *cv = b->compat + W * v;
+            for (int64_t k = 0; k < W; k++) r2[k] = r[k], p2[k] = p[k] & cv[k], x2[k] = x[k] & cv[k];
+            r2[w] |= low;
+            bk_expand(b, depth + 1);
+            if (b->err) return;
+            p[w] &= ~low;
+            x[w] |= low;
+        }
+}
+
+static int myr_grow(hv_rp *s, int64_t need) {
+    if (need <= s->bits_cap) return 0;
+    uint64_t *p = realloc(s->bits, (size_t)need * sizeof *p);
+    if (!p) return -1;
+    s->bits = p;
+    s->bits_cap = need;
+    return 0;
+}
+
+static int64_t uf_find(int64_t *uf, int64_t k) {
+    while (uf[k] != k) {
+        uf[k] = uf[uf[k]];
+        k = uf[k];
+    }
+    return k;
+}
+
+/* one component: positions comp[0..m) of the active list -> pen */
+static int myrinet_component(hv_rp *s, const int64_t *comp, int64_t m) {
+    hv_rp_config *c = s->c;
+    const int32_t *node = c->node_of;
+    if (m == 1) { /* one state in which it sends: penalty 1 (both methods) */
+        s->pen[comp[0]] = 1.0;
+        return 0;
+    }
+    int64_t W = (m + 63) / 64;
+    /* conflict masks (c) and the complement graph (compat) */
+    if (myr_grow(s, 2 * m * W + 4 * W * (m + 2))) return HV_RP_ENOMEM;
+    uint64_t *conf = s->bits, *compat = conf + m * W;
+    memset(conf, 0, (size_t)(2 * m * W) * sizeof *conf);
+    for (int64_t i = 0; i < m; i++) {
+        hv_xfer *a = &s->x[s->active[comp[i]]];
+        for (int64_t j = 0; j < m; j++) {
+            hv_xfer *b = &s->x[s->active[comp[j]]];
+            if (i != j && (node[a->src] == node[b->src] || node[a->dst] == node[b->dst]))
+                conf[i * W + j / 64] |= 1ull << (j % 64);
+        }
+        for (int64_t w = 0; w < W; w++) {
+            uint64_t full = (w == W - 1 && m % 64) ? (1ull << (m % 64)) - 1 : ~0ull;
+            compat[i * W + w] = full & ~conf[i * W + w];
+        }
+        compat[i * W + i / 64] &= ~(1ull << (i % 64));
+    }
+    double *frac = (double *)s->hits; /* reuse: hits as int64 first, then fractions below */
+    int64_t *cnt = s->coef;
+    int64_t states = 0;
+    if (c->myr_method == 0) {
+        hv_bk b = {m, W, 0, c->myr_max_states, 50 * c->myr_max_states + 10000, compat, conf + 2 * m * W, cnt, 0};
+        for (int64_t i = 0; i < m; i++) cnt[i] = 0;
+        uint64_t *r = b.buf, *p = r + W, *x = p + W;
+        for (int64_t w = 0; w < W; w++) {
+            r[w] = x[w] = 0;
+            p[w] = (w == W - 1 && m % 64) ? (1ull << (m % 64)) - 1 : ~0ull;
+        }
+        bk_expand(&b, 0);
+        if (b.err) {
+            c->error_size = m;
+            return HV_RP_ESTATES;
+        }
+        states = b.count;
+    } else {
+        hv_mt mt;
+        mt_seed(&mt, c->myr_seed);
+        int64_t *order = s->order;
+        uint64_t *blocked = conf + 2 * m * W;
+        for (int64_t i = 0; i < m; i++) order[i] = i, cnt[i] = 0;
+        for (int64_t k = 0; k < c->myr_samples; k++) {
+            for (int64_t i = m - 1; i > 0; i--) {
+                int64_t j = mt_below(&mt, i + 1), t = order[i];
+                order[i] = order[j];
+                order[j] = t;
+            }
+            memset(blocked, 0, (size_t)W * sizeof *blocked);
+            for (int64_t i = 0; i < m; i++) {
+                int64_t v = order[i];
+                if (!(blocked[v / 64] >> (v % 64) & 1)) {
+                    cnt[v]++;
+                    for (int64_t w = 0; w < W; w++) blocked[w] |= conf[v * W + w];
+                    blocked[v / 64] |= 1ull << (v % 64);
+                }
+            }
+        }
+        for (int64_t i = 0; i < m; i++) frac[i] = (double)cnt[i] / (double)c->myr_samples;
+    }
+    /* each communication takes the minimum coefficient among those leaving its source node */
+    for (int64_t i = 0; i < m; i++) {
+        int32_t src = node[s->x[s->active[comp[i]]].src];
+        int64_t mc = -1;
+        double mf = 0.0;
+        for (int64_t j = 0; j < m; j++) {
+            if (node[s->x[s->active[comp[j]]].src] != src) continue;
+            if (c->myr_method == 0) {
+                if (mc < 0 || cnt[j] < mc) mc = cnt[j];
+            } else if (mc < 0 || frac[j] < mf) {
+                mf = frac[j];
+                mc = 0;
+            }
+        }
+        if (c->myr_method == 0) s->pen[comp[i]] = (double)states / (double)mc;
+        else s->pen[comp[i]] = mf > 0 ? 1.0 / mf : 1.0 / 0.0;
+    }
+    return 0;
+}
+
+static int myrinet(hv_rp *s) {
+    int64_t n = s->nactive, nn = s->c->nnodes;
+    const int32_t *node = s->c->node_of;
+    for (int64_t i = 0; i < nn; i++) s->first_src[i] = s->first_dst[i] = -1;
+    for (int64_t k = 0; k < n; k++) s->uf[k] = k;
+    for (int64_t k = 0; k < n; k++) {
+        hv_xfer *x = &s->x[s->active[k]];
+        int64_t *f[2] = {&s->first_src[node[x->src]], &s->first_dst[node[x->dst]]};
+        for (int j = 0; j < 2; j++) {
+            if (*f[j] >= 0) s->uf[uf_find(s->uf, k)] = uf_find(s->uf, *f[j]);
+            else *f[j] = k;
+        }
+    }
+    /* members of each component in ascending order (a counting sort by root) */
+    for (int64_t k = 0; k < n; k++) s->comp_start[k] = 0;
+    for (int64_t k = 0; k < n; k++) s->comp_of[k] = uf_find(s->uf, k), s->comp_start[s->comp_of[k]]++;
+    int64_t acc = 0;
+    for (int64_t k = 0; k < n; k++) {
+        int64_t v = s->comp_start[k];
+        s->comp_start[k] = acc;
+        s->comp_fill[k] = acc;
+        acc += v;
+    }
+    for (int64_t k = 0; k < n; k++) s->members[s->comp_fill[s->comp_of[k]]++] = k;
+    for (int64_t r = 0; r < n; r++) {
+        int64_t m = s->comp_fill[r] - s->comp_start[r];
+        if (m == 0) continue;
+        int rc = myrinet_component(s, s->members + s->comp_start[r], m);
+        if (rc) return rc;
+    }
+    return 0;
+}
+
 static int recompute(hv_rp *s, double now) {
     hv_rp_config *c = s->c;
     int64_t n = s->nactive;
@@ -220,7 +479,11 @@ static int recompute(hv_rp *s, double now) {
     const int32_t *node = c->node_of;
     if (n > 1) {
         if (c->model == HV_RP_MAXMIN) maxmin(s);
-        else gige(s);
+        else if (c->model == HV_RP_GIGE) gige(s);
+        else {
+            int rc = myrinet(s);
+            if (rc) return rc;
+        }
         for (int64_t k = 0; k < n; k++) {
             hv_xfer *x = &s->x[s->active[k]];
             s->n_out[node[x->src]]++;
@@ -248,9 +511,9 @@ static int recompute(hv_rp *s, double now) {
             x->remaining -= x->rate * (now - x->last);
             x->last = now;
             x->rate = rate;
-            x->version += 1;
+            x->version = ++s->vcounter;
             double rem = x->remaining > 0.0 ? x->remaining : 0.0;
-            if (push(s, now + rem / rate, EV_DATA_END, xi, x->version)) return -1;
+            if (push(s, now + rem / rate, EV_DATA_END, xi, x->version)) return HV_RP_ENOMEM;
         }
     }
     return 0;
@@ -259,6 +522,11 @@ static int recompute(hv_rp *s, double now) {
 static int start(hv_rp *s, int64_t xi, double now) {
     s->x[xi].started = 1;
     return push(s, now + s->x[xi].lat, EV_LATENCY, xi, 0);
+}
+
+static void xfree(hv_rp *s, int64_t xi) {
+    s->x[xi].next = s->free_head;
+    s->free_head = xi;
 }
 
 static int finish(hv_rp *s, int64_t xi, double now) {
@@ -274,28 +542,139 @@ static int finish(hv_rp *s, int64_t xi, double now) {
         }
         c->kinds[4 * x->src + x->kind] += 1;
     }
-    if (!x->eager && complete(s, x->sreq, now)) return -1;
-    if (x->rreq >= 0 && complete(s, x->rreq, now)) return -1;
+    int64_t sreq = x->sreq, rreq = x->rreq;
+    int eager = x->eager;
+    if (rreq >= 0) xfree(s, xi); /* matched and done: nothing refers to it any more */
+    if (!eager && complete(s, sreq, now)) return -1;
+    if (rreq >= 0 && complete(s, rreq, now)) return -1;
     return 0;
 }
 
-static int step(hv_rp *s, int64_t task, int64_t *xid) {
+static int64_t xalloc(hv_rp *s) {
+    if (s->free_head >= 0) {
+        int64_t xi = s->free_head;
+        s->free_head = s->x[xi].next;
+        return xi;
+    }
+    if (s->nx == s->xcap) {
+        int64_t cap = s->xcap ? 2 * s->xcap : 1024;
+        hv_xfer *x = realloc(s->x, (size_t)cap * sizeof *x);
+        if (!x) return -1;
+        s->x = x;
+        int64_t *a = realloc(s->active, (size_t)cap * sizeof *a);
+        if (!a) return -1;
+        s->active = a;
+        double *p = realloc(s->pen, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        s->pen = p;
+        int8_t *f = realloc(s->frozen, (size_t)cap);
+        if (!f) return -1;
+        s->frozen = f;
+        if (s->c->model == HV_RP_MYRINET) {
+#define GROW(field)                                                                      \
+    do {                                                                                 \
+        int64_t *q = realloc(s->field, (size_t)cap * sizeof *q);                         \
+        if (!q) return -1;                                                               \
+        s->field = q;                                                                    \
+    } while (0)
+            GROW(uf);
+            GROW(comp_of);
+            GROW(members);
+            GROW(comp_start);
+            GROW(comp_fill);
+            GROW(coef);
+            GROW(hits);
+            GROW(order);
+#undef GROW
+        }
+        s->xcap = cap;
+    }
+    return s->nx++;
+}
+
+static void link_of(const hv_rp_config *c, int32_t a, int32_t b, double *bw, double *lat) {
+    for (int dir = 0; dir < 2 && c->nlinks > 0; dir++) {
+        int64_t key = dir ? (int64_t)b * c->nnodes + a : (int64_t)a * c->nnodes + b;
+        int64_t lo = 0, hi = c->nlinks;
+        while (lo < hi) {
+            int64_t mid = (lo + hi) / 2;
+            if (c->link_key[mid] < key) lo = mid + 1;
+            else hi = mid;
+        }
+        if (lo < c->nlinks && c->link_key[lo] == key) {
+            *bw = c->link_bw[lo];
+            *lat = c->link_lat[lo];
+            return;
+        }
+    }
+    *bw = c->bandwidth;
+    *lat = c->latency;
+}
+
+/* jitSim's advance (hpcvar.sim.jitter_ref.RefTrace.advance) on trace j */
+static int64_t jadvance(const hv_rp_config *c, int64_t j, int64_t o, int64_t t, int64_t w) {
+    if (w == 0) return t;
+    const int64_t *d = c->jtr_d + c->jtr_off[j], *g = c->jtr_g + c->jtr_off[j], *S = c->jtr_S + c->jtr_off[j] + j;
+    int64_t m = c->jtr_off[j + 1] - c->jtr_off[j], L = S[m];
+    int64_t now = o + t, lap = now / L, p = now % L;
+    int64_t lo = 0, hi = m + 1; /* bisect_right(S, p) - 1 */
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (p < S[mid]) hi = mid;
+        else lo = mid + 1;
+    }
+    int64_t k = lo - 1, remaining = w;
+    for (;;) {
+        int64_t base = lap * L + S[k], jend = base + d[k], gend = jend + g[k];
+        if (now < jend) now = jend;
+        int64_t avail = gend - now;
+        if (avail >= remaining) return now + remaining - o;
+        remaining -= avail;
+        now = gend;
+        if (++k == m) k = 0, lap++;
+    }
+}
+
+static void row_flush(hv_rp *s, int64_t task) {
+    if (s->cur_row[task] >= 0) {
+        double st = s->cur_start[task], en = s->cur_end[task];
+        s->c->comm[task] += (en >= 0 ? en : st) - st;
+        s->cur_row[task] = -1;
+    }
+}
+
+static int step(hv_rp *s, int64_t task) {
     hv_rp_config *c = s->c;
     int64_t p = c->pc[task], end = c->task_off[task + 1];
     double t = c->clock[task];
     const int32_t *node = c->node_of;
+    int64_t p0 = p;
+    int rc = 0;
     while (p < end) {
         int k = c->kind[p];
         int64_t row = c->row[p];
-        if (row >= 0 && c->row_start[row] < 0) c->row_start[row] = t;
+        if (row >= 0 && row != s->cur_row[task]) {
+            row_flush(s, task);
+            s->cur_row[task] = row;
+            s->cur_start[task] = t;
+            s->cur_end[task] = -1.0;
+            if (c->row_start) c->row_start[row] = t;
+        }
         if (k == HV_RP_COMPUTE) {
             double d = c->val[p];
+            if (c->njtr > 0) {
+                int64_t tt = (int64_t)(t * 1e9);
+                int64_t w = llrint(d * 1e9);
+                d = (double)(jadvance(c, task % c->njtr, c->jtr_pos[task], tt, w) - tt) * 1e-9;
+            }
             c->pc[task] = p + 1;
             c->clock[task] = t + d;
+            s->ops_done += p + 1 - p0;
             return push(s, t + d, EV_TASK, task, 0);
         }
         if (k == HV_RP_SEND) {
-            int64_t xi = (*xid)++;
+            int64_t xi = xalloc(s);
+            if (xi < 0) return -1;
             hv_xfer *x = &s->x[xi];
             int32_t dst = c->peer[p];
             memset(x, 0, sizeof *x);
@@ -305,13 +684,13 @@ static int step(hv_rp *s, int64_t task, int64_t *xid) {
             x->nbytes = c->val[p];
             x->sreq = c->req[p];
             x->rreq = -1;
-            x->inter = c->inter[p];
-            x->bw = c->bw[p];
-            x->lat = c->lat[p];
+            int32_t a = node[task], b = node[dst];
+            x->inter = a != b;
+            if (a == b) x->bw = c->shm_bandwidth, x->lat = c->shm_latency;
+            else link_of(c, a, b, &x->bw, &x->lat);
             x->eager = c->val[p] <= c->eager;
             x->next = -1;
             x->end = -1.0;
-            (void)node;
             int64_t key = c->key[p];
             int64_t q = s->ur_head[key];
             if (q >= 0) {
@@ -321,8 +700,8 @@ static int step(hv_rp *s, int64_t task, int64_t *xid) {
                 if (start(s, xi, t)) return -1;
             } else {
                 if (s->us_tail[key] >= 0) s->x[s->us_tail[key]].next = xi;
-                else s->us_head[key] = xi;
-                s->us_tail[key] = xi;
+                else s->us_head[key] = (int32_t)xi;
+                s->us_tail[key] = (int32_t)xi;
                 if (x->eager && start(s, xi, t)) return -1;
             }
             if (x->eager) s->done_at[x->sreq] = t;
@@ -331,25 +710,29 @@ static int step(hv_rp *s, int64_t task, int64_t *xid) {
             int64_t xi = s->us_head[key];
             if (xi >= 0) {
                 hv_xfer *x = &s->x[xi];
-                s->us_head[key] = x->next;
+                s->us_head[key] = (int32_t)x->next;
                 if (x->next < 0) s->us_tail[key] = -1;
                 x->rreq = rq;
-                if (x->done) s->done_at[rq] = t > x->end ? t : x->end;
-                else if (!x->started && start(s, xi, t)) return -1;
+                if (x->done) {
+                    s->done_at[rq] = t > x->end ? t : x->end;
+                    xfree(s, xi);
+                } else if (!x->started && start(s, xi, t)) {
+                    return -1;
+                }
             } else {
                 s->ur_next[p] = -1;
-                if (s->ur_tail[key] >= 0) s->ur_next[s->ur_tail[key]] = p;
-                else s->ur_head[key] = p;
-                s->ur_tail[key] = p;
+                if (s->ur_tail[key] >= 0) s->ur_next[s->ur_tail[key]] = (int32_t)p;
+                else s->ur_head[key] = (int32_t)p;
+                s->ur_tail[key] = (int32_t)p;
             }
         } else { /* wait */
             int64_t need = 0, off = c->req[p];
             double latest = t;
-            for (int32_t j = 0; j < c->nwait[p]; j++) {
+            for (int32_t j = 0; j < c->peer[p]; j++) {
                 int64_t rq = c->wreq[off + j];
                 double d = s->done_at[rq];
                 if (d < 0) {
-                    s->waiting[rq] = task;
+                    s->waiting[rq] = (int32_t)task;
                     need++;
                 } else if (d > latest) {
                     latest = d;
@@ -361,16 +744,21 @@ static int step(hv_rp *s, int64_t task, int64_t *xid) {
                 c->pc[task] = p + 1;
                 c->clock[task] = t;
                 s->pending_row[task] = row;
+                s->ops_done += p + 1 - p0;
                 return 0;
             }
-            if (row >= 0) c->row_end[row] = t;
+            if (row >= 0) {
+                s->cur_end[task] = t;
+                if (c->row_end) c->row_end[row] = t;
+            }
         }
         p++;
     }
     c->pc[task] = p;
     c->clock[task] = t;
     c->finished++;
-    return 0;
+    s->ops_done += p - p0;
+    return rc;
 }
 
 int hv_rp_config_size(void) { return (int)sizeof(hv_rp_config); }
@@ -383,23 +771,22 @@ int hv_rp_config_size(void) { return (int)sizeof(hv_rp_config); }
 
 int hv_rp_run(hv_rp_config *c) {
     hv_rp s;
-    int rc = -1;
+    int rc = HV_RP_ENOMEM, e = 0;
     memset(&s, 0, sizeof s);
     s.c = c;
-    int64_t nsend = 0;
-    for (int64_t i = 0; i < c->nops; i++) nsend += c->kind[i] == HV_RP_SEND;
+    s.free_head = -1;
     int64_t nn = c->nnodes;
-    ALLOC(s.x, nsend);
     ALLOC(s.done_at, c->nreqs);
     ALLOC(s.waiting, c->nreqs);
     ALLOC(s.pending_row, c->ntasks);
+    ALLOC(s.cur_row, c->ntasks);
+    ALLOC(s.cur_start, c->ntasks);
+    ALLOC(s.cur_end, c->ntasks);
     ALLOC(s.us_head, c->nkeys);
     ALLOC(s.us_tail, c->nkeys);
     ALLOC(s.ur_head, c->nkeys);
     ALLOC(s.ur_tail, c->nkeys);
     ALLOC(s.ur_next, c->nops);
-    ALLOC(s.active, nsend);
-    ALLOC(s.pen, nsend);
     ALLOC(s.n_out, nn);
     ALLOC(s.n_in, nn);
     ALLOC(s.top, nn);
@@ -409,71 +796,86 @@ int hv_rp_run(hv_rp_config *c) {
     ALLOC(s.cap, 2 * nn);
     ALLOC(s.users, 2 * nn);
     ALLOC(s.touched, 2 * nn);
-    ALLOC(s.frozen, nsend);
+    ALLOC(s.first_src, nn);
+    ALLOC(s.first_dst, nn);
     for (int64_t i = 0; i < c->nreqs; i++) s.done_at[i] = -1.0, s.waiting[i] = -1;
     for (int64_t i = 0; i < c->nkeys; i++) s.us_head[i] = s.us_tail[i] = s.ur_head[i] = s.ur_tail[i] = -1;
-    for (int64_t i = 0; i < c->nrows; i++) c->row_start[i] = c->row_end[i] = -1.0;
+    if (c->row_start)
+        for (int64_t i = 0; i < c->nrows; i++) c->row_start[i] = c->row_end[i] = -1.0;
     for (int64_t t = 0; t < c->ntasks; t++) {
         s.pending_row[t] = -1;
+        s.cur_row[t] = -1;
         c->pc[t] = c->task_off[t];
         c->clock[t] = 0.0;
+        c->comm[t] = 0.0;
         c->blocked[t] = 0;
         c->pen_sum[t] = c->pen_n[t] = 0.0;
         for (int j = 0; j < 4; j++) c->kinds[4 * t + j] = 0;
     }
-    c->nevents = c->finished = c->unmatched = 0;
+    c->nevents = c->finished = c->unmatched = c->error_size = 0;
     c->first_unmatched_op = -1;
     int contention = c->model != HV_RP_NONE;
-    int64_t xid = 0;
     for (int64_t t = 0; t < c->ntasks; t++)
         if (push(&s, 0.0, EV_TASK, t, 0)) goto oom;
+    const int64_t every = (int64_t)1 << 20;
     while (s.heap.n > 0) {
-        hv_ev e = heap_pop(&s.heap);
-        double now = e.t;
+        hv_ev ev = heap_pop(&s.heap);
+        double now = ev.t;
         c->nevents++;
-        if (e.kind == EV_TASK) {
-            int64_t task = e.obj, r = s.pending_row[task];
+        if (c->progress && (c->nevents & (every - 1)) == 0) c->progress(s.ops_done, c->nops);
+        if (ev.kind == EV_TASK) {
+            int64_t task = ev.obj, r = s.pending_row[task];
             if (r >= 0) {
-                c->row_end[r] = c->clock[task];
+                s.cur_end[task] = c->clock[task];
+                if (c->row_end) c->row_end[r] = c->clock[task];
                 s.pending_row[task] = -1;
             }
-            if (step(&s, task, &xid)) goto oom;
-        } else if (e.kind == EV_LATENCY) {
-            hv_xfer *x = &s.x[e.obj];
+            if (step(&s, task)) goto oom;
+        } else if (ev.kind == EV_LATENCY) {
+            hv_xfer *x = &s.x[ev.obj];
             x->data_start = now;
             if (x->inter && contention) {
                 x->remaining = x->nbytes;
                 x->last = now;
                 x->rate = 0.0;
-                s.active[s.nactive++] = e.obj;
-                if (recompute(&s, now)) goto oom;
-            } else if (push(&s, now + x->nbytes / x->bw, EV_FINISH, e.obj, 0)) {
+                s.active[s.nactive++] = ev.obj;
+                if ((e = recompute(&s, now))) goto fail;
+            } else if (push(&s, now + x->nbytes / x->bw, EV_FINISH, ev.obj, 0)) {
                 goto oom;
             }
-        } else if (e.kind == EV_DATA_END) {
-            hv_xfer *x = &s.x[e.obj];
-            if (e.ver != x->version || x->done) continue;
+        } else if (ev.kind == EV_DATA_END) {
+            hv_xfer *x = &s.x[ev.obj];
+            if (ev.ver != x->version || x->done) continue;
             int64_t k = 0;
-            while (s.active[k] != e.obj) k++;
+            while (s.active[k] != ev.obj) k++;
             memmove(&s.active[k], &s.active[k + 1], (size_t)(s.nactive - k - 1) * sizeof *s.active);
             s.nactive--;
-            if (finish(&s, e.obj, now) || recompute(&s, now)) goto oom;
-        } else if (finish(&s, e.obj, now)) {
+            if (finish(&s, ev.obj, now)) goto oom;
+            if ((e = recompute(&s, now))) goto fail;
+        } else if (finish(&s, ev.obj, now)) {
             goto oom;
         }
     }
+    for (int64_t t = 0; t < c->ntasks; t++) row_flush(&s, t);
     for (int64_t key = 0; key < c->nkeys; key++)
         for (int64_t xi = s.us_head[key]; xi >= 0; xi = s.x[xi].next) {
             c->unmatched++;
             if (c->first_unmatched_op < 0 || s.x[xi].op < c->first_unmatched_op) c->first_unmatched_op = s.x[xi].op;
         }
-    rc = 0;
+    if (c->progress) c->progress(s.ops_done, c->nops);
+    rc = HV_RP_OK;
+    goto oom;
+fail:
+    rc = e;
 oom:
     free(s.heap.a);
     free(s.x);
     free(s.done_at);
     free(s.waiting);
     free(s.pending_row);
+    free(s.cur_row);
+    free(s.cur_start);
+    free(s.cur_end);
     free(s.us_head);
     free(s.us_tail);
     free(s.ur_head);
@@ -481,6 +883,7 @@ oom:
     free(s.ur_next);
     free(s.active);
     free(s.pen);
+    free(s.frozen);
     free(s.n_out);
     free(s.n_in);
     free(s.top);
@@ -490,6 +893,16 @@ oom:
     free(s.cap);
     free(s.users);
     free(s.touched);
-    free(s.frozen);
+    free(s.uf);
+    free(s.first_src);
+    free(s.first_dst);
+    free(s.comp_of);
+    free(s.members);
+    free(s.comp_start);
+    free(s.comp_fill);
+    free(s.bits);
+    free(s.coef);
+    free(s.hits);
+    free(s.order);
     return rc;
 }

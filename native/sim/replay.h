@@ -1,53 +1,104 @@
-/* Application replay core: the discrete-event engine of hpcvar.sim.app in C.
+/* Application replay core: the discrete-event engine of hpcvar.sim.replay_ref in C, and the
+ * lowering of trace rows into its op arrays.
  *
- * The Python engine (hpcvar.sim.app.Simulator, engine "python") is the reference: this core
+ * The Python engine (hpcvar.sim.replay_ref, Simulator(engine="python")) is the reference: this core
  * processes the same events in the same order (a binary heap ordered by time, then insertion
  * counter) with the same floating-point operations, so both give the same times (tests compare
- * them). Inputs are the lowered per-task op lists encoded as flat arrays by
- * hpcvar.sim.app.encode(); models: none, maxmin, gige (myrinet and jitter stay in Python). */
+ * them). Models: none, maxmin, gige, myrinet (Stop&Go, exact or sampled, as
+ * hpcvar.models.sharing); OS jitter on compute (jitSim's advance, as hpcvar.sim.jitter_ref). */
 #ifndef HV_REPLAY_H
 #define HV_REPLAY_H
 
 #include <stdint.h>
 
 enum { HV_RP_COMPUTE = 0, HV_RP_SEND = 1, HV_RP_RECV = 2, HV_RP_WAIT = 3 };
-enum { HV_RP_NONE = 0, HV_RP_MAXMIN = 1, HV_RP_GIGE = 2 };
+enum { HV_RP_NONE = 0, HV_RP_MAXMIN = 1, HV_RP_GIGE = 2, HV_RP_MYRINET = 3 };
+enum { HV_RP_OK = 0, HV_RP_ENOMEM = -1, HV_RP_ESTATES = -2 };
+
+typedef void (*hv_rp_progress_fn)(int64_t ops_done, int64_t nops);
 
 typedef struct {
     /* sizes */
     int64_t ntasks, nops, nreqs, nkeys, nrows, nnodes;
     /* model */
-    int32_t model, pad0;
+    int32_t model, myr_method;     /* myrinet: 0 exact, 1 sample */
     double beta, gamma_in, gamma_out;
+    int64_t myr_max_states, myr_samples, myr_seed;
     double eager; /* bytes: messages up to this size are eager */
+    /* cluster: Cluster.link semantics (links[(a, b)] first, then links[(b, a)], then the defaults) */
+    double bandwidth, latency, shm_bandwidth, shm_latency;
+    int64_t nlinks;
+    const int64_t *link_key; /* a * nnodes + b, sorted ascending */
+    const double *link_bw, *link_lat;
     /* ops of task t: [task_off[t], task_off[t+1]) */
     const int64_t *task_off;
     const int8_t *kind;   /* HV_RP_* per op */
-    const int32_t *peer;  /* send: destination task; recv: source task */
+    const int32_t *peer;  /* send: destination task; recv: source task; wait: number of requests */
     const double *val;    /* compute: seconds; send/recv: bytes */
-    const int64_t *key;   /* send/recv: match key id in [0, nkeys) */
-    const int64_t *req;   /* send/recv: request id; wait: offset into wreq */
-    const int32_t *nwait; /* wait: number of requests */
-    const int64_t *wreq;  /* request ids of the waits */
-    const int64_t *row;   /* trace row id in [0, nrows) or -1 */
-    const double *bw;     /* send: bandwidth of this message (bytes/s) */
-    const double *lat;    /* send: latency of this message (s) */
-    const int8_t *inter;  /* send: 1 if it crosses the network */
+    const int32_t *key;   /* send/recv: match key id in [0, nkeys) */
+    const int32_t *req;   /* send/recv: request id in [0, nreqs); wait: offset into wreq */
+    const int32_t *wreq;  /* request ids of the waits */
+    const int32_t *row;   /* trace row id in [0, nrows) or -1 */
     const int32_t *node_of; /* node of each task */
+    /* OS jitter (njtr = 0: none): trace j has events [jtr_off[j], jtr_off[j+1]) of d (jitter) and g
+     * (gap) in ns, starts S at jtr_off[j] + j .. jtr_off[j+1] + j (S[0] = 0, last = the length);
+     * task i uses trace i mod njtr from position jtr_pos[i]. */
+    int64_t njtr;
+    const int64_t *jtr_off, *jtr_d, *jtr_g, *jtr_S, *jtr_pos;
     /* outputs (arrays given by the caller) */
     double *clock;     /* ntasks: time each task ends */
-    double *row_start; /* nrows: -1 if the row was never reached */
-    double *row_end;   /* nrows: -1 if never ended */
+    double *comm;      /* ntasks: simulated time inside the task's MPI rows */
+    double *row_start; /* nrows or NULL: -1 if the row was never reached */
+    double *row_end;   /* nrows or NULL: -1 if never ended */
     double *pen_sum, *pen_n; /* ntasks */
     int64_t *kinds;    /* ntasks x 4: conflicts met by the task's inter-node sends: none, out, in, in-out */
     int64_t *pc;       /* ntasks: next op (diagnostics) */
     int64_t *blocked;  /* ntasks: requests a blocked task still waits for */
-    int64_t nevents, finished, unmatched, first_unmatched_op;
+    int64_t nevents, finished, unmatched, first_unmatched_op, error_size;
+    hv_rp_progress_fn progress; /* or NULL: called every 2^20 events */
 } hv_rp_config;
 
-/* Runs the replay. 0 on success (deadlocks and unmatched sends are reported through
- * finished < ntasks and unmatched > 0), -1 if memory runs out. */
+/* Runs the replay. HV_RP_OK on success (deadlocks and unmatched sends are reported through
+ * finished < ntasks and unmatched > 0), HV_RP_ENOMEM if memory runs out, HV_RP_ESTATES if a
+ * myrinet component has more than myr_max_states exact states (error_size: its size). */
 int hv_rp_run(hv_rp_config *c);
 int hv_rp_config_size(void);
+
+/* ---- lowering: trace rows (sorted by task, then seq = 0, 1, ...) -> the op arrays above ---- */
+
+typedef struct {
+    int64_t nrows, ntasks;
+    int32_t algo, pad0; /* 0 binomial, 1 recdoub, 2 ring */
+    const int64_t *row_off; /* ntasks + 1: rows of task t */
+    const int8_t *op;       /* op codes of hpcvar.traces.native.OPS */
+    const int32_t *peer, *tag, *comm;
+    const int64_t *bytes, *t_start, *t_end, *req;
+    int64_t ncomms;
+    const int32_t *comm_id;   /* sorted ascending */
+    const int64_t *comm_off;  /* ncomms + 1 into comm_mem */
+    const int32_t *comm_mem;  /* world ranks of the members */
+    /* outputs: counted by the first pass (ops == NULL), filled by the second */
+    int64_t nops, nwreq, nkeys, nreqs;
+    int64_t *task_off;
+    int8_t *kind;
+    int32_t *peer_out;
+    double *val;
+    int32_t *key;
+    int32_t *req_out, *wreq;
+    int32_t *row;
+    /* the measured side, in the same pass (fill pass): per task the union of its MPI rows' [t_start,
+     * t_end] (init/finalize excluded; ns, summed as hpcvar.sim.app.mpi_time_s does), the first start and
+     * the last end of all its rows; mpi_unsorted = 1 if some task's MPI rows are not in (t_start, t_end)
+     * order (the union then needs a sort: the caller uses mpi_time_s) */
+    double *mpi_ns;
+    int64_t *first_start, *last_end;
+    int32_t mpi_unsorted, pad2;
+    /* errors: code and row */
+    int32_t err, pad1; /* 1 recv from a non-task, 2 comm not described, 3 not a member */
+    int64_t err_row;
+} hv_rp_lower_config;
+
+int hv_rp_lower(hv_rp_lower_config *c);
+int hv_rp_lower_config_size(void);
 
 #endif

@@ -94,7 +94,7 @@ KINDS: dict[str, Kind] = {k.command: k for k in [
          metrics=f"{_R}.metrics:noise_metrics"),
     Kind("sim jitter", "jitSim prediction", job="hpcvar.sim.jitter_job:run_job",
          render="hpcvar.sim.jitter_report:render_jitter", section="hpcvar.sim.jitter_report:jitter_section"),
-    Kind("sim app", "Application replay",
+    Kind("sim app", "Application replay", job="hpcvar.sim.app_job:run_job",
          render="hpcvar.sim.app_report:render_app", section="hpcvar.sim.app_report:app_section"),
 ]}
 

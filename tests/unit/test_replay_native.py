@@ -1,4 +1,5 @@
-"""The C replay core (native/sim/replay.c) against the Python reference engine: same times, same errors."""
+"""The C replay core (native/sim/replay.c, lower.c) against the Python reference engine (sim/replay_ref.py):
+same lowered ops, same times, same errors, for every model (myrinet exact and sampled) and jitter alignment."""
 
 from __future__ import annotations
 
@@ -7,7 +8,10 @@ import pytest
 
 from hpcvar.errors import InputFileError, UsageError
 from hpcvar.sim import replay_native
-from hpcvar.sim.app import Cluster, Simulator, lower, mapping
+from hpcvar.models.sharing import ModelLimitError
+from hpcvar.sim.app import Cluster, Simulator, lower, mapping, measured
+from hpcvar.sim.jitter_ref import RefTrace, offsets
+from hpcvar.sim.replay_jitter import ReplayJitter
 from hpcvar.traces.native import Trace, make_events
 
 pytestmark = pytest.mark.skipif(not replay_native.available(),
@@ -17,7 +21,7 @@ COLLS = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgat
          "allgatherv", "alltoallv", "scatterv"]
 
 
-def random_rows(rng: np.random.Generator, n: int, rounds: int) -> list[dict]:
+def random_rows(rng: np.random.Generator, n: int, rounds: int, comms=(0,)) -> list[dict]:
     """A trace that cannot deadlock: rounds of nonblocking exchanges (random pairs, random sizes around
     the eager limit), blocking sends to a higher rank, sendrecv rings, and collectives, with random compute."""
     rows: list[list[dict]] = [[dict(task=t, op="init", t_start_ns=0, t_end_ns=0)] for t in range(n)]
@@ -48,8 +52,9 @@ def random_rows(rng: np.random.Generator, n: int, rounds: int) -> list[dict]:
             op = str(rng.choice(COLLS))
             root = int(rng.integers(0, n))
             nb = int(rng.choice([8, 5000, 200_000]))
+            comm = int(rng.choice(comms))
             for t in range(n):
-                add(t, op=op, peer=root, bytes=nb)
+                add(t, op=op, peer=root, bytes=nb, comm=comm)
         elif kind == 2:  # sendrecv around a ring
             nb = int(rng.choice([64, 100_000]))
             for t in range(n):
@@ -88,20 +93,166 @@ def same(py, nat):
             assert nat.row_end[r] == pytest.approx(py.row_end[r], rel=1e-9, abs=1e-18)
 
 
-@pytest.mark.parametrize("seed", range(12))
-@pytest.mark.parametrize("model", ["none", "maxmin", "gige"])
-def test_random_traces_give_identical_results(seed, model):
+def exactly(py, nat):
+    """Bit-for-bit: the core does the reference's floating-point operations in the same order."""
+    assert nat.total_s.tolist() == py.total_s.tolist()
+    assert nat.comm_s.tolist() == py.comm_s.tolist()
+    assert nat.avg_penalty.tolist() == py.avg_penalty.tolist()
+    assert nat.conflicts == py.conflicts and nat.events == py.events
+    assert dict(nat.row_start) == py.row_start and dict(nat.row_end) == py.row_end
+
+
+MODEL_PARAMS = {"none": [None], "maxmin": [None], "gige": [None, {"beta": 0.8, "gamma_in": 0.05, "gamma_out": 0.2}],
+                "myrinet": [None, {"method": "sample", "samples": 300, "seed": 7}]}
+
+
+def random_case(seed, model, rounds=12):
     rng = np.random.default_rng(seed)
     n = int(rng.integers(2, 8))
-    tr = Trace(make_events(random_rows(rng, n, 12)), n)
+    tr = Trace(make_events(random_rows(rng, n, rounds)), n)
     nodes = int(rng.integers(1, n + 1))
     cl = Cluster(nodes, -(-n // nodes), 1e9, float(rng.choice([0.0, 2e-6])), 5e9, 5e-7,
                  links={(0, nodes - 1): (4e8, 1e-5)} if nodes > 1 and seed % 2 else {})
+    params = MODEL_PARAMS[model][seed % len(MODEL_PARAMS[model])]
+    return rng, tr, cl, params
+
+
+@pytest.mark.parametrize("seed", range(12))
+@pytest.mark.parametrize("model", ["none", "maxmin", "gige", "myrinet"])
+def test_random_traces_give_identical_results(seed, model):
+    _, tr, cl, params = random_case(seed, model)
     for mp in ("rrn", "rrp", "random"):
-        node_of = mapping(mp, n, cl, seed)
+        node_of = mapping(mp, tr.ntasks, cl, seed)
         algo = ("binomial", "recdoub", "ring")[seed % 3]
-        params = {"beta": 0.8, "gamma_in": 0.05, "gamma_out": 0.2} if model == "gige" and seed % 2 else None
-        same(*both(tr, cl, node_of, model, algo=algo, eager_bytes=65536, params=params))
+        py, nat = both(tr, cl, node_of, model, algo=algo, eager_bytes=65536, params=params)
+        same(py, nat)
+        exactly(py, nat)
+
+
+def canonical(enc: replay_native.Encoded) -> dict:
+    """The arrays with keys and requests renumbered by first use (the two lowerings number them apart)."""
+    def renumber(ids):
+        ids = np.asarray(ids)
+        pos = ids >= 0
+        _, first, inv = np.unique(ids[pos], return_index=True, return_inverse=True)
+        rank = np.argsort(np.argsort(first))
+        out = ids.copy()
+        out[pos] = rank[inv]
+        return out
+
+    is_post = (enc.kind == 1) | (enc.kind == 2)
+    reqs = np.where(is_post, enc.req, -1)
+    # requests in order of first use: posts and wait lists interleaved in op order
+    seq = []
+    for i in range(len(enc.kind)):
+        if is_post[i]:
+            seq.append(int(enc.req[i]))
+        elif enc.kind[i] == 3:
+            seq.extend(enc.wreq[enc.req[i]:enc.req[i] + enc.peer[i]].tolist())
+    first = {}
+    for r in seq:
+        first.setdefault(r, len(first))
+    return {"task_off": enc.task_off.tolist(), "kind": enc.kind.tolist(), "peer": enc.peer.tolist(),
+            "val": enc.val.tolist(), "row": enc.row.tolist(), "key": renumber(enc.key).tolist(),
+            "reqs": [first[r] for r in seq], "post_req": [first[r] for r in reqs[is_post].tolist()],
+            "rows": [x.tolist() for x in enc.row_ids()]}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_c_lowering_gives_the_reference_ops(seed):
+    rng = np.random.default_rng(100 + seed)
+    n = int(rng.integers(2, 9))
+    tr = Trace(make_events(random_rows(rng, n, 15, comms=(0, 1))), n, comms={1: list(range(n))[::-1]})
+    for algo in ("binomial", "recdoub", "ring"):
+        ref = replay_native.encode(lower(tr, algo)[0])
+        nat = replay_native.lower_native(tr, algo)
+        assert canonical(nat) == canonical(ref)
+        assert nat.nkeys == ref.nkeys
+        # the measured side from the same pass: bit for bit what mpi_time_s and measured() give
+        total, comm = measured(tr)
+        if nat.measured is not None:
+            assert nat.measured[0].tolist() == total.tolist() and nat.measured[1].tolist() == comm.tolist()
+
+
+def test_c_lowering_reports_bad_rows_like_the_reference():
+    rows = [dict(task=0, op="init"), dict(task=0, op="recv", peer=5, bytes=8), dict(task=0, op="finalize")]
+    tr = Trace(make_events(rows), 1)
+    for fn in (lambda: lower(tr), lambda: replay_native.lower_native(tr)):
+        with pytest.raises(InputFileError, match=r"task 0 seq 1: recv from peer 5 \(not a task\)"):
+            fn()
+    rows = [dict(task=0, op="init"), dict(task=0, op="bcast", comm=3, bytes=8), dict(task=0, op="finalize")]
+    tr = Trace(make_events(rows), 1)
+    for fn in (lambda: lower(tr), lambda: replay_native.lower_native(tr)):
+        with pytest.raises(InputFileError, match="communicator 3 is not described"):
+            fn()
+    tr = Trace(make_events(rows), 2, comms={3: [1]})
+    for fn in (lambda: lower(tr), lambda: replay_native.lower_native(tr)):
+        with pytest.raises(InputFileError, match="task 0 seq 1: task is not a member of communicator 3"):
+            fn()
+
+
+def random_jitter(rng, ntasks, align, seed, replica):
+    k = int(rng.integers(1, 4))
+    refs = []
+    for _ in range(k):
+        m = int(rng.integers(1, 6))
+        refs.append(RefTrace(rng.integers(0, 2000, m), rng.integers(1, 5000, m)))
+    win = int(rng.integers(1, 3000)) if align == "cosched" else 0
+    org = int(rng.integers(0, min(r.L for r in refs))) if align == "cosched" else 0
+    return ReplayJitter(refs, offsets(refs, ntasks, align, seed, replica, win, org))
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("align", ["unsync", "sync", "cosched"])
+def test_jitter_replay_gives_identical_results(seed, align):
+    model = ("none", "maxmin", "gige", "myrinet")[seed % 4]
+    rng, tr, cl, params = random_case(seed, model)
+    for replica in range(2):
+        jit = random_jitter(rng, tr.ntasks, align, seed, replica)
+        node_of = mapping("rrn", tr.ntasks, cl, seed)
+        py, nat = both(tr, cl, node_of, model, params=params, jitter=jit)
+        exactly(py, nat)
+
+
+def test_myrinet_state_limit_is_the_same_error():
+    rows = []
+    n = 8  # 4 senders x 4 receivers, every pair: one component of 16 communications
+    for t in range(n):
+        rows.append(dict(task=t, op="init"))
+    for s in range(4):
+        for d in range(4, 8):
+            rows.append(dict(task=s, op="isend", peer=d, bytes=10**6))
+            rows.append(dict(task=d, op="irecv", peer=s, bytes=10**6))
+    for t in range(n):
+        rows.append(dict(task=t, op="finalize"))
+    tr = Trace(make_events(rows), n)
+    cl = Cluster(n, 1, 1e9, 0.0)
+    msgs = []
+    for engine in ("python", "native"):
+        with pytest.raises(ModelLimitError, match=r"a conflict component of \d+ communications has more than 3 Stop&Go") \
+                as e:
+            Simulator(tr, cl, list(range(n)), "myrinet", {"max_states": 3}, eager_bytes=0, engine=engine).run()
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+
+
+def test_property_random_traces_agree():
+    """hypothesis: random traces, clusters, mappings, models and jitter; both engines bit for bit."""
+    hyp = pytest.importorskip("hypothesis")
+    st = hyp.strategies
+
+    @hyp.settings(max_examples=40, deadline=None, derandomize=True)
+    @hyp.given(seed=st.integers(0, 2**31), model=st.sampled_from(["none", "maxmin", "gige", "myrinet"]),
+               mp=st.sampled_from(["rrn", "rrp", "random"]), algo=st.sampled_from(["binomial", "recdoub", "ring"]),
+               eager=st.sampled_from([0, 4096, 65536, 1 << 30]),
+               align=st.sampled_from([None, "unsync", "sync", "cosched"]), rounds=st.integers(1, 10))
+    def check(seed, model, mp, algo, eager, align, rounds):
+        rng, tr, cl, params = random_case(seed, model, rounds)
+        node_of = mapping(mp, tr.ntasks, cl, seed)
+        jit = random_jitter(rng, tr.ntasks, align, seed, 0) if align else None
+        exactly(*both(tr, cl, node_of, model, algo=algo, eager_bytes=eager, params=params, jitter=jit))
+
+    check()
 
 
 def test_hand_worked_fanout_under_maxmin_and_gige():
@@ -141,10 +292,12 @@ def test_engine_choice():
     tr = Trace(make_events(rows), 1)
     cl = Cluster(1, 1, 1e9, 0.0)
     assert Simulator(tr, cl, [0], model="maxmin").engine == "native"
-    assert Simulator(tr, cl, [0], model="myrinet").engine == "python"
-    assert Simulator(tr, cl, [0], jitter=lambda t, s, d: d).engine == "python"
-    with pytest.raises(UsageError, match="does not do model 'myrinet'"):
-        Simulator(tr, cl, [0], model="myrinet", engine="native")
+    assert Simulator(tr, cl, [0], model="myrinet").engine == "native"
+    jit = ReplayJitter([RefTrace([1], [9])], [0])
+    assert Simulator(tr, cl, [0], jitter=jit).engine == "native"
+    assert Simulator(tr, cl, [0], jitter=lambda t, s, d: d).engine == "python"  # any callable: the reference
+    with pytest.raises(UsageError, match="takes jitter only as a ReplayJitter"):
+        Simulator(tr, cl, [0], jitter=lambda t, s, d: d, engine="native")
     with pytest.raises(UsageError, match="unknown replay engine"):
         Simulator(tr, cl, [0], engine="gpu")
 

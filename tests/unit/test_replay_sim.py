@@ -31,7 +31,7 @@ def engine(request):
 
 def _sim(rows, ntasks, cluster, model="none", mapping_kind="rrn", eager=0, algo="binomial"):
     tr = Trace(make_events(rows), ntasks)
-    engine = ENGINE["name"] if model != "myrinet" else "python"
+    engine = ENGINE["name"]
     return Simulator(tr, cluster, mapping(mapping_kind, ntasks, cluster), model=model, eager_bytes=eager,
                      algo=algo, engine=engine).run()
 
@@ -205,7 +205,7 @@ def test_per_link_bandwidth_is_used():
 
 
 def test_jitter_stretches_compute_with_jitsim_semantics(tmp_path):
-    from hpcvar.cli.sim_app import _jitter
+    from hpcvar.sim.replay_jitter import jitter_factory as _jitter
 
     f = tmp_path / "j.txt"
     f.write_text("100 900\n")  # 100 ns of jitter every 1000 ns (cycles at 1 GHz): 10% noise

@@ -1,35 +1,19 @@
 """Application replay: a discrete-event simulation of an event trace on a cluster.
 
-Reading of the paper (Vienne et al. 2008, section VI-A) and of the issue, as
-implemented here and documented in docs/replay.md:
-
-* Each task replays its trace rows in order. Compute = the gap between a row's
-  start and the previous row's end in the measured trace (optionally stretched
-  by OS jitter). Blocking calls are lowered to nonblocking ones plus a wait;
-  collectives to point-to-point steps (hpcvar.traces.collectives).
-* A message of ``b`` bytes from task s to task d: messages up to ``eager_bytes``
-  start when the send is posted and the send completes at once (buffered);
-  larger ones start when both the send and the matching receive are posted,
-  and the send completes with the transfer. A transfer is a latency phase
-  (alpha, not shared) then a data phase of ``b`` bytes.
-* Inter-node data phases form the conflict graph: whenever one starts or
-  ends, the penalties of all active ones are recomputed with
-  ``hpcvar.models.sharing.penalties`` (model gige, myrinet or maxmin; ``none``
-  = no sharing) and each progresses at link bandwidth / penalty.
-* Intra-node messages take shm_latency + b / shm_bandwidth and never enter
-  the conflict graph.
-* Matching is MPI's: per (source, destination, communicator, tag) in order.
+This module holds the cluster, the mappings, the measured side (S_m, E_abs) and ``Simulator``, which
+picks an engine: the C core (``hpcvar.sim.replay_native``: lowering in native/sim/lower.c, the replay in
+native/sim/replay.c) or the Python reference (``hpcvar.sim.replay_ref``: ``lower`` and ``RefEngine``,
+where the semantics are written down). docs/replay.md describes both and what the tests guarantee.
 """
 
 from __future__ import annotations
 
-import heapq
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hpcvar.errors import InputFileError, UsageError, read_user_text
-from hpcvar.traces import collectives
+from hpcvar.sim.replay_ref import RefEngine, Result, Xfer, lower  # noqa: F401 (re-exported)
 from hpcvar.traces.native import Trace
 
 MODELS = ("none", "gige", "myrinet", "maxmin")
@@ -151,142 +135,15 @@ def load_mapping(path: str, ntasks: int, cluster: Cluster) -> list[int]:
     return [out[t] for t in range(ntasks)]
 
 
-# ---- lowering: trace rows -> per-task op lists ----
-# op tuples: ("c", seconds, row) compute; ("s", dst, bytes, key, req, row) post a send;
-# ("r", src, bytes, key, req, row) post a receive; ("w", reqs, row) wait for all reqs.
-
-def lower(trace: Trace, algo: str = "binomial") -> tuple[list[list[tuple]], dict]:
-    """Per-task op lists and per-row facts (measured durations)."""
-    if algo not in collectives.ALGORITHMS:
-        raise UsageError(f"unknown collective algorithm '{algo}'", "--collectives",
-                         f"Use one of {', '.join(collectives.ALGORITHMS)}")
-    ev = trace.events
-    tasks: list[list[tuple]] = [[] for _ in range(trace.ntasks)]
-    member_index = {c: {w: i for i, w in enumerate(m)} for c, m in trace.comms.items()}
-    order = np.lexsort((ev["seq"].to_numpy(), ev["task"].to_numpy()))
-    cols = {c: ev[c].to_numpy()[order].tolist() for c in ("task", "seq", "peer", "bytes", "tag", "comm",
-                                                          "t_start_ns", "t_end_ns", "req")}
-    ops = ev["op"].to_numpy()[order].tolist()
-    coll_count: dict[tuple[int, int], int] = {}
-    prev_end: dict[int, int] = {}
-    c_task, c_seq, c_ts, c_te = cols["task"], cols["seq"], cols["t_start_ns"], cols["t_end_ns"]
-    c_peer, c_bytes, c_tag, c_comm, c_req = cols["peer"], cols["bytes"], cols["tag"], cols["comm"], cols["req"]
-    for i in range(len(ops)):
-        t = c_task[i]
-        op = ops[i]
-        seq = c_seq[i]
-        row = (t, seq)
-        ts, te = c_ts[i], c_te[i]
-        lst = tasks[t]
-        if t in prev_end:
-            gap = ts - prev_end[t]
-            if gap > 0:
-                lst.append(("c", gap * 1e-9, None))
-        prev_end[t] = max(te, prev_end.get(t, te))
-        peer, b, tag, comm = c_peer[i], c_bytes[i], c_tag[i], c_comm[i]
-        if op in ("init", "finalize"):
-            lst.append(("w", (), row))
-        elif op in ("send", "isend", "sendrecv"):
-            if peer < 0 or peer >= trace.ntasks:
-                lst.append(("w", (), row))
-                continue
-            key = (t, peer, comm, tag)
-            rq = ("r", t, seq)
-            lst.append(("s", peer, b, key, rq, row))
-            if op == "send":
-                lst.append(("w", (rq,), row))
-        elif op in ("recv", "irecv", "sendrecv_recv"):
-            if peer < 0 or peer >= trace.ntasks:
-                if op == "irecv":  # a receive from MPI_PROC_NULL completes at once
-                    lst.append(("w", (), row))
-                    continue
-                raise InputFileError(f"task {t} seq {seq}: {op} from peer {peer} (not a task)", trace.source or
-                                     "trace", todo="Record the trace with hpcvar trace (it resolves MPI_ANY_SOURCE)")
-            key = (peer, t, comm, tag)
-            rq = ("r", t, seq)
-            lst.append(("r", peer, b, key, rq, row))
-            if op == "recv":
-                lst.append(("w", (rq,), row))
-            elif op == "sendrecv_recv":
-                lst.append(("w", (("r", t, seq - 1), rq), row))
-        elif op == "wait":
-            r = c_req[i]
-            lst.append(("w", (("r", t, r),) if r >= 0 else (), row))
-        else:  # collective
-            members = trace.comms.get(comm)
-            if members is None:
-                raise InputFileError(f"task {t} seq {seq}: communicator {comm} is not described", trace.source or
-                                     "trace", todo="Re-merge the trace (its comms metadata is incomplete)")
-            me = member_index[comm].get(t)
-            if me is None:
-                raise InputFileError(f"task {t} seq {seq}: task is not a member of communicator {comm}",
-                                     trace.source or "trace", todo="Re-merge the trace")
-            k = coll_count.get((t, comm), 0)
-            coll_count[(t, comm)] = k + 1
-            root = member_index[comm].get(peer, 0) if peer >= 0 else 0
-            n = len(members)
-            steps = collectives.steps(op, n, me, root, b, algo)
-            if not steps:
-                lst.append(("w", (), row))
-            for si, (sends, recvs) in enumerate(steps):
-                reqs = []
-                for j, (p, nb) in enumerate(sends):
-                    dst = members[p]
-                    rq = ("c", t, seq, si, "s", j)
-                    lst.append(("s", dst, nb, ("C", comm, k, t, dst), rq, row))
-                    reqs.append(rq)
-                for j, (p, nb) in enumerate(recvs):
-                    src = members[p]
-                    rq = ("c", t, seq, si, "r", j)
-                    lst.append(("r", src, nb, ("C", comm, k, src, t), rq, row))
-                    reqs.append(rq)
-                lst.append(("w", tuple(reqs), row))
-    return tasks, {}
-
-
-# ---- the engine ----
-
-@dataclass(slots=True)
-class Xfer:
-    src: int
-    dst: int
-    nbytes: float
-    sreq: tuple
-    srow: tuple
-    inter: bool
-    bw: float
-    lat: float
-    send_done_at_post: bool
-    rreq: tuple | None = None
-    started: bool = False
-    done: bool = False
-    remaining: float = 0.0
-    rate: float = 0.0
-    last: float = 0.0
-    version: int = 0
-    data_start: float = 0.0
-    kind: str = "none"
-    end: float = -1.0
-
-
-@dataclass
-class Result:
-    ntasks: int
-    node_of: list[int]
-    total_s: np.ndarray
-    comm_s: np.ndarray
-    row_start: dict
-    row_end: dict
-    conflicts: list[dict]
-    avg_penalty: np.ndarray
-    events: int
-    timeline: list[tuple] = field(default_factory=list)  # (task, row, op, start_s, end_s)
-
-
 class Simulator:
+    """One replay: a trace on a cluster under a mapping and a model. ``lowered`` (the reference's op lists)
+    and ``encoded`` (the C core's arrays) are computed on first use when not given; both depend only on the
+    trace and the collective algorithm, so callers pass them along to replay one trace many times."""
+
     def __init__(self, trace: Trace, cluster: Cluster, node_of: list[int], model: str = "none",
                  params: dict | None = None, algo: str = "binomial", eager_bytes: int = 65536,
-                 jitter=None, lowered=None, engine: str = "auto", encoded=None):
+                 jitter=None, lowered=None, engine: str = "auto", encoded=None, keep_rows: bool = True,
+                 progress=None):
         if engine not in ENGINES:
             raise UsageError(f"unknown replay engine '{engine}'", "--engine", f"Use one of {', '.join(ENGINES)}")
         if model not in MODELS:
@@ -295,24 +152,33 @@ class Simulator:
             raise UsageError(f"the mapping covers {len(node_of)} tasks, the trace has {trace.ntasks}", "--mapping",
                              "Map every task")
         self.trace, self.cluster, self.node_of = trace, cluster, node_of
-        self.model, self.params, self.eager = model, params, eager_bytes
-        self.ops = lowered if lowered is not None else lower(trace, algo)[0]
-        self.jitter = jitter  # callable(task, start_s, dur_s) -> stretched dur_s, or None
+        self.model, self.params, self.eager, self.algo = model, params, eager_bytes, algo
+        self._ops = lowered
+        self.jitter = jitter  # a ReplayJitter (both engines), any callable(task, start_s, dur_s) (Python), or None
         self.encoded = encoded
+        self.keep_rows, self.progress = keep_rows, progress
         self.engine = self.engine_for(engine)
 
-    def engine_for(self, engine: str) -> str:
-        """The engine that runs: native (C core) for none/maxmin/gige without jitter when libhv_replay.so is
-        installed; else python (the reference). 'native' where the core cannot run is a usage error."""
-        from hpcvar.sim import replay_native
+    @property
+    def ops(self) -> list[list[tuple]]:
+        if self._ops is None:
+            self._ops = lower(self.trace, self.algo)[0]
+        return self._ops
 
-        fits = self.model in replay_native.MODEL_CODES and self.jitter is None
+    def engine_for(self, engine: str) -> str:
+        """The engine that runs: native (the C core: every model, jitter given as a ReplayJitter) when
+        libhv_replay.so is installed; else python (the reference). 'native' where the core cannot run is a
+        usage error."""
+        from hpcvar.sim import replay_native
+        from hpcvar.sim.replay_jitter import ReplayJitter
+
+        fits = self.model in replay_native.MODEL_CODES and (self.jitter is None or isinstance(self.jitter,
+                                                                                              ReplayJitter))
         if engine == "python" or (engine == "auto" and not fits):
             return "python"
         if not fits:
-            raise UsageError(f"the native replay core does not do model '{self.model}'"
-                             + (" with jitter" if self.jitter is not None else ""), "--engine",
-                             "Use --engine auto or python (myrinet and --jitter run in the Python engine)")
+            raise UsageError("the native replay core takes jitter only as a ReplayJitter (a jitter trace)",
+                             "--engine", "Use --engine auto or python")
         if engine == "native":
             replay_native.lib()  # a clear MissingToolError if it is not installed
             return "native"
@@ -323,256 +189,61 @@ class Simulator:
             from hpcvar.sim import replay_native
 
             if self.encoded is None:
-                self.encoded = replay_native.encode(self.ops)
-            return replay_native.run(self, self.encoded)
+                self.encoded = replay_native.lower_native(self.trace, self.algo) if self._ops is None \
+                    else replay_native.encode(self._ops)
+            return replay_native.run(self, self.encoded, self.keep_rows, self.progress)
         return self.run_python()
 
     def run_python(self) -> Result:
-        """The reference engine (pure Python)."""
-        ops, ntasks, node_of, cl = self.ops, self.trace.ntasks, self.node_of, self.cluster
-        heap: list = []
-        counter = 0
-        pc = [0] * ntasks
-        clock = [0.0] * ntasks
-        done_at: dict = {}            # request -> completion time
-        waiting: dict = {}            # request -> task blocked on it
-        blocked_need = [0] * ntasks
-        pending_row: list = [None] * ntasks
-        unsent: dict = {}             # match key -> list of Xfer waiting for a receive
-        unrecv: dict = {}             # match key -> list of (rreq, task)
-        active: list[Xfer] = []
-        row_start: dict = {}
-        row_end: dict = {}
-        pen_sum = np.zeros(ntasks)
-        pen_n = np.zeros(ntasks)
-        kinds = [dict() for _ in range(ntasks)]
-        contention = self.model != "none"
-        nevents = 0
-        finished = 0
-        from hpcvar.models.sharing import penalties as _pen
+        """The reference engine (pure Python, hpcvar.sim.replay_ref)."""
+        return RefEngine(self.ops, self.trace.ntasks, self.cluster, self.node_of, self.model, self.params, self.eager,
+                         self.jitter, self.trace.source or "trace").run()
 
-        def push(t, kind, obj):
-            nonlocal counter
-            counter += 1
-            heapq.heappush(heap, (t, counter, kind, obj))
-
-        def complete(rq, t):
-            done_at[rq] = t
-            task = waiting.pop(rq, None)
-            if task is not None:
-                blocked_need[task] -= 1
-                if blocked_need[task] == 0:
-                    if t > clock[task]:
-                        clock[task] = t
-                    push(clock[task], 0, task)
-
-        def recompute(now):
-            if not active:
-                return
-            if contention:
-                pens = _pen([(node_of[x.src], node_of[x.dst]) for x in active], self.model, self.params) \
-                    if len(active) > 1 else [1.0]
-                if len(active) > 1:
-                    srcs: dict = {}
-                    dsts: dict = {}
-                    for x in active:
-                        a, b = node_of[x.src], node_of[x.dst]
-                        srcs[a] = srcs.get(a, 0) + 1
-                        dsts[b] = dsts.get(b, 0) + 1
-                    for x in active:
-                        o = srcs[node_of[x.src]] > 1
-                        i = dsts[node_of[x.dst]] > 1
-                        k = "in-out" if o and i else "out" if o else "in" if i else "none"
-                        if _RANK[k] > _RANK[x.kind]:
-                            x.kind = k
-            else:
-                pens = [1.0] * len(active)
-            for x, p in zip(active, pens):
-                rate = x.bw / p
-                if rate != x.rate:
-                    x.remaining -= x.rate * (now - x.last)
-                    x.last = now
-                    x.rate = rate
-                    x.version += 1
-                    push(now + max(x.remaining, 0.0) / rate, 2, (x, x.version))
-
-        def start(x: Xfer, now):
-            x.started = True
-            push(now + x.lat, 1, x)
-
-        def finish(x: Xfer, now):
-            x.done = True
-            x.end = now
-            if x.inter:
-                nominal = x.nbytes / x.bw
-                if nominal > 0:
-                    pen_sum[x.src] += (now - x.data_start) / nominal
-                    pen_n[x.src] += 1
-                kinds[x.src][x.kind] = kinds[x.src].get(x.kind, 0) + 1
-            if not x.send_done_at_post:
-                complete(x.sreq, now)
-            if x.rreq is not None:
-                complete(x.rreq, now)
-
-        def step(task, now):
-            nonlocal finished
-            lst = ops[task]
-            p = pc[task]
-            n = len(lst)
-            t = clock[task]
-            while p < n:
-                o = lst[p]
-                kind = o[0]
-                row = o[-1]
-                if row is not None and row not in row_start:
-                    row_start[row] = t
-                if kind == "c":
-                    d = o[1]
-                    if self.jitter is not None:
-                        d = self.jitter(task, t, d)
-                    pc[task] = p + 1
-                    clock[task] = t + d
-                    push(t + d, 0, task)
-                    return
-                if kind == "s":
-                    dst, nb, key, rq = o[1], o[2], o[3], o[4]
-                    a, b = node_of[task], node_of[dst]
-                    if a == b:
-                        bw, lat = cl.shm_bandwidth, cl.shm_latency
-                    else:
-                        bw, lat = cl.link(a, b)
-                    eager = nb <= self.eager
-                    x = Xfer(task, dst, float(nb), rq, row, a != b, bw, lat, eager)
-                    q = unrecv.get(key)
-                    if q:
-                        x.rreq = q.pop(0)
-                        if not q:
-                            del unrecv[key]
-                        start(x, t)
-                    else:
-                        unsent.setdefault(key, []).append(x)
-                        if eager:
-                            start(x, t)
-                    if eager:
-                        done_at[rq] = t
-                elif kind == "r":
-                    key, rq = o[3], o[4]
-                    q = unsent.get(key)
-                    if q:
-                        x = q.pop(0)
-                        if not q:
-                            del unsent[key]
-                        x.rreq = rq
-                        if x.done:
-                            done_at[rq] = max(t, x.end)
-                        elif not x.started:
-                            start(x, t)
-                    else:
-                        unrecv.setdefault(key, []).append(rq)
-                else:  # wait
-                    need = 0
-                    latest = t
-                    for rq in o[1]:
-                        d = done_at.get(rq)
-                        if d is None:
-                            waiting[rq] = task
-                            need += 1
-                        elif d > latest:
-                            latest = d
-                    t = latest
-                    if need:
-                        blocked_need[task] = need
-                        pc[task] = p + 1
-                        clock[task] = t
-                        pending_row[task] = row  # its end is set when the task resumes
-                        return
-                    if row is not None:
-                        row_end[row] = t
-                p += 1
-            pc[task] = p
-            clock[task] = t
-            finished += 1
-
-        for task in range(ntasks):
-            push(0.0, 0, task)
-        while heap:
-            now, _, kind, obj = heapq.heappop(heap)
-            nevents += 1
-            if kind == 0:
-                task = obj
-                r = pending_row[task]
-                if r is not None:
-                    row_end[r] = clock[task]
-                    pending_row[task] = None
-                step(task, now)
-            elif kind == 1:  # latency phase over: data phase
-                x = obj
-                x.data_start = now
-                if x.inter and contention:
-                    x.remaining = x.nbytes
-                    x.last = now
-                    x.rate = 0.0
-                    active.append(x)
-                    recompute(now)
-                else:
-                    push(now + x.nbytes / x.bw, 3, x)
-            elif kind == 2:
-                x, ver = obj
-                if ver != x.version or x.done:
-                    continue
-                active.remove(x)
-                finish(x, now)
-                recompute(now)
-            else:
-                finish(obj, now)
-        if finished < ntasks:
-            stuck = [t for t in range(ntasks) if pc[t] <= len(ops[t]) and blocked_need[t] > 0]
-            desc = []
-            for t in stuck[:5]:
-                o = ops[t][pc[t] - 1]
-                desc.append(f"rank {t} seq {o[-1][1] if o[-1] else '?'}")
-            raise InputFileError("the replay deadlocks or a receive has no matching send: blocked at "
-                                 + ", ".join(desc), self.trace.source or "trace",
-                                 todo="Check the trace is complete (every rank to MPI_Finalize) and that "
-                                      "sends and receives match; try a larger --eager limit")
-        left = [x for q in unsent.values() for x in q]
-        if left:
-            x = min(left, key=lambda x: x.srow)
-            raise InputFileError(f"unmatched send: rank {x.srow[0]} seq {x.srow[1]} to rank {x.dst} has no "
-                                 f"matching receive ({len(left)} unmatched in all)", self.trace.source or "trace",
-                                 todo="Check the trace is complete and its tags/communicators are right")
-        total = np.array(clock)
-        comm = np.zeros(ntasks)
-        for (t, s), t0 in row_start.items():
-            comm[t] += row_end.get((t, s), t0) - t0
-        avg = np.divide(pen_sum, pen_n, out=np.ones(ntasks), where=pen_n > 0)
-        return Result(ntasks, list(node_of), total, comm, row_start, row_end, kinds, avg, nevents)
-
-
-_RANK = {"none": 0, "out": 1, "in": 1, "in-out": 2}
 
 
 def mpi_time_s(ev, ntasks: int) -> np.ndarray:
     """Seconds each task spent inside MPI calls: the union of its rows' [t_start, t_end] intervals
     (init/finalize excluded). A union, not a sum: the tracer writes one row per request of a Waitall
-    and a row for each half of a Sendrecv, all with the call's own entry and exit times."""
-    ev = ev[~ev["op"].isin(["init", "finalize"])].sort_values(["task", "t_start_ns", "t_end_ns"], kind="stable")
-    task = ev["task"].to_numpy()
-    start = ev["t_start_ns"].to_numpy().astype(np.float64)
-    end = ev["t_end_ns"].to_numpy().astype(np.float64)
-    if not len(ev):
+    and a row for each half of a Sendrecv, all with the call's own entry and exit times.
+    Vectorised: rows in (task, t_start, t_end) order (sorted only when they are not already), the
+    running maximum of the ends within each task, and a bincount of the newly covered time."""
+    keep = ~ev["op"].isin(["init", "finalize"]).to_numpy()
+    task = ev["task"].to_numpy()[keep]
+    start = ev["t_start_ns"].to_numpy()[keep]
+    end = ev["t_end_ns"].to_numpy()[keep]
+    if not len(task):
         return np.zeros(ntasks)
-    reach = _cummax_by(task, end)  # the latest end so far within the task, this row included
-    prev = np.concatenate(([-np.inf], reach[:-1]))
-    prev[np.concatenate(([True], task[1:] != task[:-1]))] = -np.inf  # first row of a task
-    covered = np.clip(end - np.maximum(start, prev), 0.0, None)
+    same = task[1:] == task[:-1]
+    ordered = bool(np.all((task[1:] > task[:-1]) | (same & ((start[1:] > start[:-1]) |
+                                                           ((start[1:] == start[:-1]) & (end[1:] >= end[:-1]))))))
+    if not ordered:
+        order = np.lexsort((end, start, task))
+        task, start, end = task[order], start[order], end[order]
+        same = task[1:] == task[:-1]
+    first = np.concatenate(([True], ~same))
+    reach = _cummax_by(task, end, first)  # the latest end so far within the task, this row included
+    prev = np.concatenate(([-np.inf], reach[:-1].astype(np.float64)))
+    prev[first] = -np.inf
+    endf = end.astype(np.float64)
+    covered = np.clip(endf - np.maximum(start.astype(np.float64), prev), 0.0, None)
     return np.bincount(task, weights=covered, minlength=ntasks) * 1e-9
 
 
-def _cummax_by(groups: np.ndarray, values: np.ndarray) -> np.ndarray:
+def _cummax_by(groups: np.ndarray, values: np.ndarray, first: np.ndarray | None = None) -> np.ndarray:
+    """Running maximum of int64 ``values`` restarted at each group (rows grouped consecutively): one
+    np.maximum.accumulate over values lifted by a per-group offset that keeps groups apart."""
+    if first is None:
+        first = np.concatenate(([True], groups[1:] != groups[:-1]))
+    values = np.asarray(values, np.int64)
+    lo, hi = int(values.min()), int(values.max())
+    gid = np.cumsum(first) - 1
+    span = hi - lo + 1
+    if span * (int(gid[-1]) + 1) < 2**62:
+        lifted = (values - lo) + gid * span
+        return np.maximum.accumulate(lifted) - gid * span + lo
     import pandas as pd
 
-    return pd.Series(values).groupby(groups).cummax().to_numpy()
+    return pd.Series(values).groupby(gid).cummax().to_numpy()
 
 
 def measured(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
@@ -580,9 +251,26 @@ def measured(trace: Trace) -> tuple[np.ndarray, np.ndarray]:
     the first row's start to the last row's end."""
     ev = trace.events
     comm = mpi_time_s(ev, trace.ntasks)
-    g = ev.groupby("task")
-    span = (g["t_end_ns"].max() - g["t_start_ns"].min()).reindex(range(trace.ntasks), fill_value=0)
-    return span.to_numpy() * 1e-9, comm
+    task = ev["task"].to_numpy()
+    last = np.full(trace.ntasks, np.iinfo(np.int64).min)
+    firsts = np.full(trace.ntasks, np.iinfo(np.int64).max)
+    if len(task):
+        np.maximum.at(last, task, ev["t_end_ns"].to_numpy()) if not _grouped(task) else \
+            _reduce_sorted(np.maximum, last, task, ev["t_end_ns"].to_numpy())
+        np.minimum.at(firsts, task, ev["t_start_ns"].to_numpy()) if not _grouped(task) else \
+            _reduce_sorted(np.minimum, firsts, task, ev["t_start_ns"].to_numpy())
+    present = last > np.iinfo(np.int64).min
+    span = np.where(present, last - np.where(present, firsts, 0), 0)
+    return span * 1e-9, comm
+
+
+def _grouped(task: np.ndarray) -> bool:
+    return bool(np.all(task[1:] >= task[:-1]))
+
+
+def _reduce_sorted(ufunc, out: np.ndarray, task: np.ndarray, values: np.ndarray) -> None:
+    starts = np.flatnonzero(np.concatenate(([True], task[1:] != task[:-1])))
+    out[task[starts]] = ufunc.reduceat(values, starts)
 
 
 def e_abs(sp: np.ndarray, sm: np.ndarray) -> np.ndarray:

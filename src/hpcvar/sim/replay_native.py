@@ -1,14 +1,14 @@
-"""The C core of the application replay (native/sim/replay.c) through ctypes.
+"""The C core of the application replay (native/sim/replay.c, lower.c) through ctypes.
 
-``encode(ops)`` turns the lowered per-task op lists of ``hpcvar.sim.app.lower`` into flat
-arrays (match keys, requests and trace rows become dense integer ids); it depends only on
-the trace, so one encoding serves every mapping x model x replica. ``run(sim, enc)`` then
-replays them in C and returns the same ``Result`` as the Python engine. The Python engine
-(``Simulator(..., engine="python")``) stays the reference: the core processes the same
-events in the same order with the same arithmetic (tests/unit/test_replay_native.py).
+``lower_native(trace, algo)`` lowers the trace's rows into flat op arrays in C (match keys, requests and
+rows as dense integer ids; native/sim/lower.c, the compiled twin of ``replay_ref.lower``); it depends
+only on the trace, so one encoding serves every mapping x model x replica. ``encode(ops)`` builds the
+same arrays from the reference's Python op lists (tests compare both). ``run(sim, enc)`` replays them in
+C and returns the same ``Result`` as the Python engine (``hpcvar.sim.replay_ref.RefEngine``), which
+stays the reference: the core processes the same events in the same order with the same arithmetic
+(tests/unit/test_replay_native.py).
 
-The core covers models none, maxmin and gige without jitter; myrinet (Stop&Go enumeration)
-and ``--jitter`` use the Python engine (``Simulator.engine_for``).
+The core covers every model (none, maxmin, gige, myrinet) and ``--jitter`` (a ``ReplayJitter``).
 """
 
 from __future__ import annotations
@@ -22,20 +22,38 @@ import numpy as np
 
 from hpcvar.errors import HpcvarError
 
-MODEL_CODES = {"none": 0, "maxmin": 1, "gige": 2}
+MODEL_CODES = {"none": 0, "maxmin": 1, "gige": 2, "myrinet": 3}
+ALGO_CODES = {"binomial": 0, "recdoub": 1, "ring": 2}
 KIND_NAMES = ("none", "out", "in", "in-out")
+PROGRESS_EVERY = 1 << 20  # events between two progress callbacks (replay.c)
 _P = ctypes.c_void_p
+_I64, _I32, _F64 = ctypes.c_int64, ctypes.c_int32, ctypes.c_double
+PROGRESS_FN = ctypes.CFUNCTYPE(None, ctypes.c_int64, ctypes.c_int64)
 
 
 class _Config(ctypes.Structure):
-    _fields_ = [("ntasks", ctypes.c_int64), ("nops", ctypes.c_int64), ("nreqs", ctypes.c_int64),
-                ("nkeys", ctypes.c_int64), ("nrows", ctypes.c_int64), ("nnodes", ctypes.c_int64),
-                ("model", ctypes.c_int32), ("pad0", ctypes.c_int32),
-                ("beta", ctypes.c_double), ("gamma_in", ctypes.c_double), ("gamma_out", ctypes.c_double),
-                ("eager", ctypes.c_double)] + [(n, _P) for n in (
-                    "task_off", "kind", "peer", "val", "key", "req", "nwait", "wreq", "row", "bw", "lat", "inter",
-                    "node_of", "clock", "row_start", "row_end", "pen_sum", "pen_n", "kinds", "pc", "blocked")] + [
-                (n, ctypes.c_int64) for n in ("nevents", "finished", "unmatched", "first_unmatched_op")]
+    _fields_ = ([(n, _I64) for n in ("ntasks", "nops", "nreqs", "nkeys", "nrows", "nnodes")]
+                + [("model", _I32), ("myr_method", _I32)]
+                + [(n, _F64) for n in ("beta", "gamma_in", "gamma_out")]
+                + [(n, _I64) for n in ("myr_max_states", "myr_samples", "myr_seed")]
+                + [(n, _F64) for n in ("eager", "bandwidth", "latency", "shm_bandwidth", "shm_latency")]
+                + [("nlinks", _I64)] + [(n, _P) for n in ("link_key", "link_bw", "link_lat")]
+                + [(n, _P) for n in ("task_off", "kind", "peer", "val", "key", "req", "wreq", "row", "node_of")]
+                + [("njtr", _I64)] + [(n, _P) for n in ("jtr_off", "jtr_d", "jtr_g", "jtr_S", "jtr_pos")]
+                + [(n, _P) for n in ("clock", "comm", "row_start", "row_end", "pen_sum", "pen_n", "kinds", "pc",
+                                     "blocked")]
+                + [(n, _I64) for n in ("nevents", "finished", "unmatched", "first_unmatched_op", "error_size")]
+                + [("progress", PROGRESS_FN)])
+
+
+class _LowerConfig(ctypes.Structure):
+    _fields_ = ([("nrows", _I64), ("ntasks", _I64), ("algo", _I32), ("pad0", _I32)]
+                + [(n, _P) for n in ("row_off", "op", "peer", "tag", "comm", "bytes", "t_start", "t_end", "req")]
+                + [("ncomms", _I64)] + [(n, _P) for n in ("comm_id", "comm_off", "comm_mem")]
+                + [(n, _I64) for n in ("nops", "nwreq", "nkeys", "nreqs")]
+                + [(n, _P) for n in ("task_off", "kind", "peer_out", "val", "key", "req_out", "wreq", "row")]
+                + [(n, _P) for n in ("mpi_ns", "first_start", "last_end")] + [("mpi_unsorted", _I32), ("pad2", _I32)]
+                + [("err", _I32), ("pad1", _I32), ("err_row", _I64)])
 
 
 @functools.cache
@@ -43,13 +61,14 @@ def lib() -> ctypes.CDLL:
     from hpcvar._native import find_library
 
     so = ctypes.CDLL(str(find_library("libhv_replay.so")))
-    so.hv_rp_config_size.restype = ctypes.c_int
-    so.hv_rp_run.restype = ctypes.c_int
-    so.hv_rp_run.argtypes = [ctypes.POINTER(_Config)]
-    if so.hv_rp_config_size() != ctypes.sizeof(_Config):
-        raise HpcvarError(f"libhv_replay.so has a config of {so.hv_rp_config_size()} bytes, expected "
-                          f"{ctypes.sizeof(_Config)}", None,
-                          "Rebuild hpcvar (make install) so that the library matches the Python code")
+    for fn, cfg in (("hv_rp_run", _Config), ("hv_rp_lower", _LowerConfig)):
+        getattr(so, fn).restype = ctypes.c_int
+        getattr(so, fn).argtypes = [ctypes.POINTER(cfg)]
+    for size_fn, cfg in (("hv_rp_config_size", _Config), ("hv_rp_lower_config_size", _LowerConfig)):
+        f = getattr(so, size_fn, None)
+        if f is None or f() != ctypes.sizeof(cfg):
+            raise HpcvarError(f"libhv_replay.so does not match this hpcvar ({size_fn})", None,
+                              "Rebuild hpcvar (make install) so that the library matches the Python code")
     return so
 
 
@@ -58,7 +77,7 @@ def available() -> bool:
 
     try:
         lib()
-    except (MissingToolError, OSError):
+    except (MissingToolError, OSError, HpcvarError):
         return False
     return True
 
@@ -70,88 +89,179 @@ class Encoded:
     ntasks: int
     task_off: np.ndarray  # int64, ntasks + 1
     kind: np.ndarray      # int8: 0 compute, 1 send, 2 recv, 3 wait
-    peer: np.ndarray      # int32
+    peer: np.ndarray      # int32: send/recv peer task; wait: number of requests
     val: np.ndarray       # float64: seconds or bytes
-    key: np.ndarray       # int64
-    req: np.ndarray       # int64 (wait: offset into wreq)
-    nwait: np.ndarray     # int32
-    wreq: np.ndarray      # int64
-    row: np.ndarray       # int64
-    task: np.ndarray      # int32: the task of each op
-    rows: list            # row id -> (task, seq)
-    row_task: np.ndarray  # int64: the task of each row id
+    key: np.ndarray       # int32: match key id
+    req: np.ndarray       # int32: request id (wait: offset into wreq)
+    wreq: np.ndarray      # int32: requests of the waits
+    row: np.ndarray       # int32: trace row id or -1
+    row_off: np.ndarray   # int64, ntasks + 1: row ids of task t are row_off[t] + seq (seq = 0, 1, ...)
     nreqs: int
     nkeys: int
+    rows: tuple | None = None  # (row_task, row_seq) when rows are not numbered by row_off (encode())
+    measured: tuple | None = None  # (total_s, comm_s) per task, from the same pass (lower_native)
+
+    @property
+    def nrows(self) -> int:
+        return int(self.row_off[-1]) if self.rows is None else len(self.rows[0])
+
+    def row_ids(self) -> tuple[np.ndarray, np.ndarray]:
+        """(task, seq) of every row id."""
+        if self.rows is not None:
+            return self.rows
+        task = np.repeat(np.arange(self.ntasks, dtype=np.int32), np.diff(self.row_off))
+        return task, np.arange(self.nrows, dtype=np.int64) - self.row_off[task]
+
+    def row_of(self, r: int) -> tuple[int, int]:
+        if self.rows is not None:
+            return int(self.rows[0][r]), int(self.rows[1][r])
+        t = int(np.searchsorted(self.row_off, r, side="right") - 1)
+        return t, int(r - self.row_off[t])
+
+    def nbytes(self) -> int:
+        return sum(getattr(self, f).nbytes for f in ("task_off", "kind", "peer", "val", "key", "req", "wreq", "row",
+                                                     "row_off"))
 
 
 def encode(ops: list[list[tuple]]) -> Encoded:
-    """Flat arrays of ``lower()``'s op lists; keys, requests and rows become dense ids."""
+    """Flat arrays of ``replay_ref.lower()``'s op lists; keys, requests and rows become dense ids (in order
+    of first use)."""
     keys: dict = {}
     reqs: dict = {}
     rows: dict = {}
-    kind, peer, val, key, req, nwait, wreq, row, task = [], [], [], [], [], [], [], [], []
+    kind, peer, val, key, req, wreq, row = [], [], [], [], [], [], []
     off = [0]
     kcode = {"c": 0, "s": 1, "r": 2, "w": 3}
-    for t, lst in enumerate(ops):
+    for lst in ops:
         for o in lst:
             k = o[0]
             r = o[-1]
             kind.append(kcode[k])
-            task.append(t)
-            if r is None:
-                row.append(-1)
-            else:
-                rid = rows.get(r)
-                if rid is None:
-                    rid = rows[r] = len(rows)
-                row.append(rid)
+            row.append(-1 if r is None else rows.setdefault(r, len(rows)))
             if k == "c":
-                peer.append(-1)
-                val.append(o[1])
-                key.append(-1)
-                req.append(-1)
-                nwait.append(0)
+                peer.append(-1), val.append(o[1]), key.append(-1), req.append(-1)
             elif k == "w":
-                peer.append(-1)
-                val.append(0.0)
-                key.append(-1)
-                req.append(len(wreq))
-                nwait.append(len(o[1]))
-                for rq in o[1]:
-                    i = reqs.get(rq)
-                    if i is None:
-                        i = reqs[rq] = len(reqs)
-                    wreq.append(i)
+                peer.append(len(o[1])), val.append(0.0), key.append(-1), req.append(len(wreq))
+                wreq.extend(reqs.setdefault(rq, len(reqs)) for rq in o[1])
             else:
-                peer.append(o[1])
-                val.append(o[2])
-                i = keys.get(o[3])
-                if i is None:
-                    i = keys[o[3]] = len(keys)
-                key.append(i)
-                i = reqs.get(o[4])
-                if i is None:
-                    i = reqs[o[4]] = len(reqs)
-                req.append(i)
-                nwait.append(0)
+                peer.append(o[1]), val.append(o[2])
+                key.append(keys.setdefault(o[3], len(keys)))
+                req.append(reqs.setdefault(o[4], len(reqs)))
         off.append(len(kind))
+    rl = list(rows)
     return Encoded(len(ops), np.array(off, np.int64), np.array(kind, np.int8), np.array(peer, np.int32),
-                   np.array(val, np.float64), np.array(key, np.int64), np.array(req, np.int64),
-                   np.array(nwait, np.int32), np.array(wreq, np.int64), np.array(row, np.int64),
-                   np.array(task, np.int32), list(rows),
-                   np.array([r[0] for r in rows], np.int64), len(reqs), len(keys))
+                   np.array(val, np.float64), np.array(key, np.int32), np.array(req, np.int32),
+                   np.array(wreq, np.int32), np.array(row, np.int32), np.zeros(len(ops) + 1, np.int64), len(reqs),
+                   len(keys), rows=(np.array([r[0] for r in rl], np.int32), np.array([r[1] for r in rl], np.int64)))
+
+
+def op_codes(ops) -> np.ndarray:
+    """int8 codes (hpcvar.traces.native.OPS) of an op column (categorical or strings)."""
+    import pandas as pd
+
+    from hpcvar.traces.native import OPS
+
+    cat = ops.dtype if isinstance(ops.dtype, pd.CategoricalDtype) else None
+    if cat is not None and list(cat.categories) == OPS:
+        codes = ops.cat.codes.to_numpy()
+    else:
+        codes = pd.Categorical(ops, categories=OPS).codes
+    if len(codes) and codes.min() < 0:
+        raise ValueError("unknown op in the trace (validate it first)")
+    return codes.astype(np.int8, copy=False)
+
+
+def lower_native(trace, algo: str = "binomial") -> Encoded:
+    """The trace lowered into op arrays in C (native/sim/lower.c): the same ops as
+    ``encode(replay_ref.lower(trace, algo)[0])`` up to the numbering of keys and requests."""
+    from hpcvar.errors import InputFileError, UsageError
+    from hpcvar.traces import collectives
+    from hpcvar.traces.native import OPS
+
+    if algo not in collectives.ALGORITHMS:
+        raise UsageError(f"unknown collective algorithm '{algo}'", "--collectives",
+                         f"Use one of {', '.join(collectives.ALGORITHMS)}")
+    ev = trace.events
+    task = ev["task"].to_numpy()
+    seq = ev["seq"].to_numpy()
+    ordered = len(task) < 2 or bool(np.all(task[1:] >= task[:-1]) and np.all((seq[1:] > seq[:-1]) |
+                                                                               (task[1:] != task[:-1])))
+    order = None if ordered else np.lexsort((seq, task))
+
+    def col(name, dtype):
+        a = ev[name].to_numpy()
+        if order is not None:
+            a = a[order]
+        return np.ascontiguousarray(a, dtype=dtype)
+
+    task_s = col("task", np.int32)
+    seq_s = col("seq", np.int64)
+    row_off = np.searchsorted(task_s, np.arange(trace.ntasks + 1), side="left").astype(np.int64)
+    if len(seq_s) and not np.array_equal(seq_s, np.arange(len(seq_s)) - np.repeat(row_off[:-1],
+                                                                                  np.diff(row_off))):
+        from hpcvar.sim.replay_ref import lower
+
+        return encode(lower(trace, algo)[0])  # seq not 0, 1, 2, ... per task: the reference numbering
+    opc = op_codes(ev["op"] if order is None else ev["op"].iloc[order])
+    cols = dict(op=np.ascontiguousarray(opc), peer=col("peer", np.int32), tag=col("tag", np.int32),
+                comm=col("comm", np.int32), bytes=col("bytes", np.int64), t_start=col("t_start_ns", np.int64),
+                t_end=col("t_end_ns", np.int64), req=col("req", np.int64))
+    cids = sorted(trace.comms)
+    comm_id = np.array(cids, np.int32)
+    comm_off = np.cumsum([0] + [len(trace.comms[c]) for c in cids]).astype(np.int64)
+    comm_mem = np.array([w for c in cids for w in trace.comms[c]], np.int32)
+    c = _LowerConfig(nrows=len(task_s), ntasks=trace.ntasks, algo=ALGO_CODES[algo], ncomms=len(cids))
+    keep = [row_off, comm_id, comm_off, comm_mem, *cols.values()]
+    c.row_off, c.comm_id, c.comm_off, c.comm_mem = (a.ctypes.data for a in keep[:4])
+    for name, a in cols.items():
+        setattr(c, name, a.ctypes.data)
+    if lib().hv_rp_lower(ctypes.byref(c)) != 0:
+        raise HpcvarError("lowering the trace ran out of memory", None, "Replay a shorter trace")
+    if c.err:
+        g = int(c.err_row)
+        t, s, comm, peer = int(task_s[g]), int(seq_s[g]), int(cols["comm"][g]), int(cols["peer"][g])
+        src = trace.source or "trace"
+        if c.err == 1:
+            raise InputFileError(f"task {t} seq {s}: {OPS[opc[g]]} from peer {peer} (not a task)", src,
+                                 todo="Record the trace with hpcvar trace (it resolves MPI_ANY_SOURCE)")
+        if c.err == 2:
+            raise InputFileError(f"task {t} seq {s}: communicator {comm} is not described", src,
+                                 todo="Re-merge the trace (its comms metadata is incomplete)")
+        raise InputFileError(f"task {t} seq {s}: task is not a member of communicator {comm}", src,
+                             todo="Re-merge the trace")
+    if max(c.nops, c.nreqs, c.nwreq, len(task_s)) >= 2**31:
+        raise HpcvarError(f"the trace lowers to {c.nops} ops: more than the core's 2^31", None,
+                          "Replay a shorter trace")
+    out = dict(task_off=np.empty(trace.ntasks + 1, np.int64), kind=np.empty(c.nops, np.int8),
+               peer_out=np.empty(c.nops, np.int32), val=np.empty(c.nops, np.float64), key=np.empty(c.nops, np.int32),
+               req_out=np.empty(c.nops, np.int32), wreq=np.empty(c.nwreq, np.int32), row=np.empty(c.nops, np.int32),
+               mpi_ns=np.empty(trace.ntasks), first_start=np.empty(trace.ntasks, np.int64),
+               last_end=np.empty(trace.ntasks, np.int64))
+    for name, a in out.items():
+        setattr(c, name, a.ctypes.data)
+    if lib().hv_rp_lower(ctypes.byref(c)) != 0:
+        raise HpcvarError("lowering the trace ran out of memory", None, "Replay a shorter trace")
+    del keep, cols, task_s, seq_s
+    measured = None
+    if not c.mpi_unsorted:
+        present = out["last_end"] >= out["first_start"]
+        span = np.where(present, out["last_end"] - np.where(present, out["first_start"], 0), 0)
+        measured = (span * 1e-9, out["mpi_ns"] * 1e-9)
+    return Encoded(trace.ntasks, out["task_off"], out["kind"], out["peer_out"], out["val"], out["key"],
+                   out["req_out"], out["wreq"], out["row"], row_off, int(c.nreqs), int(c.nkeys), measured=measured)
 
 
 class RowTimes(Mapping):
     """{(task, seq): time} over the rows a run reached, built from the core's arrays on first use."""
 
-    def __init__(self, rows: list, times: np.ndarray):
-        self._rows, self._times, self._d = rows, times, None
+    def __init__(self, enc: Encoded, times: np.ndarray):
+        self._enc, self._times, self._d = enc, times, None
 
     def _dict(self) -> dict:
         if self._d is None:
+            task, seq = self._enc.row_ids()
             idx = np.flatnonzero(self._times >= 0)
-            self._d = dict(zip([self._rows[i] for i in idx.tolist()], self._times[idx].tolist()))
+            self._d = dict(zip(zip(task[idx].tolist(), seq[idx].tolist()), self._times[idx].tolist()))
         return self._d
 
     def __getitem__(self, k):
@@ -165,49 +275,64 @@ class RowTimes(Mapping):
 
 
 def _ptr(a: np.ndarray) -> int:
+    assert a.flags.c_contiguous
     return a.ctypes.data
 
 
-def run(sim, enc: Encoded):
-    """Replay ``enc`` with the simulator's cluster, mapping and model in C; a ``Result``."""
+def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
+    """Replay ``enc`` with the simulator's cluster, mapping, model and jitter in C; a ``Result``.
+    ``keep_rows``: also the per-row start and end times (16 bytes per row; the Chrome export and the tests
+    use them). ``progress(ops_done, nops)`` is called every PROGRESS_EVERY events."""
     from hpcvar.errors import InputFileError
-    from hpcvar.models.sharing import check_params
-    from hpcvar.sim.app import Result
+    from hpcvar.models.sharing import ModelLimitError, check_params
+    from hpcvar.sim.replay_ref import Result
 
     cl, ntasks = sim.cluster, enc.ntasks
-    node_of = np.asarray(sim.node_of, np.int32)
-    # per-message bandwidth and latency (send ops only matter): Cluster.link semantics, vectorized
-    is_send = enc.kind == 1
-    a = node_of[enc.task]
-    b = node_of[np.where(is_send, enc.peer, enc.task)]
-    inter = (a != b) & is_send
-    bw = np.where(inter, cl.bandwidth, cl.shm_bandwidth).astype(np.float64)
-    lat = np.where(inter, cl.latency, cl.shm_latency).astype(np.float64)
-    for direct in (False, True):  # links[(a, b)] wins over links[(b, a)], as in Cluster.link
-        for (x, y), (lbw, llat) in cl.links.items():
-            m = inter & ((a == x) & (b == y) if direct else (a == y) & (b == x))
-            bw[m], lat[m] = lbw, llat
-    inter8 = inter.astype(np.int8)
-    nrows = len(enc.rows)
-    clock = np.zeros(ntasks)
-    row_start, row_end = np.empty(nrows), np.empty(nrows)
+    node_of = np.ascontiguousarray(sim.node_of, np.int32)
+    nnodes = max(int(cl.nodes), int(node_of.max(initial=0)) + 1)
+    links = sorted((a * nnodes + b, bw, lat) for (a, b), (bw, lat) in cl.links.items())
+    link_key = np.array([k for k, _, _ in links], np.int64)
+    link_bw = np.array([bw for _, bw, _ in links], np.float64)
+    link_lat = np.array([lat for _, _, lat in links], np.float64)
+    nrows = enc.nrows
+    clock, comm = np.zeros(ntasks), np.zeros(ntasks)
+    row_start = np.empty(nrows if keep_rows else 0)
+    row_end = np.empty(nrows if keep_rows else 0)
     pen_sum, pen_n = np.zeros(ntasks), np.zeros(ntasks)
     kinds = np.zeros((ntasks, 4), np.int64)
     pc, blocked = np.zeros(ntasks, np.int64), np.zeros(ntasks, np.int64)
-    c = _Config(ntasks=ntasks, nops=len(enc.kind), nreqs=enc.nreqs, nkeys=enc.nkeys, nrows=nrows,
-                nnodes=max(int(cl.nodes), int(node_of.max(initial=0)) + 1), model=MODEL_CODES[sim.model],
-                eager=float(sim.eager))
+    c = _Config(ntasks=ntasks, nops=len(enc.kind), nreqs=enc.nreqs, nkeys=enc.nkeys, nrows=nrows, nnodes=nnodes,
+                model=MODEL_CODES[sim.model], eager=float(sim.eager), bandwidth=float(cl.bandwidth),
+                latency=float(cl.latency), shm_bandwidth=float(cl.shm_bandwidth), shm_latency=float(cl.shm_latency),
+                nlinks=len(links))
     if sim.model == "gige":
         p = check_params("gige", sim.params)
         c.beta, c.gamma_in, c.gamma_out = p["beta"], p["gamma_in"], p["gamma_out"]
-    arrays = dict(task_off=enc.task_off, kind=enc.kind, peer=enc.peer, val=enc.val, key=enc.key, req=enc.req,
-                  nwait=enc.nwait, wreq=enc.wreq, row=enc.row, bw=bw, lat=lat, inter=inter8, node_of=node_of,
-                  clock=clock, row_start=row_start, row_end=row_end, pen_sum=pen_sum, pen_n=pen_n, kinds=kinds,
-                  pc=pc, blocked=blocked)
+    elif sim.model == "myrinet":
+        p = check_params("myrinet", sim.params)
+        c.myr_method = 0 if p["method"] == "exact" else 1
+        c.myr_max_states, c.myr_samples, c.myr_seed = p["max_states"], p["samples"], p["seed"]
+    arrays = dict(link_key=link_key, link_bw=link_bw, link_lat=link_lat, task_off=enc.task_off, kind=enc.kind,
+                  peer=enc.peer, val=enc.val, key=enc.key, req=enc.req, wreq=enc.wreq, row=enc.row, node_of=node_of,
+                  clock=clock, comm=comm, pen_sum=pen_sum, pen_n=pen_n, kinds=kinds, pc=pc, blocked=blocked)
+    if keep_rows:
+        arrays.update(row_start=row_start, row_end=row_end)
+    if sim.jitter is not None:
+        ja = sim.jitter.arrays()
+        c.njtr = len(ja["off"]) - 1
+        arrays.update(jtr_off=ja["off"], jtr_d=ja["d"], jtr_g=ja["g"], jtr_S=ja["S"], jtr_pos=ja["pos"])
     for name, arr in arrays.items():
-        assert arr.flags.c_contiguous
         setattr(c, name, _ptr(arr))
-    if lib().hv_rp_run(ctypes.byref(c)) != 0:
+    cb = PROGRESS_FN(progress) if progress is not None else PROGRESS_FN()
+    c.progress = cb
+    rc = lib().hv_rp_run(ctypes.byref(c))
+    if rc == -2:
+        p = check_params("myrinet", sim.params)
+        raise ModelLimitError(
+            f"a conflict component of {c.error_size} communications has more than {p['max_states']} Stop&Go states",
+            "--max-states",
+            "Use the bounded sampling method (--myrinet-method sample, params method=sample) or raise --max-states")
+    if rc != 0:
         raise HpcvarError("the replay core ran out of memory", None, "Replay a shorter trace")
     source = sim.trace.source or "trace"
     if c.finished < ntasks:
@@ -215,24 +340,22 @@ def run(sim, enc: Encoded):
         desc = []
         for t in stuck[:5]:
             r = enc.row[pc[t] - 1]
-            desc.append(f"rank {t} seq {enc.rows[r][1] if r >= 0 else '?'}")
+            desc.append(f"rank {t} seq {enc.row_of(r)[1] if r >= 0 else '?'}")
         raise InputFileError("the replay deadlocks or a receive has no matching send: blocked at "
                              + ", ".join(desc), source,
                              todo="Check the trace is complete (every rank to MPI_Finalize) and that "
                                   "sends and receives match; try a larger --eager limit")
     if c.unmatched:
         op = c.first_unmatched_op
-        t, seq = enc.rows[enc.row[op]]
-        raise InputFileError(f"unmatched send: rank {t} seq {seq} to rank {enc.peer[op]} has no "
-                             f"matching receive ({c.unmatched} unmatched in all)", source,
+        t, seq = enc.row_of(int(enc.row[op]))
+        raise InputFileError(f"unmatched send: rank {t} seq {seq} to rank {enc.peer[op]} "
+                             f"has no matching receive ({c.unmatched} unmatched in all)", source,
                              todo="Check the trace is complete and its tags/communicators are right")
-    reached = row_start >= 0
-    ends = np.where(row_end >= 0, row_end, row_start)
-    comm = np.bincount(enc.row_task[reached], weights=(ends - row_start)[reached], minlength=ntasks)
     conflicts = [{KIND_NAMES[j]: int(v) for j, v in enumerate(kinds[t]) if v} for t in range(ntasks)]
     avg = np.divide(pen_sum, pen_n, out=np.ones(ntasks), where=pen_n > 0)
-    return Result(ntasks, list(sim.node_of), clock, comm, RowTimes(enc.rows, row_start), RowTimes(enc.rows, row_end),
-                  conflicts, avg, int(c.nevents))
+    rs = RowTimes(enc, row_start) if keep_rows else {}
+    re_ = RowTimes(enc, row_end) if keep_rows else {}
+    return Result(ntasks, list(sim.node_of), clock, comm, rs, re_, conflicts, avg, int(c.nevents))
 
 
-__all__ = ["Encoded", "MODEL_CODES", "RowTimes", "available", "encode", "run"]
+__all__ = ["Encoded", "MODEL_CODES", "RowTimes", "available", "encode", "lower_native", "run"]

@@ -85,7 +85,11 @@ def validate(trace: Trace, where: str) -> None:
     missing = [c for c in COLUMNS if c not in ev.columns]
     if missing:
         raise InputFileError(f"the trace lacks columns {missing}", where, todo="Write it with hpcvar trace")
-    bad = ~ev["op"].isin(OPS)
+    op = ev["op"]
+    if isinstance(op.dtype, pd.CategoricalDtype) and set(op.cat.categories) <= set(OPS):
+        bad = op.cat.codes.to_numpy() < 0  # a categorical over known ops: only missing values can be bad
+    else:
+        bad = ~op.isin(OPS).to_numpy()
     if bad.any():
         r = ev[bad].iloc[0]
         raise InputFileError(f"unknown op '{r['op']}' at task {r['task']} seq {r['seq']}", where,
@@ -93,12 +97,23 @@ def validate(trace: Trace, where: str) -> None:
     if len(ev) and (ev["task"].min() < 0 or ev["task"].max() >= trace.ntasks):
         raise InputFileError(f"task numbers must be in 0..{trace.ntasks - 1}", where,
                              todo="Fix 'ntasks' in the metadata or the task column")
-    for t, g in ev.groupby("task", sort=True):
-        seq = g["seq"].to_numpy()
-        if len(seq) and not np.array_equal(seq, np.arange(len(seq))):
-            i = int(np.argmax(seq != np.arange(len(seq))))
-            raise InputFileError(f"task {t}: seq is not 0,1,2,... (row {i} has seq {seq[i]}); the trace is "
-                                 "truncated or was reordered", where, todo="Re-record or re-merge the trace")
+    task = ev["task"].to_numpy()
+    seq = ev["seq"].to_numpy()
+    if not len(task):
+        return
+    order = None if bool(np.all(task[1:] >= task[:-1])) else np.argsort(task, kind="stable")
+    if order is not None:
+        task, seq = task[order], seq[order]
+    first = np.concatenate(([True], task[1:] != task[:-1]))
+    ok = np.where(first, seq == 0, np.concatenate(([True], seq[1:] - seq[:-1] == 1)))
+    bad = np.flatnonzero(~ok)
+    if len(bad):
+        i = int(bad[0])
+        t = int(task[i])
+        starts = np.flatnonzero(first)
+        expect = np.arange(len(task)) - np.repeat(starts, np.diff(np.append(starts, len(task))))
+        raise InputFileError(f"task {t}: seq is not 0,1,2,... (row {int(expect[i])} has seq {int(seq[i])}); the "
+                             "trace is truncated or was reordered", where, todo="Re-record or re-merge the trace")
 
 
 def write_parquet(trace: Trace, path: str | Path) -> Path:
@@ -128,7 +143,7 @@ def read_parquet(path: str | Path) -> Trace:
     if not path.is_file():
         raise InputFileError("no such trace file", str(path), todo="Give a trace written by 'hpcvar trace run'")
     try:
-        table = pq.read_table(path)
+        table = pq.read_table(path, read_dictionary=["op"])
     except (pa.ArrowInvalid, OSError) as e:
         raise InputFileError(f"cannot read the trace as Parquet ({e}); it may be truncated", str(path),
                              todo="Re-record it with 'hpcvar trace run', or import it with 'hpcvar trace import'") \
@@ -141,13 +156,53 @@ def read_parquet(path: str | Path) -> Trace:
     if meta.get("version") != TRACE_VERSION:
         raise InputFileError(f"trace version {meta.get('version')!r} is not the version this hpcvar reads "
                              f"({TRACE_VERSION})", str(path), todo="Convert it with the hpcvar that wrote it")
-    ev = table.to_pandas()
-    trace = Trace(events=make_events(ev), ntasks=int(meta["ntasks"]),
+    trace = Trace(events=events_from_arrow(table, str(path)), ntasks=int(meta["ntasks"]),
                   comms={int(k): [int(x) for x in v] for k, v in meta.get("comms", {}).items()},
                   timed=bool(meta.get("timed", True)), source=meta.get("source", ""),
                   meta={k: v for k, v in meta.items() if k not in ("comms", "ntasks", "timed", "source")})
     validate(trace, str(path))
     return trace
+
+
+def events_from_arrow(table, where: str) -> pd.DataFrame:
+    """The events DataFrame from an Arrow table without a per-row step: one pandas block per column
+    (``split_blocks``, no consolidation copy) while Arrow frees what it converted (``self_destruct``: the
+    table is unusable afterwards), numeric columns in the COLUMNS types, ``op`` as a categorical over OPS
+    (one byte per row instead of a Python string)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    missing = [c for c in COLUMNS if c not in table.column_names]
+    if missing:
+        raise InputFileError(f"the trace lacks columns {missing}", where, todo="Write it with hpcvar trace")
+    table = table.select(list(COLUMNS))
+    op = table.column("op")
+    if not pa.types.is_dictionary(op.type):
+        op = pc.dictionary_encode(op)
+    op = op.unify_dictionaries() if isinstance(op, pa.ChunkedArray) else pa.chunked_array([op])
+    words = op.chunk(0).dictionary.to_pylist() if op.num_chunks else []
+    unknown = [w for w in words if w not in OPS]
+    if unknown:
+        bad = pc.is_in(pc.cast(op, pa.string()), pa.array(unknown, pa.string()))
+        first = int(np.flatnonzero(bad.to_numpy(zero_copy_only=False))[0])
+        raise InputFileError(f"unknown op '{op[first].as_py()}' at task {table.column('task')[first].as_py()} seq "
+                             f"{table.column('seq')[first].as_py()}", where, todo=f"Known ops: {', '.join(OPS)}")
+    remap = np.array([OPS.index(w) for w in words] or [0], np.int8)
+    codes = np.concatenate([remap[c.indices.to_numpy(zero_copy_only=False)] for c in op.chunks]) if op.num_chunks \
+        else np.zeros(0, np.int8)
+    del op
+    table = table.drop_columns(["op"])
+    for name in ("peer", "req"):
+        if table.column(name).null_count:
+            table = table.set_column(table.column_names.index(name), name, pc.fill_null(table.column(name), -1))
+    df = table.to_pandas(split_blocks=True, self_destruct=True)
+    del table
+    df["op"] = pd.Categorical.from_codes(codes, categories=OPS)
+    df = df[list(COLUMNS)]
+    for name, dtype in COLUMNS.items():
+        if name != "op" and df[name].dtype != dtype:
+            df[name] = df[name].fillna(0).astype(dtype)
+    return df
 
 
 # ---- the tracer's per-rank raw files (native/trace/hv_trace.c) ----
@@ -244,4 +299,4 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
 
 
 __all__ = ["COLLECTIVE_OPS", "COLUMNS", "OPS", "P2P_OPS", "TRACE_VERSION", "Trace", "make_events", "merge_raw",
-           "read_parquet", "read_raw_rank", "validate", "write_parquet"]
+           "events_from_arrow", "read_parquet", "read_raw_rank", "validate", "write_parquet"]

@@ -1,0 +1,581 @@
+/* Lowering of trace rows into the replay's op arrays (see replay.h): the compiled twin of
+ * hpcvar.sim.replay_ref.lower + hpcvar.sim.replay_native.encode. Rows arrive sorted by task and seq;
+ * each task's ops are, in order: a compute op for a positive gap since the previous row's end, then
+ * the row's own ops (a send or receive post, a wait, or a collective's steps as posts + a wait per
+ * step, as hpcvar.traces.collectives). Match keys become dense ids in order of first use; the request
+ * of a point-to-point row is its row index, a wait for a request that does not exist gets the id nrows
+ * (never completed), and the requests of collective steps follow. */
+#include "replay.h"
+
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* op codes of hpcvar.traces.native.OPS */
+enum {
+    OP_INIT, OP_FINALIZE, OP_SEND, OP_RECV, OP_ISEND, OP_IRECV, OP_SENDRECV, OP_SENDRECV_RECV, OP_WAIT,
+    OP_BARRIER, OP_BCAST, OP_REDUCE, OP_ALLREDUCE, OP_GATHER, OP_GATHERV, OP_SCATTER, OP_SCATTERV,
+    OP_ALLGATHER, OP_ALLGATHERV, OP_ALLTOALL, OP_ALLTOALLV, OP_COUNT
+};
+enum { ALGO_BINOMIAL = 0, ALGO_RECDOUB = 1, ALGO_RING = 2 };
+
+/* ---- a hash map of 5 x int64 -> int64 (open addressing) ------------------------------------ */
+
+typedef struct {
+    int64_t *k; /* 5 per slot */
+    int64_t *v;
+    int8_t *used;
+    int64_t cap, n;
+} hmap;
+
+static uint64_t hkey(const int64_t *k) {
+    uint64_t h = 0x9E3779B97F4A7C15ull;
+    for (int i = 0; i < 5; i++) {
+        h ^= (uint64_t)k[i] + 0x9E3779B97F4A7C15ull + (h << 6) + (h >> 2);
+        h *= 0xBF58476D1CE4E5B9ull;
+    }
+    return h ^ (h >> 31);
+}
+
+static int hmap_grow(hmap *m) {
+    int64_t cap = m->cap ? 2 * m->cap : 1024;
+    hmap n = {calloc((size_t)cap * 5, sizeof(int64_t)), calloc((size_t)cap, sizeof(int64_t)), calloc((size_t)cap, 1),
+              cap, 0};
+    if (!n.k || !n.v || !n.used) {
+        free(n.k), free(n.v), free(n.used);
+        return -1;
+    }
+    for (int64_t i = 0; i < m->cap; i++) {
+        if (!m->used[i]) continue;
+        uint64_t j = hkey(&m->k[5 * i]) & (uint64_t)(cap - 1);
+        while (n.used[j]) j = (j + 1) & (uint64_t)(cap - 1);
+        memcpy(&n.k[5 * j], &m->k[5 * i], 5 * sizeof(int64_t));
+        n.v[j] = m->v[i];
+        n.used[j] = 1;
+        n.n++;
+    }
+    free(m->k), free(m->v), free(m->used);
+    *m = n;
+    return 0;
+}
+
+/* the slot of key k; *fresh = 1 if it was inserted (value set to dflt) */
+static int64_t *hmap_get(hmap *m, const int64_t *k, int64_t dflt, int *fresh) {
+    if (2 * (m->n + 1) > m->cap && hmap_grow(m)) return NULL;
+    uint64_t j = hkey(k) & (uint64_t)(m->cap - 1);
+    while (m->used[j]) {
+        if (!memcmp(&m->k[5 * j], k, 5 * sizeof(int64_t))) {
+            *fresh = 0;
+            return &m->v[j];
+        }
+        j = (j + 1) & (uint64_t)(m->cap - 1);
+    }
+    memcpy(&m->k[5 * j], k, 5 * sizeof(int64_t));
+    m->used[j] = 1;
+    m->v[j] = dflt;
+    m->n++;
+    *fresh = 1;
+    return &m->v[j];
+}
+
+static void hmap_free(hmap *m) { free(m->k), free(m->v), free(m->used); }
+
+/* ---- collectives.steps in C --------------------------------------------------------------- */
+
+typedef struct { int64_t peer, bytes; } msg;
+typedef struct { int64_t s0, ns, r0, nr; } step; /* sends [s0, s0+ns), recvs [r0, r0+nr) of msgs */
+
+typedef struct {
+    step *st;
+    int64_t nst, cst;
+    msg *m;
+    int64_t nm, cm;
+    int oom;
+} steps_t;
+
+static void st_begin(steps_t *S) {
+    if (S->nst == S->cst) {
+        int64_t c = S->cst ? 2 * S->cst : 64;
+        step *p = realloc(S->st, (size_t)c * sizeof *p);
+        if (!p) { S->oom = 1; return; }
+        S->st = p, S->cst = c;
+    }
+    S->st[S->nst++] = (step){S->nm, 0, 0, 0};
+}
+
+static void st_add(steps_t *S, int64_t peer, int64_t bytes) {
+    if (S->nm == S->cm) {
+        int64_t c = S->cm ? 2 * S->cm : 256;
+        msg *p = realloc(S->m, (size_t)c * sizeof *p);
+        if (!p) { S->oom = 1; return; }
+        S->m = p, S->cm = c;
+    }
+    S->m[S->nm++] = (msg){peer, bytes};
+}
+
+/* a step is built as: st_begin, sends (st_add), st_mid, recvs (st_add) */
+static void st_mid(steps_t *S) {
+    step *s = &S->st[S->nst - 1];
+    s->ns = S->nm - s->s0;
+    s->r0 = S->nm;
+}
+static void st_end(steps_t *S) {
+    step *s = &S->st[S->nst - 1];
+    s->nr = S->nm - s->r0;
+}
+/* one step with at most one send and one receive (peer < 0: none) */
+static void st_one(steps_t *S, int64_t sp, int64_t sb, int64_t rp, int64_t rb) {
+    if (S->oom) return;
+    st_begin(S);
+    if (S->oom) return;
+    if (sp >= 0) st_add(S, sp, sb);
+    st_mid(S);
+    if (rp >= 0) st_add(S, rp, rb);
+    st_end(S);
+}
+
+static int64_t fdiv(int64_t a, int64_t b) { /* Python's a // b */
+    int64_t q = a / b;
+    if ((a % b != 0) && ((a < 0) != (b < 0))) q--;
+    return q;
+}
+static int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); } /* -(-a // b) */
+static int64_t pmod(int64_t a, int64_t b) { int64_t r = a % b; return r < 0 ? r + b : r; }
+
+/* relative rank -> comm rank: (p + root) % n, applied to steps [from, nst) */
+static void relative(steps_t *S, int64_t from, int64_t first_msg, int64_t root, int64_t n) {
+    (void)from;
+    for (int64_t i = first_msg; i < S->nm; i++) S->m[i].peer = pmod(S->m[i].peer + root, n);
+}
+
+static void bcast_binomial(steps_t *S, int64_t n, int64_t vr, int64_t b) {
+    int64_t mask = 1;
+    while (mask < n) {
+        if (vr & mask) {
+            st_one(S, -1, 0, vr - mask, b);
+            break;
+        }
+        mask <<= 1;
+    }
+    mask >>= 1;
+    while (mask > 0) {
+        if (vr + mask < n) st_one(S, vr + mask, b, -1, 0);
+        mask >>= 1;
+    }
+}
+
+static void reduce_binomial(steps_t *S, int64_t n, int64_t vr, int64_t b) {
+    int64_t mask = 1;
+    while (mask < n) {
+        if (vr & mask) {
+            st_one(S, vr - mask, b, -1, 0);
+            break;
+        }
+        if (vr + mask < n) st_one(S, -1, 0, vr + mask, b);
+        mask <<= 1;
+    }
+}
+
+static int64_t subtree(int64_t n, int64_t vr) {
+    if (vr == 0) return n;
+    int64_t low = vr & -vr;
+    return low < n - vr ? low : n - vr;
+}
+
+static void gather_binomial(steps_t *S, int64_t n, int64_t vr, int64_t b, int reversed_scatter) {
+    /* gather steps; for scatter: the same steps in reverse order with sends and receives swapped */
+    int64_t first = S->nst;
+    int64_t mask = 1;
+    while (mask < n) {
+        if (vr & mask) {
+            st_one(S, vr - mask, b * subtree(n, vr), -1, 0);
+            break;
+        }
+        if (vr + mask < n) st_one(S, -1, 0, vr + mask, b * subtree(n, vr + mask));
+        mask <<= 1;
+    }
+    if (reversed_scatter && !S->oom) {
+        for (int64_t i = first, j = S->nst - 1; i < j; i++, j--) {
+            step t = S->st[i];
+            S->st[i] = S->st[j];
+            S->st[j] = t;
+        }
+        for (int64_t i = first; i < S->nst; i++) { /* swap sends and receives */
+            step *s = &S->st[i];
+            step t = {s->r0, s->nr, s->s0, s->ns};
+            *s = t;
+        }
+    }
+}
+
+static void chain(steps_t *S, int64_t n, int64_t vr, int64_t b, int towards_root) {
+    if (!towards_root) {
+        if (vr > 0) st_one(S, -1, 0, vr - 1, b);
+        if (vr < n - 1) st_one(S, vr + 1, b, -1, 0);
+    } else {
+        if (vr < n - 1) st_one(S, -1, 0, vr + 1, b);
+        if (vr > 0) st_one(S, vr - 1, b, -1, 0);
+    }
+}
+
+static void ring_steps(steps_t *S, int64_t n, int64_t me, int64_t b, int64_t count) {
+    for (int64_t i = 0; i < count; i++) st_one(S, pmod(me + 1, n), b, pmod(me - 1, n), b);
+}
+
+static void recdoub_allreduce(steps_t *S, int64_t n, int64_t me, int64_t b) {
+    int64_t p2 = 1;
+    while (p2 * 2 <= n) p2 *= 2;
+    int64_t rem = n - p2, newrank;
+    if (me < 2 * rem) {
+        if (me % 2 == 0) {
+            st_one(S, me + 1, b, -1, 0);
+            st_one(S, -1, 0, me + 1, b);
+            return;
+        }
+        st_one(S, -1, 0, me - 1, b);
+        newrank = me / 2;
+    } else {
+        newrank = me - rem;
+    }
+    for (int64_t mask = 1; mask < p2; mask <<= 1) {
+        int64_t nr = newrank ^ mask;
+        int64_t peer = nr < rem ? nr * 2 + 1 : nr + rem;
+        st_one(S, peer, b, peer, b);
+    }
+    if (me < 2 * rem) st_one(S, me - 1, b, -1, 0);
+}
+
+static void linear(steps_t *S, int gather, int64_t n, int64_t me, int64_t root, int64_t b) {
+    if (S->oom) return;
+    if (gather) {
+        if (me == root) {
+            st_begin(S);
+            if (S->oom) return;
+            st_mid(S);
+            for (int64_t p = 0; p < n; p++)
+                if (p != root) st_add(S, p, b);
+            st_end(S);
+        } else {
+            st_one(S, root, b, -1, 0);
+        }
+    } else {
+        if (me == root) {
+            st_begin(S);
+            if (S->oom) return;
+            for (int64_t p = 0; p < n; p++)
+                if (p != root) st_add(S, p, b);
+            st_mid(S);
+            st_end(S);
+        } else {
+            st_one(S, -1, 0, root, b);
+        }
+    }
+}
+
+/* collectives.steps(op, n, me, root, nbytes, algo) */
+static void coll_steps(steps_t *S, int op, int64_t n, int64_t me, int64_t root, int64_t b, int algo) {
+    S->nst = S->nm = 0;
+    if (n <= 1) return;
+    if (root < 0) root = 0;
+    int64_t vr = pmod(me - root, n);
+    int64_t m0 = S->nm;
+    switch (op) {
+    case OP_BARRIER:
+        if (algo == ALGO_RECDOUB) {
+            for (int64_t k = 1; k < n; k *= 2) st_one(S, pmod(me + k, n), 0, pmod(me - k, n), 0);
+        } else if (algo == ALGO_RING) {
+            if (me == 0) {
+                for (int i = 0; i < 2; i++) {
+                    st_one(S, pmod(me + 1, n), 0, -1, 0);
+                    st_one(S, -1, 0, n - 1, 0);
+                }
+            } else {
+                for (int i = 0; i < 2; i++) {
+                    st_one(S, -1, 0, me - 1, 0);
+                    st_one(S, pmod(me + 1, n), 0, -1, 0);
+                }
+            }
+        } else {
+            reduce_binomial(S, n, me, 0);
+            bcast_binomial(S, n, me, 0);
+        }
+        break;
+    case OP_BCAST:
+        if (algo == ALGO_RING) chain(S, n, vr, b, 0);
+        else bcast_binomial(S, n, vr, b);
+        relative(S, 0, m0, root, n);
+        break;
+    case OP_REDUCE:
+        if (algo == ALGO_RING) chain(S, n, vr, b, 1);
+        else reduce_binomial(S, n, vr, b);
+        relative(S, 0, m0, root, n);
+        break;
+    case OP_ALLREDUCE:
+        if (algo == ALGO_RECDOUB) recdoub_allreduce(S, n, me, b);
+        else if (algo == ALGO_RING) ring_steps(S, n, me, cdiv(b, n), 2 * (n - 1));
+        else {
+            reduce_binomial(S, n, me, b);
+            bcast_binomial(S, n, me, b);
+        }
+        break;
+    case OP_GATHER:
+    case OP_SCATTER:
+        if (algo == ALGO_RING) linear(S, op == OP_GATHER, n, me, root, b);
+        else {
+            gather_binomial(S, n, vr, b, op == OP_SCATTER);
+            relative(S, 0, m0, root, n);
+        }
+        break;
+    case OP_GATHERV:
+    case OP_SCATTERV: {
+        int64_t per = me != root ? b : cdiv(b, n - 1 > 1 ? n - 1 : 1);
+        linear(S, op == OP_GATHERV, n, me, root, per);
+        break;
+    }
+    case OP_ALLGATHER:
+    case OP_ALLGATHERV: {
+        int64_t blk = op == OP_ALLGATHER ? b : cdiv(b, n);
+        if (algo == ALGO_BINOMIAL) {
+            gather_binomial(S, n, me, blk, 0);
+            bcast_binomial(S, n, me, blk * n);
+        } else if (algo == ALGO_RECDOUB && (n & (n - 1)) == 0) {
+            for (int64_t mask = 1; mask < n; mask <<= 1) st_one(S, me ^ mask, blk * mask, me ^ mask, blk * mask);
+        } else {
+            ring_steps(S, n, me, blk, n - 1);
+        }
+        break;
+    }
+    case OP_ALLTOALL:
+    case OP_ALLTOALLV: {
+        int64_t per = cdiv(b, n);
+        for (int64_t k = 1; k < n; k++) st_one(S, pmod(me + k, n), per, pmod(me - k, n), per);
+        break;
+    }
+    default:
+        break;
+    }
+}
+
+/* ---- the lowering ------------------------------------------------------------------------- */
+
+typedef struct {
+    hv_rp_lower_config *c;
+    int fill;
+    int64_t nops, nwreq, ncreq;
+    int oom;
+    hmap keys, coll;
+} lw;
+
+static int emit(lw *L, int kind, int32_t peer, double val, int32_t key, int64_t req, int64_t row) {
+    hv_rp_lower_config *c = L->c;
+    if (L->fill) {
+        int64_t i = L->nops;
+        c->kind[i] = (int8_t)kind;
+        c->peer_out[i] = peer;
+        c->val[i] = val;
+        c->key[i] = key;
+        c->req_out[i] = (int32_t)req;
+        c->row[i] = (int32_t)row;
+    }
+    L->nops++;
+    return 0;
+}
+
+static int64_t key_id(lw *L, int64_t a, int64_t b, int64_t x, int64_t y, int64_t z) {
+    if (!L->fill) return 0;
+    int64_t k[5] = {a, b, x, y, z};
+    int fresh;
+    int64_t *v = hmap_get(&L->keys, k, L->keys.n, &fresh);
+    if (!v) L->oom = 1;
+    return v ? *v : -1;
+}
+
+static void wait_req(lw *L, int64_t rq) {
+    if (L->fill) L->c->wreq[L->nwreq] = (int32_t)rq;
+    L->nwreq++;
+}
+
+static int comm_index(const hv_rp_lower_config *c, int32_t comm) {
+    int64_t lo = 0, hi = c->ncomms;
+    while (lo < hi) {
+        int64_t mid = (lo + hi) / 2;
+        if (c->comm_id[mid] < comm) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < c->ncomms && c->comm_id[lo] == comm ? (int)lo : -1;
+}
+
+static int pass(lw *L) {
+    hv_rp_lower_config *c = L->c;
+    const int64_t never = c->nrows;
+    steps_t S;
+    memset(&S, 0, sizeof S);
+    int rc = -1;
+    L->nops = L->nwreq = L->ncreq = 0;
+    for (int64_t t = 0; t < c->ntasks; t++) {
+        if (L->fill) c->task_off[t] = L->nops;
+        int have_prev = 0, have_mpi = 0;
+        int64_t prev_end = 0, mpi_ts = 0, mpi_te = 0, reach = 0;
+        double mpi = 0.0;
+        if (L->fill) c->first_start[t] = INT64_MAX, c->last_end[t] = INT64_MIN;
+        int64_t base = c->row_off[t], nrow_t = c->row_off[t + 1] - base;
+        for (int64_t g = base; g < c->row_off[t + 1]; g++) {
+            int64_t ts = c->t_start[g], te = c->t_end[g];
+            if (have_prev) {
+                int64_t gap = ts - prev_end;
+                if (gap > 0) emit(L, HV_RP_COMPUTE, -1, (double)gap * 1e-9, -1, -1, -1);
+                if (te > prev_end) prev_end = te;
+            } else {
+                prev_end = te;
+                have_prev = 1;
+            }
+            int op = c->op[g];
+            if (L->fill) { /* the measured side: span, and the union of the MPI rows' intervals */
+                if (ts < c->first_start[t]) c->first_start[t] = ts;
+                if (te > c->last_end[t]) c->last_end[t] = te;
+                if (op != OP_INIT && op != OP_FINALIZE) {
+                    if (have_mpi && (ts < mpi_ts || (ts == mpi_ts && te < mpi_te))) c->mpi_unsorted = 1;
+                    double lo = have_mpi ? ((double)ts > (double)reach ? (double)ts : (double)reach) : (double)ts;
+                    double cov = (double)te - lo;
+                    mpi += cov > 0.0 ? cov : 0.0;
+                    if (!have_mpi || te > reach) reach = te;
+                    mpi_ts = ts, mpi_te = te, have_mpi = 1;
+                }
+            }
+            int32_t peer = c->peer[g], tag = c->tag[g], comm = c->comm[g];
+            int64_t b = c->bytes[g];
+            int64_t seq = g - base;
+            switch (op) {
+            case OP_INIT:
+            case OP_FINALIZE:
+                emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
+                break;
+            case OP_SEND:
+            case OP_ISEND:
+            case OP_SENDRECV:
+                if (peer < 0 || peer >= c->ntasks) {
+                    emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
+                    break;
+                }
+                emit(L, HV_RP_SEND, peer, (double)b, (int32_t)key_id(L, 0, t, peer, comm, tag), g, g);
+                if (op == OP_SEND) {
+                    emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
+                    wait_req(L, g);
+                }
+                break;
+            case OP_RECV:
+            case OP_IRECV:
+            case OP_SENDRECV_RECV:
+                if (peer < 0 || peer >= c->ntasks) {
+                    if (op == OP_IRECV) {
+                        emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
+                        break;
+                    }
+                    c->err = 1;
+                    c->err_row = g;
+                    goto out;
+                }
+                emit(L, HV_RP_RECV, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), g, g);
+                if (op == OP_RECV) {
+                    emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
+                    wait_req(L, g);
+                } else if (op == OP_SENDRECV_RECV) {
+                    emit(L, HV_RP_WAIT, 2, 0.0, -1, L->nwreq, g);
+                    wait_req(L, seq >= 1 ? g - 1 : never);
+                    wait_req(L, g);
+                }
+                break;
+            case OP_WAIT: {
+                int64_t r = c->req[g];
+                if (r >= 0) {
+                    emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
+                    wait_req(L, r < nrow_t ? base + r : never);
+                } else {
+                    emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
+                }
+                break;
+            }
+            default: { /* collective */
+                int ci = comm_index(c, comm);
+                if (ci < 0) {
+                    c->err = 2;
+                    c->err_row = g;
+                    goto out;
+                }
+                const int32_t *mem = c->comm_mem + c->comm_off[ci];
+                int64_t n = c->comm_off[ci + 1] - c->comm_off[ci], me = -1, root = 0;
+                for (int64_t i = 0; i < n; i++) /* the last one, as the dict of the reference */
+                    if (mem[i] == t) me = i;
+                if (me < 0) {
+                    c->err = 3;
+                    c->err_row = g;
+                    goto out;
+                }
+                int64_t k = 0;
+                if (L->fill) {
+                    int64_t ck[5] = {t, comm, 0, 0, 0};
+                    int fresh;
+                    int64_t *v = hmap_get(&L->coll, ck, 0, &fresh);
+                    if (!v) goto out;
+                    k = (*v)++;
+                }
+                if (peer >= 0) {
+                    root = 0;
+                    for (int64_t i = 0; i < n; i++)
+                        if (mem[i] == peer) root = i;
+                }
+                coll_steps(&S, op, n, me, root, b, c->algo);
+                if (S.oom) goto out;
+                if (S.nst == 0) emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
+                for (int64_t si = 0; si < S.nst; si++) {
+                    step *st = &S.st[si];
+                    int64_t r0 = never + 1 + L->ncreq;
+                    for (int64_t j = 0; j < st->ns; j++) {
+                        int32_t dst = mem[S.m[st->s0 + j].peer];
+                        emit(L, HV_RP_SEND, dst, (double)S.m[st->s0 + j].bytes,
+                             (int32_t)key_id(L, 1, comm, k, t, dst), never + 1 + L->ncreq++, g);
+                    }
+                    for (int64_t j = 0; j < st->nr; j++) {
+                        int32_t src = mem[S.m[st->r0 + j].peer];
+                        emit(L, HV_RP_RECV, src, (double)S.m[st->r0 + j].bytes,
+                             (int32_t)key_id(L, 1, comm, k, src, t), never + 1 + L->ncreq++, g);
+                    }
+                    int64_t nreq = st->ns + st->nr;
+                    emit(L, HV_RP_WAIT, (int32_t)nreq, 0.0, -1, L->nwreq, g);
+                    for (int64_t j = 0; j < nreq; j++) wait_req(L, r0 + j);
+                }
+            }
+            }
+            if (L->oom) goto out;
+        }
+        if (L->fill) c->mpi_ns[t] = mpi;
+    }
+    if (L->fill) c->task_off[c->ntasks] = L->nops;
+    rc = 0;
+out:
+    free(S.st);
+    free(S.m);
+    return rc;
+}
+
+int hv_rp_lower_config_size(void) { return (int)sizeof(hv_rp_lower_config); }
+
+int hv_rp_lower(hv_rp_lower_config *c) {
+    lw L;
+    memset(&L, 0, sizeof L);
+    L.c = c;
+    c->err = 0;
+    L.fill = c->kind != NULL;
+    if (L.fill) c->mpi_unsorted = 0;
+    int rc = pass(&L);
+    if (rc == 0) {
+        c->nops = L.nops;
+        c->nwreq = L.nwreq;
+        c->nkeys = L.keys.n;
+        c->nreqs = c->nrows + 1 + L.ncreq;
+    }
+    if (c->err) rc = 0; /* reported through err */
+    hmap_free(&L.keys);
+    hmap_free(&L.coll);
+    return rc;
+}

@@ -1,0 +1,308 @@
+"""``hpcvar sim app`` as a library job: ``run_job(Params, runs_dir) -> (Run, result)``.
+
+The command line (hpcvar.cli.sim_app) only turns flags into ``Params`` and renders the result. The job
+reads the trace (columnar: Arrow/numpy), computes the measured side (S_m per task), lowers the trace once
+into the C core's op arrays (native/sim/lower.c) and replays it for every mapping x model x replica,
+writing the tables after each mapping x model (docs/replay.md).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from hpcvar.errors import UsageError
+
+PROGRESS_MIN_OPS = 2_000_000  # a progress bar only for replays at least this long (and only on a terminal)
+
+
+@dataclass(frozen=True)
+class Params:
+    trace: str
+    fmt: str = "auto"
+    cluster_file: str | None = None
+    nodes: int | None = None
+    cores_per_node: int | None = None
+    bandwidth: float = 1.25e8
+    latency: float = 50e-6
+    shm_bandwidth: float = 5e9
+    shm_latency: float = 5e-7
+    mappings: tuple[str, ...] = ("rrn",)
+    models: tuple[str, ...] = ("none",)
+    params_file: str | None = None
+    collectives: str = "binomial"
+    eager: int = 65536
+    jitter_file: str | None = None
+    jitter_freq: float | None = None
+    align: str = "unsync"
+    window: float | None = None
+    window_origin: float | None = None
+    replicas: int = 1
+    seed: int = 1
+    engine: str = "auto"
+    chrome_file: str | None = None
+    plot_stem: str | None = None
+    no_plots: bool = False
+    flops_rate: float = 1e9
+    extra: dict = field(default_factory=dict, compare=False)
+
+    def check(self) -> None:
+        """Usage errors that need no file, naming the flag."""
+        from hpcvar.sim.app import MODELS
+
+        if self.window is not None and self.align != "cosched":
+            raise UsageError("--window is only for --align cosched", "--window", "Add --align cosched")
+        if self.align == "cosched" and self.window is None:
+            raise UsageError("--align cosched needs the window length", "--window", "Give e.g. --window 10ms")
+        if self.window_origin is not None and self.align != "cosched":
+            raise UsageError("--window-origin is only for --align cosched", "--window-origin", "Add --align cosched")
+        if self.align != "unsync" and self.jitter_file is None:
+            raise UsageError(f"--align {self.align} applies to a jitter trace", "--align", "Give --jitter TRACE")
+        for m in self.models:
+            if m not in MODELS:
+                raise UsageError(f"unknown model '{m}'", "--model", f"Use one of {', '.join(MODELS)}")
+
+
+def cluster_of(p: Params, ntasks: int):
+    from hpcvar.sim import app as simapp
+
+    if p.cluster_file:
+        if p.nodes or p.cores_per_node:
+            raise UsageError("--nodes/--cores-per-node and --cluster both given", "--cluster",
+                             "Put the node counts in the cluster file")
+        return simapp.load_cluster(p.cluster_file)
+    n = p.nodes or ntasks
+    k = p.cores_per_node or max(1, -(-ntasks // n))
+    return simapp.Cluster(n, k, p.bandwidth, p.latency, p.shm_bandwidth, p.shm_latency)
+
+
+class _Progress:
+    """A rich progress bar over all replays (ops replayed / ops to replay), on stderr."""
+
+    def __init__(self, total_ops: int):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        from hpcvar.cli.common import stderr_console
+
+        self.bar = Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                            TimeRemainingColumn(), console=stderr_console(), transient=True)
+        self.task = self.bar.add_task("replay", total=total_ops)
+        self.base = 0
+        self.bar.start()
+
+    def callback(self, done: int, nops: int) -> None:
+        self.bar.update(self.task, completed=self.base + done)
+
+    def next_replay(self, nops: int) -> None:
+        self.base += nops
+        self.bar.update(self.task, completed=self.base)
+
+    def stop(self) -> None:
+        self.bar.stop()
+
+
+def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = None):
+    """Replay ``p.trace`` for every mapping x model (x replica); store the run. Returns (run, result).
+    ``show_progress``: None = when stderr is a terminal and the replays are long (PROGRESS_MIN_OPS)."""
+    import pandas as pd
+
+    from hpcvar import metadata
+    from hpcvar.results.store import Run
+    from hpcvar.sim import app as simapp
+    from hpcvar.sim.app_report import plot_comparison, plot_e_abs
+    from hpcvar.sim.replay_jitter import jitter_factory
+    from hpcvar.traces import load_trace
+
+    p.check()
+    timings = {}
+    t0 = time.perf_counter()
+    trace = load_trace(p.trace, p.fmt, p.flops_rate)
+    timings["read_s"] = time.perf_counter() - t0
+    cl = cluster_of(p, trace.ntasks)
+    params_by_model: dict = {}
+    if p.params_file:
+        from hpcvar.models.sharing import load_params
+
+        pm, pp = load_params(p.params_file)
+        params_by_model[pm] = pp
+    for mp in p.mappings:  # check them all before any simulation
+        simapp.mapping(mp, trace.ntasks, cl, p.seed)
+    jit = jitter_factory(p.jitter_file, p.jitter_freq, p.align, p.window, p.window_origin)
+    no_ops = [[] for _ in range(trace.ntasks)]
+    for m in p.models:  # an impossible --engine is refused before anything runs
+        simapp.Simulator(trace, cl, simapp.mapping(p.mappings[0], trace.ntasks, cl, p.seed), m,
+                         params_by_model.get(m), p.collectives, p.eager, None if jit is None else jit(trace.ntasks,
+                                                                                                      p.seed, 0),
+                         lowered=no_ops, engine=p.engine)
+    stored = {k: v for k, v in asdict(p).items() if k not in ("extra",)}
+    stored.update(ntasks=trace.ntasks, timed=trace.timed, mappings=list(p.mappings), models=list(p.models),
+                  format=p.fmt, model_params=params_by_model, eager_bytes=p.eager, jitter=p.jitter_file,
+                  jitter_freq_hz=p.jitter_freq, window_s=p.window, window_origin_s=p.window_origin,
+                  cluster={"nodes": cl.nodes, "cores_per_node": cl.cores_per_node,
+                           "bandwidth_bytes_per_s": cl.bandwidth, "latency_s": cl.latency,
+                           "shm_bandwidth_bytes_per_s": cl.shm_bandwidth, "shm_latency_s": cl.shm_latency,
+                           "links": [[a, b, bw, lat] for (a, b), (bw, lat) in cl.links.items()]})
+    # run_lifecycle (hpcvar.results.store) is not in this tree yet: create and finish the run here
+    run = Run.create("sim app", stored, runs_dir, argv if argv is not None else ["hpcvar", *sys.argv[1:]],
+                     metadata.collect({}))
+    nevents_trace = len(trace.events)
+    ops, encoded = None, None
+    needs_python = p.engine == "python" or not _native_ok()
+    t0 = time.perf_counter()
+    if needs_python:
+        ops = simapp.lower(trace, p.collectives)[0]
+    else:
+        from hpcvar.sim.replay_native import lower_native
+
+        encoded = lower_native(trace, p.collectives)  # also the measured side, in the same pass
+    timings["lower_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    m_total, m_comm = encoded.measured if encoded is not None and encoded.measured is not None \
+        else simapp.measured(trace)
+    timings["measure_s"] = time.perf_counter() - t0
+    timeline_src = trace if p.chrome_file else None
+    if encoded is not None and not p.chrome_file:
+        trace.events = trace.events.iloc[0:0]  # the replays need only the op arrays: free the rows
+    nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.mappings) * len(p.models)
+    total_ops = nruns * (len(encoded.kind) if encoded is not None else sum(map(len, ops)))
+    if show_progress is None:
+        show_progress = sys.stderr.isatty() and total_ops >= PROGRESS_MIN_OPS
+    bar = _Progress(total_ops) if show_progress else None
+    runs, rep_rows, first = [], [], None
+    try:
+        for mp in p.mappings:
+            for m in p.models:
+                random_here = mp == "random" or jit is not None
+                reps, t_sim, eng = [], 0.0, None
+                for r in range(p.replicas if random_here else 1):
+                    node_of = simapp.mapping(mp, trace.ntasks, cl, p.seed + r)
+                    jf = jit(trace.ntasks, p.seed, r) if jit is not None else None
+                    sim = simapp.Simulator(trace, cl, node_of, m, params_by_model.get(m), p.collectives, p.eager, jf,
+                                           ops, engine=p.engine, encoded=encoded,
+                                           keep_rows=first is None and bool(p.chrome_file),
+                                           progress=bar.callback if bar else None)
+                    if sim.engine == "python" and ops is None:
+                        raise UsageError("the trace was lowered for the C core only", "--engine", "Use --engine auto")
+                    t1 = time.perf_counter()
+                    res = sim.run()
+                    t_sim += time.perf_counter() - t1
+                    if bar:
+                        bar.next_replay(len(encoded.kind) if sim.engine == "native" else sum(map(len, ops)))
+                    eng = sim.engine
+                    reps.append(res)
+                    rep_rows.append(pd.DataFrame({
+                        "mapping": mp, "model": m, "replica": r, "seed": p.seed + r, "task": np.arange(trace.ntasks),
+                        "node": np.asarray(res.node_of, np.int64), "total_s": res.total_s, "comm_s": res.comm_s,
+                        "avg_penalty": res.avg_penalty}))
+                    if first is None:
+                        first = res
+                one = combine(mp, m, reps, m_total, m_comm, trace.timed)
+                one.update(engine=eng, replay_s=t_sim,
+                           events_per_s=nevents_trace * len(reps) / t_sim if t_sim > 0 else None)
+                runs.append(one)
+                run.write_table("replay.replicas", pd.concat(rep_rows, ignore_index=True))
+                run.write_table("replay.tasks", pd.DataFrame(task_rows(runs)))
+                run.write_table("replay.runs", pd.DataFrame(run_rows(runs)))
+    finally:
+        if bar:
+            bar.stop()
+    if p.chrome_file:
+        from hpcvar.traces.chrome import write_chrome
+
+        write_chrome(simapp.timeline(first, timeline_src), first.node_of, p.chrome_file)
+    plots = []
+    if not p.no_plots:
+        plots += [str(x) for x in plot_comparison(runs, run.plots_dir() / "comm_per_task")]
+        if len(runs) > 1 and trace.timed:
+            plots += [str(x) for x in plot_e_abs(runs, run.plots_dir() / "e_abs")]
+    if p.plot_stem:
+        plots += [str(x) for x in plot_comparison(runs, p.plot_stem)]
+    warnings = []
+    if not trace.timed:
+        warnings.append("the trace has no measured times (TIT import): no E_abs; record it with 'hpcvar trace' "
+                        "for a comparison with the measurement")
+    for w in warnings:
+        run.warn(w)
+    total_replay = sum(r["replay_s"] for r in runs)
+    out = {"command": "sim app", "trace": str(p.trace), "ntasks": trace.ntasks, "timed": trace.timed,
+           "events": nevents_trace, "cluster": stored["cluster"], "collectives": p.collectives,
+           "eager_bytes": p.eager, "replicas": p.replicas, "seed": p.seed, "mapping": runs[0]["mapping"],
+           "model": runs[0]["model"], "tasks": runs[0]["tasks"], "runs": runs, "lower_s": timings["lower_s"],
+           "read_s": timings["read_s"], "measure_s": timings["measure_s"],
+           "replay_rows_per_s": (sum(r["events_per_s"] * r["replay_s"] for r in runs if r["events_per_s"])
+                                 / total_replay) if total_replay > 0 else None,
+           "plots": plots, "warnings": warnings, "run": str(run.path)}
+    run.finish("complete", {k: v for k, v in out.items() if k != "tasks"})
+    return run, out
+
+
+def _native_ok() -> bool:
+    from hpcvar.sim import replay_native
+
+    return replay_native.available()
+
+
+def task_rows(runs: list[dict]) -> list[dict]:
+    rows = []
+    nan = float("nan")
+    for run in runs:
+        for r in run["tasks"]:
+            c = r["conflicts"]
+            rows.append({"mapping": run["mapping"], "model": run["model"], "replicas": run["replicas"],
+                         "task": r["task"], "node": r["node"], "total_s": r["total_s"], "comm_s": r["comm_s"],
+                         "total_ci_lo_s": r.get("total_s_ci", [nan, nan])[0],
+                         "total_ci_hi_s": r.get("total_s_ci", [nan, nan])[1],
+                         "comm_ci_lo_s": r.get("comm_s_ci", [nan, nan])[0],
+                         "comm_ci_hi_s": r.get("comm_s_ci", [nan, nan])[1],
+                         "avg_penalty": r["avg_penalty"],
+                         "conflicts_none": c.get("none", 0), "conflicts_out": c.get("out", 0),
+                         "conflicts_in": c.get("in", 0), "conflicts_in_out": c.get("in-out", 0),
+                         "measured_total_s": r.get("measured_total_s", nan),
+                         "measured_comm_s": r.get("measured_comm_s", nan), "e_abs_pct": r.get("e_abs_pct", nan)})
+    return rows
+
+
+def run_rows(runs: list[dict]) -> list[dict]:
+    return [{"mapping": r["mapping"], "model": r["model"], "replicas": r["replicas"], "makespan_s": r["makespan_s"],
+             "mean_e_abs_pct": r.get("mean_e_abs_pct") if r.get("mean_e_abs_pct") is not None else float("nan"),
+             "engine": r["engine"], "replay_s": r["replay_s"],
+             "events_per_s": r["events_per_s"] if r["events_per_s"] is not None else float("nan")} for r in runs]
+
+
+def combine(mp, m, reps, m_total, m_comm, timed) -> dict:
+    """Medians over replicas per task (95% CIs with several), E_abs against the measurement."""
+    from hpcvar.sim.app import e_abs
+
+    if len(reps) > 1:
+        from hpcvar.stats.summary import median_ci  # scipy: seconds to import, only for CIs
+
+    tot = np.array([r.total_s for r in reps])
+    com = np.array([r.comm_s for r in reps])
+    pen = np.array([r.avg_penalty for r in reps])
+    tasks = []
+    for t in range(tot.shape[1]):
+        row = {"task": t, "node": reps[0].node_of[t], "total_s": float(np.median(tot[:, t])),
+               "comm_s": float(np.median(com[:, t])), "avg_penalty": float(np.median(pen[:, t])),
+               "conflicts": reps[0].conflicts[t]}
+        if timed:
+            ea = e_abs(com[:, t], np.full(len(reps), m_comm[t]))
+            row.update({"measured_total_s": float(m_total[t]), "measured_comm_s": float(m_comm[t]),
+                        "e_abs_pct": float(np.median(ea))})
+        if len(reps) > 1:
+            row["total_s_ci"] = list(median_ci(tot[:, t]))
+            row["comm_s_ci"] = list(median_ci(com[:, t]))
+            if timed:
+                row["e_abs_pct_ci"] = list(median_ci(e_abs(com[:, t], np.full(len(reps), m_comm[t]))))
+        tasks.append(row)
+    out = {"mapping": mp, "model": m, "replicas": len(reps), "tasks": tasks,
+           "makespan_s": float(np.median(tot.max(axis=1)))}
+    if timed:
+        ea = [r["e_abs_pct"] for r in tasks if r["e_abs_pct"] == r["e_abs_pct"]]
+        out["mean_e_abs_pct"] = float(np.mean(ea)) if ea else None
+    return out
+
+
+__all__ = ["PROGRESS_MIN_OPS", "Params", "cluster_of", "combine", "run_job"]
