@@ -159,6 +159,9 @@ class Fanin(Benchmark):
     def point_fields(self) -> list[str]:
         return list(POINT_FIELDS)
 
+    def busy_polls(self, params: dict) -> bool:
+        return params.get("wait", "spin") == "spin"
+
     def points(self, params: dict) -> list[dict]:
         pts = {}
         for rep in range(params["repeat"]):

@@ -94,6 +94,11 @@ class Benchmark(ABC):
         """Extra environment for the ranks."""
         return {}
 
+    def busy_polls(self, params: dict) -> bool:
+        """Whether the ranks busy-poll (MPI's own wait). When they sleep instead, more ranks than cores is no
+        stall to warn about."""
+        return True
+
     def warnings(self, tables: dict[str, pd.DataFrame], params: dict) -> list[str]:
         """What the user must know about these measurements (kept in run.json and printed)."""
         return []
@@ -166,7 +171,7 @@ def run_benchmark(bench: Benchmark, params: dict, ctx: BenchContext) -> tuple[Ru
         meta = metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np,
                                  "ranks_per_node": ctx.ranks_per_node})
         run = Run.create(command, params, ctx.runs_dir, ctx.argv, meta)
-    warn = oversubscription_warning(ctx.np, ctx.launcher)
+    warn = oversubscription_warning(ctx.np, ctx.launcher) if bench.busy_polls(params) else None
     if warn:
         run.warn(warn)
         _say(ctx, f"[yellow]warning:[/] {warn}")
