@@ -76,7 +76,7 @@ def test_html_report_is_self_contained(runs_dir, tmp_path):
     html = out.read_text()
     assert "Point-to-point latency and bandwidth" in html
     imgs = re.findall(r'<img[^>]+src="([^"]+)"', html)
-    assert len(imgs) == 2 and all(src.startswith("data:image/png;base64,") for src in imgs)
+    assert len(imgs) == 3 and all(src.startswith("data:image/png;base64,") for src in imgs)  # latency, bandwidth, CCDF
     assert not re.search(r'(src|href)="(http|//)', html)  # nothing fetched from a network
     assert "latency, 8B (one-way median)" in html
 

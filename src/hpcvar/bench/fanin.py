@@ -181,6 +181,9 @@ class Fanin(Benchmark[FaninParams]):
     def point_fields(self) -> list[str]:
         return list(POINT_FIELDS)
 
+    def busy_polls(self, params: FaninParams) -> bool:
+        return params.wait == "spin"
+
     def points(self, params: FaninParams) -> list[dict]:
         pts = {}
         for rep in range(params.repeat):

@@ -170,6 +170,11 @@ class Benchmark(ABC, Generic[P]):
         """Extra environment for the ranks."""
         return {}
 
+    def busy_polls(self, params: P) -> bool:
+        """Whether the ranks busy-poll (MPI's own wait). When they sleep instead, more ranks than cores is no
+        stall to warn about."""
+        return True
+
     def warnings(self, tables: dict[str, pd.DataFrame], params: P) -> list[str]:
         """What the user must know about these measurements (kept in run.json and printed)."""
         return []
@@ -256,7 +261,7 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
                                  "ranks_per_node": ctx.ranks_per_node})
         run = Run.create(command, params.to_json(), ctx.runs_dir, ctx.argv, meta)
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
-        warn = oversubscription_warning(ctx.np, ctx.launcher)
+        warn = oversubscription_warning(ctx.np, ctx.launcher) if bench.busy_polls(params) else None
         if warn:
             run.warn(warn)
             _say(ctx, f"[yellow]warning:[/] {warn}")

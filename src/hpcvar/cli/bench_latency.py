@@ -8,8 +8,9 @@ from hpcvar.cli.common import DURATION, SIZE_LIST, bench_context, emit_run, laun
 
 
 @click.command("latency")
-@click.option("--sizes", type=SIZE_LIST, default="0,8,1KiB,64KiB,1MiB", show_default=True,
-              help="Message sizes in bytes (units: KiB, MiB; ranges: 8..1MiB doubles).")
+@click.option("--sizes", type=SIZE_LIST, default="0,1..4MiB", show_default=True,
+              help="Message sizes in bytes (units: KiB, MiB; ranges: 8..1MiB doubles). The default is the "
+                   "osu_latency sweep: 0, then every power of two up to 4 MiB.")
 @click.option("--iters", type=click.IntRange(1), default=1000, show_default=True,
               help="Maximum measured round trips per size.")
 @click.option("--min-iters", type=click.IntRange(1), default=10, show_default=True,

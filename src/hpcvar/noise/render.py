@@ -2,13 +2,55 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 from rich.console import Console
 from rich.table import Table
 
 from hpcvar.report.sections import Headline, Section
+from hpcvar.report.verdict import judge_noise_pct
 from hpcvar.units import format_time_ns
+
+
+def noise_caption(stem: str) -> str:
+    """What a stored noise figure shows, from its file name (noise_cpu0, noise_spectrum_cpu1, ...)."""
+    m = re.fullmatch(r"noise_spectrum_cpu(\d+)", stem)
+    if m:
+        return (f"CPU {m[1]}: spectrum of the detour train; peaks are periodic noise sources (the kernel tick at "
+                "its HZ, timers, daemons), marked with their frequency")
+    m = re.fullmatch(r"noise_cpu(\d+)", stem)
+    if m:
+        return (f"CPU {m[1]}: every detour over time, and the distribution of detour lengths (linear and log "
+                "bins, CCDF)")
+    if stem == "noise_nodes_windows":
+        return ("CPU time lost per window on every node, on the common time base: lines that rise together are "
+                "noise aligned across nodes")
+    return stem.replace("_", " ")
+
+
+def _judge_cpu(res: dict, c: dict) -> tuple[str, str]:
+    """A CPU's lost time judged against the noise thresholds, unless other processes shared the CPU (then the
+    recording measured load, not the OS): suspect, with the preemptions and the hypervisor's steal time."""
+    from hpcvar.report.sections import SUSPECT
+
+    status, ref = judge_noise_pct(100 * c["noise_fraction"])
+    att = res.get("attribution") or {}
+    cpu = str(c["cpu"])
+    window = att.get("window_s") or c.get("length_s") or 0
+    steal = (att.get("steal_s") or {}).get(cpu)
+    if steal is not None and window:
+        ref += f"; hypervisor steal {100 * steal / window:.1f}% of the recording"
+    preempt = ((att.get("thread_context_switches") or {}).get(cpu) or {}).get("nonvoluntary", 0)
+    if window and preempt / window > PREEMPTIONS_PER_S:
+        return SUSPECT, (f"the collector was preempted {preempt} times ({preempt / window:.0f}/s): other processes "
+                         f"shared this CPU, so this is load, not OS noise; record on an idle machine ({ref})")
+    return status, ref
+
+
+# The collector runs alone on its CPU: a few preemptions a second come from kernel threads; tens a second mean
+# other user processes were scheduled there.
+PREEMPTIONS_PER_S = 10.0
 
 
 def _periods(c: dict, n: int = 3) -> str:
@@ -210,9 +252,11 @@ def noise_section(run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="OS jitter (hpcvar noise record)")
     for c in res.get("cpus", []):
+        status, ref = _judge_cpu(res, c)
         sec.headlines.append(Headline(
             f"CPU {c['cpu']} noise", f"{100 * c['noise_fraction']:.3g}% ({c['events_per_s']:.0f} events/s)",
-            f"CPU time lost to detours; max {format_time_ns(c['max_ns'])}, top period {_periods(c, 1)}"))
+            f"CPU time lost to detours; max {format_time_ns(c['max_ns'])}, top period {_periods(c, 1)}",
+            status, ref))
     if run.has_table("noise.summary"):
         sec.tables.append(("Per-CPU detour statistics", run.read_table("noise.summary")))
     if run.has_table("noise.periods"):
@@ -231,7 +275,7 @@ def noise_section(run) -> Section:
                 "detours, short ones being mostly invisible to the kernel (hypervisor exits)"))
     plots = Path(run.path) / "plots"
     for p in sorted(plots.glob("noise_*.png")):
-        sec.figures.append((p.stem.replace("_", " "), p))
+        sec.figures.append((noise_caption(p.stem), p))
     sec.notes.append("Attribution compares /proc counters with detour rates: a rate match is a guess, "
                      "not a time-aligned proof (docs/noise.md). 'noise record --attribute' matches each detour "
                      "in time with the kernel's tracepoints instead.")

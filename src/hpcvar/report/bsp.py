@@ -9,7 +9,8 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import Headline, Section
+from hpcvar.report.sections import INFO, Headline, Section
+from hpcvar.report.verdict import judge_ci
 from hpcvar.units import format_time_ns
 
 
@@ -85,11 +86,15 @@ def bsp_section(run) -> Section:
             "slowdown against pure compute",
             f"{_pct(res['slowdown_vs_compute'])} {_ci_pct(res['slowdown_vs_compute_ci'])}",
             f"T/(N*W) - 1 over {res['repeat']} repetitions of {res['phases']} phases of "
-            f"{format_time_ns(res['quantum_ns'])} on {res.get('ranks')} ranks ({res['barrier']} barrier)"))
+            f"{format_time_ns(res['quantum_ns'])} on {res.get('ranks')} ranks ({res['barrier']} barrier)",
+            *(judge_ci(*res["slowdown_vs_compute_ci"], replicas=int(res.get("repeat") or 0)) or
+              (INFO, "no reference: the slowdown of this workload on this machine"))))
     if "slowdown" in res:
         sec.headlines.append(Headline(
             "slowdown against the baseline", f"{_pct(res['slowdown'])} {_ci_pct(res['slowdown_ci'])}",
-            f"(T/N)/(T0/N0) - 1 against {Path(res['baseline']['run']).name} (no injected noise)"))
+            f"(T/N)/(T0/N0) - 1 against {Path(res['baseline']['run']).name} (no injected noise)",
+            *(judge_ci(*res["slowdown_ci"], replicas=int(res.get("repeat") or 0)) or
+              (INFO, "against the baseline run named"))))
     reps = pd.DataFrame(res.get("reps", []))
     if not reps.empty:
         sec.tables.append(("repetitions", reps[["rep", "total_ns", "per_phase_ns", "slowdown_vs_compute",

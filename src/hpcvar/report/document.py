@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import datetime as _dt
-import html
 from pathlib import Path
 
 from hpcvar import __version__
@@ -63,7 +62,19 @@ def _section_or_default(run: Run) -> Section:
     return sec
 
 
-def collect(runs: list[Run]) -> dict:
+def collect(runs: list[Run], tops: list[Run] | None = None, baseline: Run | None = None) -> dict:
+    """Every run's section, the headlines, warnings and machines, and the verdict (see report.verdict).
+
+    Figures are drawn into the directory set by ``plots.redirect`` by the caller, never into the runs."""
+    from hpcvar.report import plots, verdict
+
+    with plots.baselines(verdict.pair_baseline(runs, baseline)):
+        return _collect(runs, tops, baseline)
+
+
+def _collect(runs: list[Run], tops: list[Run] | None, baseline: Run | None) -> dict:
+    from hpcvar.report import verdict
+
     sections, headlines, warnings = [], [], []
     machines = {}
     for run in runs:
@@ -78,55 +89,147 @@ def collect(runs: list[Run]) -> dict:
         for w in machine_warnings(meta):
             if w not in warnings:
                 warnings.append(w)
-    return {"sections": sections, "headlines": headlines, "warnings": warnings, "machines": machines}
+    v = verdict.build(tops if tops is not None else runs, sections, baseline)
+    return {"sections": sections, "headlines": headlines, "warnings": warnings, "machines": machines, "verdict": v}
 
 
 def _png_b64(path: Path) -> str:
     return base64.b64encode(Path(path).read_bytes()).decode()
 
 
+def plain(v) -> str:
+    """A table cell as a person reads it: 4 significant digits without exponent, no 'nan', no 'False'."""
+    import numpy as np
+
+    if v is None:
+        return ""
+    if isinstance(v, (bool, np.bool_)):
+        return "yes" if v else "no"
+    if isinstance(v, (int, np.integer)):
+        return str(int(v))
+    if isinstance(v, (float, np.floating)):
+        if not np.isfinite(v):
+            return "" if np.isnan(v) else ("inf" if v > 0 else "-inf")
+        if float(v).is_integer() and abs(v) < 1e15:
+            return str(int(v))
+        return np.format_float_positional(float(v), precision=4, fractional=False, trim="-")
+    return str(v)
+
+
 def _table_html(df) -> str:
     import pandas as pd
 
-    fmt = {c: (lambda v: f"{v:.4g}" if isinstance(v, float) else str(v)) for c in df.columns}
+    fmt = {c: plain for c in df.columns}
     return pd.DataFrame(df).to_html(index=False, border=0, formatters=fmt, escape=True, na_rep="")
 
 
-def render_html(runs: list[Run], title: str) -> str:
+def _verdict_view(v) -> dict:
+    from hpcvar.report.sections import STATUSES
+
+    base = None
+    if v.baseline is not None:
+        rows = [r for r in v.baseline["metrics"] if r["verdict"] != "unchanged"]
+        base = {"id": v.baseline.get("baseline_id", ""), "rows": rows,
+                "unchanged": sum(r["verdict"] == "unchanged" for r in v.baseline["metrics"]),
+                "threshold": v.baseline["threshold_pct"], "alpha": v.baseline["alpha"]}
+    return {"summary": v.summary(), "steps": v.steps, "findings": v.findings, "baseline": base,
+            "baseline_error": v.baseline_error, "statuses": STATUSES, "counts": v.counts()}
+
+
+def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, baseline: Run | None = None) -> str:
+    import tempfile
+
     from jinja2 import Environment, PackageLoader, select_autoescape
 
-    data = collect(runs)
+    from hpcvar.report import plots
+
     env = Environment(loader=PackageLoader("hpcvar.report", "templates"), autoescape=select_autoescape(["html"]))
     tpl = env.get_template("report.html.j2")
+    with tempfile.TemporaryDirectory(prefix="hpcvar-report-") as tmp, plots.redirect(Path(tmp)):
+        data = collect(runs, tops, baseline)
+        sections = []
+        for run, sec in data["sections"]:
+            sections.append({
+                "title": sec.title, "run_id": run.id, "command": run.info.get("command"),
+                "status": run.info.get("status"), "notes": sec.notes, "nodes": run_nodes(run),
+                "figures": [{"caption": c, "data": _png_b64(p)} for c, p in sec.figures if Path(p).is_file()],
+                "tables": [{"caption": c, "html": _table_html(df)} for c, df in sec.tables],
+                "params": [(k, str(v)) for k, v in (run.info.get("params") or {}).items()],
+            })
     first_meta = next(iter(data["machines"].values()), {}) if data["machines"] else {}
-    sections = []
-    for run, sec in data["sections"]:
-        sections.append({
-            "title": sec.title, "run_id": run.id, "command": run.info.get("command"),
-            "status": run.info.get("status"), "notes": sec.notes, "nodes": run_nodes(run),
-            "figures": [{"caption": c, "data": _png_b64(p)} for c, p in sec.figures if Path(p).is_file()],
-            "tables": [{"caption": c, "html": _table_html(df)} for c, df in sec.tables],
-            "params": [(k, html.escape(str(v))) for k, v in (run.info.get("params") or {}).items()],
-        })
     hosts = ", ".join(str(h) for h in data["machines"]) or "unknown host"
     nodes = list(dict.fromkeys(n for run in runs for n in run_nodes(run)))
     subtitle = f"{len(runs)} run(s) on {hosts}" + (f"; ranks on {len(nodes)} node(s): {', '.join(nodes)}"
                                                     if len(nodes) > 1 else "")
     return tpl.render(
-        title=title, subtitle=subtitle,
+        title=title, subtitle=subtitle, verdict=_verdict_view(data["verdict"]),
         headlines=data["headlines"], warnings=data["warnings"],
         machine=[(k, first_meta.get(k)) for k in MACHINE_KEYS],
         sections=sections, version=__version__,
         generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
 
 
-def render_markdown(runs: list[Run], title: str) -> str:
-    data = collect(runs)
-    lines = [f"# {title}", ""]
-    if data["headlines"]:
-        lines += ["## Summary", "", "| metric | value | meaning |", "| --- | --- | --- |"]
-        lines += [f"| {h.label} | {h.value} | {h.meaning} |" for h in data["headlines"]]
+def _md_verdict(v) -> list[str]:
+    lines = ["## Verdict", "", v.summary(), ""]
+    if v.steps:
+        lines += ["| step | status | detail | run |", "| --- | --- | --- | --- |"]
+        lines += [f"| {s.name} | {s.status} | {_md_text(s.detail)} | {f'`{s.run}`' if s.run else ''} |"
+                  for s in v.steps]
         lines.append("")
+    if v.findings:
+        lines += ["### Summary: the headlines, judged", "",
+                  "| status | headline | value | judged against | meaning |", "| --- | --- | --- | --- | --- |"]
+        lines += [f"| {h.status} | {_md_text(h.label)} | {_md_text(h.value)} | {_md_text(h.reference)} | "
+                  f"{_md_text(h.meaning)} |" for _, h in v.findings]
+        lines.append("")
+    if v.baseline is not None:
+        changed = [r for r in v.baseline["metrics"] if r["verdict"] != "unchanged"]
+        lines += [f"Against baseline `{v.baseline.get('baseline_id', '')}`: {len(changed)} metric(s) changed "
+                  f"(Mann-Whitney, Holm p < {v.baseline['alpha']:g}, median moved > "
+                  f"{v.baseline['threshold_pct']:g}%).", ""]
+        if changed:
+            lines += ["| metric | verdict | baseline median | current median | change % |",
+                      "| --- | --- | --- | --- | --- |"]
+            lines += [f"| {_md_text(r['metric'])} | {r['verdict']} | {plain(r['baseline_median'])} "
+                      f"{r['unit']} | {plain(r['current_median'])} {r['unit']} | {plain(r['change_pct'])} |"
+                      for r in changed]
+            lines.append("")
+    elif v.baseline_error:
+        lines += [f"The baseline could not be compared: {v.baseline_error}", ""]
+    return lines
+
+
+def _md_text(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def render_markdown(runs: list[Run], title: str, tops: list[Run] | None = None, baseline: Run | None = None,
+                    figures_dir: Path | None = None, link_base: Path | None = None) -> str:
+    """Markdown: figures are copied into ``figures_dir`` and linked relative to ``link_base`` (the report's
+    folder), so the .md and its folder of figures move together."""
+    import shutil
+    import tempfile
+
+    from hpcvar.report import plots
+
+    with tempfile.TemporaryDirectory(prefix="hpcvar-report-") as tmp, plots.redirect(Path(tmp)):
+        data = collect(runs, tops, baseline)
+        links: dict[Path, str] = {}
+        for run, sec in data["sections"]:
+            for _, p in sec.figures:
+                p = Path(p)
+                if not p.is_file() or p in links:
+                    continue
+                if figures_dir is None:
+                    links[p] = str(p)
+                    continue
+                figures_dir.mkdir(parents=True, exist_ok=True)
+                name = p.name if p.parent == Path(tmp) else f"{run.path.name}-{p.name}"
+                shutil.copyfile(p, figures_dir / name)
+                links[p] = (figures_dir / name).relative_to(link_base).as_posix() if link_base else str(
+                    figures_dir / name)
+    lines = [f"# {title}", ""]
+    lines += _md_verdict(data["verdict"])
     if data["warnings"]:
         lines += ["## Warnings", ""] + [f"- {w}" for w in data["warnings"]] + [""]
     for run, sec in data["sections"]:
@@ -137,30 +240,32 @@ def render_markdown(runs: list[Run], title: str) -> str:
         for caption, df in sec.tables:
             lines += [f"### {caption}", "", _md_table(df), ""]
         for caption, p in sec.figures:
-            lines.append(f"![{caption}]({p})")
+            if Path(p) in links:
+                lines.append(f"![{caption}]({links[Path(p)]})")
         lines.append("")
     return "\n".join(lines)
-
-
-def _md_cell(v) -> str:
-    text = f"{v:.4g}" if isinstance(v, float) else str(v)
-    return text.replace("|", "\\|")
 
 
 def _md_table(df) -> str:
     head = "| " + " | ".join(map(str, df.columns)) + " |"
     rule = "| " + " | ".join("---" for _ in df.columns) + " |"
-    rows = ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in df.itertuples(index=False)]
+    rows = ["| " + " | ".join(_md_text(plain(v)) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join([head, rule, *rows])
 
 
-def write_report(runs: list[Run], out: Path, title: str = "hpcvar report") -> Path:
+def write_report(runs: list[Run], out: Path, title: str = "hpcvar report", tops: list[Run] | None = None,
+                 baseline: Run | None = None) -> Path:
+    """Write the report of ``runs`` to ``out`` (.html self-contained, or .md with a ``<stem>_files`` folder).
+
+    ``tops``: the runs as the user named them (a characterization not expanded into its steps), for the
+    verdict's list of steps; ``baseline``: a run to compare against (overlaid and marked in the verdict)."""
     out = Path(out)
     suffix = out.suffix.lower()
     if suffix in (".html", ".htm"):
-        text = render_html(runs, title)
+        text = render_html(runs, title, tops, baseline)
     elif suffix == ".md":
-        text = render_markdown(runs, title)
+        text = render_markdown(runs, title, tops, baseline, figures_dir=out.parent / f"{out.stem}_files",
+                               link_base=out.parent)
     else:
         raise UsageError(f"cannot tell the report format from '{out.name}'", "-o", "Use a .html or .md file name")
     atomic_write_text(out, text)

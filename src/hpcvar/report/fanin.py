@@ -9,7 +9,8 @@ from rich.console import Console
 from rich.table import Table
 
 from hpcvar.bench.fanin import chatter_label, strategy_label
-from hpcvar.report.sections import Headline, Section
+from hpcvar.report.sections import BAD, GOOD, INFO, Headline, Section
+from hpcvar.report.verdict import JAIN_GOOD, judge_rate, link_rate
 from hpcvar.units import format_rate_bytes, format_size, format_time_ns
 
 MAX_SERIES_LINES = 12  # time-series figure: at most this many lines per panel
@@ -50,6 +51,14 @@ def plot_fanin(run, points: pd.DataFrame, bins: pd.DataFrame, by_ratio: bool = T
     fig, axes = figure(1, len(panels), figsize=(6.0 * len(panels), 4.0), squeeze=False)
     for ax, (title, sub) in zip(axes[0], panels):
         mean = sub.groupby(["queues", "depth", "match", "cset", "clients"])["aggregate_bytes_per_s"].mean()
+        if sub["clients"].nunique() == 1:  # one client count: a bar per strategy, not a line of one point
+            labels = [f"{strategy_label(q, dep, m)}\n({cname(cs)})" for q, dep, m, cs, _ in mean.index]
+            ax.bar(range(len(mean)), mean.to_numpy() / 1e6, color=[f"C{i}" for i in range(len(mean))])
+            ax.set_xticks(range(len(mean)), labels, fontsize=7)
+            ax.set(title=f"aggregate bandwidth at the root, {int(sub['clients'].iloc[0])} large-buffer clients, "
+                         f"{title}", ylabel="MB/s")
+            ax.set_ylim(bottom=0)
+            continue
         for (q, dep, m, cs), s in mean.groupby(level=[0, 1, 2, 3]):
             ax.plot(s.index.get_level_values("clients"), s.to_numpy() / 1e6, marker="o",
                     label=f"{strategy_label(q, dep, m)} ({cname(cs)})")
@@ -71,7 +80,7 @@ def plot_fanin(run, points: pd.DataFrame, bins: pd.DataFrame, by_ratio: bool = T
                         label=f"run {rep}" + (f" ({cname(cs)})" if cs else ""))
             ax.set(title=f"{strategy_label(q, dep, m)}: one line per run, {title}",
                    xlabel="large-buffer clients", ylabel="aggregate MB/s")
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+            _client_axis(ax, sub["clients"])
             ax.set_ylim(bottom=0)
             ax.legend(fontsize=7)
             ax = axes[1][col]
@@ -93,6 +102,30 @@ def plot_fanin(run, points: pd.DataFrame, bins: pd.DataFrame, by_ratio: bool = T
             ax.legend(fontsize=7)
         pngs.append(save(fig, d / f"fanin-runs-{q}-{dep}-{m}")[0])
     return pngs
+
+
+def _client_axis(ax, clients: pd.Series) -> None:
+    """Integer ticks of client counts; one count is centred with a unit margin (not 0.95..1.05)."""
+    from matplotlib.ticker import MaxNLocator
+
+    if clients.nunique() == 1:
+        n = int(clients.iloc[0])
+        ax.set_xlim(n - 1, n + 1)
+        ax.set_xticks([n])
+    else:
+        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+
+
+def fanin_caption(stem: str) -> str:
+    """What a stored fan-in figure shows, from its name."""
+    if stem == "fanin-bandwidth":
+        return ("Aggregate bandwidth of the large-buffer clients at the root, per strategy, without (left) and "
+                "with (right) chatter clients")
+    parts = stem.split("-")
+    if len(parts) == 5 and parts[1] == "runs":
+        return (f"Strategy {strategy_label(parts[2], parts[3], parts[4])}: aggregate bandwidth of each run (top), "
+                "and the root's receive rate over time at the largest client count (bottom; dotted: chatter)")
+    return stem
 
 
 def _fmt_depth(d) -> str:
@@ -149,14 +182,21 @@ def fanin_section(run) -> Section:
     pts = pd.DataFrame(res.get("points", []))
     if not pts.empty:
         best = pts.loc[pts["aggregate_bytes_per_s"].idxmax()]
+        limit, text = link_rate(run)
+        status, ref = judge_rate(float(best["aggregate_bytes_per_s"]), limit, text)
         sec.headlines.append(Headline(
             "peak aggregate bandwidth", format_rate_bytes(best["aggregate_bytes_per_s"]),
             f"at {best['clients']} clients, {best['chatter']} chatter, "
-            f"{strategy_label(best['queues'], best['depth'], best['match'])}"))
+            f"{strategy_label(best['queues'], best['depth'], best['match'])}", status,
+            ref + " (the root's link)" if limit else ref))
         jain = pts.loc[pts["chatter"] == 0, "jain_index"].dropna()
         if len(jain):
+            one = int(pts["clients"].max()) < 2
+            status, ref = (INFO, "one large-buffer client: fairness is 1 by definition") if one else \
+                (GOOD, f"at least {JAIN_GOOD:g}: fair shares") if jain.min() >= JAIN_GOOD else \
+                (BAD, f"under {JAIN_GOOD:g}: some clients starve")
             sec.headlines.append(Headline("lowest Jain index without chatter", f"{jain.min():.3f}",
-                                          "1 = every large-buffer client got the same bytes"))
+                                          "1 = every large-buffer client got the same bytes", status, ref))
         cols = ["rep", "clients", "chatter", "queues", "depth", "match", "aggregate_bytes_per_s",
                 "chatter_bytes_per_s", "jain_index", "chatter_rtt_median_ns", "chatter_rtt_p99_ns"]
         sec.tables.append(("points", pts[cols]))
@@ -171,7 +211,7 @@ def fanin_section(run) -> Section:
         sec.tables.append(("run-to-run variability", var[var["runs"] > 1]))
     pdir = run.path / "plots"
     for png in sorted(pdir.glob("fanin-*.png")) if pdir.is_dir() else []:
-        sec.figures.append((png.stem, png))
+        sec.figures.append((fanin_caption(png.stem), png))
     for w in run.info.get("warnings", []):
         sec.notes.append(w)
     return sec

@@ -2,10 +2,17 @@
 
 Use ``fig, ax = figure()`` then ``save(fig, run.plots_dir() / "name")``: writes
 name.png (for the HTML report and the terminal user) and name.svg.
+
+A report never rewrites a stored run: while ``hpcvar report`` draws a run's figures it sets ``redirect(dir)``,
+and every ``save`` then writes into that directory (file names prefixed with the run's directory name)
+instead of the run's ``plots/``.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
 from pathlib import Path
 
 import matplotlib
@@ -26,23 +33,132 @@ STYLE = {
 }
 
 
+_REDIRECT: contextvars.ContextVar[Path | None] = contextvars.ContextVar("hpcvar_plots_redirect", default=None)
+
+
+@contextlib.contextmanager
+def redirect(directory: Path) -> Iterator[Path]:
+    """Within the block, figures saved for a run go to ``directory`` (created) and not to the run."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    token = _REDIRECT.set(directory)
+    try:
+        yield directory
+    finally:
+        _REDIRECT.reset(token)
+
+
+_BASELINES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("hpcvar_baselines", default=None)
+
+
+@contextlib.contextmanager
+def baselines(pairs: dict) -> Iterator[None]:
+    """Within the block, ``baseline_for(run)`` gives the run's counterpart in a baseline ({run path: Run})."""
+    token = _BASELINES.set(pairs)
+    try:
+        yield
+    finally:
+        _BASELINES.reset(token)
+
+
+def baseline_for(run):
+    """The baseline counterpart of ``run`` set by the report (None outside a report or without one)."""
+    pairs = _BASELINES.get()
+    return pairs.get(str(run.path)) if pairs else None
+
+
+def target(stem: Path) -> Path:
+    """Where ``save(fig, stem)`` writes: ``stem`` itself, or its redirected place (``<dir>/<run>-<name>``)."""
+    d = _REDIRECT.get()
+    if d is None:
+        return Path(stem)
+    stem = Path(stem)
+    run_dir = stem.parent.parent.name if stem.parent.name == "plots" else stem.parent.name
+    return d / f"{run_dir}-{stem.name}"
+
+
 def figure(nrows: int = 1, ncols: int = 1, **kw):
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(nrows, ncols, **kw)
     return fig, ax
 
 
+def legend_overlap(fig) -> int:
+    """How many plotted data points (line vertices and segment midpoints, scatter offsets, bar corners) lie
+    under a legend inside its axes. Needs a drawn figure."""
+    import numpy as np
+
+    renderer = fig.canvas.get_renderer()
+    total = 0
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is None or not leg.get_visible():
+            continue
+        lb = leg.get_window_extent(renderer)
+        ab = ax.get_window_extent(renderer)
+        pts = []
+        for line in ax.get_lines():
+            xy = np.asarray(line.get_xydata(), dtype=float)
+            if xy.size:
+                d = ax.transData.transform(xy)
+                pts.append(d)
+                if len(d) > 1:
+                    pts.append((d[1:] + d[:-1]) / 2)
+        for coll in ax.collections:
+            off = coll.get_offsets()
+            if len(off) and coll.get_offset_transform() is not None:
+                pts.append(coll.get_offset_transform().transform(np.asarray(off, dtype=float)))
+        for patch in ax.patches:
+            bb = patch.get_window_extent(renderer)
+            pts.append(np.array([[bb.x0, bb.y1], [bb.x1, bb.y1], [(bb.x0 + bb.x1) / 2, bb.y1]]))
+        if not pts:
+            continue
+        d = np.concatenate(pts)
+        d = d[np.isfinite(d).all(axis=1)]
+        inside_ax = (d[:, 0] >= ab.x0) & (d[:, 0] <= ab.x1) & (d[:, 1] >= ab.y0) & (d[:, 1] <= ab.y1)
+        under = (d[:, 0] >= lb.x0) & (d[:, 0] <= lb.x1) & (d[:, 1] >= lb.y0) & (d[:, 1] <= lb.y1)
+        total += int((inside_ax & under).sum())
+    return total
+
+
+def _place_legends(fig) -> int:
+    """Move every legend that covers data outside its axes (right of it); returns what still overlaps."""
+    fig.canvas.draw()
+    if legend_overlap(fig) == 0:
+        return 0
+    renderer = fig.canvas.get_renderer()
+    for ax in fig.axes:
+        leg = ax.get_legend()
+        if leg is None:
+            continue
+        lb, ab = leg.get_window_extent(renderer), ax.get_window_extent(renderer)
+        if lb.x0 >= ab.x1 or lb.y1 <= ab.y0:  # already outside
+            continue
+        handles, labels = ax.get_legend_handles_labels()
+        size = leg.get_texts()[0].get_fontsize() if leg.get_texts() else 8
+        ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0,
+                  fontsize=size, frameon=False)
+    fig.canvas.draw()
+    return legend_overlap(fig)
+
+
 def save(fig, stem: Path, formats=("png", "svg")) -> list[Path]:
-    """Save ``fig`` as stem.png / stem.svg (atomic); closes the figure. Returns the paths."""
+    """Save ``fig`` as stem.png / stem.svg (atomic); closes the figure. Returns the paths.
+
+    A legend that covers plotted data is moved outside its axes first; the PNG records in its
+    ``hpcvar-legend-overlap`` text chunk how many data points a legend still covers (0 after the move), so
+    tests can check every figure of a report."""
     import io
 
-    stem = Path(stem)
+    stem = target(stem)
     out = []
     with plt.rc_context(STYLE):
         fig.tight_layout()
+        overlap = _place_legends(fig)
         for fmt in formats:
             buf = io.BytesIO()
-            fig.savefig(buf, format=fmt, dpi=120 if fmt == "png" else None)
+            meta = {"hpcvar-legend-overlap": str(overlap)} if fmt == "png" else None
+            fig.savefig(buf, format=fmt, dpi=120 if fmt == "png" else None, bbox_inches="tight", metadata=meta)
             p = stem.with_suffix(f".{fmt}")
             atomic_write_bytes(p, buf.getvalue())
             out.append(p)

@@ -6,7 +6,8 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import Headline, Section
+from hpcvar.report.sections import BAD, GOOD, SUSPECT, Headline, Section
+from hpcvar.report.verdict import BUSY_WAIT_GOOD_PCT, judge_error_pct
 from hpcvar.units import format_size, format_time_ns
 
 MAX_DIST_POINTS = 6  # distributions drawn per EA (the first points of the sweep)
@@ -121,9 +122,17 @@ def ace_section(run) -> Section:
         return sec
     err = summ["error_pct"].abs()
     worst = summ.iloc[int(err.argmax())]
+    status, ref = judge_error_pct(float(err.median()), "median |error|")
+    bad_fit = summ[(summ["alpha_ns"] < 0) | (summ["beta_ns_per_byte"] < 0)]
+    if len(bad_fit):
+        status, ref = SUSPECT, (f"{len(bad_fit)} point(s) with a negative fitted alpha or beta: the alpha-beta "
+                                "fit of phase 1 is noise there (raise --bench-iters)")
+    elif "fit_fallback" in summ and summ["fit_fallback"].astype(bool).any():
+        status, ref = SUSPECT, (f"{int(summ['fit_fallback'].astype(bool).sum())} point(s) fell back to the "
+                                "measured time per message (the fit predicted <= 0; raise --bench-iters)")
     sec.headlines.append(Headline("run-time prediction error (median of absolute values)", f"{err.median():.2f}%",
                                   f"over {len(summ)} EA runs; worst {worst['error_pct']:+.2f}% ({worst['name']}, "
-                                  f"{format_size(worst['size_bytes'])}, L={worst['load_pct']:g}%)"))
+                                  f"{format_size(worst['size_bytes'])}, L={worst['load_pct']:g}%)", status, ref))
     cyc = run.read_table("ace.cycles")
     req = cyc.groupby(["point", "repeat", "name"])["t_comp_req_ns"].median()
     longest = req.idxmax()
@@ -133,7 +142,13 @@ def ace_section(run) -> Section:
         f"busy-wait accuracy at {req.max() / 1e6:.3g} ms requested",
         f"median {rel.median():+.3f}%, mean {rel.mean():+.2f}%",
         f"actual vs requested compute per cycle (worst mean over all runs, incl. short requests: "
-        f"{summ['comp_error_pct'].abs().max():.2f}%); preemption shows in the mean"))
+        f"{summ['comp_error_pct'].abs().max():.2f}%); preemption shows in the mean",
+        *((GOOD, f"median within {BUSY_WAIT_GOOD_PCT:g}% of the request") if abs(rel.median()) <= BUSY_WAIT_GOOD_PCT
+          else (BAD, f"median off by more than {BUSY_WAIT_GOOD_PCT:g}%: the compute phase is not what was asked"))))
+    if len(bad_fit):
+        sec.notes.append(f"Suspect: {len(bad_fit)} point(s) have a negative alpha or beta "
+                         f"(points {', '.join(str(int(p)) for p in bad_fit['point'])}); their predictions rest on a "
+                         "fit that noise dominated.")
     sec.figures.extend(plot_ace(run))
     cols = ["name", "pattern", "mode", "ranks", "size_bytes", "load_pct", "cycles", "alpha_ns", "beta_ns_per_byte",
             "pred_t_comm_ns", "pred_t_comp_ns", "pred_t_run_ns", "meas_t_run_ns", "error_pct", "comp_error_pct"]

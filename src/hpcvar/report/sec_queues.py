@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from hpcvar.report.sections import Headline, Section
+from hpcvar.report.sections import INFO, SUSPECT, Headline, Section
+from hpcvar.report.verdict import judge_ci
 from hpcvar.units import format_size, format_time_ns
 
 
@@ -74,13 +75,10 @@ def plot_posted(run) -> list[tuple[str, object]]:
         col = {"median": "median_ns", "p10": "p10_ns", "min": "min_ns"}[stat]
         line = ax.plot(grp["entries"], grp[col] / 1e3, "o", label=f"{format_size(size)} {stat}")[0]
         if len(f) and np.isfinite(f.iloc[0]["slope_ns_per_entry"]):
-            x = np.array([0, grp["entries"].max()])
             extra = 0.0
             if np.isfinite(f.iloc[0]["untraversed_slope_ns_per_entry"]):
                 extra = f.iloc[0]["untraversed_slope_ns_per_entry"] * grp["untraversed"].mean()
-            y = f.iloc[0]["intercept_ns"] + extra + f.iloc[0]["slope_ns_per_entry"] * x
-            ax.plot(x, y / 1e3, "-", color=line.get_color(), alpha=0.6,
-                    label=f"fit {f.iloc[0]['slope_ns_per_entry']:.3g} ns/entry")
+            _fit_line(ax, f.iloc[0], grp["entries"].max(), line.get_color(), offset_ns=extra)
     ax.set_xlabel("traversed posted receives (entries in front of the match)")
     ax.set_ylabel("one-way latency (us)")
     ax.legend(fontsize=8)
@@ -97,26 +95,44 @@ def plot_unexpected(run) -> list[tuple[str, object]]:
     fits = run.read_table("queues_unexpected.fit")
     if summ.empty:
         return []
-    fig, ax = figure()
+    fig, (ax, tail) = figure(1, 2, figsize=(10, 4))
     for size, grp in summ.groupby("size_bytes", sort=True):
         grp = grp.sort_values("length")
-        line = ax.plot(grp["length"], grp["median_ns"] / 1e3, "o-", label=f"{format_size(size)} median")[0]
-        ax.fill_between(grp["length"], grp["median_ci_lo_ns"] / 1e3, grp["median_ci_hi_ns"] / 1e3,
-                        color=line.get_color(), alpha=0.25)
-        ax.plot(grp["length"], grp["p99_ns"] / 1e3, "s:", color=line.get_color(), alpha=0.6,
-                label=f"{format_size(size)} p99")
         f = fits[fits["size_bytes"] == size]
+        stat = f.iloc[0]["fit_stat"] if len(f) else "median"
+        col = {"median": "median_ns", "p10": "p10_ns", "min": "min_ns"}.get(stat, "median_ns")
+        line = ax.errorbar(grp["length"], grp[col] / 1e3,
+                           yerr=None if col != "median_ns" else
+                           [(grp["median_ns"] - grp["median_ci_lo_ns"]) / 1e3,
+                            (grp["median_ci_hi_ns"] - grp["median_ns"]) / 1e3],
+                           fmt="o", capsize=3, label=f"{format_size(size)} {stat} (fitted points)")[0]
         if len(f) and np.isfinite(f.iloc[0]["slope_ns_per_entry"]):
-            x = np.array([0, grp["length"].max()])
-            ax.plot(x, (f.iloc[0]["intercept_ns"] + f.iloc[0]["slope_ns_per_entry"] * x) / 1e3, "--",
-                    color=line.get_color(), alpha=0.6, label=f"fit {f.iloc[0]['slope_ns_per_entry']:.3g} ns/entry")
+            _fit_line(ax, f.iloc[0], grp["length"].max(), line.get_color())
+        tail.plot(grp["length"], grp["p99_ns"] / 1e3, "s-", color=line.get_color(), label=f"{format_size(size)} p99")
     ax.set_xlabel("unexpected-queue length (messages waiting)")
     ax.set_ylabel("one-way latency (us)")
-    ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    return [("One-way latency (receive post included) against unexpected-queue length: median with 95% CI, "
-             "p99 and the least-squares line (the paper's Figure 5)",
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=8, loc="upper left")
+    tail.set_xlabel("unexpected-queue length (messages waiting)")
+    tail.set_ylabel("p99 one-way latency (us)")
+    tail.set_yscale("log")
+    tail.legend(fontsize=8, loc="upper left")
+    return [("One-way latency (receive post included) against unexpected-queue length (the paper's Figure 5): "
+             "left, the fitted per-point statistic with the least-squares line over all lengths and the band of "
+             "its slope's 95% CI; right, p99",
              save(fig, run.plots_dir() / "queues_unexpected_vs_length")[0])]
+
+
+def _fit_line(ax, fit, xmax: float, color, offset_ns: float = 0.0) -> None:
+    """The fitted line over [0, xmax] and the band its slope's 95% CI spans (shaded)."""
+    x = np.linspace(0.0, float(xmax), 50)
+    y0 = fit["intercept_ns"] + offset_ns
+    ax.plot(x, (y0 + fit["slope_ns_per_entry"] * x) / 1e3, "-", color=color, alpha=0.8,
+            label=f"fit {fit['slope_ns_per_entry']:.3g} ns/entry, {int(fit['points'])} points")
+    lo, hi = fit["slope_ci_lo"], fit["slope_ci_hi"]
+    if np.isfinite(lo) and np.isfinite(hi):
+        ax.fill_between(x, (y0 + lo * x) / 1e3, (y0 + hi * x) / 1e3, color=color, alpha=0.2,
+                        label="slope 95% CI")
 
 
 # --- report sections -----------------------------------------------------------------------------------------
@@ -131,8 +147,15 @@ def _section(run, title: str, table: str, per: str, plot) -> Section:
     for f in fits.itertuples():
         ci = (f.slope_ci_lo, f.slope_ci_hi) if np.isfinite(f.slope_ci_lo) else None
         slope = f.slope_ns_per_entry if np.isfinite(f.slope_ns_per_entry) else None
+        status, ref = INFO, "no reference: the cost of matching depends on the MPI library"
+        flag = judge_ci(ci[0] if ci else None, ci[1] if ci else None, points=int(f.points))
+        if flag:
+            status, ref = flag
+        elif slope is not None and slope < 0:
+            status, ref = SUSPECT, "a negative cost per entry: the latency fell as the queue grew (noise?)"
         sec.headlines.append(Headline(f"cost per {per}, {format_size(f.size_bytes)}", _slope_text(slope, ci),
-                                      f"least squares over {f.points} per-point {f.fit_stat}s (one-way latency)"))
+                                      f"least squares over {f.points} per-point {f.fit_stat}s (one-way latency)",
+                                      status, ref))
         if np.isfinite(f.baseline_ns):
             sec.headlines.append(Headline(f"{table.split('_')[-1]}-queue baseline, {format_size(f.size_bytes)}",
                                           format_time_ns(f.baseline_ns),

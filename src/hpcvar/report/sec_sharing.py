@@ -7,6 +7,7 @@ from pathlib import Path
 import pandas as pd
 
 from hpcvar.report.sections import Headline, Section
+from hpcvar.report.verdict import judge_error_pct
 
 
 def sharing_section(run) -> Section:
@@ -29,7 +30,8 @@ def sharing_section(run) -> Section:
         headlines=[Headline(f"T_ref [{scheme}]", f"{t_ref / 1e6:.3g} ms", "reference transfer alone (median)")]
         + [Headline(f"E_abs {m} [{scheme}]", f"{v:.1f}%",
                     "mean |E_rel| with " + ("the fitted parameters" if fitted and m == "gige" else
-                                            "the paper's parameters" if m == "gige" else "no parameter"))
+                                            "the paper's parameters" if m == "gige" else "no parameter"),
+                    *judge_error_pct(v, "E_abs"))
            for m, v in res["e_abs_pct"].items()],
         tables=[("Measured and predicted penalties (Vienne et al. 2008, Figure 2 / Figure 7)", pd.DataFrame(rows))],
         figures=[("Predicted vs measured times", [p for p in plots if p.suffix == ".png"][0])],

@@ -13,13 +13,25 @@ from pathlib import Path
 import pandas as pd
 
 
+GOOD, BAD, SUSPECT, INFO = "good", "bad", "suspect", "info"
+STATUSES = (BAD, SUSPECT, GOOD, INFO)  # the order of the report's verdict: what needs attention first
+
+
 @dataclass
 class Headline:
-    """One number that matters: value with uncertainty and a one-line meaning."""
+    """One number that matters: value with uncertainty, a one-line meaning, and a judgement.
+
+    ``status`` says how the value compares with ``reference``, which names what it was judged against (a link
+    rate, the timer's cost, a stated threshold) or the assumptions an alarming number rests on; ``info`` when
+    nothing is known to judge it by (``reference`` then says so or stays empty). ``suspect`` marks values that
+    are impossible or rest on too little (a negative fitted cost, a CI spanning zero, a fit of 2 points).
+    """
 
     label: str
     value: str  # formatted, with unit, e.g. "1.82 us [1.81, 1.83]"
     meaning: str
+    status: str = INFO  # good | bad | suspect | info
+    reference: str = ""
 
 
 @dataclass

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpcvar.report.sections import Headline, Section
+from hpcvar.report.verdict import judge_error_pct
 
 
 def _conflicts(c: dict) -> str:
@@ -123,7 +124,7 @@ def app_section(run) -> Section:
         sec.headlines.append(Headline(
             "smallest mean E_abs", f"{best.mean_e_abs_pct:.1f} %",
             f"mapping {best.mapping}, model {best.model}: |S_p - S_m| / S_m of the communication time, "
-            "averaged over tasks"))
+            "averaged over tasks", *judge_error_pct(float(best.mean_e_abs_pct), "mean E_abs")))
     fast = runs.loc[runs["makespan_s"].idxmin()]
     sec.headlines.append(Headline("shortest predicted makespan", f"{fast.makespan_s:.6g} s",
                                   f"mapping {fast.mapping}, model {fast.model}"))

@@ -274,7 +274,7 @@ def run_job(traces, synthetics, trace_length, freq, align, window, window_origin
         points = pd.DataFrame(rows)
         if not no_plots:
             plot_sweep(points, run.plots_dir() / "sweep")
-            plot_phases(pd.DataFrame(phase_rows), run.plots_dir() / "phases")
+            plot_phases(pd.DataFrame(phase_rows), run.plots_dir() / "phases", freq_hz=f0)
         for w in warnings:
             run.warn(w)
         head = summaries[-1] if len(configs) == 1 else [s for s in summaries if s["config"] == configs[0][0]][-1]

@@ -1,0 +1,142 @@
+"""The report a person acts on (issue 16): the verdict, judged headlines, plain numbers, relative figures,
+legends off the data, and a report that never rewrites the runs it reads."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hpcvar.report import plots, verdict
+from hpcvar.report.document import plain, render_markdown, write_report
+from hpcvar.report.sections import BAD, GOOD, INFO, SUSPECT
+from hpcvar.results import Run
+from tests.unit.test_compare_report import fake_latency_run
+
+
+def _snapshot(path: Path) -> dict[str, str]:
+    return {str(p.relative_to(path)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(path.rglob("*")) if p.is_file()}
+
+
+def _characterization(runs_dir) -> Run:
+    parent = Run.create("characterize", {"quick": True, "steps": ["latency", "sharing", "ace"]})
+    child = fake_latency_run(1.0, 1)
+    target = parent.steps_dir() / child.path.name
+    child.path.rename(target)
+    child = Run.open(target)
+    child.info["params"]["step"] = "latency"
+    child.save()
+    parent.info["steps"] = {
+        "latency": {"status": "complete", "run": child.id},
+        "sharing": {"status": "skipped", "reason": "needs 3 nodes or more"},
+        "ace": {"status": "failed", "error": "error: the MPI job did not finish (--timeout). Increase it"}}
+    parent.finish("failed", {})
+    return parent
+
+
+def test_plain_numbers():
+    assert plain(10483.2) == "10480" and plain(1.048e4) == "10480"
+    assert plain(0.0000123456) == "0.00001235" and plain(2.0) == "2" and plain(7) == "7"
+    assert plain(float("nan")) == "" and plain(None) == "" and plain(False) == "no" and plain(np.True_) == "yes"
+    assert plain(float("inf")) == "inf" and plain("x") == "x"
+
+
+def test_judgements_state_their_reference():
+    assert verdict.judge_rate(24e6, 25e6, "the link")[0] == GOOD
+    assert verdict.judge_rate(10e6, 25e6, "the link")[0] == BAD
+    status, ref = verdict.judge_rate(40e6, 25e6, "the link")
+    assert status == SUSPECT and "more than the link" in ref
+    assert verdict.judge_rate(1e9, None, "no link known")[0] == INFO
+    assert verdict.judge_error_pct(-4.0)[0] == GOOD and verdict.judge_error_pct(30.0)[0] == BAD
+    assert verdict.judge_ci(-1.0, 2.0)[0] == SUSPECT  # spans zero
+    assert "2 point" in verdict.judge_ci(1.0, 2.0, points=2)[1]
+    assert "one replica" in verdict.judge_ci(1.0, 2.0, replicas=1)[1]
+    assert verdict.judge_ci(1.0, 2.0, points=5, replicas=3) is None
+    assert verdict.judge_noise_pct(0.2)[0] == GOOD and verdict.judge_noise_pct(9.0)[0] == BAD
+
+
+def test_verdict_lists_every_step_with_its_reason(runs_dir, tmp_path):
+    parent = _characterization(runs_dir)
+    out = write_report(parent.children(), tmp_path / "r.html", tops=[parent])
+    html = out.read_text()
+    v = html[html.index('id="verdict"'):html.index("</section>")]
+    assert "sharing" in v and "skipped" in v and "needs 3 nodes or more" in v
+    assert "failed" in v and "did not finish" in v
+    # the step's run is printed as an id that hpcvar takes back
+    assert f"{parent.id}/steps/" in v
+    assert "Steps: 1 of 3 complete" in v
+    # the headlines are judged: the 8-byte latency against the timer's cost, which the fake run lacks
+    assert 'class="finding-suspect"' in v and "timer" in v
+
+
+def test_markdown_is_plain_and_portable(runs_dir, tmp_path):
+    parent = _characterization(runs_dir)
+    (tmp_path / "sub").mkdir()
+    out = write_report(parent.children(), tmp_path / "sub" / "r.md", tops=[parent])
+    text = out.read_text()
+    assert "## Verdict" in text and "| sharing | skipped | needs 3 nodes or more |" in text
+    links = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert links, text
+    for link in links:
+        assert not Path(link).is_absolute() and (out.parent / link).is_file(), link
+    body = text.split("## Point-to-point latency", 1)[1]
+    assert not re.search(r"\d\.\d+e[+-]\d", body), "exponent notation in the Markdown tables"
+    assert "| nan" not in body and "False" not in body and "True" not in body
+
+
+def test_report_never_rewrites_the_runs(runs_dir, tmp_path):
+    run = fake_latency_run(1.0, 1)
+    before = _snapshot(run.path)
+    write_report([run], tmp_path / "r.html")
+    write_report([run], tmp_path / "r.md")
+    assert _snapshot(run.path) == before
+
+
+def test_baseline_is_compared_and_overlaid(runs_dir, tmp_path):
+    base, cur = fake_latency_run(1.0, 1), fake_latency_run(1.6, 2)
+    html = write_report([cur], tmp_path / "r.html", baseline=base).read_text()
+    v = html[html.index('id="verdict"'):html.index("</section>")]
+    assert f"Against baseline {base.id}" in v and v.count("b-degraded") >= 2
+    md = render_markdown([cur], "t", baseline=base)
+    assert "2 metric(s) degraded" in md
+    # the latency figure draws the baseline's medians (its label names the baseline run)
+    with plots.baselines(verdict.pair_baseline([cur], base)):
+        assert plots.baseline_for(cur).id == base.id
+
+
+def test_a_legend_over_the_data_is_moved_off_it(tmp_path):
+    from PIL import Image
+
+    fig, ax = plots.figure()
+    x = np.linspace(0, 1, 200)
+    for k in range(12):  # a legend of 12 entries over lines that fill the axes
+        ax.plot(x, x + 0.02 * k, label=f"series {k}")
+    ax.legend(loc="center")
+    fig.canvas.draw()
+    assert plots.legend_overlap(fig) > 0
+    png = plots.save(fig, tmp_path / "crowded")[0]
+    assert Image.open(png).text["hpcvar-legend-overlap"] == "0"
+
+
+def test_demo_defaults_do_not_warn_about_themselves(runs_dir):
+    from types import SimpleNamespace
+
+    from hpcvar.bench.fanin import Fanin
+
+    # fan-in's ranks sleep between MPI tests when they outnumber the cores (--wait auto): no stall to warn about
+    assert Fanin().busy_polls(SimpleNamespace(wait="sleep:50")) is False
+    assert Fanin().busy_polls(SimpleNamespace(wait="spin")) is True
+
+
+@pytest.mark.parametrize("stem", ["noise_cpu0", "noise_spectrum_cpu1", "fanin-bandwidth",
+                                  "fanin-runs-single-deep-any"])
+def test_captions_say_what_a_figure_shows(stem):
+    from hpcvar.noise.render import noise_caption
+    from hpcvar.report.fanin import fanin_caption
+
+    caption = noise_caption(stem) if stem.startswith("noise") else fanin_caption(stem)
+    assert caption != stem and len(caption) > 40 and "_" not in caption
