@@ -104,7 +104,7 @@ def compare_runs(base, cur, alpha: float = 0.01, threshold: float = 0.10, min_ef
                      "change_pct": 100.0 * change, "cliffs_delta": delta, "p_value": float(res.pvalue),
                      "n_baseline": int(a.size), "n_current": int(b.size), "higher_is_worse": mb[n].higher_is_worse})
         pvals.append(float(res.pvalue))
-    for row, padj in zip(rows, holm(pvals)):
+    for row, padj in zip(rows, holm(pvals), strict=True):
         row["p_holm"] = padj
         sign = 1.0 if row["higher_is_worse"] else -1.0
         worse = sign * row["change_pct"] / 100.0 > threshold and sign * row["cliffs_delta"] >= min_effect

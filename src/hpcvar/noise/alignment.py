@@ -174,8 +174,8 @@ def analyze(nodes: list[NodeTrace], min_detour_s: float = DEFAULT_MIN_DETOUR_S, 
     for a in range(len(nodes)):
         for b in range(a + 1, len(nodes)):
             same_machine = bool(nodes[a].boot_id) and nodes[a].boot_id == nodes[b].boot_id
-            for ia, ca, sa, ea, la in (p for p in per if p[0] == a):
-                for ib, cb, sb, eb, lb in (p for p in per if p[0] == b):
+            for _ia, ca, sa, ea, la in (p for p in per if p[0] == a):
+                for _ib, cb, sb, eb, lb in (p for p in per if p[0] == b):
                     if same_machine and ca == cb:
                         continue  # one physical CPU: its noise is the same by construction
                     na, nb = int(la.sum()), int(lb.sum())

@@ -143,7 +143,7 @@ def periodic_sources(f: np.ndarray, p: np.ndarray, top: int = 5, events: int = 0
         fit = float((ks * fs_ * zs).sum() / (ks * ks * zs).sum()) if zs.sum() > 0 else f0
         out.append({"hz": fit, "strength": scores[f0], "period_ms": 1e3 / fit,
                     "harmonics": int((zs >= floor).sum()),
-                    "harmonic_hz": [float(x) for x, z in zip(fs_, zs) if z >= floor]})
+                    "harmonic_hz": [float(x) for x, z in zip(fs_, zs, strict=True) if z >= floor]})
         cand = [fc for fc in cand if not (multiple(fc, f0) or multiple(fc, fit))]
     return out
 
@@ -162,7 +162,7 @@ def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict
     for s_ in periodic_sources(f, p, top, c.events):
         found.append(s_ | {"class_ns": [0.0, None]})
     starts = recorded_starts(c)
-    for lo, hi in zip(CLASS_EDGES_NS[:-1], CLASS_EDGES_NS[1:]):
+    for lo, hi in zip(CLASS_EDGES_NS[:-1], CLASS_EDGES_NS[1:], strict=True):
         m = (d_ns >= lo) & (d_ns < hi)
         if m.sum() < MIN_CLASS_EVENTS or m.all():
             continue
@@ -334,7 +334,7 @@ def plot_all(trace: JitterTrace, report: dict, outdir: Path) -> list[tuple[str, 
     outdir.mkdir(parents=True, exist_ok=True)
     ns = 1e9 / trace.freq_hz
     figs = []
-    for c, r in zip(trace.cpus, report["cpus"]):
+    for c, r in zip(trace.cpus, report["cpus"], strict=True):
         d_us = c.duration * ns / 1e3
         t_s = recorded_starts(c) * ns / 1e9
         fig, ax = figure(2, 2, figsize=(11, 7))

@@ -212,7 +212,7 @@ def replay_file(trace: JitterTrace, cpu_index: int, path: Path) -> float:
     c = trace.cpus[cpu_index]
     k = 1e9 / trace.freq_hz
     s, d = recorded_starts(c) * k, c.duration * k
-    atomic_write_text(path, "".join(f"{a:.0f} {b:.0f}\n" for a, b in zip(s.tolist(), d.tolist())))
+    atomic_write_text(path, "".join(f"{a:.0f} {b:.0f}\n" for a, b in zip(s.tolist(), d.tolist(), strict=True)))
     return c.length * k
 
 

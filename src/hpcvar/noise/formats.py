@@ -206,7 +206,7 @@ def text_string(trace: JitterTrace) -> str:
     out = [f"# hpcvar jitter trace (jitter_duration cycles_to_next_jitter), freq_hz {trace.freq_hz!r}\n"]
     for c in trace.cpus:
         out.append(f"# cpu {c.cpu} lead_in_cycles {int(c.meta.get('lead_in_cycles', 0))}\n")
-        out.append("".join(f"{a} {b}\n" for a, b in zip(c.duration.tolist(), c.gap.tolist())))
+        out.append("".join(f"{a} {b}\n" for a, b in zip(c.duration.tolist(), c.gap.tolist(), strict=True)))
     return "".join(out)
 
 
@@ -282,7 +282,7 @@ def loggopsim_string(trace: JitterTrace, cpu_index: int = 0) -> str:
     d = c.duration * k
     head = (f"# hpcvar noise trace (LogGOPSim/netgauge: start_ns<TAB>duration_ns) cpu {c.cpu} "
             f"freq_hz {trace.freq_hz!r} length_ns {c.length * k:.3f}\n")
-    return head + "\n".join(f"{a:.3f}\t{b:.3f}" for a, b in zip(s.tolist(), d.tolist()))
+    return head + "\n".join(f"{a:.3f}\t{b:.3f}" for a, b in zip(s.tolist(), d.tolist(), strict=True))
 
 
 # ---- CSV ------------------------------------------------------------------------------------------------------
@@ -295,7 +295,7 @@ def csv_string(trace: JitterTrace) -> str:
     for c in trace.cpus:
         s = recorded_starts(c)
         out.append("".join(f"{c.cpu},{a},{b},{st},{st * k:.3f},{a * k:.3f}\n"
-                           for a, b, st in zip(c.duration.tolist(), c.gap.tolist(), s.tolist())))
+                           for a, b, st in zip(c.duration.tolist(), c.gap.tolist(), s.tolist(), strict=True)))
     return "".join(out)
 
 

@@ -172,7 +172,7 @@ class TraceSession:
     path: Path | None = None
     removed: list[str] = field(default_factory=list)  # stale instances removed on entry
 
-    def __enter__(self) -> "TraceSession":
+    def __enter__(self) -> TraceSession:
         inst = self.root / "instances"
         for d in inst.glob(PREFIX + "*"):
             pid = d.name[len(PREFIX):]
@@ -328,7 +328,7 @@ def kernel_intervals(records: list[TraceRecord], tids: set[int] | None = None,
         open_: dict[tuple, tuple[int, str, str]] = {}
         away: tuple[int, str] | None = None
 
-        def emit(source, kind, start, end, complete):
+        def emit(source, kind, start, end, complete, cpu=cpu):
             out.append({"cpu": cpu, "source": source, "kind": kind, "start": start, "end": end, "complete": complete})
 
         for r in recs:

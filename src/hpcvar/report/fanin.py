@@ -8,7 +8,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.bench.fanin import chatter_label, strategy_label
+from hpcvar.bench.fanin import strategy_label
 from hpcvar.report.sections import Headline, Section
 from hpcvar.units import format_rate_bytes, format_size, format_time_ns
 
@@ -48,7 +48,7 @@ def plot_fanin(run, points: pd.DataFrame, bins: pd.DataFrame, by_ratio: bool = T
 
     panels = _panels(points)
     fig, axes = figure(1, len(panels), figsize=(6.0 * len(panels), 4.0), squeeze=False)
-    for ax, (title, sub) in zip(axes[0], panels):
+    for ax, (title, sub) in zip(axes[0], panels, strict=True):
         mean = sub.groupby(["queues", "depth", "match", "cset", "clients"])["aggregate_bytes_per_s"].mean()
         for (q, dep, m, cs), s in mean.groupby(level=[0, 1, 2, 3]):
             ax.plot(s.index.get_level_values("clients"), s.to_numpy() / 1e6, marker="o",

@@ -11,9 +11,9 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from hpcvar.results.store import atomic_write_bytes  # noqa: E402
+from hpcvar.results.store import atomic_write_bytes
 
 STYLE = {
     "figure.figsize": (6.4, 4.0),

@@ -9,8 +9,11 @@ job was killed while writing it) is dropped and counted in ``incomplete``.
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -22,7 +25,7 @@ class RawPoint:
     params: dict[str, str]
     rows: np.ndarray  # shape (n, ncols), float64
 
-    def param(self, key: str, conv=int):
+    def param(self, key: str, conv: Callable[[str], Any] = int) -> Any:
         return conv(self.params[key])
 
 
@@ -38,7 +41,7 @@ class RawFile:
         return point.rows[:, self.columns.index(name)]
 
 
-def _parse_kv(text: str, path, lineno) -> dict[str, str]:
+def _parse_kv(text: str, path: str | os.PathLike[str], lineno: int) -> dict[str, str]:
     out = {}
     for tok in text.split():
         k, sep, v = tok.partition("=")
@@ -48,7 +51,7 @@ def _parse_kv(text: str, path, lineno) -> dict[str, str]:
     return out
 
 
-def read_raw(path) -> RawFile:
+def read_raw(path: str | os.PathLike[str]) -> RawFile:
     """Parse one raw file; malformed content raises InputFileError with file:line."""
     path = Path(path)
     try:
@@ -57,11 +60,11 @@ def read_raw(path) -> RawFile:
         raise InputFileError(f"cannot read raw output: {e.strerror}", str(path)) from None
     raw = RawFile(path)
     pos, lineno, n = 0, 0, len(data)
-    cur: dict | None = None
-    cur_rows: list = []
+    cur: dict[str, str] | None = None
+    cur_rows: list[str] = []
     cur_bin: np.ndarray | None = None
 
-    def next_line():
+    def next_line() -> str:
         nonlocal pos, lineno
         end = data.find(b"\n", pos)
         if end < 0:

@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpcvar import __version__
 from hpcvar.errors import ResultsError, UsageError
@@ -32,13 +32,13 @@ RUNS_ENV = "HPCVAR_RUNS"
 DEFAULT_RUNS_DIR = "hpcvar-runs"
 
 
-def runs_root(runs_dir: str | os.PathLike | None = None) -> Path:
+def runs_root(runs_dir: str | os.PathLike[str] | None = None) -> Path:
     """The runs root: --runs-dir, else $HPCVAR_RUNS, else ./hpcvar-runs."""
     return Path(runs_dir or os.environ.get(RUNS_ENV) or DEFAULT_RUNS_DIR)
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
@@ -61,7 +61,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
-def _json_default(o):
+def _json_default(o: Any) -> Any:
     if hasattr(o, "item"):  # numpy scalars
         return o.item()
     if isinstance(o, Path):
@@ -69,23 +69,23 @@ def _json_default(o):
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 
-def dumps(obj) -> str:
+def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=_json_default, allow_nan=True)
 
 
 class Run:
     """One run directory."""
 
-    def __init__(self, path: Path, info: dict):
+    def __init__(self, path: Path, info: dict[str, Any]):
         self.path = Path(path)
         self.info = info
 
     # ---- creation and loading -------------------------------------------------
     @classmethod
-    def create(cls, command: str, params: dict, runs_dir=None, argv: list[str] | None = None,
-               metadata: dict | None = None) -> "Run":
+    def create(cls, command: str, params: dict[str, Any], runs_dir: str | os.PathLike[str] | None = None,
+               argv: list[str] | None = None, metadata: dict[str, Any] | None = None) -> Run:
         root = runs_root(runs_dir)
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         base = f"{stamp}-{command.replace(' ', '-').replace('.', '-')}"
         root.mkdir(parents=True, exist_ok=True)
         path = root / base
@@ -119,7 +119,7 @@ class Run:
         return run
 
     @classmethod
-    def open(cls, path) -> "Run":
+    def open(cls, path: str | os.PathLike[str]) -> Run:
         path = Path(path)
         f = path / "run.json"
         if not f.is_file():
@@ -146,7 +146,7 @@ class Run:
         d.mkdir(exist_ok=True)
         return d
 
-    def write_table(self, name: str, df: "pd.DataFrame") -> Path:
+    def write_table(self, name: str, df: pd.DataFrame) -> Path:
         """Write a declared table atomically as <name>.parquet."""
         check_table(name, df)
         import pyarrow as pa
@@ -161,7 +161,7 @@ class Run:
             self.save()
         return target
 
-    def read_table(self, name: str) -> "pd.DataFrame":
+    def read_table(self, name: str) -> pd.DataFrame:
         import pandas as pd
 
         f = self.path / f"{name}.parquet"
@@ -178,7 +178,7 @@ class Run:
             self.info["warnings"].append(message)
             self.save()
 
-    def finish(self, status: str = "complete", result=None, exit_status: int = 0) -> None:
+    def finish(self, status: str = "complete", result: Any = None, exit_status: int = 0) -> None:
         self.info["status"] = status
         self.info["ended_utc"] = utc_now()
         self.info["exit_status"] = exit_status
@@ -196,12 +196,12 @@ class Run:
         d.mkdir(exist_ok=True)
         return d
 
-    def children(self) -> list["Run"]:
+    def children(self) -> list[Run]:
         """The runs of a composite run's steps, oldest first."""
         return list_runs(self.path / "steps") if (self.path / "steps").is_dir() else []
 
 
-def resolve_run(ref: str, runs_dir=None) -> Path:
+def resolve_run(ref: str, runs_dir: str | os.PathLike[str] | None = None) -> Path:
     """A run given as a path, a directory name under the runs root, or 'latest'."""
     p = Path(ref)
     if (p / "run.json").is_file():
@@ -222,10 +222,10 @@ def resolve_run(ref: str, runs_dir=None) -> Path:
     raise UsageError(f"no run '{ref}' in {root}", "RUN", "See 'hpcvar runs list', or pass --runs-dir")
 
 
-def list_runs(runs_dir=None) -> list[Run]:
+def list_runs(runs_dir: str | os.PathLike[str] | None = None) -> list[Run]:
     """All readable runs under the root, oldest first; unreadable ones are skipped."""
     root = runs_root(runs_dir)
-    out = []
+    out: list[Run] = []
     if not root.is_dir():
         return out
     for d in sorted(root.iterdir()):

@@ -14,11 +14,15 @@ import math
 import time
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hpcvar.errors import HpcvarError, UsageError
 from hpcvar.noise.trace import CpuTrace, JitterTrace
+
+if TYPE_CHECKING:
+    from hpcvar.sim.jitter_nodes import MeasuredAlignment
 
 TASK_DTYPE = np.dtype([("offset", "<i8"), ("t", "<i8"), ("slot", "<i8"), ("absorbed", "<i8"), ("end", "<i8"),
                        ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("lap", "<i4")])
@@ -154,7 +158,7 @@ class Alignment:
     window: int = 0
     origin: int = 0
     explicit: np.ndarray | None = None  # one offset per task (mode "file")
-    measured: "MeasuredAlignment | None" = None  # mode "measured": offsets per replica from the recording
+    measured: MeasuredAlignment | None = None  # mode "measured": offsets per replica from the recording
 
 
 @dataclass

@@ -26,7 +26,7 @@ class RefTrace:
         if not self.d or len(self.d) != len(self.g):
             raise ValueError("a trace needs at least one event and as many gaps as durations")
         self.S = [0]
-        for dk, gk in zip(self.d, self.g):
+        for dk, gk in zip(self.d, self.g, strict=True):
             self.S.append(self.S[-1] + dk + gk)
         self.L = self.S[-1]
         if sum(self.g) <= 0:

@@ -39,7 +39,8 @@ def plot_sweep(points: pd.DataFrame, stem) -> list:
     for cfg, grp in points.groupby("config", sort=False):
         grp = grp.sort_values("tasks")
         ax.errorbar(grp["tasks"], 100 * grp["slowdown"],
-                    yerr=[100 * (grp["slowdown"] - grp["slowdown_ci_lo"]), 100 * (grp["slowdown_ci_hi"] - grp["slowdown"])],
+                    yerr=[100 * (grp["slowdown"] - grp["slowdown_ci_lo"]),
+                          100 * (grp["slowdown_ci_hi"] - grp["slowdown"])],
                     marker="o", capsize=3, label=cfg)
         if grp["closed_form_slowdown"].notna().any():
             ax.plot(grp["tasks"], 100 * grp["closed_form_slowdown"], ls="--", label=f"{cfg} (closed form)")

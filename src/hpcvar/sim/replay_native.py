@@ -151,7 +151,7 @@ class RowTimes(Mapping):
     def _dict(self) -> dict:
         if self._d is None:
             idx = np.flatnonzero(self._times >= 0)
-            self._d = dict(zip([self._rows[i] for i in idx.tolist()], self._times[idx].tolist()))
+            self._d = dict(zip([self._rows[i] for i in idx.tolist()], self._times[idx].tolist(), strict=True))
         return self._d
 
     def __getitem__(self, k):

@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 
 from hpcvar.errors import HpcvarError, MissingToolError, UsageError
-from hpcvar.testbed.plan import Plan, agent_script, choose_subnet, load_state, networks_in_use, save_state, \
-    tbf_args
+from hpcvar.testbed.plan import Plan, agent_script, choose_subnet, load_state, networks_in_use, save_state, tbf_args
 
 IP_TIMEOUT_S = 20.0
 
