@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from hpcvar.bench.runner import BenchContext
 from hpcvar.errors import HpcvarError
@@ -138,7 +139,7 @@ def _fanin(ctx: StepContext, quick: bool) -> Run:
     from hpcvar.bench import jobs
 
     nodes = ctx.nodes()
-    params = {"servers": 1, "chatter_ratio": [4.0], "messages": None, "queues": ["single"], "depth": ["deep"],
+    params: dict = {"servers": 1, "chatter_ratio": [4.0], "messages": None, "queues": ["single"], "depth": ["deep"],
               "match": ["any"], "bin_s": None, "repeat": 1, "placement": "fixed", "seed": 1, "max_samples": 20000,
               "wait": "auto"}
     if nodes > 1:
@@ -295,7 +296,7 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
     children = parent.children()
     out = write_report(children, parent.path / "report.html", "hpcvar characterization")
     if report:
-        write_report(children, report, "hpcvar characterization")
+        write_report(children, Path(report), "hpcvar characterization")
     steps = [{"name": s.name, **parent.info["steps"].get(s.name, {"status": "not run"})} for s in chosen]
     failed = any(s["status"] == "failed" for s in steps)
     result = {"run": str(parent.path), "report": str(report or out), "steps": steps}

@@ -35,7 +35,8 @@ def metrics_of(run) -> dict[str, Metric]:
     from hpcvar.kinds import kind_of
 
     if run.info.get("command") == "characterize":
-        out, seen = {}, {}
+        out: dict[str, Metric] = {}
+        seen: dict[str, int] = {}
         for child in run.children():
             step = child.info.get("params", {}).get("step") or child.info.get("command")
             seen[step] = seen.get(step, 0) + 1
@@ -93,7 +94,8 @@ def compare_runs(base, cur, alpha: float = 0.01, threshold: float = 0.10, min_ef
     if not names:
         raise UsageError("the two runs have no metric in common", "BASELINE CURRENT",
                          "Compare two runs of the same benchmark or two characterizations")
-    rows, pvals = [], []
+    rows: list[dict] = []
+    pvals: list[float] = []
     for n in names:
         a, b = mb[n].samples, mc[n].samples
         res = mannwhitneyu(b, a, alternative="two-sided")

@@ -238,6 +238,8 @@ class Fanin(Benchmark):
         if worst > avail:
             from hpcvar.units import format_size
 
+            assert worst_p is not None  # set with worst
+
             raise UsageError(
                 f"the point with {worst_p['clients']} clients, {worst_p['chatter']} chatter, "
                 f"{worst_p['queues']} queue(s), depth {worst_p['depth']} needs {format_size(worst)} of buffers, "
@@ -440,7 +442,7 @@ def chatter_effect(points: pd.DataFrame) -> list[dict]:
 
     drop_pct = 100 (1 - with / without): positive when chatter takes bandwidth from the large clients.
     """
-    out = []
+    out: list[dict] = []
     if points.empty:
         return out
     mean = points.groupby(["clients", "queues", "depth", "match", "chatter"], sort=True)[

@@ -14,6 +14,7 @@ import json
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pandas as pd
 
@@ -22,6 +23,9 @@ from hpcvar._native import find_program
 from hpcvar.errors import LaunchError, UsageError
 from hpcvar.launch import Launcher, LaunchSpec, oversubscription_warning
 from hpcvar.results import RawFile, RawPoint, Run, read_raw, resolve_run
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass
@@ -37,7 +41,7 @@ class BenchContext:
     ranks_per_node: int | None = None
     timer: str | None = None
     progress: bool = True
-    console: object = None  # rich Console on stderr for progress and warnings
+    console: Console | None = None  # rich Console on stderr for progress and warnings
     argv: list[str] | None = None
 
 

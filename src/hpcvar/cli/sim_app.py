@@ -313,6 +313,6 @@ def _combine(mp, m, reps, m_total, m_comm, timed) -> dict:
     out = {"mapping": mp, "model": m, "replicas": len(reps), "tasks": tasks,
            "makespan_s": float(np.median(tot.max(axis=1)))}
     if timed:
-        ea = [r["e_abs_pct"] for r in tasks if r["e_abs_pct"] == r["e_abs_pct"]]
-        out["mean_e_abs_pct"] = float(np.mean(ea)) if ea else None
+        eas = [r["e_abs_pct"] for r in tasks if r["e_abs_pct"] == r["e_abs_pct"]]
+        out["mean_e_abs_pct"] = float(np.mean(eas)) if eas else None
     return out

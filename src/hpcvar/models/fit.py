@@ -59,8 +59,8 @@ def fit_gige(obs: list[Observation]) -> dict:
     xs, ys = [], []
     for o in obs:
         rows = explain(o.pairs, "gige", GIGE_DEFAULTS)
-        for r, free, p in zip(rows, gamma_free(rows), o.measured, strict=True):
-            if free:
+        for r, is_free, p in zip(rows, gamma_free(rows), o.measured, strict=True):
+            if is_free:
                 xs.append(max(r["deg_out"], r["deg_in"]))
                 ys.append(p)
     if not xs:

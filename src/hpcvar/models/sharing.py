@@ -62,7 +62,7 @@ def check_params(model: str, params: dict | None) -> dict:
     """The model's parameters with defaults filled in; UsageError naming a bad key."""
     params = dict(params or {})
     if model == "gige":
-        out = dict(GIGE_DEFAULTS)
+        out: dict = dict(GIGE_DEFAULTS)
     elif model == "myrinet":
         out = dict(MYRINET_DEFAULTS)
     elif model == "maxmin":

@@ -164,7 +164,7 @@ def analyze(nodes: list[NodeTrace], min_detour_s: float = DEFAULT_MIN_DETOUR_S, 
     for n in nodes:  # a timer-method detour starts up to one interval late
         tol = max(tol, float(n.trace.meta.get("interval_ns", 0)) / 1e9)
     windows = {}
-    wrows = []
+    wrows: list[dict] = []
     for i, cpu, s, e, _ in per:
         w = window_fraction(s, e, length, window_s)
         windows[(i, cpu)] = w

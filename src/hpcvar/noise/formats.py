@@ -224,7 +224,8 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
     path = Path(path)
     lines = _read_lines(path)
     file_freq = length_ns = None
-    starts, durs = [], []
+    starts: list[tuple[float, int]] = []
+    durs: list[float] = []
     for i, line in enumerate(lines, 1):
         s = line.strip()
         if s.startswith("#"):
@@ -245,7 +246,7 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
             a, b = (float(p) for p in parts) if len(parts) == 2 else (None, None)
         except ValueError:
             a = b = None
-        if a is None or not (np.isfinite(a) and np.isfinite(b)):
+        if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)):
             raise InputFileError(f"'{s}' is not '<start_ns><TAB><duration_ns>'", str(path), i,
                                  todo="Each line is a start time and a duration in ns")
         if a < 0 or b < 0:
@@ -269,8 +270,8 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
     if length < end:
         raise InputFileError(f"length_ns {length_ns} is shorter than the last event's end", str(path),
                              todo="Fix the '# length_ns' header")
-    c = cpu_trace_from_events(cpu, s_c, np.minimum(d_c, np.append(s_c[1:] - s_c[:-1], d_c[-1])), length)
-    return JitterTrace(freq, [c], {"source": str(path)})
+    ct = cpu_trace_from_events(cpu, s_c, np.minimum(d_c, np.append(s_c[1:] - s_c[:-1], d_c[-1])), length)
+    return JitterTrace(freq, [ct], {"source": str(path)})
 
 
 def loggopsim_string(trace: JitterTrace, cpu_index: int = 0) -> str:

@@ -65,7 +65,7 @@ def _section_or_default(run: Run) -> Section:
 
 def collect(runs: list[Run]) -> dict:
     sections, headlines, warnings = [], [], []
-    machines = {}
+    machines: dict = {}
     for run in runs:
         sec = _section_or_default(run)
         headlines.extend(sec.headlines)
@@ -98,7 +98,7 @@ def render_html(runs: list[Run], title: str) -> str:
     data = collect(runs)
     env = Environment(loader=PackageLoader("hpcvar.report", "templates"), autoescape=select_autoescape(["html"]))
     tpl = env.get_template("report.html.j2")
-    first_meta = next(iter(data["machines"].values()), {}) if data["machines"] else {}
+    first_meta: dict = next(iter(data["machines"].values()), {}) if data["machines"] else {}
     sections = []
     for run, sec in data["sections"]:
         sections.append({

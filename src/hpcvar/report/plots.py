@@ -7,6 +7,7 @@ name.png (for the HTML report and the terminal user) and name.svg.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
@@ -15,7 +16,10 @@ import matplotlib.pyplot as plt
 
 from hpcvar.results.store import atomic_write_bytes
 
-STYLE = {
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
+STYLE: dict[RcKeyType, Any] = {
     "figure.figsize": (6.4, 4.0),
     "figure.dpi": 100,
     "axes.grid": True,

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from rich.console import Console
 from rich.table import Table
@@ -63,13 +65,13 @@ def render_ace(console: Console, result: dict) -> None:
         console.print(f"stored in {result['run']}")
 
 
-def plot_ace(run) -> list[tuple[str, object]]:
+def plot_ace(run) -> list[tuple[str, Path]]:
     """ace_error_vs_load (paper figures 1-4) and ace_dist_<ea> (per-cycle T_comm and T_barr CCDFs)."""
     from hpcvar.report.plots import figure, save
 
     summ = run.read_table("ace.summary")
     cycles = run.read_table("ace.cycles")
-    figs = []
+    figs: list[tuple[str, Path]] = []
     if summ.empty:
         return figs
     fig, ax = figure()

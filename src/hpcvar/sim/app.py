@@ -24,6 +24,7 @@ implemented here and documented in docs/replay.md:
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -191,7 +192,7 @@ def lower(trace: Trace, algo: str = "binomial") -> tuple[list[list[tuple]], dict
                 lst.append(("w", (), row))
                 continue
             key = (t, peer, comm, tag)
-            rq = ("r", t, seq)
+            rq: tuple = ("r", t, seq)
             lst.append(("s", peer, b, key, rq, row))
             if op == "send":
                 lst.append(("w", (rq,), row))
@@ -275,8 +276,8 @@ class Result:
     node_of: list[int]
     total_s: np.ndarray
     comm_s: np.ndarray
-    row_start: dict
-    row_end: dict
+    row_start: Mapping
+    row_end: Mapping
     conflicts: list[dict]
     avg_penalty: np.ndarray
     events: int
@@ -345,7 +346,7 @@ class Simulator:
         row_end: dict = {}
         pen_sum = np.zeros(ntasks)
         pen_n = np.zeros(ntasks)
-        kinds = [dict() for _ in range(ntasks)]
+        kinds: list[dict] = [dict() for _ in range(ntasks)]
         contention = self.model != "none"
         nevents = 0
         finished = 0

@@ -207,6 +207,7 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
         if align.mode == "file":
             tasks["offset"] = align.explicit
         elif align.mode == "measured":
+            assert align.measured is not None  # mode "measured" comes with its offsets
             tasks["offset"] = align.measured.offsets(ntasks, wl.cores_per_node, seed, replica)
         else:
             rc = so.hv_js_offsets(ctypes.addressof(traces.arr), traces.count, tasks.ctypes.data, ntasks,

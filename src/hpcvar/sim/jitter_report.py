@@ -69,7 +69,7 @@ def jitter_section(run) -> Section:
     sec = Section(title="Jitter slowdown predicted at scale (jitSim)")
     points = res.get("points", [])
     # one headline per configuration (trace x alignment), at its largest task count
-    largest = {}
+    largest: dict = {}
     for p in points:
         if p["config"] not in largest or p["tasks"] > largest[p["config"]]["tasks"]:
             largest[p["config"]] = p

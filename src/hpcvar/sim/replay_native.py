@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -28,7 +29,8 @@ _P = ctypes.c_void_p
 
 
 class _Config(ctypes.Structure):
-    _fields_ = [("ntasks", ctypes.c_int64), ("nops", ctypes.c_int64), ("nreqs", ctypes.c_int64),
+    _fields_: ClassVar[Sequence[tuple[str, Any]]] = [
+                ("ntasks", ctypes.c_int64), ("nops", ctypes.c_int64), ("nreqs", ctypes.c_int64),
                 ("nkeys", ctypes.c_int64), ("nrows", ctypes.c_int64), ("nnodes", ctypes.c_int64),
                 ("model", ctypes.c_int32), ("pad0", ctypes.c_int32),
                 ("beta", ctypes.c_double), ("gamma_in", ctypes.c_double), ("gamma_out", ctypes.c_double),
@@ -89,6 +91,7 @@ def encode(ops: list[list[tuple]]) -> Encoded:
     keys: dict = {}
     reqs: dict = {}
     rows: dict = {}
+    wreq: list[int]
     kind, peer, val, key, req, nwait, wreq, row, task = [], [], [], [], [], [], [], [], []
     off = [0]
     kcode = {"c": 0, "s": 1, "r": 2, "w": 3}
@@ -144,6 +147,8 @@ def encode(ops: list[list[tuple]]) -> Encoded:
 
 class RowTimes(Mapping):
     """{(task, seq): time} over the rows a run reached, built from the core's arrays on first use."""
+
+    _d: dict | None
 
     def __init__(self, rows: list, times: np.ndarray):
         self._rows, self._times, self._d = rows, times, None

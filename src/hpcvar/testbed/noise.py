@@ -68,7 +68,7 @@ def run_flows(state_path: Path, flows: list[Flow], duration_s: float, port: int 
     plan = require_up(state_path)
     recvs, sends = flow_commands(plan, flows, duration_s, port, skip_s)
     procs = []
-    opts = {"stdin": subprocess.DEVNULL, "start_new_session": True}
+    opts: dict = {"stdin": subprocess.DEVNULL, "start_new_session": True}
     if background:
         opts.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     else:
