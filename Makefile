@@ -1,15 +1,18 @@
 # hpcvar: two commands do all the set-up on a fresh machine.
 #   make demo   create .venv, install everything (Python deps, an MPI, the native build), run the main job
-#   make test   the same set-up, then the whole test suite (what CI runs)
+#   make test   the same set-up, then the linters (make lint) and the whole test suite (what CI runs)
+#   make lint   ruff, mypy and clang-format (check only) with the versions the test extra installs
 # Options: MPI=mpich|openmpi|system (system: the MPI whose mpicc is on PATH or in $MPICC),
-#          PYTHON=python3.11, VENV=.venv, PYTEST_ARGS="-k latency".
+#          PYTHON=python3.11, VENV=.venv, PYTEST_ARGS="-k latency",
+#          WERROR=OFF (C warnings stay warnings: for a compiler that warns where ours does not).
 
 PYTHON ?= python3
 VENV ?= .venv
 MPI ?= mpich
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.hpcvar-installed-$(MPI)
-WERROR := $(if $(filter true,$(CI)),ON,OFF)
+WERROR ?= ON
+NATIVE_SOURCES = $(shell find native -type f \( -name '*.c' -o -name '*.h' \) | sort)
 SOURCES := $(shell find src native CMakeLists.txt pyproject.toml -type f \( -name '*.py' -o -name '*.c' -o -name '*.h' -o -name 'CMakeLists.txt' -o -name '*.toml' -o -name '*.html' -o -name '*.j2' \) 2>/dev/null)
 
 ifeq ($(MPI),system)
@@ -22,13 +25,19 @@ else
   MPICC_FOR_BUILD := $(abspath $(BIN))/mpicc
 endif
 
-.PHONY: demo test test-slow install clean native-dev
+.PHONY: demo test test-slow lint install clean native-dev
 
 demo: $(STAMP)
 	$(BIN)/hpcvar demo
 
-test: $(STAMP)
+test: lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The linters CI runs (docs/developing.md, Linters); the same as .pre-commit-config.yaml.
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/mypy
+	$(BIN)/clang-format --dry-run -Werror $(NATIVE_SOURCES)
 
 # the long tests too (minutes each on 2 cores; not in CI)
 test-slow: $(STAMP)
@@ -52,7 +61,7 @@ $(STAMP): $(BIN)/python $(SOURCES)
 
 # A developer's CMake build of the native programs (use with HPCVAR_NATIVE_DIR=build/dev/bin).
 native-dev: $(STAMP)
-	PATH="$(abspath $(BIN)):$$PATH" cmake -S . -B build/dev -DHPCVAR_WERROR=ON >/dev/null
+	PATH="$(abspath $(BIN)):$$PATH" cmake -S . -B build/dev -DHPCVAR_WERROR=$(WERROR) >/dev/null
 	cmake --build build/dev -j2
 
 clean:

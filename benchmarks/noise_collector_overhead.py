@@ -127,7 +127,8 @@ def main() -> None:
           f"{_mean(rows, 'median_ns') / 1e3:.1f} us; noise fraction {100 * _mean(base, 'noise'):.2f}% -> "
           f"{100 * _mean(rows, 'noise'):.2f}%: +{100 * extra:.2f}% for {100 * inj_frac:.1f}% injected, i.e. "
           f"{extra / rate_inj * 1e6:.0f} us of CPU per {burn_ns / 1e3:g} us burst; injector woke "
-          f"{_mean(rows, 'late_ns') / 1e3:.1f} us late (median), {100 * _mean(rows, 'overruns'):.1f}% of bursts overran")
+          f"{_mean(rows, 'late_ns') / 1e3:.1f} us late (median), "
+          f"{100 * _mean(rows, 'overruns'):.1f}% of bursts overran")
 
     # 4. --attribute
     try:

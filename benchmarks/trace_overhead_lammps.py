@@ -89,7 +89,7 @@ def main() -> None:
             p = np.median([x[k] for x in res["plain"]])
             t = np.median([x[k] for x in res["traced"]])
             # paired: each repetition ran both, back to back, so slow drifts of the machine cancel in the ratio
-            ratios = np.array([tr[k] / pl[k] for tr, pl in zip(res["traced"], res["plain"])])
+            ratios = np.array([tr[k] / pl[k] for tr, pl in zip(res["traced"], res["plain"], strict=True)])
             lo, hi = median_ci(ratios)
             print(f"{name}: median without {p:.3f} s, with tracer {t:.3f} s; paired overhead median "
                   f"{(np.median(ratios) - 1) * 100:+.2f} % (95% CI {(lo - 1) * 100:+.2f} to {(hi - 1) * 100:+.2f} %, "

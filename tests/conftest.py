@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -75,10 +76,10 @@ def best_of_quiet_attempts(measure, check, tries: int = 3, always=None, what: st
     """For checks of rates and timings, which a busy host can only spoil: run ``measure()`` up to ``tries``
     times and pass as soon as ``check(result)`` passes. An attempt that fails while the hypervisor took
     STEAL_WARN_PCT (10%) or more of the CPUs' time (steal, from /proc/stat; the threshold at which bench
-    runs warn) is disturbed; one that fails below it is a quiet failure. ``always(result)`` (what no disturbance can excuse, e.g. a rate above the link) is
-    asserted on every attempt. Fails when no attempt passed and at least one failed on a quiet host; skips,
-    with the steal seen, when every attempt was disturbed (one CI run here saw 43% steal: a shaped 200 mbit
-    link then carried 111 Mbit/s)."""
+    runs warn) is disturbed; one that fails below it is a quiet failure. ``always(result)`` (what no disturbance
+    can excuse, e.g. a rate above the link) is asserted on every attempt. Fails when no attempt passed and at
+    least one failed on a quiet host; skips, with the steal seen, when every attempt was disturbed (one CI run
+    here saw 43% steal: a shaped 200 mbit link then carried 111 Mbit/s)."""
     from hpcvar import metadata
 
     seen, quiet_failures = [], 0
@@ -111,11 +112,10 @@ DEBIAN_OMPI_MPICC, DEBIAN_OMPI_MPIRUN = "/usr/bin/mpicc", "/usr/bin/mpirun"
 DEBIAN_OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
 
 
-def build_native_against(mpicc: str, targets: list[str], build) -> "Path":
+def build_native_against(mpicc: str, targets: list[str], build) -> Path:
     """A CMake build of some native programs against another MPI (e.g. Debian's Open MPI), as a site does;
     returns its bin/ (give it to hpcvar as HPCVAR_NATIVE_DIR: its build_info.json names that MPI)."""
     import json
-    from pathlib import Path
 
     root = Path(__file__).resolve().parents[1]
     cmake = shutil.which("cmake", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")

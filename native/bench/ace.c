@@ -67,7 +67,7 @@
 #define NAME_CHARS "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
 
 enum { P_PAIRS, P_RING, P_CART2D, P_CART3D, P_ALLTOALL, P_ALLREDUCE, P_BCAST, P_COUNT };
-static const char *const pattern_names[P_COUNT] = {"pairs", "ring", "cart2d", "cart3d",
+static const char *const pattern_names[P_COUNT] = {"pairs",    "ring",      "cart2d", "cart3d",
                                                    "alltoall", "allreduce", "bcast"};
 
 typedef struct {
@@ -110,8 +110,8 @@ static void read_ints(const hv_opt *opts, size_t nopts, const char *name, size_t
     if (hv_args_list(opts, nopts, name, &xs, &n, err, sizeof err)) HV_DIE("hv_ace: %s", err);
     if (n != count) HV_DIE("hv_ace: --%s holds %zu values, expected %zu", name, n, count);
     for (size_t i = 0; i < n; i++) {
-        if (xs[i] < lo || xs[i] > hi) HV_DIE("hv_ace: --%s: value %zu (%lld) is outside [%lld, %lld]", name, i,
-                                              (long long)xs[i], lo, hi);
+        if (xs[i] < lo || xs[i] > hi)
+            HV_DIE("hv_ace: --%s: value %zu (%lld) is outside [%lld, %lld]", name, i, (long long)xs[i], lo, hi);
         out[i] = xs[i];
     }
     free(xs);
@@ -242,8 +242,7 @@ static void read_eas(const hv_opt *opts, size_t nopts, int world, ace_config *c)
         }
     }
     c->label = hv_args_get(opts, nopts, "label");
-    if (c->label && (strchr(c->label, '\n') || strlen(c->label) > 512))
-        BAD("--label is too long or has a newline");
+    if (c->label && (strchr(c->label, '\n') || strlen(c->label) > 512)) BAD("--label is too long or has a newline");
 }
 
 /* ---- communication kernels ---------------------------------------------------- */
@@ -388,7 +387,10 @@ static void setup_ea(ea_state *e, const ea_spec *s, int index, MPI_Comm sub) {
 /* Least squares y = a + b x; returns 0 or -1 when x has no spread. */
 static int fit_line(const double *x, const double *y, int n, double *a, double *b) {
     double mx = 0, my = 0, sxx = 0, sxy = 0;
-    for (int i = 0; i < n; i++) { mx += x[i]; my += y[i]; }
+    for (int i = 0; i < n; i++) {
+        mx += x[i];
+        my += y[i];
+    }
     mx /= n;
     my /= n;
     for (int i = 0; i < n; i++) {
@@ -401,10 +403,18 @@ static int fit_line(const double *x, const double *y, int n, double *a, double *
     return 0;
 }
 
-static void put_row(double *r, double phase, double ea, double rank, double wrank, double iter, double size,
-                    double req, double comp, double comm, double barr) {
-    r[0] = phase; r[1] = ea; r[2] = rank; r[3] = wrank; r[4] = iter; r[5] = size;
-    r[6] = req; r[7] = comp; r[8] = comm; r[9] = barr;
+static void put_row(double *r, double phase, double ea, double rank, double wrank, double iter, double size, double req,
+                    double comp, double comm, double barr) {
+    r[0] = phase;
+    r[1] = ea;
+    r[2] = rank;
+    r[3] = wrank;
+    r[4] = iter;
+    r[5] = size;
+    r[6] = req;
+    r[7] = comp;
+    r[8] = comm;
+    r[9] = barr;
 }
 
 /* ---- the run ---------------------------------------------------------------------------------- */
@@ -433,7 +443,11 @@ static void samples_alloc(ace_samples *sm, const ea_spec *s) {
 }
 
 static void samples_free(ace_samples *sm) {
-    free(sm->bt); free(sm->tc); free(sm->tm); free(sm->tb); free(sm->rows);
+    free(sm->bt);
+    free(sm->tc);
+    free(sm->tm);
+    free(sm->tb);
+    free(sm->rows);
 }
 
 /* Phase 1's timed exchanges: per bench size, warm-up then bench_iters timed ones after a barrier. */
@@ -538,7 +552,14 @@ static size_t ea_rows(ea_state *e, int world_rank, const hv_timer *tm, const ace
     HV_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, e->comm));
     if (e->rank == 0) {
         double *v = vals + K * e->index;
-        v[0] = m->alpha; v[1] = m->beta; v[2] = m->t_comm; v[3] = m->t_comp; v[4] = mx; v[5] = mn; v[6] = ok; v[7] = 1;
+        v[0] = m->alpha;
+        v[1] = m->beta;
+        v[2] = m->t_comm;
+        v[3] = m->t_comp;
+        v[4] = mx;
+        v[5] = mn;
+        v[6] = ok;
+        v[7] = 1;
         v[8] = m->fallback;
     }
     return nrows;
@@ -554,8 +575,8 @@ static void describe_point(const ace_config *c, const double *vals, char *desc, 
                         " ea%d_name=%s ea%d_alpha_ns=%.9g ea%d_beta_ns_per_byte=%.9g ea%d_t_comm_ns=%.6f"
                         " ea%d_t_comp_ns=%.6f ea%d_run_ns=%.1f ea%d_run_min_ns=%.1f ea%d_check=%d ea%d_fixed=%d"
                         " ea%d_fit_fallback=%d",
-                        i, c->eas[i].name, i, v[0], i, v[1], i, v[2], i, v[3], i, v[4], i, v[5], i, (int)v[6],
-                        i, c->eas[i].fixed, i, (int)v[8]);
+                        i, c->eas[i].name, i, v[0], i, v[1], i, v[2], i, v[3], i, v[4], i, v[5], i, (int)v[6], i,
+                        c->eas[i].fixed, i, (int)v[8]);
     }
     if (pos < 0 || (size_t)pos >= len) HV_DIE("hv_ace: point description too long");
 }
@@ -563,14 +584,22 @@ static void describe_point(const ace_config *c, const double *vals, char *desc, 
 int main(int argc, char **argv) {
     hv_opt opts[] = {
         HV_COMMON_OPTS,
-        {"ea-name", NULL, 0, "per EA: name"}, {"ea-first", NULL, 0, "per EA: first world rank"},
-        {"ea-ranks", NULL, 0, "per EA: ranks"}, {"ea-pattern", NULL, 0, "per EA: pattern code"},
-        {"ea-mode", NULL, 0, "per EA: 0 blocking, 1 nonblocking"}, {"ea-size", NULL, 0, "per EA: bytes"},
-        {"ea-cycles", NULL, 0, "per EA: cycles"}, {"ea-load", NULL, 0, "per EA: load in percent"},
-        {"ea-msgs", NULL, 0, "per EA: model messages per cycle"}, {"ea-dims", NULL, 0, "per EA: three sides"},
-        {"ea-periodic", NULL, 0, "per EA: 0|1"}, {"ea-fixed", NULL, 0, "per EA: 1 alpha and beta given"},
-        {"ea-alpha-ns", NULL, 0, "per EA: alpha in ns"}, {"ea-beta-ns", NULL, 0, "per EA: beta in ns per byte"},
-        {"ea-bench-count", NULL, 0, "per EA: phase-1 sizes"}, {"ea-bench-sizes", NULL, 0, "all phase-1 sizes"},
+        {"ea-name", NULL, 0, "per EA: name"},
+        {"ea-first", NULL, 0, "per EA: first world rank"},
+        {"ea-ranks", NULL, 0, "per EA: ranks"},
+        {"ea-pattern", NULL, 0, "per EA: pattern code"},
+        {"ea-mode", NULL, 0, "per EA: 0 blocking, 1 nonblocking"},
+        {"ea-size", NULL, 0, "per EA: bytes"},
+        {"ea-cycles", NULL, 0, "per EA: cycles"},
+        {"ea-load", NULL, 0, "per EA: load in percent"},
+        {"ea-msgs", NULL, 0, "per EA: model messages per cycle"},
+        {"ea-dims", NULL, 0, "per EA: three sides"},
+        {"ea-periodic", NULL, 0, "per EA: 0|1"},
+        {"ea-fixed", NULL, 0, "per EA: 1 alpha and beta given"},
+        {"ea-alpha-ns", NULL, 0, "per EA: alpha in ns"},
+        {"ea-beta-ns", NULL, 0, "per EA: beta in ns per byte"},
+        {"ea-bench-count", NULL, 0, "per EA: phase-1 sizes"},
+        {"ea-bench-sizes", NULL, 0, "all phase-1 sizes"},
         {"bench-iters", NULL, 0, "timed phase-1 exchanges per size"},
         {"bench-warmup", NULL, 0, "untimed phase-1 exchanges per size"},
         {"label", NULL, 0, "key=value pairs copied into the point line"},
@@ -594,7 +623,7 @@ int main(int argc, char **argv) {
     }
     ace_samples sm;
     samples_alloc(&sm, e ? e->s : NULL);
-    const char *cols[NCOLS] = {"phase", "ea", "rank", "world_rank", "iter", "size_bytes",
+    const char *cols[NCOLS] = {"phase",         "ea",        "rank",      "world_rank", "iter", "size_bytes",
                                "t_comp_req_ns", "t_comp_ns", "t_comm_ns", "t_barr_ns"};
     if (ctx.rank == 0) hv_out_columns(&ctx.out, NCOLS, cols);
     const hv_timer *tm = &ctx.timer;

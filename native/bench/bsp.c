@@ -95,8 +95,7 @@ static void tree_barrier(const hv_ctx *ctx, int arity) {
         HV_MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, parent, TAG_UP, ctx->comm));
         HV_MPI_CHECK(MPI_Recv(NULL, 0, MPI_BYTE, parent, TAG_DOWN, ctx->comm, MPI_STATUS_IGNORE));
     }
-    for (int i = 0; i < nchild; i++)
-        HV_MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, (int)(first + i), TAG_DOWN, ctx->comm));
+    for (int i = 0; i < nchild; i++) HV_MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, (int)(first + i), TAG_DOWN, ctx->comm));
 }
 
 static unsigned long host_hash(void) {
@@ -155,8 +154,10 @@ int main(int argc, char **argv) {
     }
     int rt_all = 0;
     HV_MPI_CHECK(MPI_Allreduce(&rt_ok, &rt_all, 1, MPI_INT, MPI_MIN, ctx.comm));
-    if (!rt_all) HV_DIE("hv_bsp: --rt-prio %ld: sched_setscheduler(SCHED_FIFO) failed on some rank (needs root or "
-                        "CAP_SYS_NICE); leave --rt-prio out", rt_prio);
+    if (!rt_all)
+        HV_DIE("hv_bsp: --rt-prio %ld: sched_setscheduler(SCHED_FIFO) failed on some rank (needs root or "
+               "CAP_SYS_NICE); leave --rt-prio out",
+               rt_prio);
 
     /* one clock for all ranks when they share a host */
     unsigned long h = host_hash(), hmin = 0, hmax = 0;
@@ -172,8 +173,8 @@ int main(int argc, char **argv) {
     uint64_t *te = hv_malloc_touched(n * sizeof *te);
     int *cpu = hv_malloc_touched(n * sizeof *cpu);
     double *rows = hv_malloc_touched(n * NCOLS * sizeof *rows);
-    const char *cols[NCOLS] = {"rank", "phase", "cpu", "start_ns", "compute_end_ns", "end_ns", "work_iters",
-                               "calib_quantum_ns"};
+    const char *cols[NCOLS] = {"rank",           "phase",  "cpu",        "start_ns",
+                               "compute_end_ns", "end_ns", "work_iters", "calib_quantum_ns"};
     if (ctx.rank == 0) hv_out_columns(&ctx.out, NCOLS, cols);
 
     uint64_t x = (uint64_t)ctx.rank + 1;

@@ -178,7 +178,11 @@ static void parse_config(const hv_opt *opts, size_t nopts, fanin_config *c) {
 }
 
 static void free_config(fanin_config *c) {
-    free(c->p_clients); free(c->p_chatter); free(c->p_queues); free(c->p_depth); free(c->p_match);
+    free(c->p_clients);
+    free(c->p_chatter);
+    free(c->p_queues);
+    free(c->p_depth);
+    free(c->p_match);
 }
 
 static fanin_point point_at(const fanin_config *c, size_t p) {
@@ -195,15 +199,16 @@ static int *make_placement(const fanin_config *c, int R) {
         uint64_t st = (uint64_t)c->seed;
         for (int i = R - 1; i > 0; i--) {
             int j = (int)(splitmix64(&st) % (uint64_t)(i + 1));
-            int t = perm[i]; perm[i] = perm[j]; perm[j] = t;
+            int t = perm[i];
+            perm[i] = perm[j];
+            perm[j] = t;
         }
     }
     return perm;
 }
 
 /* Grows z to what root position mypos needs for one point. */
-static void size_server_point(const fanin_config *c, int mypos, long L, long C, int dual, long depth,
-                              fanin_sizes *z) {
+static void size_server_point(const fanin_config *c, int mypos, long L, long C, int dual, long depth, fanin_sizes *z) {
     const long S = c->servers;
     long nl = L / S + (mypos < L % S), nc = C / S + (mypos < C % S);
     if (nl + nc > z->maxloc) z->maxloc = nl + nc;
@@ -231,8 +236,8 @@ static fanin_sizes size_everything(const fanin_config *c, int R, int mypos) {
     for (size_t p = 0; p < c->npoints; p++) {
         long L = (long)c->p_clients[p], C = (long)c->p_chatter[p];
         if (L < 1) HV_DIE("hv_fanin: point %zu has no large-buffer client", p);
-        if (S + L + C > R) HV_DIE("hv_fanin: point %zu needs %ld ranks (servers+clients+chatter), the job has %d",
-                                  p, S + L + C, R);
+        if (S + L + C > R)
+            HV_DIE("hv_fanin: point %zu needs %ld ranks (servers+clients+chatter), the job has %d", p, S + L + C, R);
         if (mypos < S) size_server_point(c, mypos, L, C, c->p_queues[p] != 0, (long)c->p_depth[p], &z);
     }
     if (c->max_samples + 1 > z.maxrows) z.maxrows = c->max_samples + 1;
@@ -257,13 +262,19 @@ static void server_alloc(fanin_server *sv, hv_ctx *ctx, const fanin_config *c, c
     }
     hv_clients *cl = &sv->cl;
     size_t m = (size_t)z->maxloc;
-    cl->rank = xcalloc(m, sizeof(int)); cl->role = xcalloc(m, sizeof(int));
-    cl->final_total = xcalloc(m, sizeof(int64_t)); cl->recv_total = xcalloc(m, sizeof(int64_t));
-    cl->recv_win = xcalloc(m, sizeof(int64_t)); cl->bytes_win = xcalloc(m, sizeof(int64_t));
+    cl->rank = xcalloc(m, sizeof(int));
+    cl->role = xcalloc(m, sizeof(int));
+    cl->final_total = xcalloc(m, sizeof(int64_t));
+    cl->recv_total = xcalloc(m, sizeof(int64_t));
+    cl->recv_win = xcalloc(m, sizeof(int64_t));
+    cl->bytes_win = xcalloc(m, sizeof(int64_t));
     cl->after_first = xcalloc(m, sizeof(int64_t));
-    cl->t_first = xcalloc(m, sizeof(uint64_t)); cl->t_last = xcalloc(m, sizeof(uint64_t));
-    cl->finished = xcalloc(m, sizeof(int)); cl->queue = xcalloc(m, sizeof(int));
-    cl->stop_req = xcalloc(m, sizeof(MPI_Request)); cl->ack_req = xcalloc(m, sizeof(MPI_Request));
+    cl->t_first = xcalloc(m, sizeof(uint64_t));
+    cl->t_last = xcalloc(m, sizeof(uint64_t));
+    cl->finished = xcalloc(m, sizeof(int));
+    cl->queue = xcalloc(m, sizeof(int));
+    cl->stop_req = xcalloc(m, sizeof(MPI_Request));
+    cl->ack_req = xcalloc(m, sizeof(MPI_Request));
     sv->local_of = xcalloc((size_t)ctx->size, sizeof(int));
     sv->nbins_max = z->nbins_max;
     sv->bin_large = hv_malloc_touched((size_t)z->nbins_max * sizeof(double));
@@ -275,13 +286,30 @@ static void server_alloc(fanin_server *sv, hv_ctx *ctx, const fanin_config *c, c
 static void server_free(fanin_server *sv) {
     for (int i = 0; i < 2; i++) {
         hv_queue *Q = &sv->q[i];
-        free(Q->req); free(Q->slot_pos); free(Q->clients); free(Q->idx); free(Q->st);
+        free(Q->req);
+        free(Q->slot_pos);
+        free(Q->clients);
+        free(Q->idx);
+        free(Q->st);
     }
     hv_clients *cl = &sv->cl;
-    free(cl->rank); free(cl->role); free(cl->final_total); free(cl->recv_total); free(cl->recv_win);
-    free(cl->bytes_win); free(cl->after_first); free(cl->t_first); free(cl->t_last); free(cl->finished);
-    free(cl->queue); free(cl->stop_req); free(cl->ack_req);
-    free(sv->local_of); free(sv->rbuf); free(sv->bin_large); free(sv->bin_small);
+    free(cl->rank);
+    free(cl->role);
+    free(cl->final_total);
+    free(cl->recv_total);
+    free(cl->recv_win);
+    free(cl->bytes_win);
+    free(cl->after_first);
+    free(cl->t_first);
+    free(cl->t_last);
+    free(cl->finished);
+    free(cl->queue);
+    free(cl->stop_req);
+    free(cl->ack_req);
+    free(sv->local_of);
+    free(sv->rbuf);
+    free(sv->bin_large);
+    free(sv->bin_small);
 }
 
 /* The root's local clients for one point: large first, then chatter; counters reset. */
@@ -290,10 +318,12 @@ static void server_set_clients(fanin_server *sv, const fanin_point *pt, const in
     const int S = (int)sv->cfg->servers;
     cl->n = 0;
     for (int i = sidx; i < pt->clients; i += S) {
-        cl->rank[cl->n] = perm[S + i]; cl->role[cl->n++] = ROLE_LARGE;
+        cl->rank[cl->n] = perm[S + i];
+        cl->role[cl->n++] = ROLE_LARGE;
     }
     for (int j = sidx; j < pt->chatter; j += S) {
-        cl->rank[cl->n] = perm[S + pt->clients + j]; cl->role[cl->n++] = ROLE_CHATTER;
+        cl->rank[cl->n] = perm[S + pt->clients + j];
+        cl->role[cl->n++] = ROLE_CHATTER;
     }
     sv->nlarge = 0;
     for (int k = 0; k < cl->n; k++) {
@@ -318,7 +348,10 @@ static void server_set_queues(fanin_server *sv, const fanin_point *pt) {
         Q->nclients = 0;
         for (int k = 0; k < cl->n; k++) {
             int mine = !dual || (i == 0 ? cl->role[k] == ROLE_CHATTER : cl->role[k] == ROLE_LARGE);
-            if (mine) { Q->clients[Q->nclients++] = k; cl->queue[k] = i; }
+            if (mine) {
+                Q->clients[Q->nclients++] = k;
+                cl->queue[k] = i;
+            }
         }
         Q->unfinished = Q->nclients;
         Q->n = pt->depth ? (Q->nclients ? pt->depth : 0) : Q->nclients;
@@ -372,8 +405,9 @@ static long cancel_req(MPI_Request *r) {
     HV_MPI_CHECK(MPI_Cancel(r));
     HV_MPI_CHECK(MPI_Wait(r, &st));
     HV_MPI_CHECK(MPI_Test_cancelled(&st, &flag));
-    if (!flag) HV_DIE("hv_fanin: a receive completed after every client had finished (from rank %d, tag %d)",
-                      st.MPI_SOURCE, st.MPI_TAG);
+    if (!flag)
+        HV_DIE("hv_fanin: a receive completed after every client had finished (from rank %d, tag %d)", st.MPI_SOURCE,
+               st.MPI_TAG);
     return 1;
 }
 
@@ -453,8 +487,8 @@ static void server_maybe_stop(fanin_server *sv, server_run *run) {
     if (by_messages) run->t_end = now;
     run->stopped = 1;
     for (int k = 0; k < sv->cl.n; k++)
-        HV_MPI_CHECK(MPI_Isend(&sv->stopbuf, HDR, MPI_BYTE, sv->cl.rank[k], TAG_STOP, sv->ctx->comm,
-                               &sv->cl.stop_req[k]));
+        HV_MPI_CHECK(
+            MPI_Isend(&sv->stopbuf, HDR, MPI_BYTE, sv->cl.rank[k], TAG_STOP, sv->ctx->comm, &sv->cl.stop_req[k]));
 }
 
 static void server_poll(fanin_server *sv, server_run *run) {
@@ -468,9 +502,7 @@ static void server_poll(fanin_server *sv, server_run *run) {
 
 /* ---- the root: rows ---------------------------------------------------------------------------- */
 
-static double *row(double *rows, size_t *nrows) {
-    return rows + (*nrows)++ * NCOLS;
-}
+static double *row(double *rows, size_t *nrows) { return rows + (*nrows)++ * NCOLS; }
 
 /* Kinds 1 (per client), 2 (bins), 4 (root), 7 (per large client); returns the number of rows. */
 static size_t server_rows(const fanin_server *sv, const server_run *run, double *rows) {
@@ -481,24 +513,42 @@ static size_t server_rows(const fanin_server *sv, const server_run *run, double 
     double *r;
     for (int k = 0; k < cl->n; k++) {
         r = row(rows, &nrows);
-        r[0] = 1; r[1] = cl->rank[k]; r[2] = me; r[3] = cl->role[k];
-        r[4] = (double)cl->bytes_win[k]; r[5] = (double)cl->recv_win[k]; r[6] = (double)cl->recv_total[k];
+        r[0] = 1;
+        r[1] = cl->rank[k];
+        r[2] = me;
+        r[3] = cl->role[k];
+        r[4] = (double)cl->bytes_win[k];
+        r[5] = (double)cl->recv_win[k];
+        r[6] = (double)cl->recv_total[k];
     }
     long nb = (long)((run->t_end - run->t0) / sv->bin_ticks) + 1;
     if (nb > sv->nbins_max) nb = sv->nbins_max;
     const double bin_ns = hv_ticks_to_ns(tm, sv->bin_ticks);
     for (long b = 0; b < nb; b++) {
         r = row(rows, &nrows);
-        r[0] = 2; r[1] = me; r[2] = -1; r[3] = (double)b;
-        r[4] = sv->bin_large[b]; r[5] = sv->bin_small[b]; r[6] = (double)b * bin_ns;
+        r[0] = 2;
+        r[1] = me;
+        r[2] = -1;
+        r[3] = (double)b;
+        r[4] = sv->bin_large[b];
+        r[5] = sv->bin_small[b];
+        r[6] = (double)b * bin_ns;
     }
     r = row(rows, &nrows);
-    r[0] = 4; r[1] = me; r[2] = -1; r[3] = 0; r[4] = hv_ticks_to_ns(tm, run->t_end - run->t0);
-    r[5] = (double)run->cancelled; r[6] = (double)run->posted;
+    r[0] = 4;
+    r[1] = me;
+    r[2] = -1;
+    r[3] = 0;
+    r[4] = hv_ticks_to_ns(tm, run->t_end - run->t0);
+    r[5] = (double)run->cancelled;
+    r[6] = (double)run->posted;
     for (int k = 0; k < cl->n; k++) {
         if (cl->role[k] != ROLE_LARGE) continue;
         r = row(rows, &nrows);
-        r[0] = 7; r[1] = cl->rank[k]; r[2] = me; r[3] = 0;
+        r[0] = 7;
+        r[1] = cl->rank[k];
+        r[2] = me;
+        r[3] = 0;
         r[4] = cl->t_first[k] ? hv_ticks_to_ns(tm, cl->t_first[k] - run->t0) : 0.0;
         r[5] = cl->t_first[k] ? hv_ticks_to_ns(tm, cl->t_last[k] - run->t0) : 0.0;
         r[6] = (double)cl->after_first[k];
@@ -542,7 +592,10 @@ static void client_alloc(fanin_client *cc, hv_ctx *ctx, const fanin_config *c) {
 }
 
 static void client_free(fanin_client *cc) {
-    free(cc->lbuf); free(cc->sbuf); free(cc->rtt); free(cc->tsend);
+    free(cc->lbuf);
+    free(cc->sbuf);
+    free(cc->rtt);
+    free(cc->tsend);
 }
 
 /* Large messages back to back until STOP (or the --messages-th); no rows. */
@@ -621,11 +674,21 @@ static size_t run_chatter_client(fanin_client *cc, int server, double *rows) {
     double *r;
     for (int64_t i = 0; i < lg.nrec; i++) {
         r = row(rows, &nrows);
-        r[0] = 3; r[1] = ctx->rank; r[2] = server; r[3] = (double)(i * lg.stride);
-        r[4] = hv_ticks_to_ns(&ctx->timer, cc->rtt[i]); r[5] = hv_ticks_to_ns(&ctx->timer, cc->tsend[i]); r[6] = 0;
+        r[0] = 3;
+        r[1] = ctx->rank;
+        r[2] = server;
+        r[3] = (double)(i * lg.stride);
+        r[4] = hv_ticks_to_ns(&ctx->timer, cc->rtt[i]);
+        r[5] = hv_ticks_to_ns(&ctx->timer, cc->tsend[i]);
+        r[6] = 0;
     }
     r = row(rows, &nrows);
-    r[0] = 5; r[1] = ctx->rank; r[2] = server; r[3] = 0; r[4] = (double)(sent - 1); r[5] = (double)lg.nrec;
+    r[0] = 5;
+    r[1] = ctx->rank;
+    r[2] = server;
+    r[3] = 0;
+    r[4] = (double)(sent - 1);
+    r[5] = (double)lg.nrec;
     r[6] = (double)lg.stride;
     return nrows;
 }
@@ -646,8 +709,8 @@ static void describe_point(const fanin_config *c, const fanin_point *pt, char *d
              "rep=%ld clients=%d chatter=%d queues=%s depth=%s%.0d match=%s servers=%ld large=%ld small=%ld "
              "bin_ns=%.0f duration_s=%g messages=%ld placement=%s seed=%ld wait_us=%ld",
              c->rep, pt->clients, pt->chatter, pt->dual ? "dual" : "single", pt->depth ? "" : "deep", pt->depth,
-             pt->exact ? "exact" : "any", c->servers, c->large, c->small, c->bin_s * 1e9, c->duration_s,
-             c->messages, c->placement, c->seed, c->wait_us);
+             pt->exact ? "exact" : "any", c->servers, c->large, c->small, c->bin_s * 1e9, c->duration_s, c->messages,
+             c->placement, c->seed, c->wait_us);
 }
 
 /* This rank's part of one point, by its position; returns its number of rows. */
@@ -711,7 +774,8 @@ int main(int argc, char **argv) {
     }
     if (mypos < cfg.servers) server_free(&sv);
     else client_free(&cc);
-    free(perm); free(rows);
+    free(perm);
+    free(rows);
     free_config(&cfg);
     hv_ctx_finish(&ctx);
     return 0;

@@ -97,8 +97,7 @@ static uint64_t posted_iter(const hv_queues *q, int len, int entries, int size) 
         HV_MPI_CHECK(MPI_Send(q->sbuf, size, MPI_BYTE, q->peer, TAG_PING, comm));
     }
     /* clear_receives(): match every extra receive the peer posted */
-    for (int k = 0; k < len; k++)
-        HV_MPI_CHECK(MPI_Isend(q->sbuf, 0, MPI_BYTE, q->peer, TAG_EXTRA, comm, &q->sreq[k]));
+    for (int k = 0; k < len; k++) HV_MPI_CHECK(MPI_Isend(q->sbuf, 0, MPI_BYTE, q->peer, TAG_EXTRA, comm, &q->sreq[k]));
     if (len > 0) {
         HV_MPI_CHECK(MPI_Waitall(len, q->sreq, MPI_STATUSES_IGNORE));
         HV_MPI_CHECK(MPI_Waitall(len, q->xreq, MPI_STATUSES_IGNORE));
@@ -109,8 +108,7 @@ static uint64_t posted_iter(const hv_queues *q, int len, int entries, int size) 
 /* One iteration of Figure 2; returns the round trip in ticks on rank 0 (0 on rank 1). */
 static uint64_t unexpected_iter(const hv_queues *q, int len, int size) {
     MPI_Comm comm = q->ctx->comm;
-    for (int k = 0; k < len; k++)
-        HV_MPI_CHECK(MPI_Isend(q->sbuf, 0, MPI_BYTE, q->peer, TAG_UNEXP, comm, &q->sreq[k]));
+    for (int k = 0; k < len; k++) HV_MPI_CHECK(MPI_Isend(q->sbuf, 0, MPI_BYTE, q->peer, TAG_UNEXP, comm, &q->sreq[k]));
     sync_rank1_first(q);
     uint64_t dt = 0;
     if (q->ctx->rank == 0) {
@@ -189,7 +187,9 @@ int main(int argc, char **argv) {
         if (sizes[i] > maxsize) maxsize = sizes[i];
         if (mode == MODE_POSTED && lengths[i] * sizes[i] > maxbytes) maxbytes = lengths[i] * sizes[i];
     }
-    hv_queues q = {.ctx = &ctx, .peer = ctx.rank == 0 ? 1 : 0, .mode = mode,
+    hv_queues q = {.ctx = &ctx,
+                   .peer = ctx.rank == 0 ? 1 : 0,
+                   .mode = mode,
                    .any_source = hv_args_get(opts, nopts, "any-source") != NULL};
     q.sbuf = hv_malloc_touched((size_t)maxsize);
     q.rbuf = hv_malloc_touched((size_t)maxsize);
@@ -241,8 +241,7 @@ int main(int argc, char **argv) {
         if (mode == MODE_POSTED)
             snprintf(desc, sizeof desc, "mode=posted length=%d traversed=%d entries=%d size=%d any_source=%d iters=%ld",
                      len, pct, entries, size, q.any_source, count);
-        else
-            snprintf(desc, sizeof desc, "mode=unexpected length=%d size=%d iters=%ld", len, size, count);
+        else snprintf(desc, sizeof desc, "mode=unexpected length=%d size=%d iters=%ld", len, size, count);
         hv_gather_point(&ctx, desc, rows, nrows);
     }
     free(q.sbuf);

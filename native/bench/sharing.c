@@ -75,10 +75,10 @@ int main(int argc, char **argv) {
         if (nodes[i] + 1 > nnodes) nnodes = (int)nodes[i] + 1;
     int64_t maxsize = 0;
     for (int k = 0; k < ncomms; k++) {
-        if (nodes[2 * k] == nodes[2 * k + 1]) HV_DIE("communication %d goes from node %lld to itself", k,
-                                                     (long long)nodes[2 * k]);
-        if (sizes[k] < 1 || sizes[k] > 0x7fffffff) HV_DIE("size %lld of communication %d is outside [1, 2^31)",
-                                                          (long long)sizes[k], k);
+        if (nodes[2 * k] == nodes[2 * k + 1])
+            HV_DIE("communication %d goes from node %lld to itself", k, (long long)nodes[2 * k]);
+        if (sizes[k] < 1 || sizes[k] > 0x7fffffff)
+            HV_DIE("size %lld of communication %d is outside [1, 2^31)", (long long)sizes[k], k);
         if (sizes[k] > maxsize) maxsize = sizes[k];
     }
 
@@ -112,9 +112,11 @@ int main(int argc, char **argv) {
             if (!taken[r] && host[r] == want) got = r;
         if (got < 0)
             HV_DIE("not enough ranks on the host of scheme node %d (%s) for its communication ends: "
-                   "start more ranks per host (--ranks-per-node)", node, nhosts == 1 ? "the only host" : "its host");
+                   "start more ranks per host (--ranks-per-node)",
+                   node, nhosts == 1 ? "the only host" : "its host");
         taken[got] = 1;
-        if (k % 2) rcv[k / 2] = got; else snd[k / 2] = got;
+        if (k % 2) rcv[k / 2] = got;
+        else snd[k / 2] = got;
     }
     int my_send = -1, my_recv = -1;
     for (int k = 0; k < ncomms; k++) {
@@ -163,8 +165,8 @@ int main(int argc, char **argv) {
             uint64_t b = hv_ticks(&ctx.timer);
             if (it >= 0) t_com[it] = b - a;
         } else if (my_recv >= 0) {
-            HV_MPI_CHECK(MPI_Recv(buf, (int)sizes[my_recv], MPI_BYTE, MPI_ANY_SOURCE, TAG_DATA, ctx.comm,
-                                  MPI_STATUS_IGNORE));
+            HV_MPI_CHECK(
+                MPI_Recv(buf, (int)sizes[my_recv], MPI_BYTE, MPI_ANY_SOURCE, TAG_DATA, ctx.comm, MPI_STATUS_IGNORE));
         }
     }
 

@@ -45,9 +45,13 @@ const char *hv_args_get(const hv_opt *opts, size_t nopts, const char *name) {
     return NULL;
 }
 
-int hv_args_long(const hv_opt *opts, size_t nopts, const char *name, long lo, long hi, long *out, char *err, size_t errlen) {
+int hv_args_long(const hv_opt *opts, size_t nopts, const char *name, long lo, long hi, long *out, char *err,
+                 size_t errlen) {
     const char *v = hv_args_get(opts, nopts, name);
-    if (!v) { snprintf(err, errlen, "option '--%s' is required", name); return -1; }
+    if (!v) {
+        snprintf(err, errlen, "option '--%s' is required", name);
+        return -1;
+    }
     char *end;
     errno = 0;
     long x = strtol(v, &end, 10);
@@ -59,9 +63,13 @@ int hv_args_long(const hv_opt *opts, size_t nopts, const char *name, long lo, lo
     return 0;
 }
 
-int hv_args_double(const hv_opt *opts, size_t nopts, const char *name, double lo, double hi, double *out, char *err, size_t errlen) {
+int hv_args_double(const hv_opt *opts, size_t nopts, const char *name, double lo, double hi, double *out, char *err,
+                   size_t errlen) {
     const char *v = hv_args_get(opts, nopts, name);
-    if (!v) { snprintf(err, errlen, "option '--%s' is required", name); return -1; }
+    if (!v) {
+        snprintf(err, errlen, "option '--%s' is required", name);
+        return -1;
+    }
     char *end;
     errno = 0;
     double x = strtod(v, &end);
@@ -73,13 +81,20 @@ int hv_args_double(const hv_opt *opts, size_t nopts, const char *name, double lo
     return 0;
 }
 
-int hv_args_list(const hv_opt *opts, size_t nopts, const char *name, int64_t **out, size_t *n, char *err, size_t errlen) {
+int hv_args_list(const hv_opt *opts, size_t nopts, const char *name, int64_t **out, size_t *n, char *err,
+                 size_t errlen) {
     const char *v = hv_args_get(opts, nopts, name);
-    if (!v || !*v) { snprintf(err, errlen, "option '--%s' is required", name); return -1; }
+    if (!v || !*v) {
+        snprintf(err, errlen, "option '--%s' is required", name);
+        return -1;
+    }
     size_t cap = 1;
     for (const char *p = v; *p; p++) cap += *p == ',';
     int64_t *xs = malloc(cap * sizeof *xs);
-    if (!xs) { snprintf(err, errlen, "out of memory parsing '--%s'", name); return -1; }
+    if (!xs) {
+        snprintf(err, errlen, "out of memory parsing '--%s'", name);
+        return -1;
+    }
     size_t k = 0;
     const char *p = v;
     while (*p) {

@@ -17,8 +17,11 @@ typedef struct {
 int hv_args_parse(int argc, char **argv, hv_opt *opts, size_t nopts, char *err, size_t errlen);
 const char *hv_args_get(const hv_opt *opts, size_t nopts, const char *name);
 /* Typed getters: return 0 or -1 (with err) if missing/invalid. */
-int hv_args_long(const hv_opt *opts, size_t nopts, const char *name, long lo, long hi, long *out, char *err, size_t errlen);
-int hv_args_double(const hv_opt *opts, size_t nopts, const char *name, double lo, double hi, double *out, char *err, size_t errlen);
+int hv_args_long(const hv_opt *opts, size_t nopts, const char *name, long lo, long hi, long *out, char *err,
+                 size_t errlen);
+int hv_args_double(const hv_opt *opts, size_t nopts, const char *name, double lo, double hi, double *out, char *err,
+                   size_t errlen);
 /* Comma list of non-negative integers, e.g. "0,8,1024"; *out is malloc'ed. */
-int hv_args_list(const hv_opt *opts, size_t nopts, const char *name, int64_t **out, size_t *n, char *err, size_t errlen);
+int hv_args_list(const hv_opt *opts, size_t nopts, const char *name, int64_t **out, size_t *n, char *err,
+                 size_t errlen);
 #endif

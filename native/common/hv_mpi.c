@@ -175,7 +175,8 @@ void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt 
     if (hv_args_parse(*argc, *argv, opts, nopts, err, sizeof err) != 0) HV_DIE("%s: %s", prog, err);
     const char *tname = hv_args_get(opts, nopts, "timer");
     hv_timer_kind kind = hv_cpu_has_invariant_tsc() == 1 ? HV_TIMER_TSC : HV_TIMER_MONO;
-    if (tname && hv_timer_parse(tname, &kind) != 0) HV_DIE("%s: unknown --timer '%s' (tsc, mono or wtime)", prog, tname);
+    if (tname && hv_timer_parse(tname, &kind) != 0)
+        HV_DIE("%s: unknown --timer '%s' (tsc, mono or wtime)", prog, tname);
     {
         hv_timer t;
         hv_timer_kind k = kind;

@@ -21,12 +21,14 @@
 #include "hv_out.h"
 #include "hv_timer.h"
 
+/* clang-format off */ /* one option per line */
 #define HV_COMMON_OPTS \
     {"out", NULL, 0, "raw output file ('-' for stdout)"}, \
     {"timer", NULL, 0, "tsc|mono|wtime"}, \
     {"binary", NULL, 1, "write rows as float64 binary"}, \
     {"expect-np", NULL, 0, "the number of ranks the launcher was asked for (checked)"}, \
     {"expect-rpn", NULL, 0, "the ranks per node the launcher was asked for (checked)"}
+/* clang-format on */
 
 typedef struct {
     MPI_Comm comm;
@@ -40,10 +42,16 @@ typedef struct {
 
 void hv_mpi_fail(const char *call, int rc, const char *file, int line) __attribute__((noreturn));
 void hv_die(const char *file, int line, const char *fmt, ...) __attribute__((noreturn, format(printf, 3, 4)));
-#define HV_MPI_CHECK(call) do { int hv_rc_ = (call); \
-    if (hv_rc_ != MPI_SUCCESS) hv_mpi_fail(#call, hv_rc_, __FILE__, __LINE__); } while (0)
+#define HV_MPI_CHECK(call) \
+    do { \
+        int hv_rc_ = (call); \
+        if (hv_rc_ != MPI_SUCCESS) hv_mpi_fail(#call, hv_rc_, __FILE__, __LINE__); \
+    } while (0)
 #define HV_DIE(...) hv_die(__FILE__, __LINE__, __VA_ARGS__)
-#define HV_ALLOC_CHECK(p) do { if (!(p)) HV_DIE("out of memory allocating %s", #p); } while (0)
+#define HV_ALLOC_CHECK(p) \
+    do { \
+        if (!(p)) HV_DIE("out of memory allocating %s", #p); \
+    } while (0)
 
 /* Pins the calling rank to the (rank mod n)-th of the n CPUs it may run on, so that
  * ranks of one node sharing a core cannot turn every message into a context switch

@@ -30,8 +30,7 @@ typedef struct {
 
 /* Opens path for writing ("-" is stdout). Returns 0 or -1 (errno set). */
 int hv_out_open(hv_out *o, const char *path, int binary);
-void hv_out_meta(hv_out *o, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+void hv_out_meta(hv_out *o, const char *key, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 void hv_out_columns(hv_out *o, int ncols, const char *const *names);
 /* Writes one complete point: desc is "key=value key=value" (no newline);
  * rows holds nrows*ncols doubles, row-major. Flushes and fsyncs. */

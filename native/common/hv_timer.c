@@ -6,9 +6,18 @@
 #endif
 
 int hv_timer_parse(const char *name, hv_timer_kind *out) {
-    if (strcmp(name, "tsc") == 0) { *out = HV_TIMER_TSC; return 0; }
-    if (strcmp(name, "mono") == 0) { *out = HV_TIMER_MONO; return 0; }
-    if (strcmp(name, "wtime") == 0) { *out = HV_TIMER_WTIME; return 0; }
+    if (strcmp(name, "tsc") == 0) {
+        *out = HV_TIMER_TSC;
+        return 0;
+    }
+    if (strcmp(name, "mono") == 0) {
+        *out = HV_TIMER_MONO;
+        return 0;
+    }
+    if (strcmp(name, "wtime") == 0) {
+        *out = HV_TIMER_WTIME;
+        return 0;
+    }
     return -1;
 }
 
@@ -73,7 +82,8 @@ int hv_timer_init(hv_timer *t, hv_timer_kind kind, char *err, int errlen) {
     t->invariant_tsc = hv_cpu_has_invariant_tsc();
     if (kind == HV_TIMER_TSC) {
         if (!HV_HAVE_TSC || t->invariant_tsc != 1) {
-            snprintf(err, errlen, "the TSC is not invariant on this CPU (CPUID 0x80000007 EDX bit 8); use --timer mono");
+            snprintf(err, errlen,
+                     "the TSC is not invariant on this CPU (CPUID 0x80000007 EDX bit 8); use --timer mono");
             return -1;
         }
         /* 5 brackets of 50 ms (250 ms in all). The estimate is taken from
@@ -83,7 +93,10 @@ int hv_timer_init(hv_timer *t, hv_timer_kind kind, char *err, int errlen) {
         double r, w, best_w = 1e300, lo = 1e300, hi = 0;
         for (int i = 0; i < 5; i++) {
             r = calibrate_once(50000000ull, &w);
-            if (w < best_w) { best_w = w; t->ticks_per_ns = r; }
+            if (w < best_w) {
+                best_w = w;
+                t->ticks_per_ns = r;
+            }
             if (r < lo) lo = r;
             if (r > hi) hi = r;
         }

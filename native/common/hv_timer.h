@@ -54,12 +54,8 @@ static inline uint64_t hv_ticks(const hv_timer *t) {
     return hv_mono_ns();
 }
 
-static inline double hv_ticks_to_ns(const hv_timer *t, uint64_t ticks) {
-    return (double)ticks / t->ticks_per_ns;
-}
-static inline uint64_t hv_ns_to_ticks(const hv_timer *t, double ns) {
-    return (uint64_t)(ns * t->ticks_per_ns + 0.5);
-}
+static inline double hv_ticks_to_ns(const hv_timer *t, uint64_t ticks) { return (double)ticks / t->ticks_per_ns; }
+static inline uint64_t hv_ns_to_ticks(const hv_timer *t, double ns) { return (uint64_t)(ns * t->ticks_per_ns + 0.5); }
 
 /* Busy-wait for ns nanoseconds on the timer, touching no memory. Returns the
  * ticks actually elapsed. */

@@ -54,12 +54,20 @@
 #include <cpuid.h>
 #endif
 
-#define DIE(...) do { fprintf(stderr, "hv_noise_collect: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#define DIE(...) \
+    do { \
+        fprintf(stderr, "hv_noise_collect: " __VA_ARGS__); \
+        fputc('\n', stderr); \
+        exit(1); \
+    } while (0)
 #define FLAG_OVERFLOW 1u
 #define FLAG_MIGRATED 2u
 
 /* ---- a growable text buffer for the JSON metadata -------------------------- */
-typedef struct { char *p; size_t n, cap; } jbuf;
+typedef struct {
+    char *p;
+    size_t n, cap;
+} jbuf;
 
 static void jb_put(jbuf *b, const char *s, size_t n) {
     if (b->n + n + 1 > b->cap) {
@@ -89,15 +97,21 @@ static void jb_str(jbuf *b, const char *s) { /* a JSON string literal */
     jb_put(b, "\"", 1);
     for (; s && *s; s++) {
         unsigned char c = (unsigned char)*s;
-        if (c == '"' || c == '\\') { char e[2] = {'\\', (char)c}; jb_put(b, e, 2); }
-        else if (c == '\n') jb_put(b, "\\n", 2);
+        if (c == '"' || c == '\\') {
+            char e[2] = {'\\', (char)c};
+            jb_put(b, e, 2);
+        } else if (c == '\n') jb_put(b, "\\n", 2);
         else if (c == '\t') jb_put(b, "\\t", 2);
         else if (c < 0x20 || c >= 0x7f) jb_printf(b, "\\u%04x", c);
         else jb_put(b, (const char *)&c, 1);
     }
     jb_put(b, "\"", 1);
 }
-static void jb_key(jbuf *b, const char *k) { if (b->n && b->p[b->n - 1] != '{') jb_put(b, ",", 1); jb_str(b, k); jb_put(b, ":", 1); }
+static void jb_key(jbuf *b, const char *k) {
+    if (b->n && b->p[b->n - 1] != '{') jb_put(b, ",", 1);
+    jb_str(b, k);
+    jb_put(b, ":", 1);
+}
 
 static char *read_file(const char *path) { /* whole file, NUL-terminated; NULL if unreadable */
     FILE *f = fopen(path, "r");
@@ -113,8 +127,12 @@ static char *read_file(const char *path) { /* whole file, NUL-terminated; NULL i
 static void jb_file(jbuf *b, const char *key, const char *path) {
     char *s = read_file(path);
     jb_key(b, key);
-    if (s) { size_t l = strlen(s); while (l && s[l - 1] == '\n') s[--l] = 0; jb_str(b, s); free(s); }
-    else jb_put(b, "null", 4);
+    if (s) {
+        size_t l = strlen(s);
+        while (l && s[l - 1] == '\n') s[--l] = 0;
+        jb_str(b, s);
+        free(s);
+    } else jb_put(b, "null", 4);
 }
 
 /* ---- per-thread state ------------------------------------------------------ */
@@ -175,7 +193,7 @@ static uint64_t timer_lateness(uint64_t deadline) {
                       (uint64_t)((double)(deadline - now) / g_ticks_per_ns);
         ts.tv_sec = (time_t)(ns / 1000000000ull);
         ts.tv_nsec = (long)(ns % 1000000000ull);
-        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) { }
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
     }
     now = __rdtsc();
     return now > deadline ? now - deadline : 0;
@@ -183,7 +201,11 @@ static uint64_t timer_lateness(uint64_t deadline) {
 
 static uint64_t cmp_u64_median(uint64_t *v, size_t n) {
     for (size_t i = 1; i < n; i++) /* insertion sort: n is small, once, outside the recording */
-        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) { uint64_t t = v[j]; v[j] = v[j - 1]; v[j - 1] = t; }
+        for (size_t j = i; j > 0 && v[j - 1] > v[j]; j--) {
+            uint64_t t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
     return n ? v[n / 2] : 0;
 }
 
@@ -201,7 +223,10 @@ static void timer_loop(cpu_state *c, uint64_t t0, uint64_t t1, uint64_t thr) {
         if (late > thr) {
             st[n] = deadline - t0;
             dl[n] = late;  /* written as late - t_min: the detour beyond the usual wake-up */
-            if (++n == c->cap) { c->flags |= FLAG_OVERFLOW; break; }
+            if (++n == c->cap) {
+                c->flags |= FLAG_OVERFLOW;
+                break;
+            }
         }
         k = (now - t0) / iv + 1; /* deadlines that passed during a detour are not waited for */
     }
@@ -286,7 +311,10 @@ static void *collector(void *arg) {
         if (__builtin_expect(now - prev > thr, 0)) {
             st[n] = prev - t0;
             dl[n] = now - prev;
-            if (++n == cap) { c->flags |= FLAG_OVERFLOW; break; }
+            if (++n == cap) {
+                c->flags |= FLAG_OVERFLOW;
+                break;
+            }
             __rdtscp(&aux);  /* its time counts towards the next difference (nothing is hidden) */
             if (__builtin_expect((aux & 0xfffu) != want, 0)) mig++;
         }
@@ -369,7 +397,8 @@ int main(int argc, char **argv) {
     hv_watch_start("hv_noise_collect"); /* also when started through ip netns exec or a shell (hv_watch.h) */
     long ncpu_sys = sysconf(_SC_NPROCESSORS_CONF);
     for (size_t i = 0; i < ncpu; i++)
-        if (cpus[i] >= ncpu_sys || cpus[i] >= CPU_SETSIZE) DIE("CPU %lld does not exist (this machine has %ld)", (long long)cpus[i], ncpu_sys);
+        if (cpus[i] >= ncpu_sys || cpus[i] >= CPU_SETSIZE)
+            DIE("CPU %lld does not exist (this machine has %ld)", (long long)cpus[i], ncpu_sys);
 
     hv_timer tm;
     if (hv_timer_init(&tm, HV_TIMER_TSC, err, sizeof err) != 0) DIE("%s", err);
@@ -440,37 +469,65 @@ int main(int argc, char **argv) {
     struct utsname un;
     uname(&un);
     jb_put(&m, "{", 1);
-    jb_key(&m, "tool"); jb_str(&m, "hv_noise_collect");
-    jb_key(&m, "argv"); jb_str(&m, hv_args_get(opts, nopts, "argv") ? hv_args_get(opts, nopts, "argv") : "");
-    jb_key(&m, "kernel"); jb_str(&m, un.release);
-    jb_key(&m, "kernel_version"); jb_str(&m, un.version);
-    jb_key(&m, "hostname"); jb_str(&m, un.nodename);
-    jb_key(&m, "machine"); jb_str(&m, un.machine);
+    jb_key(&m, "tool");
+    jb_str(&m, "hv_noise_collect");
+    jb_key(&m, "argv");
+    jb_str(&m, hv_args_get(opts, nopts, "argv") ? hv_args_get(opts, nopts, "argv") : "");
+    jb_key(&m, "kernel");
+    jb_str(&m, un.release);
+    jb_key(&m, "kernel_version");
+    jb_str(&m, un.version);
+    jb_key(&m, "hostname");
+    jb_str(&m, un.nodename);
+    jb_key(&m, "machine");
+    jb_str(&m, un.machine);
     jb_file(&m, "kernel_cmdline", "/proc/cmdline");
     jb_file(&m, "smt_active", "/sys/devices/system/cpu/smt/active");
     jb_file(&m, "clocksource", "/sys/devices/system/clocksource/clocksource0/current_clocksource");
     jb_file(&m, "isolated", "/sys/devices/system/cpu/isolated");
     jb_file(&m, "nohz_full", "/sys/devices/system/cpu/nohz_full");
-    jb_key(&m, "hypervisor"); jb_printf(&m, "%d", hypervisor_bit());
-    jb_key(&m, "invariant_tsc"); jb_printf(&m, "%d", tm.invariant_tsc);
-    jb_key(&m, "tsc_hz"); jb_printf(&m, "%.3f", tm.tsc_hz);
-    jb_key(&m, "ns_per_cycle"); jb_printf(&m, "%.12g", 1.0 / tm.ticks_per_ns);
-    jb_key(&m, "tsc_calib_method"); jb_str(&m, "CLOCK_MONOTONIC_RAW, 5 brackets of 50 ms, tightest bracket");
-    jb_key(&m, "tsc_calib_spread_ppm"); jb_printf(&m, "%.3f", tm.calib_spread_ppm);
-    jb_key(&m, "tsc_hz_over_run"); jb_printf(&m, "%.3f", run_hz);
-    jb_key(&m, "tsc_read_cost_ns"); jb_printf(&m, "%.3f", tm.cost_ns);
-    jb_key(&m, "duration_s"); jb_printf(&m, "%.9g", duration);
-    jb_key(&m, "threshold_ns_requested"); jb_printf(&m, "%.3f", thr_ns);
-    jb_key(&m, "tmin_samples"); jb_printf(&m, "%ld", tmin_samples);
-    jb_key(&m, "max_events"); jb_printf(&m, "%ld", max_events);
-    jb_key(&m, "proc_before"); jb_put(&m, before.p, before.n);
-    jb_key(&m, "proc_after"); jb_put(&m, after.p, after.n);
-    jb_key(&m, "t0_tsc"); jb_printf(&m, "%llu", (unsigned long long)g_t0);
-    jb_key(&m, "t0_mono_raw_ns"); jb_printf(&m, "%.0f", (double)(m0 + m0b) / 2.0 + (double)(g_t0 - c0) / tm.ticks_per_ns);
-    jb_key(&m, "method"); jb_str(&m, g_timer_method ? "timer" : "spin");
-    if (g_timer_method) { jb_key(&m, "interval_ns"); jb_printf(&m, "%.0f", interval_ns); }
-    jb_key(&m, "pid"); jb_printf(&m, "%ld", (long)getpid());
-    jb_key(&m, "window_mono_ns"); jb_printf(&m, "%llu", (unsigned long long)((m1 + m1b) / 2 - (m0 + m0b) / 2));
+    jb_key(&m, "hypervisor");
+    jb_printf(&m, "%d", hypervisor_bit());
+    jb_key(&m, "invariant_tsc");
+    jb_printf(&m, "%d", tm.invariant_tsc);
+    jb_key(&m, "tsc_hz");
+    jb_printf(&m, "%.3f", tm.tsc_hz);
+    jb_key(&m, "ns_per_cycle");
+    jb_printf(&m, "%.12g", 1.0 / tm.ticks_per_ns);
+    jb_key(&m, "tsc_calib_method");
+    jb_str(&m, "CLOCK_MONOTONIC_RAW, 5 brackets of 50 ms, tightest bracket");
+    jb_key(&m, "tsc_calib_spread_ppm");
+    jb_printf(&m, "%.3f", tm.calib_spread_ppm);
+    jb_key(&m, "tsc_hz_over_run");
+    jb_printf(&m, "%.3f", run_hz);
+    jb_key(&m, "tsc_read_cost_ns");
+    jb_printf(&m, "%.3f", tm.cost_ns);
+    jb_key(&m, "duration_s");
+    jb_printf(&m, "%.9g", duration);
+    jb_key(&m, "threshold_ns_requested");
+    jb_printf(&m, "%.3f", thr_ns);
+    jb_key(&m, "tmin_samples");
+    jb_printf(&m, "%ld", tmin_samples);
+    jb_key(&m, "max_events");
+    jb_printf(&m, "%ld", max_events);
+    jb_key(&m, "proc_before");
+    jb_put(&m, before.p, before.n);
+    jb_key(&m, "proc_after");
+    jb_put(&m, after.p, after.n);
+    jb_key(&m, "t0_tsc");
+    jb_printf(&m, "%llu", (unsigned long long)g_t0);
+    jb_key(&m, "t0_mono_raw_ns");
+    jb_printf(&m, "%.0f", (double)(m0 + m0b) / 2.0 + (double)(g_t0 - c0) / tm.ticks_per_ns);
+    jb_key(&m, "method");
+    jb_str(&m, g_timer_method ? "timer" : "spin");
+    if (g_timer_method) {
+        jb_key(&m, "interval_ns");
+        jb_printf(&m, "%.0f", interval_ns);
+    }
+    jb_key(&m, "pid");
+    jb_printf(&m, "%ld", (long)getpid());
+    jb_key(&m, "window_mono_ns");
+    jb_printf(&m, "%llu", (unsigned long long)((m1 + m1b) / 2 - (m0 + m0b) / 2));
     jb_put(&m, "}", 1);
 
     char tmp[4096];
@@ -488,20 +545,34 @@ int main(int argc, char **argv) {
         cpu_state *c = &cs[i];
         jbuf cm = {0};
         jb_put(&cm, "{", 1);
-        jb_key(&cm, "t_min_cycles"); jb_printf(&cm, "%llu", (unsigned long long)c->t_min);
-        jb_key(&cm, "t_min_end_cycles"); jb_printf(&cm, "%llu", (unsigned long long)c->t_min_end);
-        jb_key(&cm, "threshold_cycles"); jb_printf(&cm, "%llu", (unsigned long long)c->threshold);
-        jb_key(&cm, "iterations"); jb_printf(&cm, "%llu", (unsigned long long)c->iters);
-        jb_key(&cm, "recorded_cycles"); jb_printf(&cm, "%llu", (unsigned long long)c->length);
-        jb_key(&cm, "overflow"); jb_put(&cm, c->flags & FLAG_OVERFLOW ? "true" : "false", c->flags & FLAG_OVERFLOW ? 4 : 5);
-        jb_key(&cm, "migrations"); jb_printf(&cm, "%llu", (unsigned long long)c->mig_events);
-        jb_key(&cm, "aux_cpu_start"); jb_printf(&cm, "%u", c->aux_start & 0xfffu);
-        jb_key(&cm, "aux_cpu_end"); jb_printf(&cm, "%u", c->aux_end & 0xfffu);
-        jb_key(&cm, "tid"); jb_printf(&cm, "%ld", c->tid);
-        jb_key(&cm, "rt_prio"); jb_printf(&cm, "%d", c->rt ? g_rt_prio : 0);
-        jb_key(&cm, "mlocked"); jb_put(&cm, c->mlocked ? "true" : "false", c->mlocked ? 4 : 5);
-        jb_key(&cm, "voluntary_ctxt_switches"); jb_printf(&cm, "%ld", c->vcs1 >= 0 && c->vcs0 >= 0 ? c->vcs1 - c->vcs0 : -1);
-        jb_key(&cm, "nonvoluntary_ctxt_switches"); jb_printf(&cm, "%ld", c->nvcs1 >= 0 && c->nvcs0 >= 0 ? c->nvcs1 - c->nvcs0 : -1);
+        jb_key(&cm, "t_min_cycles");
+        jb_printf(&cm, "%llu", (unsigned long long)c->t_min);
+        jb_key(&cm, "t_min_end_cycles");
+        jb_printf(&cm, "%llu", (unsigned long long)c->t_min_end);
+        jb_key(&cm, "threshold_cycles");
+        jb_printf(&cm, "%llu", (unsigned long long)c->threshold);
+        jb_key(&cm, "iterations");
+        jb_printf(&cm, "%llu", (unsigned long long)c->iters);
+        jb_key(&cm, "recorded_cycles");
+        jb_printf(&cm, "%llu", (unsigned long long)c->length);
+        jb_key(&cm, "overflow");
+        jb_put(&cm, c->flags & FLAG_OVERFLOW ? "true" : "false", c->flags & FLAG_OVERFLOW ? 4 : 5);
+        jb_key(&cm, "migrations");
+        jb_printf(&cm, "%llu", (unsigned long long)c->mig_events);
+        jb_key(&cm, "aux_cpu_start");
+        jb_printf(&cm, "%u", c->aux_start & 0xfffu);
+        jb_key(&cm, "aux_cpu_end");
+        jb_printf(&cm, "%u", c->aux_end & 0xfffu);
+        jb_key(&cm, "tid");
+        jb_printf(&cm, "%ld", c->tid);
+        jb_key(&cm, "rt_prio");
+        jb_printf(&cm, "%d", c->rt ? g_rt_prio : 0);
+        jb_key(&cm, "mlocked");
+        jb_put(&cm, c->mlocked ? "true" : "false", c->mlocked ? 4 : 5);
+        jb_key(&cm, "voluntary_ctxt_switches");
+        jb_printf(&cm, "%ld", c->vcs1 >= 0 && c->vcs0 >= 0 ? c->vcs1 - c->vcs0 : -1);
+        jb_key(&cm, "nonvoluntary_ctxt_switches");
+        jb_printf(&cm, "%ld", c->nvcs1 >= 0 && c->nvcs0 >= 0 ? c->nvcs1 - c->nvcs0 : -1);
         jb_put(&cm, "}", 1);
         uint64_t lead = c->n ? c->start[0] : 0;
         put_u32(f, (uint32_t)c->cpu);

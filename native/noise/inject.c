@@ -26,7 +26,12 @@
 #include "hv_timer.h"
 #include "hv_watch.h"
 
-#define DIE(...) do { fprintf(stderr, "hv_noise_inject: " __VA_ARGS__); fputc('\n', stderr); exit(1); } while (0)
+#define DIE(...) \
+    do { \
+        fprintf(stderr, "hv_noise_inject: " __VA_ARGS__); \
+        fputc('\n', stderr); \
+        exit(1); \
+    } while (0)
 
 enum { LATE_BINS = 10000 }; /* 0 .. 10 ms */
 
@@ -47,7 +52,7 @@ static size_t g_rn;
 
 static void sleep_until(uint64_t mono_ns) {
     struct timespec ts = {(time_t)(mono_ns / 1000000000ull), (long)(mono_ns % 1000000000ull)};
-    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) { }
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
 }
 static uint64_t mono_now(void) {
     struct timespec ts;
@@ -102,7 +107,10 @@ static void *injector(void *arg) {
             int stop = 0;
             for (size_t i = 0; i < g_rn; i++) {
                 uint64_t due = t0 + (uint64_t)(base + g_rs[i]);
-                if (due + (uint64_t)g_rd[i] > end) { stop = 1; break; }
+                if (due + (uint64_t)g_rd[i] > end) {
+                    stop = 1;
+                    break;
+                }
                 burst(s, due, g_rd[i]);
             }
             if (stop || !g_loop) break;
@@ -163,7 +171,8 @@ int main(int argc, char **argv) {
         hv_args_list(opts, nopts, "cpus", &cpus, &ncpu, err, sizeof err) ||
         hv_args_double(opts, nopts, "time", 1e-3, 1e7, &g_time_ns, err, sizeof err) ||
         (hv_args_get(opts, nopts, "rt-prio") && hv_args_long(opts, nopts, "rt-prio", 0, 99, &prio, err, sizeof err)) ||
-        (hv_args_get(opts, nopts, "phase-ns") && hv_args_double(opts, nopts, "phase-ns", 0, 1e15, &g_phase_ns, err, sizeof err)))
+        (hv_args_get(opts, nopts, "phase-ns") &&
+         hv_args_double(opts, nopts, "phase-ns", 0, 1e15, &g_phase_ns, err, sizeof err)))
         DIE("%s", err);
     g_time_ns *= 1e9;
     hv_watch_start("hv_noise_inject"); /* ends with the hpcvar that started it (hv_watch.h) */
@@ -214,11 +223,12 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < ncpu; i++) {
         pthread_join(ss[i].th, NULL);
         if (g_prio > 0 && !ss[i].rt)
-            fprintf(stderr, "hv_noise_inject: SCHED_FIFO refused on CPU %d (needs root or CAP_SYS_NICE); "
-                    "bursts may be delayed or sliced\n", ss[i].cpu);
-        printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_p50=%.0f late_ns_max=%.0f overruns=%ld rt=%d\n",
-               ss[i].cpu, ss[i].bursts, ss[i].burned_ns, late_p50(&ss[i]), ss[i].late_max_ns, ss[i].overruns,
-               ss[i].rt);
+            fprintf(stderr,
+                    "hv_noise_inject: SCHED_FIFO refused on CPU %d (needs root or CAP_SYS_NICE); "
+                    "bursts may be delayed or sliced\n",
+                    ss[i].cpu);
+        printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_p50=%.0f late_ns_max=%.0f overruns=%ld rt=%d\n", ss[i].cpu,
+               ss[i].bursts, ss[i].burned_ns, late_p50(&ss[i]), ss[i].late_max_ns, ss[i].overruns, ss[i].rt);
     }
     free(ss);
     free(cpus);

@@ -139,10 +139,12 @@ int main(int argc, char **argv) {
          hv_args_double(opts, nopts, "threshold-ns", 0, 1e9, &thr_ns, err, sizeof err)) ||
         (hv_args_get(opts, nopts, "interval-ns") &&
          hv_args_double(opts, nopts, "interval-ns", 1000, 1e9, &interval_ns, err, sizeof err)) ||
-        (hv_args_get(opts, nopts, "rt-prio") && hv_args_long(opts, nopts, "rt-prio", 0, 99, &rt_prio, err, sizeof err)) ||
+        (hv_args_get(opts, nopts, "rt-prio") &&
+         hv_args_long(opts, nopts, "rt-prio", 0, 99, &rt_prio, err, sizeof err)) ||
         (hv_args_get(opts, nopts, "sync-rounds") &&
          hv_args_long(opts, nopts, "sync-rounds", 1, 1000000, &rounds, err, sizeof err)) ||
-        (hv_args_get(opts, nopts, "margin") && hv_args_double(opts, nopts, "margin", 0.05, 600, &margin, err, sizeof err)))
+        (hv_args_get(opts, nopts, "margin") &&
+         hv_args_double(opts, nopts, "margin", 0.05, 600, &margin, err, sizeof err)))
         HV_DIE("hv_noise_nodes: %s", err);
     if (!dir || !cpus) HV_DIE("hv_noise_nodes: --out-dir and --cpus are required");
     if (!method) method = "spin";
@@ -185,9 +187,27 @@ int main(int argc, char **argv) {
     snprintf(a_iv, sizeof a_iv, "%.0f", interval_ns);
     snprintf(a_rt, sizeof a_rt, "%ld", rt_prio);
     const char *uargv = hv_args_get(opts, nopts, "argv");
-    char *cargv[] = {exe, "--cpus", cpulist, "--duration", a_dur, "--threshold-ns", a_thr, "--max-events", a_max,
-                     "--out", out, "--method", (char *)method, "--interval-ns", a_iv, "--rt-prio", a_rt,
-                     "--start-from-stdin", "--argv", (char *)(uargv ? uargv : ""), NULL};
+    char *cargv[] = {exe,
+                     "--cpus",
+                     cpulist,
+                     "--duration",
+                     a_dur,
+                     "--threshold-ns",
+                     a_thr,
+                     "--max-events",
+                     a_max,
+                     "--out",
+                     out,
+                     "--method",
+                     (char *)method,
+                     "--interval-ns",
+                     a_iv,
+                     "--rt-prio",
+                     a_rt,
+                     "--start-from-stdin",
+                     "--argv",
+                     (char *)(uargv ? uargv : ""),
+                     NULL};
     hv_child child = start_collector(exe, cargv);
     char line[32];
     int ready = fgets(line, sizeof line, child.from) != NULL && strncmp(line, "ready", 5) == 0, all_ready = 0;
@@ -215,8 +235,8 @@ int main(int argc, char **argv) {
     HV_MPI_CHECK(MPI_Barrier(ctx.comm));
     sync_clocks(&ctx, rounds, after);
 
-    const char *cols[] = {"rank", "offset_before_ns", "rtt_before_ns", "t_before_ns", "offset_after_ns",
-                          "rtt_after_ns", "t_after_ns", "start_local_ns"};
+    const char *cols[] = {"rank",         "offset_before_ns", "rtt_before_ns", "t_before_ns", "offset_after_ns",
+                          "rtt_after_ns", "t_after_ns",       "start_local_ns"};
     double *rows = NULL;
     size_t nrows = 0;
     if (ctx.rank == 0) {
@@ -230,8 +250,12 @@ int main(int argc, char **argv) {
         for (int r = 0; r < ctx.size; r++) {
             double *w = rows + (size_t)r * NCOLS;
             w[0] = r;
-            w[1] = before[r].offset_ns; w[2] = before[r].rtt_ns; w[3] = before[r].t_ns;
-            w[4] = after[r].offset_ns; w[5] = after[r].rtt_ns; w[6] = after[r].t_ns;
+            w[1] = before[r].offset_ns;
+            w[2] = before[r].rtt_ns;
+            w[3] = before[r].t_ns;
+            w[4] = after[r].offset_ns;
+            w[5] = after[r].rtt_ns;
+            w[6] = after[r].t_ns;
             w[7] = t0 + before[r].offset_ns;
         }
         nrows = (size_t)ctx.size;

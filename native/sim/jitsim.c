@@ -832,8 +832,7 @@ int hv_js_simulate_threads(const hv_js_config *c, int32_t threads, int64_t grain
     if (c->trace_nodes < 0 || c->trace_nodes > (1 << 20)) return -2;
     if (!c->nojitter)
         for (int32_t j = 0; j < c->cores * (c->trace_nodes > 1 ? c->trace_nodes : 1); j++)
-            if (c->traces[j].n < 1 || c->traces[j].n > INT32_MAX || c->traces[j].compute < 1 ||
-                c->traces[j].length < 1)
+            if (c->traces[j].n < 1 || c->traces[j].n > INT32_MAX || c->traces[j].compute < 1 || c->traces[j].length < 1)
                 return -2;
     if (threads < 1 || threads > 1024 || grain < 0) return -2;
     const int64_t block = threads == 1 && grain > 0 ? grain : HV_JS_BLOCK;

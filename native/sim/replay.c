@@ -24,9 +24,7 @@ typedef struct {
     int64_t n, cap, counter;
 } hv_heap;
 
-static inline int ev_less(const hv_ev *x, const hv_ev *y) {
-    return x->t < y->t || (x->t == y->t && x->cnt < y->cnt);
-}
+static inline int ev_less(const hv_ev *x, const hv_ev *y) { return x->t < y->t || (x->t == y->t && x->cnt < y->cnt); }
 
 static int heap_push(hv_heap *h, double t, int kind, int64_t obj, int64_t ver) {
     if (h->n == h->cap) {
@@ -763,10 +761,10 @@ static int step(hv_rp *s, int64_t task) {
 
 int hv_rp_config_size(void) { return (int)sizeof(hv_rp_config); }
 
-#define ALLOC(ptr, n)                                                                            \
-    do {                                                                                         \
-        (ptr) = calloc((size_t)((n) > 0 ? (n) : 1), sizeof *(ptr));                              \
-        if (!(ptr)) goto oom;                                                                    \
+#define ALLOC(ptr, n) \
+    do { \
+        (ptr) = calloc((size_t)((n) > 0 ? (n) : 1), sizeof *(ptr)); \
+        if (!(ptr)) goto oom; \
     } while (0)
 
 int hv_rp_run(hv_rp_config *c) {

@@ -29,9 +29,27 @@
 
 /* Operation codes; the names are in hpcvar/traces/native.py (OPS), same order. */
 enum {
-    OP_INIT = 0, OP_FINALIZE, OP_SEND, OP_RECV, OP_ISEND, OP_IRECV, OP_SENDRECV, OP_SENDRECV_RECV,
-    OP_WAIT, OP_BARRIER, OP_BCAST, OP_REDUCE, OP_ALLREDUCE, OP_GATHER, OP_GATHERV, OP_SCATTER,
-    OP_SCATTERV, OP_ALLGATHER, OP_ALLGATHERV, OP_ALLTOALL, OP_ALLTOALLV
+    OP_INIT = 0,
+    OP_FINALIZE,
+    OP_SEND,
+    OP_RECV,
+    OP_ISEND,
+    OP_IRECV,
+    OP_SENDRECV,
+    OP_SENDRECV_RECV,
+    OP_WAIT,
+    OP_BARRIER,
+    OP_BCAST,
+    OP_REDUCE,
+    OP_ALLREDUCE,
+    OP_GATHER,
+    OP_GATHERV,
+    OP_SCATTER,
+    OP_SCATTERV,
+    OP_ALLGATHER,
+    OP_ALLGATHERV,
+    OP_ALLTOALL,
+    OP_ALLTOALLV
 };
 
 typedef struct {
@@ -124,12 +142,14 @@ static int comm_index(MPI_Comm c) {
     e->live = 1;
     int inter = 0;
     PMPI_Comm_test_inter(c, &inter);
-    if (inter) PMPI_Comm_remote_size(c, &e->size); else PMPI_Comm_size(c, &e->size);
+    if (inter) PMPI_Comm_remote_size(c, &e->size);
+    else PMPI_Comm_size(c, &e->size);
     e->world = malloc((size_t)e->size * sizeof(int));
     int *idx = malloc((size_t)e->size * sizeof(int));
     if (!e->world || !idx) die("out of memory for a communicator's rank table");
     MPI_Group g, wg;
-    if (inter) PMPI_Comm_remote_group(c, &g); else PMPI_Comm_group(c, &g);
+    if (inter) PMPI_Comm_remote_group(c, &g);
+    else PMPI_Comm_group(c, &g);
     PMPI_Comm_group(MPI_COMM_WORLD, &wg);
     for (int i = 0; i < e->size; i++) idx[i] = i;
     PMPI_Group_translate_ranks(g, e->size, idx, wg, e->world);
@@ -240,8 +260,9 @@ static void write_trace(const char *why) {
         fprintf(stderr, "hv_trace: rank %d: cannot write %s\n", world_rank, path);
         return;
     }
-    fprintf(f, "HVTRACE 1\nrank=%d\nsize=%d\nclock=%s\nticks_per_ns=%.9f\nclock_cost_tsc_ns=%.2f\n"
-               "clock_cost_mono_ns=%.2f\nend_reason=%s\nrecords=%zu\nrecord_bytes=%zu\nend\n",
+    fprintf(f,
+            "HVTRACE 1\nrank=%d\nsize=%d\nclock=%s\nticks_per_ns=%.9f\nclock_cost_tsc_ns=%.2f\n"
+            "clock_cost_mono_ns=%.2f\nend_reason=%s\nrecords=%zu\nrecord_bytes=%zu\nend\n",
             world_rank, world_size, tsc_mode ? "tsc" : "mono", tpn, cost_tsc_ns, cost_mono_ns, why, nrec,
             sizeof(hv_rec));
     for (size_t i = 0; i < nrec; i++) {
@@ -343,14 +364,14 @@ int MPI_Comm_free(MPI_Comm *comm) {
     return PMPI_Comm_free(comm);
 }
 
-#define P2P(OPC, CALL, PEER, COUNT, TYPE, TAG, COMM)                                      \
-    uint64_t t0 = now();                                                                  \
-    int rc = CALL;                                                                        \
-    uint64_t t1 = now();                                                                  \
-    if (active) {                                                                         \
-        int ci = comm_index(COMM);                                                        \
+#define P2P(OPC, CALL, PEER, COUNT, TYPE, TAG, COMM) \
+    uint64_t t0 = now(); \
+    int rc = CALL; \
+    uint64_t t1 = now(); \
+    if (active) { \
+        int ci = comm_index(COMM); \
         put(OPC, t0, t1, world_of(ci, PEER), tbytes(COUNT, TYPE), TAG, comms[ci].id, -1); \
-    }                                                                                     \
+    } \
     return rc;
 
 int MPI_Send(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm) {
@@ -372,8 +393,8 @@ int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm
     if (active) {
         int ci = comm_index(comm), cnt = 0;
         PMPI_Get_count(s, MPI_BYTE, &cnt);
-        put(OP_RECV, t0, t1, world_of(ci, s->MPI_SOURCE), cnt == MPI_UNDEFINED ? tbytes(count, type) : cnt,
-            s->MPI_TAG, comms[ci].id, -1);
+        put(OP_RECV, t0, t1, world_of(ci, s->MPI_SOURCE), cnt == MPI_UNDEFINED ? tbytes(count, type) : cnt, s->MPI_TAG,
+            comms[ci].id, -1);
     }
     return rc;
 }
@@ -420,8 +441,8 @@ int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int
         int ci = comm_index(comm), cnt = 0;
         PMPI_Get_count(s, MPI_BYTE, &cnt);
         put(OP_SENDRECV, t0, t1, world_of(ci, dest), tbytes(scount, stype), stag, comms[ci].id, -1);
-        put(OP_SENDRECV_RECV, t0, t1, world_of(ci, s->MPI_SOURCE),
-            cnt == MPI_UNDEFINED ? tbytes(rcount, rtype) : cnt, s->MPI_TAG, comms[ci].id, -1);
+        put(OP_SENDRECV_RECV, t0, t1, world_of(ci, s->MPI_SOURCE), cnt == MPI_UNDEFINED ? tbytes(rcount, rtype) : cnt,
+            s->MPI_TAG, comms[ci].id, -1);
     }
     return rc;
 }
@@ -528,14 +549,14 @@ int MPI_Testsome(int n, MPI_Request reqs[], int *outc, int idx[], MPI_Status sts
 }
 
 /* ---- collectives: bytes = what this rank contributes (see docs/formats.md) ---- */
-#define COLL(OPC, CALL, ROOT, BYTES, COMM)                                                \
-    uint64_t t0 = now();                                                                  \
-    int rc = CALL;                                                                        \
-    uint64_t t1 = now();                                                                  \
-    if (active) {                                                                         \
-        int ci = comm_index(COMM);                                                        \
-        put(OPC, t0, t1, world_of(ci, ROOT), BYTES, 0, comms[ci].id, -1);                 \
-    }                                                                                     \
+#define COLL(OPC, CALL, ROOT, BYTES, COMM) \
+    uint64_t t0 = now(); \
+    int rc = CALL; \
+    uint64_t t1 = now(); \
+    if (active) { \
+        int ci = comm_index(COMM); \
+        put(OPC, t0, t1, world_of(ci, ROOT), BYTES, 0, comms[ci].id, -1); \
+    } \
     return rc;
 
 static int64_t sum_counts(const int *counts, MPI_Datatype t, MPI_Comm comm) {
@@ -565,8 +586,8 @@ int MPI_Gather(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Dat
     COLL(OP_GATHER, PMPI_Gather(s, sc, st, r, rc_, rt, root, comm), root,
          s == MPI_IN_PLACE ? tbytes(rc_, rt) : tbytes(sc, st), comm)
 }
-int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[], const int displs[],
-                MPI_Datatype rt, int root, MPI_Comm comm) {
+int MPI_Gatherv(const void *s, int sc, MPI_Datatype st, void *r, const int rcs[], const int displs[], MPI_Datatype rt,
+                int root, MPI_Comm comm) {
     COLL(OP_GATHERV, PMPI_Gatherv(s, sc, st, r, rcs, displs, rt, root, comm), root,
          is_root(root, comm) ? sum_counts(rcs, rt, comm) : tbytes(sc, st), comm)
 }
@@ -574,8 +595,8 @@ int MPI_Scatter(const void *s, int sc, MPI_Datatype st, void *r, int rc_, MPI_Da
     COLL(OP_SCATTER, PMPI_Scatter(s, sc, st, r, rc_, rt, root, comm), root,
          r == MPI_IN_PLACE ? tbytes(sc, st) : tbytes(rc_, rt), comm)
 }
-int MPI_Scatterv(const void *s, const int scs[], const int displs[], MPI_Datatype st, void *r, int rc_,
-                 MPI_Datatype rt, int root, MPI_Comm comm) {
+int MPI_Scatterv(const void *s, const int scs[], const int displs[], MPI_Datatype st, void *r, int rc_, MPI_Datatype rt,
+                 int root, MPI_Comm comm) {
     COLL(OP_SCATTERV, PMPI_Scatterv(s, scs, displs, st, r, rc_, rt, root, comm), root,
          is_root(root, comm) ? sum_counts(scs, st, comm) : tbytes(rc_, rt), comm)
 }

@@ -35,7 +35,8 @@ def metrics_of(run) -> dict[str, Metric]:
     from hpcvar.kinds import kind_of
 
     if run.info.get("command") == "characterize":
-        out, seen = {}, {}
+        out: dict[str, Metric] = {}
+        seen: dict[str, int] = {}
         for child in run.children():
             step = child.info.get("params", {}).get("step") or child.info.get("command")
             seen[step] = seen.get(step, 0) + 1
@@ -93,7 +94,8 @@ def compare_runs(base, cur, alpha: float = 0.01, threshold: float = 0.10, min_ef
     if not names:
         raise UsageError("the two runs have no metric in common", "BASELINE CURRENT",
                          "Compare two runs of the same benchmark or two characterizations")
-    rows, pvals = [], []
+    rows: list[dict] = []
+    pvals: list[float] = []
     for n in names:
         a, b = mb[n].samples, mc[n].samples
         res = mannwhitneyu(b, a, alternative="two-sided")
@@ -104,7 +106,7 @@ def compare_runs(base, cur, alpha: float = 0.01, threshold: float = 0.10, min_ef
                      "change_pct": 100.0 * change, "cliffs_delta": delta, "p_value": float(res.pvalue),
                      "n_baseline": int(a.size), "n_current": int(b.size), "higher_is_worse": mb[n].higher_is_worse})
         pvals.append(float(res.pvalue))
-    for row, padj in zip(rows, holm(pvals)):
+    for row, padj in zip(rows, holm(pvals), strict=True):
         row["p_holm"] = padj
         sign = 1.0 if row["higher_is_worse"] else -1.0
         worse = sign * row["change_pct"] / 100.0 > threshold and sign * row["cliffs_delta"] >= min_effect

@@ -76,9 +76,9 @@ def parse_rate(text: str, flag: str = "rate") -> float:
     return _bounded(float(m.group(1)) * _RATE_UNITS[m.group(2)], MAX_RATE_BPS, text, flag, "rate", "bit/s")
 
 
-def parse_list(text: str, item: Callable[[str], float], flag: str) -> list:
+def parse_list(text: str, item: Callable[[str], float], flag: str) -> list[float]:
     """A comma list of items with ranges (see the module doc); order kept, duplicates removed."""
-    out: list = []
+    out: list[float] = []
     for raw in text.split(","):
         part = raw.strip()
         if not part:
@@ -95,7 +95,7 @@ def parse_list(text: str, item: Callable[[str], float], flag: str) -> list:
     return uniq
 
 
-def _parse_range(part: str, item: Callable[[str], float], flag: str) -> list:
+def _parse_range(part: str, item: Callable[[str], float], flag: str) -> list[float]:
     span, _, step = part.partition(":")
     lo_s, _, hi_s = span.partition("..")
     lo, hi = item(lo_s), item(hi_s)
@@ -139,7 +139,7 @@ def parse_int(text: str, flag: str, lo: int | None = None, hi: int | None = None
     return value
 
 
-def check_range(value, flag: str, lo=None, hi=None, unit: str = "") -> None:
+def check_range(value: float, flag: str, lo: float | None = None, hi: float | None = None, unit: str = "") -> None:
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         bounds = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]{unit}"
         raise UsageError(f"{value}{unit} is outside {bounds}", flag, f"Give a value in {bounds}")

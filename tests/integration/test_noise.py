@@ -40,7 +40,7 @@ def test_record_two_seconds_end_to_end(runs_dir):
         assert run.has_table(name)
     trace = read_jtr(run.path / "trace.jtr")
     assert trace.meta["invariant_tsc"] == 1 and trace.meta["proc_before"]["interrupts"]
-    for c, t in zip(out["cpus"], trace.cpus):
+    for c, t in zip(out["cpus"], trace.cpus, strict=True):
         for k in ("cpu", "t_min_ns", "events", "events_per_s", "noise_fraction", "max_ns", "p50_ns", "p99_ns",
                   "periods"):
             assert k in c

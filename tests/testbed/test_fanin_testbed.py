@@ -50,11 +50,11 @@ def test_root_link_saturated_fair_and_chatter_drop(testbed, runs_dir):
     def saturated_fair_and_dropped(out):
         by = {p["chatter"]: p for p in out["points"]}
         alone, chat, eff = by[0], by[1], out["chatter_effect"][0]
-        print("aggregate without chatter: %.2f MB/s (%.1f%% of link), Jain %.4f; with 1 chatter client: large "
-              "%.2f MB/s, chatter %.2f MB/s, RTT p50 %.2f ms; drop %.1f%%" % (
-                  alone["aggregate_bytes_per_s"] / 1e6, 100 * alone["aggregate_bytes_per_s"] / LINK_BYTES_PER_S,
-                  alone["jain_index"], chat["aggregate_bytes_per_s"] / 1e6, chat["chatter_bytes_per_s"] / 1e6,
-                  chat["chatter_rtt_median_ns"] / 1e6, eff["drop_pct"]))
+        print(f"aggregate without chatter: {alone['aggregate_bytes_per_s'] / 1e6:.2f} MB/s "
+              f"({100 * alone['aggregate_bytes_per_s'] / LINK_BYTES_PER_S:.1f}% of link), "
+              f"Jain {alone['jain_index']:.4f}; with 1 chatter client: large "
+              f"{chat['aggregate_bytes_per_s'] / 1e6:.2f} MB/s, chatter {chat['chatter_bytes_per_s'] / 1e6:.2f} MB/s, "
+              f"RTT p50 {chat['chatter_rtt_median_ns'] / 1e6:.2f} ms; drop {eff['drop_pct']:.1f}%")
         assert 0.85 * LINK_BYTES_PER_S <= alone["aggregate_bytes_per_s"], alone["aggregate_bytes_per_s"]
         assert alone["jain_index"] > 0.95, alone["jain_index"]
         assert chat["chatter_bytes_per_s"] > 0
@@ -72,9 +72,10 @@ def test_strategies_on_the_testbed(testbed, runs_dir):
     def within_the_link(out):
         assert len({key(p) for p in out["points"]}) == 16 and len(out["chatter_effect"]) == 8
         for p in out["points"]:
-            print("%-6s depth %-4s %-5s chatter %d: %.2f MB/s large, %.3f MB/s chatter, RTT p50 %.1f ms, "
-                  "Jain %.3f" % (p["queues"], p["depth"], p["match"], p["chatter"], p["aggregate_bytes_per_s"] / 1e6,
-                                 p["chatter_bytes_per_s"] / 1e6, p["chatter_rtt_median_ns"] / 1e6, p["jain_index"]))
+            print(f"{p['queues']:<6} depth {p['depth']:<4} {p['match']:<5} chatter {int(p['chatter'])}: "
+                  f"{p['aggregate_bytes_per_s'] / 1e6:.2f} MB/s large, "
+                  f"{p['chatter_bytes_per_s'] / 1e6:.3f} MB/s chatter, "
+                  f"RTT p50 {p['chatter_rtt_median_ns'] / 1e6:.1f} ms, Jain {p['jain_index']:.3f}")
             assert 0 < p["aggregate_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
 
     def strategies_behave(out):

@@ -17,8 +17,14 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (DEBIAN_OMPI_ENV, DEBIAN_OMPI_MPICC, best_of_quiet_attempts, build_native_against,
-                            hpcvar_cmd, run_cli)
+from tests.conftest import (
+    DEBIAN_OMPI_ENV,
+    DEBIAN_OMPI_MPICC,
+    best_of_quiet_attempts,
+    build_native_against,
+    hpcvar_cmd,
+    run_cli,
+)
 from tests.testbed.conftest import up_testbed
 from tests.testbed.noise_nodes import ALIGNED, SHIFTED, record_with_injection
 
@@ -121,7 +127,8 @@ def test_noise_on_four_srun_nodes(slurm, phases, want):
 
     out = best_of_quiet_attempts(measure, check, always=always, what=f"{want} injection under srun")
     print(f"srun, {want}: precision {out['clock']['precision_ns'] / 1e3:.1f} us, drift "
-          f"{out['clock']['max_drift_ppm']:.2f} ppm, excess {[round(p['excess'], 2) for p in out['alignment']['pairs']]}")
+          f"{out['clock']['max_drift_ppm']:.2f} ppm, "
+          f"excess {[round(p['excess'], 2) for p in out['alignment']['pairs']]}")
 
 
 def test_characterize_in_an_sbatch_job_of_four_nodes(slurm, tmp_path):

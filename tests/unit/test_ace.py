@@ -243,7 +243,7 @@ def test_fit_fallback_is_reported_and_warned():
 
 def _options(argv: list[str]) -> dict[str, str]:
     assert len(argv) % 2 == 0 and all(a.startswith("--") for a in argv[::2]), argv
-    return dict(zip(argv[::2], argv[1::2]))
+    return dict(zip(argv[::2], argv[1::2], strict=True))
 
 
 def test_native_argv_is_flat_numbers_per_ea():

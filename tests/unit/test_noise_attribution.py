@@ -15,7 +15,7 @@ from hpcvar.noise.trace import JitterTrace, cpu_trace_from_events
 # ---- align / attribute --------------------------------------------------------------------------------------
 def _pairs(ds, de, es, ee):
     d, e, ov = matching.align(ds, de, es, ee)
-    return sorted(zip(d.tolist(), e.tolist(), ov.tolist()))
+    return sorted(zip(d.tolist(), e.tolist(), ov.tolist(), strict=True))
 
 
 def test_align_overlap_and_no_overlap():

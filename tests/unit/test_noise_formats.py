@@ -22,7 +22,7 @@ def _trace(cpus=2, seed=3) -> JitterTrace:
 def _same(a: JitterTrace, b: JitterTrace) -> None:
     assert a.freq_hz == b.freq_hz
     assert [c.cpu for c in a.cpus] == [c.cpu for c in b.cpus]
-    for x, y in zip(a.cpus, b.cpus):
+    for x, y in zip(a.cpus, b.cpus, strict=True):
         np.testing.assert_array_equal(x.duration, y.duration)
         np.testing.assert_array_equal(x.gap, y.gap)
         assert x.meta.get("lead_in_cycles", 0) == y.meta.get("lead_in_cycles", 0)
@@ -134,7 +134,8 @@ def test_cli_convert_reports_file_and_line(tmp_path):
 
 
 def test_synth_merges_overlaps_and_keeps_length():
-    comps = [collector.parse_component("periodic:100Hz:4ms", "x"), collector.parse_component("periodic:100Hz:2ms:3ms", "x")]
+    comps = [collector.parse_component("periodic:100Hz:4ms", "x"),
+             collector.parse_component("periodic:100Hz:2ms:3ms", "x")]
     t = collector.synth(comps, 1.0, 1, 1e9, 1)
     c = t.cpus[0]
     assert c.length == 10**9
@@ -160,7 +161,8 @@ def test_cli_synth_and_report_json(tmp_path):
 
 
 def test_periodic_sources_names_the_fundamental():
-    comps = [collector.parse_component("periodic:250Hz:3us", "x"), collector.parse_component("periodic:60Hz:50us:1ms", "x"),
+    comps = [collector.parse_component("periodic:250Hz:3us", "x"),
+             collector.parse_component("periodic:60Hz:50us:1ms", "x"),
              collector.parse_component("poisson:200/s:2us", "x")]
     t = collector.synth(comps, 4.0, 1, 1e9, 7)
     c = t.cpus[0]

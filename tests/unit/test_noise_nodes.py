@@ -96,10 +96,10 @@ def test_one_machine_never_compares_a_cpu_with_itself():
     nodes = _four_nodes([0.0, 0.005, 0.011, 0.016], boot="same-boot-id")
     pairs, _, _ = A.analyze(nodes)
     assert pairs.same_machine.all()
-    assert not ((pairs.cpu_a == pairs.cpu_b)).any()
+    assert not (pairs.cpu_a == pairs.cpu_b).any()
     other = _four_nodes([0.0, 0.005, 0.011, 0.016])
     pairs2, _, _ = A.analyze(other)
-    assert ((pairs2.cpu_a == pairs2.cpu_b)).any() and not pairs2.same_machine.any()
+    assert (pairs2.cpu_a == pairs2.cpu_b).any() and not pairs2.same_machine.any()
 
 
 def test_too_few_long_detours_is_inconclusive():

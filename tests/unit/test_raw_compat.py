@@ -23,7 +23,7 @@ def _expected(d: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
     tables = {}
     for name, t in doc["tables"].items():
         df = pd.DataFrame(t["data"], columns=t["columns"])
-        tables[name] = df.astype(dict(zip(t["columns"], t["dtypes"]))) if len(df) else df
+        tables[name] = df.astype(dict(zip(t["columns"], t["dtypes"], strict=True))) if len(df) else df
     return doc["params"], tables
 
 

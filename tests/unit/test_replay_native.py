@@ -277,7 +277,8 @@ def test_native_core_reports_unmatched_and_deadlock_like_python():
             dict(task=1, op="init"), dict(task=1, op="finalize")]
     tr = Trace(make_events(rows), 2)
     for engine in ("python", "native"):
-        with pytest.raises(InputFileError, match=r"unmatched send: rank 0 seq 1 to rank 1 has no matching receive \(1 unmatched"):
+        with pytest.raises(InputFileError,
+                           match=r"unmatched send: rank 0 seq 1 to rank 1 has no matching receive \(1 unmatched"):
             Simulator(tr, cl, [0, 1], eager_bytes=1024, engine=engine).run()
     rows = [dict(task=0, op="init"), dict(task=0, op="finalize"),
             dict(task=1, op="init"), dict(task=1, op="recv", peer=0, bytes=8), dict(task=1, op="finalize")]

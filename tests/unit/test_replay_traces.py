@@ -9,7 +9,7 @@ import pytest
 
 from hpcvar.errors import InputFileError
 from hpcvar.traces.chrome import chrome_events
-from hpcvar.traces.native import RAW_RECORD, OPS, Trace, make_events, merge_raw, read_parquet, write_parquet
+from hpcvar.traces.native import OPS, RAW_RECORD, Trace, make_events, merge_raw, read_parquet, write_parquet
 from hpcvar.traces.tit import read_tit
 from tests.conftest import run_cli
 
@@ -117,12 +117,24 @@ def _write_otf2(path):
         for w in (w0, w1):
             w.enter(0, reg["MPI_Init"])
             w.leave(100, reg["MPI_Init"])
-        w0.enter(1000, reg["MPI_Send"]); w0.mpi_send(1100, 1, comm, 5, 4096); w0.leave(3000, reg["MPI_Send"])
-        w1.enter(500, reg["MPI_Recv"]); w1.mpi_recv(2900, 0, comm, 5, 4096); w1.leave(3100, reg["MPI_Recv"])
-        w1.enter(4000, reg["MPI_Isend"]); w1.mpi_isend(4010, 0, comm, 6, 100, 77); w1.leave(4050, reg["MPI_Isend"])
-        w0.enter(3500, reg["MPI_Irecv"]); w0.mpi_irecv_request(3510, 9); w0.leave(3600, reg["MPI_Irecv"])
-        w0.enter(3700, reg["MPI_Wait"]); w0.mpi_irecv(4500, 1, comm, 6, 100, 9); w0.leave(4600, reg["MPI_Wait"])
-        w1.enter(4100, reg["MPI_Wait"]); w1.mpi_isend_complete(4200, 77); w1.leave(4300, reg["MPI_Wait"])
+        w0.enter(1000, reg["MPI_Send"])
+        w0.mpi_send(1100, 1, comm, 5, 4096)
+        w0.leave(3000, reg["MPI_Send"])
+        w1.enter(500, reg["MPI_Recv"])
+        w1.mpi_recv(2900, 0, comm, 5, 4096)
+        w1.leave(3100, reg["MPI_Recv"])
+        w1.enter(4000, reg["MPI_Isend"])
+        w1.mpi_isend(4010, 0, comm, 6, 100, 77)
+        w1.leave(4050, reg["MPI_Isend"])
+        w0.enter(3500, reg["MPI_Irecv"])
+        w0.mpi_irecv_request(3510, 9)
+        w0.leave(3600, reg["MPI_Irecv"])
+        w0.enter(3700, reg["MPI_Wait"])
+        w0.mpi_irecv(4500, 1, comm, 6, 100, 9)
+        w0.leave(4600, reg["MPI_Wait"])
+        w1.enter(4100, reg["MPI_Wait"])
+        w1.mpi_isend_complete(4200, 77)
+        w1.leave(4300, reg["MPI_Wait"])
         for w in (w0, w1):
             w.enter(5000, reg["MPI_Allreduce"])
             w.mpi_collective_begin(5001)

@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hpcvar.errors import UsageError
-from hpcvar.models.sharing import (ModelLimitError, conflict_components, explain, maxmin_shares, penalties,
-                                   stopgo_states)
+from hpcvar.models.sharing import ModelLimitError, conflict_components, explain, maxmin_shares, penalties, stopgo_states
 
 FIG5 = [("0", "2"), ("0", "1"), ("0", "3"), ("1", "2"), ("3", "2"), ("1", "0")]  # a..f, examples/schemes/fig5
 

@@ -182,7 +182,7 @@ def test_delay_distribution_matches_reference(d, g, w):
     assert brute == [cf.delay_at(d, g, w, phi) for phi in range(d + g)]
     v, p = cf.delay_pmf(d, g, w)
     emp = {int(x): brute.count(int(x)) / (d + g) for x in set(brute)}
-    assert {int(x): pr for x, pr in zip(v, p) if pr > 0} == pytest.approx(emp)
+    assert {int(x): pr for x, pr in zip(v, p, strict=True) if pr > 0} == pytest.approx(emp)
 
 
 def test_expected_max_exact_by_enumeration():

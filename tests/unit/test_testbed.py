@@ -15,8 +15,17 @@ from hpcvar.launch.mpi import MpiFlavor
 from hpcvar.testbed.launcher import TestbedLauncher
 from hpcvar.testbed.netns import TestbedError
 from hpcvar.testbed.noise import Flow, flow_commands
-from hpcvar.testbed.plan import (Plan, agent_script, choose_subnet, load_state, make_plan, networks_in_use,
-                                 parse_rate_of, save_state, tbf_args)
+from hpcvar.testbed.plan import (
+    Plan,
+    agent_script,
+    choose_subnet,
+    load_state,
+    make_plan,
+    networks_in_use,
+    parse_rate_of,
+    save_state,
+    tbf_args,
+)
 
 IN_H1 = ["ip", "netns", "exec", "hv-h1", "unshare", "--uts", "--", "sh", "-c", 'hostname "$0" || exit 255; exec "$@"',
          "hv-h1"]

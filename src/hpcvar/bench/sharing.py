@@ -30,7 +30,7 @@ MAX_SIZE = (1 << 31) - 1  # MPI count limit of one MPI_Send of bytes
 
 def ends_per_node(scheme: Scheme) -> dict[str, int]:
     """How many ranks each node needs: one per communication end."""
-    c = Counter()
+    c: Counter[str] = Counter()
     for comm in scheme.comms:
         c[comm.src] += 1
         c[comm.dst] += 1

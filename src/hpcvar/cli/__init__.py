@@ -12,13 +12,13 @@ import sys
 import click
 
 from hpcvar import __version__
-from hpcvar.errors import HpcvarError
-
 from hpcvar.cli.lazy import LazyGroup
+from hpcvar.errors import HpcvarError
 
 # command name -> (module:attribute, short help); modules are imported only when their command runs
 COMMANDS = {
-    "bench": ("hpcvar.cli.bench:cli", "Run MPI benchmarks; every sample is kept in a run directory (see 'hpcvar runs')."),
+    "bench": ("hpcvar.cli.bench:cli",
+              "Run MPI benchmarks; every sample is kept in a run directory (see 'hpcvar runs')."),
     "noise": ("hpcvar.cli.noise:cli", "Record, inject, synthesize, convert and analyse OS jitter traces."),
     "sim": ("hpcvar.cli.sim:cli", "Simulate: OS jitter at scale (jitSim) and application replay."),
     "model": ("hpcvar.cli.model:cli", "Bandwidth-sharing models: penalties, fitting, evaluation against measurements."),

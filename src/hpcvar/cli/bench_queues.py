@@ -33,7 +33,8 @@ def _common(f):
                      help="Time budget per point (e.g. 300ms): fewer than --iters iterations when they would "
                           "take longer (each iteration also fills and clears the queue)."),
         click.option("--pin/--no-pin", default=True, show_default=True,
-                     help="Pin rank r to the (r mod n)-th of the n CPUs it may use, so that the ping-pong ranks never share a core."),
+                     help="Pin rank r to the (r mod n)-th of the n CPUs it may use, so that the ping-pong ranks "
+                          "never share a core."),
         click.option("--fit-stat", type=click.Choice(sorted(FIT_STATS)), default="median", show_default=True,
                      help="Per-point statistic the per-entry slope is fitted on; p10 or min resist a busy host "
                           "(ranks descheduled in many round trips)."),

@@ -71,7 +71,7 @@ def output_options(f):
     return f
 
 
-def launch_options(default_np: int = 2):
+def launch_options(default_np: int | None = 2):
     """How MPI jobs are started; shared by every MPI command."""
 
     def deco(f):

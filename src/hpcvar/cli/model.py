@@ -29,8 +29,8 @@ def _model_params(model: str, beta, gamma_in, gamma_out, params_file, method, ma
     if model != "gige":
         for k, v in given.items():
             if v is not None:
-                raise UsageError(f"--{k.replace('_', '-')} is a parameter of the gige model", f"--{k.replace('_', '-')}",
-                                 "Use it with --model gige")
+                raise UsageError(f"--{k.replace('_', '-')} is a parameter of the gige model",
+                                 f"--{k.replace('_', '-')}", "Use it with --model gige")
     params.update({k: v for k, v in given.items() if v is not None})
     if model == "myrinet":
         params.update({"method": method, "max_states": max_states, "samples": samples, "seed": seed})
@@ -39,7 +39,8 @@ def _model_params(model: str, beta, gamma_in, gamma_out, params_file, method, ma
 
 def _param_options(f):
     opts = [
-        click.option("--beta", type=float, default=None, help="gige: penalty per concurrent communication (paper 0.75)."),
+        click.option("--beta", type=float, default=None,
+                     help="gige: penalty per concurrent communication (paper 0.75)."),
         click.option("--gamma-in", type=float, default=None, help="gige: incoming correction (paper 0.036)."),
         click.option("--gamma-out", type=float, default=None, help="gige: outgoing correction (paper 0.115)."),
         click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
@@ -63,7 +64,8 @@ def _param_options(f):
 @_param_options
 @click.option("--t-ref", type=DURATION, default=None, help="Time of one communication alone: predicts T = p x t_ref.")
 @click.option("--size", type=SIZE, default=None, help="Bytes per communication (with --bandwidth).")
-@click.option("--bandwidth", type=RATE, default=None, help="Link rate alone, e.g. 200mbit: predicts T = p x size / rate.")
+@click.option("--bandwidth", type=RATE, default=None,
+              help="Link rate alone, e.g. 200mbit: predicts T = p x size / rate.")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
 def penalties_cmd(scheme, model, beta, gamma_in, gamma_out, params_file, method, max_states, samples, seed,
                   t_ref, size, bandwidth, as_json):
@@ -83,7 +85,7 @@ def penalties_cmd(scheme, model, beta, gamma_in, gamma_out, params_file, method,
         raise UsageError("--bandwidth needs the communication sizes", "--size", "Add --size 20MiB")
     rows = explain(sch.pairs(), model, params)
     comms = []
-    for c, r in zip(sch.comms, rows):
+    for c, r in zip(sch.comms, rows, strict=True):
         d = {"name": c.name, "src": c.src, "dst": c.dst, **r}
         if t_ref is not None:
             d["t_predicted_s"] = r["penalty"] * t_ref
@@ -131,8 +133,8 @@ def fit_cmd(runs, model, out_path, as_json, runs_dir):
     obs = []
     for ref in runs:
         run, summ = _load_sharing_run(ref, runs_dir)
-        obs.append(Observation(run.id, list(zip(summ.src.astype(str), summ.dst.astype(str))), list(summ.comm),
-                               [float(x) for x in summ.penalty]))
+        obs.append(Observation(run.id, list(zip(summ.src.astype(str), summ.dst.astype(str), strict=True)),
+                               list(summ.comm), [float(x) for x in summ.penalty]))
     fit = fit_gige(obs)
     write_params(Path(out_path), model, fit["params"], {"quality": fit["quality"], "identifiable": fit["identifiable"],
                                                         "runs": [o.label for o in obs]})

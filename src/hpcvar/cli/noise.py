@@ -53,10 +53,12 @@ def cli() -> None:
               help="--method timer: time between deadlines.")
 @click.option("--launcher", type=click.Choice(["local", "srun", "testbed", "template"]), default="local",
               show_default=True, help="local: this machine. srun / testbed / template: one collector on every node "
-                                      "of the allocation or testbed, started together, clocks aligned (docs/cluster.md).")
+                                      "of the allocation or testbed, started together, clocks aligned "
+                                      "(docs/cluster.md).")
 @click.option("--np", "nodes", type=click.IntRange(1, 1 << 16), default=None,
               help="Nodes to record on with a multi-node launcher (default: every node of the allocation/testbed).")
-@click.option("--srun-mpi", default="auto", show_default=True, metavar="PLUGIN", help="srun --mpi plugin (--launcher srun).")
+@click.option("--srun-mpi", default="auto", show_default=True, metavar="PLUGIN",
+              help="srun --mpi plugin (--launcher srun).")
 @click.option("--template", default=None, help="Launcher template for --launcher template ({np} {exe} {args} {rpn}).")
 @click.option("--launcher-args", default="", help="Extra options for the launcher (split like a shell).")
 @click.option("--timeout", type=DURATION, default=None, help="Stop a multi-node recording after this long.")
@@ -231,7 +233,8 @@ def synth(dst, periodic, poisson, length, cpus, freq, random_phase, seed, dst_fm
 @cli.command("inject")
 @click.option("--cpus", required=True, help="CPUs to inject on: 1, 0,1, 0-3 or all.")
 @click.option("--period", type=DURATION, default=None, help="Time between bursts (e.g. 10ms for 100 Hz).")
-@click.option("--burn", type=DURATION, default=None, help="Length of one burst, from its due time, wake-up included (e.g. 1ms).")
+@click.option("--burn", type=DURATION, default=None,
+              help="Length of one burst, from its due time, wake-up included (e.g. 1ms).")
 @click.option("--phase", type=DURATION, default="0s", show_default=True, help="Offset of the first burst.")
 @click.option("--at-clock", is_flag=True,
               help="Burst at multiples of --period of the wall clock (CLOCK_REALTIME), plus --phase: injectors "

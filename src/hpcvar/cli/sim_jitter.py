@@ -38,7 +38,8 @@ from hpcvar.cli.common import INT_LIST, emit_run, output_options, stderr_console
 @click.option("--arity", type=int, default=2, show_default=True, help="k of the k-ary barrier tree.")
 @click.option("--send-cycles", default="0", show_default=True, help="S: CPU cost of a send (cycles, time, run:REF).")
 @click.option("--recv-cycles", default="0", show_default=True, help="R: CPU cost of a receive.")
-@click.option("--latency-intra", default="0", show_default=True, help="Wire time inside a node (cycles, time, run:REF).")
+@click.option("--latency-intra", default="0", show_default=True,
+              help="Wire time inside a node (cycles, time, run:REF).")
 @click.option("--latency-inter", default="0", show_default=True, help="Wire time between nodes.")
 @click.option("--phases", type=int, default=10, show_default=True, help="N phases of compute + barrier.")
 @click.option("--tasks", "task_list", type=INT_LIST, default="1..1K", show_default=True,

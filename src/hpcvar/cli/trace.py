@@ -76,7 +76,8 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
 
     libp = _tracer_lib(lib)
     if not shutil.which(command[0]):
-        raise UsageError(f"command '{command[0]}' not found", "COMMAND", "Give the launcher, e.g. -- mpiexec -n 2 ./app")
+        raise UsageError(f"command '{command[0]}' not found", "COMMAND",
+                         "Give the launcher, e.g. -- mpiexec -n 2 ./app")
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
     keep = raw_dir is not None

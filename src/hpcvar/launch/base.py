@@ -78,7 +78,7 @@ class Launcher(ABC):
         """How many ranks fit without oversubscription, if known."""
         return os.cpu_count()
 
-    def prepare(self, spec: LaunchSpec) -> None:
+    def prepare(self, spec: LaunchSpec) -> None:  # noqa: B027 (an optional hook: by default nothing to do)
         """Hook before the run (the testbed checks its hosts here)."""
 
     def nodes(self) -> int | None:
@@ -140,7 +140,7 @@ class Launcher(ABC):
                                 f"the MPI job did not finish within {spec.timeout_s:.0f} s and was stopped",
                                 "--timeout",
                                 "Increase --timeout if the work is large; a hang often means ranks cannot reach "
-                                f"each other. Last lines of stderr:\n{tail(err_p) or '(none)'}")
+                                f"each other. Last lines of stderr:\n{tail(err_p) or '(none)'}") from None
             except KeyboardInterrupt:
                 _kill_group(proc)
                 raise

@@ -193,8 +193,8 @@ class SrunLauncher(Launcher):
         if "More processors requested than permitted" in text or "Requested node configuration is not available" \
                 in text:
             return ("--ranks-per-node", "The allocation has fewer CPUs or nodes than the job needs: ask for them "
-                                        "(salloc/sbatch -N <nodes> --exclusive, or --ntasks-per-node=<ranks per node>), "
-                                        "or lower --np / --ranks-per-node")
+                                        "(salloc/sbatch -N <nodes> --exclusive, "
+                                        "or --ntasks-per-node=<ranks per node>), or lower --np / --ranks-per-node")
         return None
 
     def mismatch_hint(self) -> tuple[str, str]:

@@ -8,15 +8,15 @@ def evaluate_run(run, summ, models: list[str], gige_params: dict | None) -> dict
     from hpcvar.models.fit import e_abs_pct, e_rel_pct
     from hpcvar.models.sharing import explain
 
-    pairs = list(zip(summ.src.astype(str), summ.dst.astype(str)))
+    pairs = list(zip(summ.src.astype(str), summ.dst.astype(str), strict=True))
     t_ref = summ.t_ref_median_ns.to_numpy(float) * summ.size_bytes.to_numpy(float) / float(summ.size_bytes.iloc[0])
     comms = [{"name": n, "src": s, "dst": d, "t_measured_ns": float(t), "penalty_measured": float(p), "predicted": {}}
-             for n, (s, d), t, p in zip(summ.comm, pairs, summ.t_median_ns, summ.penalty)]
+             for n, (s, d), t, p in zip(summ.comm, pairs, summ.t_median_ns, summ.penalty, strict=True)]
     e_abs = {}
     for m in models:
         rows = explain(pairs, m, gige_params if m == "gige" else None)
         errs = []
-        for c, r, tr in zip(comms, rows, t_ref):
+        for c, r, tr in zip(comms, rows, t_ref, strict=True):
             tp = r["penalty"] * tr
             e = e_rel_pct(tp, c["t_measured_ns"])
             errs.append(e)

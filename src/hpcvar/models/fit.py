@@ -59,8 +59,8 @@ def fit_gige(obs: list[Observation]) -> dict:
     xs, ys = [], []
     for o in obs:
         rows = explain(o.pairs, "gige", GIGE_DEFAULTS)
-        for r, free, p in zip(rows, gamma_free(rows), o.measured):
-            if free:
+        for r, is_free, p in zip(rows, gamma_free(rows), o.measured, strict=True):
+            if is_free:
                 xs.append(max(r["deg_out"], r["deg_in"]))
                 ys.append(p)
     if not xs:
@@ -83,24 +83,24 @@ def fit_gige(obs: list[Observation]) -> dict:
         from scipy.optimize import least_squares
 
         def resid(v):
-            pr = dict(params, **dict(zip(free, v)))
+            pr = dict(params, **dict(zip(free, v, strict=True)))
             out = []
             for o in obs:
                 pred = penalties(o.pairs, "gige", pr)
-                out += [(a - b) / b for a, b in zip(pred, o.measured)]
+                out += [(a - b) / b for a, b in zip(pred, o.measured, strict=True)]
             return np.asarray(out)
 
         sol = least_squares(resid, x0=[params[g] for g in free], bounds=([-1.0] * len(free), [1.0] * len(free)))
-        params.update({g: float(v) for g, v in zip(free, sol.x)})
+        params.update({g: float(v) for g, v in zip(free, sol.x, strict=True)})
     per_scheme = []
     all_e = []
     for o in obs:
         pred = penalties(o.pairs, "gige", params)
-        e = [e_rel_pct(a, b) for a, b in zip(pred, o.measured)]
+        e = [e_rel_pct(a, b) for a, b in zip(pred, o.measured, strict=True)]
         all_e += e
         per_scheme.append({"label": o.label, "e_abs_pct": e_abs_pct(e),
                            "communications": [{"name": n, "measured": m, "predicted": p, "e_rel_pct": er}
-                                              for n, m, p, er in zip(o.names, o.measured, pred, e)]})
+                                              for n, m, p, er in zip(o.names, o.measured, pred, e, strict=True)]})
     quality = {"beta_points": len(xs), "beta_rms_rel_pct": beta_rms, "e_abs_pct": e_abs_pct(all_e),
                "communications": len(all_e)}
     return {"params": params, "quality": quality, "identifiable": ident, "per_scheme": per_scheme}

@@ -177,8 +177,8 @@ def parse_scheme(text: str, source: str = INLINE) -> Scheme:
         nodes = declared
     else:
         seen: list[str] = []
-        for c in comms:
-            for n in (c.src, c.dst):
+        for comm in comms:
+            for n in (comm.src, comm.dst):
                 if n not in seen:
                     seen.append(n)
         nodes = sorted(seen, key=int) if all(n.isdigit() for n in seen) else seen

@@ -62,7 +62,7 @@ def check_params(model: str, params: dict | None) -> dict:
     """The model's parameters with defaults filled in; UsageError naming a bad key."""
     params = dict(params or {})
     if model == "gige":
-        out = dict(GIGE_DEFAULTS)
+        out: dict = dict(GIGE_DEFAULTS)
     elif model == "myrinet":
         out = dict(MYRINET_DEFAULTS)
     elif model == "maxmin":
@@ -288,7 +288,8 @@ def _myrinet(pairs: list[tuple[str, str]], p: dict) -> list[dict]:
             row = {"penalty": 1.0 / mins if mins > 0 else float("inf"), "component": cid,
                    "component_size": len(comp), "method": p["method"], "send_fraction": frac[j]}
             if coef is not None:
-                row.update(states=states, coefficient=coef[j], min_coefficient=min(coef[i] for i in by_src[pairs[k][0]]))
+                row.update(states=states, coefficient=coef[j],
+                           min_coefficient=min(coef[i] for i in by_src[pairs[k][0]]))
                 row["penalty"] = states / row["min_coefficient"]
             rows[k] = row
     return rows

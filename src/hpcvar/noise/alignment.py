@@ -164,7 +164,7 @@ def analyze(nodes: list[NodeTrace], min_detour_s: float = DEFAULT_MIN_DETOUR_S, 
     for n in nodes:  # a timer-method detour starts up to one interval late
         tol = max(tol, float(n.trace.meta.get("interval_ns", 0)) / 1e9)
     windows = {}
-    wrows = []
+    wrows: list[dict] = []
     for i, cpu, s, e, _ in per:
         w = window_fraction(s, e, length, window_s)
         windows[(i, cpu)] = w
@@ -174,8 +174,8 @@ def analyze(nodes: list[NodeTrace], min_detour_s: float = DEFAULT_MIN_DETOUR_S, 
     for a in range(len(nodes)):
         for b in range(a + 1, len(nodes)):
             same_machine = bool(nodes[a].boot_id) and nodes[a].boot_id == nodes[b].boot_id
-            for ia, ca, sa, ea, la in (p for p in per if p[0] == a):
-                for ib, cb, sb, eb, lb in (p for p in per if p[0] == b):
+            for _ia, ca, sa, ea, la in (p for p in per if p[0] == a):
+                for _ib, cb, sb, eb, lb in (p for p in per if p[0] == b):
                     if same_machine and ca == cb:
                         continue  # one physical CPU: its noise is the same by construction
                     na, nb = int(la.sum()), int(lb.sum())

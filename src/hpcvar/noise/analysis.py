@@ -129,7 +129,7 @@ def periodic_sources(f: np.ndarray, p: np.ndarray, top: int = 5, events: int = 0
 
     cand = [float(x) for x in f[idx]]
     scores = {fc: score(fc) for fc in cand}
-    out = []
+    out: list[dict] = []
     while cand and len(out) < top:
         best = max(cand, key=lambda x: scores[x])
         if scores[best] < floor:
@@ -143,7 +143,7 @@ def periodic_sources(f: np.ndarray, p: np.ndarray, top: int = 5, events: int = 0
         fit = float((ks * fs_ * zs).sum() / (ks * ks * zs).sum()) if zs.sum() > 0 else f0
         out.append({"hz": fit, "strength": scores[f0], "period_ms": 1e3 / fit,
                     "harmonics": int((zs >= floor).sum()),
-                    "harmonic_hz": [float(x) for x, z in zip(fs_, zs) if z >= floor]})
+                    "harmonic_hz": [float(x) for x, z in zip(fs_, zs, strict=True) if z >= floor]})
         cand = [fc for fc in cand if not (multiple(fc, f0) or multiple(fc, fit))]
     return out
 
@@ -162,7 +162,7 @@ def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict
     for s_ in periodic_sources(f, p, top, c.events):
         found.append(s_ | {"class_ns": [0.0, None]})
     starts = recorded_starts(c)
-    for lo, hi in zip(CLASS_EDGES_NS[:-1], CLASS_EDGES_NS[1:]):
+    for lo, hi in zip(CLASS_EDGES_NS[:-1], CLASS_EDGES_NS[1:], strict=True):
         m = (d_ns >= lo) & (d_ns < hi)
         if m.sum() < MIN_CLASS_EVENTS or m.all():
             continue
@@ -171,7 +171,7 @@ def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict
         for s_ in periodic_sources(f, p, top, sub.events):
             found.append(s_ | {"class_ns": [lo, None if np.isinf(hi) else hi]})
     found.sort(key=lambda x: -x["strength"])
-    out = []
+    out: list[dict] = []
     for s_ in found:
         if not any(abs(s_["hz"] - o["hz"]) <= 0.005 * o["hz"] for o in out):
             out.append(s_)
@@ -231,7 +231,7 @@ def parse_interrupts(text: str) -> dict[str, list[int]]:
 
 
 def parse_stat(text: str) -> dict:
-    out = {"cpus": {}}
+    out: dict = {"cpus": {}}
     for line in text.splitlines():
         parts = line.split()
         if not parts:
@@ -254,7 +254,7 @@ def attribution(trace: JitterTrace, periods_by_cpu: dict[int, list[dict]] | None
     if not before or not after or window_s <= 0:
         return {"available": False, "note": "the trace has no /proc snapshots (not recorded by hpcvar)"}
     user_hz = 100.0  # /proc/stat ticks (USER_HZ, 100 on Linux)
-    sources = []
+    sources: list[dict] = []
     for kind in ("interrupts", "softirqs"):
         b, a = parse_interrupts(before.get(kind) or ""), parse_interrupts(after.get(kind) or "")
         for label, ca in a.items():
@@ -287,7 +287,7 @@ def attribution(trace: JitterTrace, periods_by_cpu: dict[int, list[dict]] | None
 def quality(trace: JitterTrace) -> dict:
     m = trace.meta
     ns = 1e9 / trace.freq_hz
-    q = {"tsc_hz": trace.freq_hz, "invariant_tsc": m.get("invariant_tsc"),
+    q: dict = {"tsc_hz": trace.freq_hz, "invariant_tsc": m.get("invariant_tsc"),
          "calib_spread_ppm": m.get("tsc_calib_spread_ppm"), "tsc_hz_over_run": m.get("tsc_hz_over_run"),
          "in_vm": (m.get("hypervisor") == 1) if "hypervisor" in m else None, "cpus": []}
     if m.get("tsc_hz_over_run"):
@@ -334,7 +334,7 @@ def plot_all(trace: JitterTrace, report: dict, outdir: Path) -> list[tuple[str, 
     outdir.mkdir(parents=True, exist_ok=True)
     ns = 1e9 / trace.freq_hz
     figs = []
-    for c, r in zip(trace.cpus, report["cpus"]):
+    for c, r in zip(trace.cpus, report["cpus"], strict=True):
         d_us = c.duration * ns / 1e3
         t_s = recorded_starts(c) * ns / 1e9
         fig, ax = figure(2, 2, figsize=(11, 7))

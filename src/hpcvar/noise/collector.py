@@ -33,7 +33,7 @@ def parse_cpus(text: str, flag: str = "--cpus") -> list[int]:
     avail = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
     if text.strip() == "all":
         return avail
-    out = set()
+    out: set[int] = set()
     for part in text.split(","):
         m = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
         if not m:
@@ -114,6 +114,7 @@ def collect_attributed(cpus: list[int], duration_s: float, out: Path, threshold_
             ts.stop()
         stats = {c: ts.stats(c) for c in cpus}
         texts = {c: ts.read(c) for c in cpus}
+        assert ts.path is not None  # set on entering the session
         return TracedRecording(res, texts, stats, list(ts.events), buf, ts.path.name, list(ts.removed))
 
 
@@ -162,7 +163,7 @@ def tracing_overhead(untraced: JitterTrace, traced: JitterTrace, reference_s: fl
     for cpu in sorted(t):
         if cpu not in u:
             continue
-        row = {"cpu": cpu}
+        row: dict = {"cpu": cpu}
         for k in ("t_min_ns", "loop_ns", "noise_fraction", "events_per_s", "mean_ns"):
             row[k + "_untraced"], row[k + "_traced"] = u[cpu].get(k), t[cpu].get(k)
         rows.append(row)
@@ -219,7 +220,7 @@ def replay_file(trace: JitterTrace, cpu_index: int, path: Path) -> float:
     c = trace.cpus[cpu_index]
     k = 1e9 / trace.freq_hz
     s, d = recorded_starts(c) * k, c.duration * k
-    atomic_write_text(path, "".join(f"{a:.0f} {b:.0f}\n" for a, b in zip(s.tolist(), d.tolist())))
+    atomic_write_text(path, "".join(f"{a:.0f} {b:.0f}\n" for a, b in zip(s.tolist(), d.tolist(), strict=True)))
     return c.length * k
 
 
@@ -287,7 +288,7 @@ def synth(components: list[dict], length_s: float, cpus: int, freq_hz: float, se
     for cpu in range(cpus):
         starts, durs = [], []
         for comp in components:
-            d = int(round(comp["duration_s"] * freq_hz))
+            dur = int(round(comp["duration_s"] * freq_hz))
             if comp["kind"] == "periodic":
                 ph = rng.uniform(0, 1.0 / comp["hz"]) if jitter_phase else comp["phase_s"]
                 t = np.arange(ph % (1.0 / comp["hz"]), length_s, 1.0 / comp["hz"])
@@ -296,7 +297,7 @@ def synth(components: list[dict], length_s: float, cpus: int, freq_hz: float, se
                 t = np.sort(rng.uniform(0, length_s, n))
             s = np.rint(t * freq_hz).astype(np.int64)
             starts.append(s)
-            durs.append(np.full(s.size, d, dtype=np.int64))
+            durs.append(np.full(s.size, dur, dtype=np.int64))
         s = np.concatenate(starts)
         d = np.concatenate(durs)
         o = np.argsort(s, kind="stable")

@@ -206,7 +206,7 @@ def text_string(trace: JitterTrace) -> str:
     out = [f"# hpcvar jitter trace (jitter_duration cycles_to_next_jitter), freq_hz {trace.freq_hz!r}\n"]
     for c in trace.cpus:
         out.append(f"# cpu {c.cpu} lead_in_cycles {int(c.meta.get('lead_in_cycles', 0))}\n")
-        out.append("".join(f"{a} {b}\n" for a, b in zip(c.duration.tolist(), c.gap.tolist())))
+        out.append("".join(f"{a} {b}\n" for a, b in zip(c.duration.tolist(), c.gap.tolist(), strict=True)))
     return "".join(out)
 
 
@@ -224,7 +224,8 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
     path = Path(path)
     lines = _read_lines(path)
     file_freq = length_ns = None
-    starts, durs = [], []
+    starts: list[tuple[float, int]] = []
+    durs: list[float] = []
     for i, line in enumerate(lines, 1):
         s = line.strip()
         if s.startswith("#"):
@@ -245,7 +246,7 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
             a, b = (float(p) for p in parts) if len(parts) == 2 else (None, None)
         except ValueError:
             a = b = None
-        if a is None or not (np.isfinite(a) and np.isfinite(b)):
+        if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)):
             raise InputFileError(f"'{s}' is not '<start_ns><TAB><duration_ns>'", str(path), i,
                                  todo="Each line is a start time and a duration in ns")
         if a < 0 or b < 0:
@@ -269,8 +270,8 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
     if length < end:
         raise InputFileError(f"length_ns {length_ns} is shorter than the last event's end", str(path),
                              todo="Fix the '# length_ns' header")
-    c = cpu_trace_from_events(cpu, s_c, np.minimum(d_c, np.append(s_c[1:] - s_c[:-1], d_c[-1])), length)
-    return JitterTrace(freq, [c], {"source": str(path)})
+    ct = cpu_trace_from_events(cpu, s_c, np.minimum(d_c, np.append(s_c[1:] - s_c[:-1], d_c[-1])), length)
+    return JitterTrace(freq, [ct], {"source": str(path)})
 
 
 def loggopsim_string(trace: JitterTrace, cpu_index: int = 0) -> str:
@@ -282,7 +283,7 @@ def loggopsim_string(trace: JitterTrace, cpu_index: int = 0) -> str:
     d = c.duration * k
     head = (f"# hpcvar noise trace (LogGOPSim/netgauge: start_ns<TAB>duration_ns) cpu {c.cpu} "
             f"freq_hz {trace.freq_hz!r} length_ns {c.length * k:.3f}\n")
-    return head + "\n".join(f"{a:.3f}\t{b:.3f}" for a, b in zip(s.tolist(), d.tolist()))
+    return head + "\n".join(f"{a:.3f}\t{b:.3f}" for a, b in zip(s.tolist(), d.tolist(), strict=True))
 
 
 # ---- CSV ------------------------------------------------------------------------------------------------------
@@ -295,7 +296,7 @@ def csv_string(trace: JitterTrace) -> str:
     for c in trace.cpus:
         s = recorded_starts(c)
         out.append("".join(f"{c.cpu},{a},{b},{st},{st * k:.3f},{a * k:.3f}\n"
-                           for a, b, st in zip(c.duration.tolist(), c.gap.tolist(), s.tolist())))
+                           for a, b, st in zip(c.duration.tolist(), c.gap.tolist(), s.tolist(), strict=True)))
     return "".join(out)
 
 

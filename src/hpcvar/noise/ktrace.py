@@ -172,7 +172,7 @@ class TraceSession:
     path: Path | None = None
     removed: list[str] = field(default_factory=list)  # stale instances removed on entry
 
-    def __enter__(self) -> "TraceSession":
+    def __enter__(self) -> TraceSession:
         inst = self.root / "instances"
         for d in inst.glob(PREFIX + "*"):
             pid = d.name[len(PREFIX):]
@@ -196,8 +196,8 @@ class TraceSession:
             self._write("buffer_size_kb", "4")  # the CPUs not recorded keep almost nothing
             for c in self.cpus:
                 self._write(f"per_cpu/cpu{c}/buffer_size_kb", str(self.buffer_kb))
-            for e in self.events:
-                self._write(f"events/{e.replace(':', '/')}/enable", "1")
+            for ev in self.events:
+                self._write(f"events/{ev.replace(':', '/')}/enable", "1")
             self._write("trace", "")  # clear
         except BaseException:
             self.close()
@@ -208,6 +208,7 @@ class TraceSession:
         self.close(quiet=exc[0] is not None)
 
     def _write(self, rel: str, value: str) -> None:
+        assert self.path is not None  # set on entering the session
         p = self.path / rel
         try:
             with open(p, "w") as f:
@@ -223,10 +224,12 @@ class TraceSession:
         self._write("tracing_on", "0")
 
     def stats(self, cpu: int) -> dict:
+        assert self.path is not None
         return parse_stats(_read(self.path / f"per_cpu/cpu{cpu}/stats"))
 
     def read(self, cpu: int) -> str:
         """The text of this CPU's buffer (non-consuming; call after stop())."""
+        assert self.path is not None
         return _read(self.path / f"per_cpu/cpu{cpu}/trace")
 
     @staticmethod
@@ -328,7 +331,7 @@ def kernel_intervals(records: list[TraceRecord], tids: set[int] | None = None,
         open_: dict[tuple, tuple[int, str, str]] = {}
         away: tuple[int, str] | None = None
 
-        def emit(source, kind, start, end, complete):
+        def emit(source, kind, start, end, complete, cpu=cpu):
             out.append({"cpu": cpu, "source": source, "kind": kind, "start": start, "end": end, "complete": complete})
 
         for r in recs:

@@ -151,7 +151,7 @@ def match_cpu(trace, c, kev, session: dict) -> tuple:
     un_ns = float(dur_ns[un].sum())
     rows.append(row(UNATTRIBUTED, un.sum(), un_ns, 0, 0))
     classes = []
-    for lo, hi in zip(CLASS_EDGES_NS[:-1], CLASS_EDGES_NS[1:]):
+    for lo, hi in zip(CLASS_EDGES_NS[:-1], CLASS_EDGES_NS[1:], strict=True):
         m = covered & (dur_ns >= lo) & (dur_ns < hi)
         if m.any():
             classes.append({"lo_ns": lo, "hi_ns": None if np.isinf(hi) else hi, "detours": int(m.sum()),

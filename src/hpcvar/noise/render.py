@@ -177,7 +177,7 @@ def tracing_notes(quality: dict) -> list[str]:
     tr = quality.get("tracing") or {}
     out = []
     for r in tr.get("cpus", []):
-        def pair(k, fmt):
+        def pair(k, fmt, r=r):
             a, b = r.get(k + "_untraced"), r.get(k + "_traced")
             return f"{fmt(a) if a is not None else '-'} -> {fmt(b) if b is not None else '-'}"
 
@@ -231,7 +231,7 @@ def plot_windows(run, w) -> Path | None:
 
     if w.empty:
         return None
-    keys = list(dict.fromkeys(zip(w["host"], w["cpu"])))
+    keys = list(dict.fromkeys(zip(w["host"], w["cpu"], strict=True)))
     fig, axes = figure(nrows=len(keys), sharex=True, figsize=(8, 0.9 * len(keys) + 1.2)) \
         if len(keys) > 1 else figure()
     axes = list(axes) if len(keys) > 1 else [axes]

@@ -99,7 +99,7 @@ def write_two_column(trace: JitterTrace, path, cpu_index: int = 0) -> None:
     from hpcvar.results import atomic_write_text
 
     c = trace.cpus[cpu_index]
-    body = "".join(f"{a} {b}\n" for a, b in zip(c.duration.tolist(), c.gap.tolist()))
+    body = "".join(f"{a} {b}\n" for a, b in zip(c.duration.tolist(), c.gap.tolist(), strict=True))
     atomic_write_text(Path(path), f"# hpcvar jitter trace, cpu {c.cpu}, freq_hz {trace.freq_hz}\n" + body)
 
 

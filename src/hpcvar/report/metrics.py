@@ -40,8 +40,8 @@ def fanin_metrics(run) -> list[Metric]:
     b = run.read_table("fanin.bins")
     b = b[b["full"]]
     keys = ["clients", "chatter", "queues", "depth", "match"]
-    return [Metric("fanin " + " ".join(f"{k}={v}" for k, v in zip(keys, kv)), g["large_bytes_per_s"].to_numpy(),
-                   False, "B/s") for kv, g in b.groupby(keys)]
+    return [Metric("fanin " + " ".join(f"{k}={v}" for k, v in zip(keys, kv, strict=True)),
+                   g["large_bytes_per_s"].to_numpy(), False, "B/s") for kv, g in b.groupby(keys)]
 
 
 def sharing_metrics(run) -> list[Metric]:

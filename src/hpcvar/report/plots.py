@@ -14,15 +14,19 @@ import contextlib
 import contextvars
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+import matplotlib.pyplot as plt
 
-from hpcvar.results.store import atomic_write_bytes  # noqa: E402
+from hpcvar.results.store import atomic_write_bytes
 
-STYLE = {
+if TYPE_CHECKING:
+    from matplotlib.typing import RcKeyType
+
+STYLE: dict[RcKeyType, Any] = {
     "figure.figsize": (6.4, 4.0),
     "figure.dpi": 100,
     "axes.grid": True,

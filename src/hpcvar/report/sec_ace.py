@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from rich.console import Console
 from rich.table import Table
@@ -70,13 +72,13 @@ def render_ace_result(console: Console, result: dict) -> None:
         console.print(f"stored in {result['run']}")
 
 
-def plot_ace(run) -> list[tuple[str, object]]:
+def plot_ace(run) -> list[tuple[str, Path]]:
     """ace_error_vs_load (paper figures 1-4) and ace_dist_<ea> (per-cycle T_comm and T_barr CCDFs)."""
     from hpcvar.report.plots import figure, save
 
     summ = run.read_table("ace.summary")
     cycles = run.read_table("ace.cycles")
-    figs = []
+    figs: list[tuple[str, Path]] = []
     if summ.empty:
         return figs
     fig, ax = figure()
@@ -99,11 +101,11 @@ def plot_ace(run) -> list[tuple[str, object]]:
             r = grp[grp["point"] == pt].iloc[0]
             sub = cycles[(cycles["name"] == name) & (cycles["point"] == pt)]
             lab = f"{format_size(r['size_bytes'])} {r['load_pct']:g}% r{int(r['repeat'])}"
-            for ax, col in zip(axes, ("t_comm_ns", "t_barr_ns")):
+            for ax, col in zip(axes, ("t_comm_ns", "t_barr_ns"), strict=True):
                 v = np.sort(sub[col].to_numpy())
                 if v.size:
                     ax.step(np.maximum(v, 1.0) / 1e3, 1.0 - np.arange(v.size) / v.size, where="post", label=lab)
-        for ax, what in zip(axes, ("T_comm", "T_barr")):
+        for ax, what in zip(axes, ("T_comm", "T_barr"), strict=True):
             ax.set_xscale("log")
             ax.set_yscale("log")
             ax.set_xlabel(f"per-cycle {what} (us)")
@@ -155,7 +157,8 @@ def ace_section(run) -> Section:
     sec.tables.append(("Predicted (eq. 4, 6) and measured run time per EA and point", summ[cols]))
     disp = [c for c in summ.columns if c.split("_")[0] in ("comm", "comp", "barr") and c.endswith("_ns")
             and not c.startswith("comp_req")]
-    sec.tables.append(("Dispersion of per-cycle T_comm, T_comp, T_barr (paper Table 1)", summ[["name", "point"] + disp]))
+    sec.tables.append(("Dispersion of per-cycle T_comm, T_comp, T_barr (paper Table 1)",
+                       summ[["name", "point"] + disp]))
     var = run.read_table("ace.variability")
     if (var["runs"] > 1).any():
         sec.tables.append(("Run-to-run variability (between-run vs within-run variance)", var))

@@ -9,6 +9,8 @@ Matplotlib is imported only when drawing, so the terminal renderers stay light.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 
 from hpcvar.report.sections import INFO, SUSPECT, Headline, Section
@@ -37,12 +39,12 @@ def _slope_text(slope, ci) -> str:
 
 # --- plots ------------------------------------------------------------------------------------------------
 
-def plot_posted(run) -> list[tuple[str, object]]:
+def plot_posted(run) -> list[tuple[str, Path]]:
     from hpcvar.report.plots import figure, save
 
     summ = run.read_table("queues_posted.summary")
     fits = run.read_table("queues_posted.fit")
-    figs = []
+    figs: list[tuple[str, Path]] = []
     if summ.empty:
         return figs
     for size, grp in summ.groupby("size_bytes", sort=True):
@@ -88,7 +90,7 @@ def plot_posted(run) -> list[tuple[str, object]]:
     return figs
 
 
-def plot_unexpected(run) -> list[tuple[str, object]]:
+def plot_unexpected(run) -> list[tuple[str, Path]]:
     from hpcvar.report.plots import figure, save
 
     summ = run.read_table("queues_unexpected.summary")

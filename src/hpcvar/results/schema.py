@@ -10,7 +10,12 @@ Version history:
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from hpcvar.errors import ResultsError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 SCHEMA_VERSION = 1
 
@@ -146,7 +151,8 @@ TABLES.update({
 
 # hpcvar bench ace (application communication emulator, hpcvar.bench.ace, docs/ace.md)
 _ACE_DISP = {f"{w}_{k}_ns": f"{k} of per-cycle T_{w} over the EA's processes and cycles (ns; variance in ns^2)"
-             for w in ("comm", "comp", "barr") for k in ("mean", "stdev", "variance", "min", "p50", "p90", "p99", "max")}
+             for w in ("comm", "comp", "barr")
+             for k in ("mean", "stdev", "variance", "min", "p50", "p90", "p99", "max")}
 TABLES.update({
     "ace.cycles": {
         "point": "sweep point (one MPI launch)", "repeat": "repeat index of the point",
@@ -331,7 +337,7 @@ def columns(name: str) -> list[str]:
     return list(cols)
 
 
-def check_table(name: str, df) -> None:
+def check_table(name: str, df: pd.DataFrame) -> None:
     """Raise ResultsError unless ``df`` has exactly the columns declared for ``name`` (any order)."""
     cols = columns(name)
     missing = [c for c in cols if c not in df.columns]
@@ -343,7 +349,7 @@ def check_table(name: str, df) -> None:
                            "Fix the producer, or declare the columns in hpcvar.results.schema")
 
 
-def check_version(version, where: str) -> None:
+def check_version(version: object, where: str) -> None:
     if version != SCHEMA_VERSION:
         raise ResultsError(
             f"schema version {version!r} is not the version this hpcvar reads ({SCHEMA_VERSION})", where,

@@ -65,7 +65,7 @@ def plot_comparison(runs: list[dict], stem) -> list[Path]:
     from hpcvar.report.plots import figure, save
 
     fig, axes = figure(len(runs), 1, figsize=(7, 2.6 * len(runs)), squeeze=False)
-    for ax, run in zip(axes[:, 0], runs):
+    for ax, run in zip(axes[:, 0], runs, strict=True):
         tasks = [r["task"] for r in run["tasks"]]
         x = np.arange(len(tasks))
         pred = [r["comm_s"] for r in run["tasks"]]

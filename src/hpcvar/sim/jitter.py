@@ -14,11 +14,15 @@ import math
 import time
 import weakref
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from hpcvar.errors import HpcvarError, UsageError
 from hpcvar.noise.trace import CpuTrace, JitterTrace
+
+if TYPE_CHECKING:
+    from hpcvar.sim.jitter_nodes import MeasuredAlignment
 
 TASK_DTYPE = np.dtype([("offset", "<i8"), ("t", "<i8"), ("slot", "<i8"), ("absorbed", "<i8"), ("end", "<i8"),
                        ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("lap", "<i4")])
@@ -154,7 +158,7 @@ class Alignment:
     window: int = 0
     origin: int = 0
     explicit: np.ndarray | None = None  # one offset per task (mode "file")
-    measured: "MeasuredAlignment | None" = None  # mode "measured": offsets per replica from the recording
+    measured: MeasuredAlignment | None = None  # mode "measured": offsets per replica from the recording
 
 
 @dataclass
@@ -203,6 +207,7 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
         if align.mode == "file":
             tasks["offset"] = align.explicit
         elif align.mode == "measured":
+            assert align.measured is not None  # mode "measured" comes with its offsets
             tasks["offset"] = align.measured.offsets(ntasks, wl.cores_per_node, seed, replica)
         else:
             rc = so.hv_js_offsets(ctypes.addressof(traces.arr), traces.count, tasks.ctypes.data, ntasks,

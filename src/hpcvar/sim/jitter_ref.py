@@ -26,7 +26,7 @@ class RefTrace:
         if not self.d or len(self.d) != len(self.g):
             raise ValueError("a trace needs at least one event and as many gaps as durations")
         self.S = [0]
-        for dk, gk in zip(self.d, self.g):
+        for dk, gk in zip(self.d, self.g, strict=True):
             self.S.append(self.S[-1] + dk + gk)
         self.L = self.S[-1]
         if sum(self.g) <= 0:
@@ -120,6 +120,7 @@ def simulate(traces: list[RefTrace] | None, offs: list[int], phases: int, work: 
     absorbed = [0] * n
 
     def trace(i: int) -> RefTrace:
+        assert traces is not None  # only called with traces
         if trace_nodes > 1:
             return traces[((i // cores) % trace_nodes) * cores + i % cores]
         return traces[i % cores]
@@ -144,7 +145,7 @@ def simulate(traces: list[RefTrace] | None, offs: list[int], phases: int, work: 
         elif barrier == "tree":
             k = arity
             children = {i: [c for c in range(k * i + 1, k * i + k + 1) if c < n] for i in range(n)}
-            arrive = {}  # child -> arrival time of its message at the parent
+            arrive: dict[int, int] = {}  # child -> arrival time of its message at the parent
             up_cursor = [0] * n
             for i in reversed(range(n)):  # every child before its parent
                 cur = finish[i]
@@ -154,7 +155,7 @@ def simulate(traces: list[RefTrace] | None, offs: list[int], phases: int, work: 
                     cur = adv(i, cur, send)
                     arrive[i] = cur + lat(i, (i - 1) // k)
                 up_cursor[i] = cur
-            release = {}
+            release: dict[int, int] = {}
             nxt = [0] * n
             for i in range(n):  # every parent before its children
                 cur = up_cursor[i] if i == 0 else adv(i, release[i], recv)

@@ -42,7 +42,8 @@ def plot_sweep(points: pd.DataFrame, stem) -> list:
     for cfg, grp in points.groupby("config", sort=False):
         grp = grp.sort_values("tasks")
         ax.errorbar(grp["tasks"], 100 * grp["slowdown"],
-                    yerr=[100 * (grp["slowdown"] - grp["slowdown_ci_lo"]), 100 * (grp["slowdown_ci_hi"] - grp["slowdown"])],
+                    yerr=[100 * (grp["slowdown"] - grp["slowdown_ci_lo"]),
+                          100 * (grp["slowdown_ci_hi"] - grp["slowdown"])],
                     marker="o", capsize=3, label=cfg)
         if grp["closed_form_slowdown"].notna().any():
             ax.plot(grp["tasks"], 100 * grp["closed_form_slowdown"], ls="--", label=f"{cfg} (closed form)")
@@ -112,7 +113,7 @@ def jitter_section(run) -> Section:
     sec = Section(title="Jitter slowdown predicted at scale (jitSim)")
     points = res.get("points", [])
     # one headline per configuration (trace x alignment), at its largest task count
-    largest = {}
+    largest: dict = {}
     for p in points:
         if p["config"] not in largest or p["tasks"] > largest[p["config"]]["tasks"]:
             largest[p["config"]] = p

@@ -89,7 +89,7 @@ def summarize(x, percentiles=PERCENTILES, ci: bool = True) -> dict:
     out.update(mean=mean, median=float(np.median(x)), min=float(np.min(x)), max=float(np.max(x)),
                stdev=stdev, variance=stdev**2, mad=m, mad_sigma=MAD_TO_SIGMA * m,
                cv=stdev / mean if mean else float("nan"), outliers=int(outlier_mask(x).sum()))
-    for p, v in zip(percentiles, np.percentile(x, percentiles)):
+    for p, v in zip(percentiles, np.percentile(x, percentiles), strict=True):
         out[_pkey(p)] = float(v)
     if ci:
         out["median_ci_lo"], out["median_ci_hi"] = median_ci(x)

@@ -177,7 +177,7 @@ class TestbedLauncher(Launcher):
 
     def describe(self) -> dict:
         """Topology, rates and transport, for run metadata."""
-        d = {"launcher": self.name, "map_by": self.map_by, "ranks_per_host": self.ranks_per_host,
+        d: dict = {"launcher": self.name, "map_by": self.map_by, "ranks_per_host": self.ranks_per_host,
              "state": str(self.state_path)}
         try:
             plan = self.plan

@@ -21,8 +21,7 @@ import time
 from pathlib import Path
 
 from hpcvar.errors import HpcvarError, MissingToolError, UsageError
-from hpcvar.testbed.plan import Plan, agent_script, choose_subnet, load_state, networks_in_use, save_state, \
-    tbf_args
+from hpcvar.testbed.plan import Plan, agent_script, choose_subnet, load_state, networks_in_use, save_state, tbf_args
 
 IP_TIMEOUT_S = 20.0
 
@@ -138,6 +137,7 @@ def _build(plan: Plan, say) -> None:
         a, b = plan.uplink
         sh(["ip", "-n", sw, "link", "add", a, "mtu", str(plan.mtu), "type", "veth", "peer", "name", b,
             "mtu", str(plan.mtu)])
+        assert plan.uplink_rate_bps is not None  # make_plan sets it with the uplink
         for dev, br in ((a, plan.bridges[0]), (b, plan.bridges[1])):
             sh(["ip", "-n", sw, "link", "set", dev, "master", br, "up"])
             sh(["tc", "-n", sw, "qdisc", "replace", "dev", dev, "root", *tbf_args(plan.uplink_rate_bps)])

@@ -139,16 +139,16 @@ def parse_rate_of(items: list[str] | tuple[str, ...], nhosts: int) -> dict[str, 
 
 def networks_in_use(addr_json: list[dict], route_json: list[dict]) -> list[ipaddress.IPv4Network]:
     """IPv4 networks of the machine's addresses and routes (``ip -j -4 addr`` / ``ip -j -4 route``)."""
-    nets = []
+    nets: list[ipaddress.IPv4Network] = []
     for link in addr_json:
         for a in link.get("addr_info", []):
             if a.get("family") == "inet":
-                nets.append(ipaddress.ip_network(f"{a['local']}/{a.get('prefixlen', 32)}", strict=False))
+                nets.append(ipaddress.IPv4Network(f"{a['local']}/{a.get('prefixlen', 32)}", strict=False))
     for r in route_json:
         dst = r.get("dst")
         if dst and dst != "default":
             try:
-                nets.append(ipaddress.ip_network(dst if "/" in dst else f"{dst}/32", strict=False))
+                nets.append(ipaddress.IPv4Network(dst if "/" in dst else f"{dst}/32", strict=False))
             except ValueError:
                 continue
     return nets

@@ -21,6 +21,7 @@ import selectors
 import socket
 import sys
 import time
+from typing import cast
 
 CHUNK = 64 * 1024
 TICK_S = 0.05
@@ -52,14 +53,14 @@ def receive(port: int, duration_s: float, skip_s: float, bind: str = "0.0.0.0") 
                 continue
             flow = flows[key.data]
             try:
-                n = key.fileobj.recv_into(view)
+                n = cast(socket.socket, key.fileobj).recv_into(view)
             except (BlockingIOError, InterruptedError):
                 continue
             except OSError:
                 n = 0
             if n == 0:
                 sel.unregister(key.fileobj)
-                key.fileobj.close()
+                cast(socket.socket, key.fileobj).close()
                 flow["t_last"] = time.monotonic()
                 continue
             if flow["t_first"] is None:
@@ -71,7 +72,7 @@ def receive(port: int, duration_s: float, skip_s: float, bind: str = "0.0.0.0") 
                     not flow["marks"] or t - flow["marks"][-1][0] >= TICK_S):
                 flow["marks"].append((t, flow["bytes"]))
     for key in list(sel.get_map().values()):
-        key.fileobj.close()
+        cast(socket.socket, key.fileobj).close()
     return {"role": "recv", "port": port, "flows": [_flow_summary(f, skip_s) for f in flows.values()]}
 
 

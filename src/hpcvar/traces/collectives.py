@@ -153,7 +153,7 @@ def steps(op: str, n: int, me: int, root: int, nbytes: int, algo: str) -> list[S
                 k *= 2
             return out
         if algo == "ring":
-            one = ([((me + 1) % n, 0)], []) if me == 0 else None
+            one: Step = ([((me + 1) % n, 0)], [])
             if me == 0:
                 return [one, ([], [(n - 1, 0)]), one, ([], [(n - 1, 0)])]
             return [([], [(me - 1, 0)]), ([((me + 1) % n, 0)], [])] * 2

@@ -254,9 +254,10 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
         raise InputFileError("no rank.<r>.hvt files: the application wrote no trace", str(directory),
                              todo="Check that LD_PRELOAD reached the ranks (see docs/replay.md) and that "
                                   "the application calls MPI_Finalize")
-    frames, members_to_id = [], {}
+    frames: list = []
+    members_to_id: dict[tuple[int, ...], int] = {}
     comms: dict[int, list[int]] = {}
-    size, heads = None, []
+    size, heads = 0, []  # files is not empty: set from the first header
     for f in files:
         head, rec, local = read_raw_rank(f)
         heads.append(head)

@@ -93,7 +93,7 @@ def read_otf2(path: str | Path) -> Trace:
                 continue
             reg = cur["region"]
             if name == "MpiSend":
-                op = "sendrecv" if reg == "MPI_Sendrecv" else "send"
+                op: str | None = "sendrecv" if reg == "MPI_Sendrecv" else "send"
                 cur["rows"].append(dict(op=op, peer=world(ev.communicator, ev.receiver), bytes=ev.msg_length,
                                         tag=ev.msg_tag))
             elif name == "MpiRecv":
