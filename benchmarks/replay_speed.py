@@ -140,7 +140,8 @@ def main() -> None:
         print(f"  end to end: {rate / 1e6:6.2f} M events/s   target >= {TARGET_E2E / 1e6:.0f} M on >= 10M events "
               f"({verdict(rate, TARGET_E2E)}{'' if e['events'] >= 10_000_000 else ', trace below 10M events'})")
         print(f"  memory:     {per_ev:6.1f} bytes/event (peak RSS growth of the job: {e['base_rss'] / 2**20:.0f} -> "
-              f"{e['peak_rss'] / 2**20:.0f} MiB)   target <= {TARGET_BYTES:.0f} ({verdict(per_ev, TARGET_BYTES, False)})")
+              f"{e['peak_rss'] / 2**20:.0f} MiB)   target <= {TARGET_BYTES:.0f} "
+              f"({verdict(per_ev, TARGET_BYTES, False)})")
 
         # 2. the core, per model
         t0 = time.perf_counter()

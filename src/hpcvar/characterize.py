@@ -22,7 +22,7 @@ from hpcvar.results.store import Run, run_lifecycle
 class Step:
     name: str
     title: str
-    run: Callable[["StepContext", bool], Run]  # (context, quick) -> the step's run
+    run: Callable[[StepContext, bool], Run]  # (context, quick) -> the step's run
     needs: set = field(default_factory=lambda: {"mpi"})  # "mpi", "root", "multinode"
     estimate_quick_s: float = 10.0
 
@@ -187,7 +187,8 @@ def _sharing(ctx: StepContext, quick: bool) -> Run:
     obs = []
     for r in runs:
         summ = r.read_table("sharing.summary").sort_values("comm_index")
-        obs.append(Observation(r.id, list(zip(summ.src.astype(str), summ.dst.astype(str))), list(summ.comm),
+        pairs = list(zip(summ.src.astype(str), summ.dst.astype(str), strict=True))
+        obs.append(Observation(r.id, pairs, list(summ.comm),
                                [float(x) for x in summ.penalty]))
     fit = fit_gige(obs)
     for r in runs:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import re
 
-
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 

@@ -85,7 +85,7 @@ def test_synthetic_spec_and_freq(text):
     from hpcvar.sim import synth
 
     v, _ = outcome(synth.parse_spec, text, "--synthetic", where="--synthetic")
-    for kind, rate, detour in v or []:
+    for _kind, rate, detour in v or []:
         sane_number(rate, "a rate", 1e-12, 1e15)
         sane_number(detour, "a detour", 0, units.MAX_TIME_S)
     f, _ = outcome(synth.parse_freq, text, "--freq", where="--freq")

@@ -5,8 +5,19 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hpcvar.bench.fanin import (Fanin, FaninParams, chatter_counts, chatter_effect, parse_choice_list,
-                                parse_depth_list, parse_wait, resolve_wait, wait_us, ranks_needed, root_buffer_bytes)
+from hpcvar.bench.fanin import (
+    Fanin,
+    FaninParams,
+    chatter_counts,
+    chatter_effect,
+    parse_choice_list,
+    parse_depth_list,
+    parse_wait,
+    ranks_needed,
+    resolve_wait,
+    root_buffer_bytes,
+    wait_us,
+)
 from hpcvar.bench.runner import BenchContext
 from hpcvar.errors import UsageError
 from hpcvar.results import read_raw
@@ -51,7 +62,7 @@ def test_points_and_one_launch_per_repetition():
     assert [len(x) for x in launches] == [32, 32]
     assert {q["rep"] for q in launches[1]} == {1}
     argv = b.argv(p, launches[1])
-    a = dict(zip(argv[::2], argv[1::2]))
+    a = dict(zip(argv[::2], argv[1::2], strict=False))
     assert a["--seed"] == "8" and a["--rep"] == "1" and a["--placement"] == "shuffle"
     n = len(launches[1])
     for k in ("--p-clients", "--p-chatter", "--p-queues", "--p-depth", "--p-match"):

@@ -32,7 +32,7 @@ def test_an_exception_inside_leaves_the_run_failed(runs_dir):
     run = Run.create("bench latency", {})
     with pytest.raises(ZeroDivisionError):
         with run_lifecycle(run):
-            1 / 0
+            _ = 1 / 0
     assert _status(run) == {"status": "failed", "exit_status": 1, "ended": True, "result": None}
 
 

@@ -6,8 +6,16 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from hpcvar.bench.queues import (MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH, PostedParams, PostedQueue,
-                                 UnexpectedParams, UnexpectedQueue, fit_slope, traversed_entries)
+from hpcvar.bench.queues import (
+    MAX_POSTED_LENGTH,
+    MAX_UNEXPECTED_LENGTH,
+    PostedParams,
+    PostedQueue,
+    UnexpectedParams,
+    UnexpectedQueue,
+    fit_slope,
+    traversed_entries,
+)
 from hpcvar.results import read_raw
 from tests.conftest import run_cli
 

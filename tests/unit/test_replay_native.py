@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from hpcvar.errors import InputFileError, UsageError
-from hpcvar.sim import replay_native
 from hpcvar.models.sharing import ModelLimitError
+from hpcvar.sim import replay_native
 from hpcvar.sim.app import Cluster, Simulator, lower, mapping, measured
 from hpcvar.sim.jitter_ref import RefTrace, offsets
 from hpcvar.sim.replay_jitter import ReplayJitter
@@ -229,8 +229,8 @@ def test_myrinet_state_limit_is_the_same_error():
     cl = Cluster(n, 1, 1e9, 0.0)
     msgs = []
     for engine in ("python", "native"):
-        with pytest.raises(ModelLimitError, match=r"a conflict component of \d+ communications has more than 3 Stop&Go") \
-                as e:
+        limit = r"a conflict component of \d+ communications has more than 3 Stop&Go"
+        with pytest.raises(ModelLimitError, match=limit) as e:
             Simulator(tr, cl, list(range(n)), "myrinet", {"max_states": 3}, eager_bytes=0, engine=engine).run()
         msgs.append(str(e.value))
     assert msgs[0] == msgs[1]

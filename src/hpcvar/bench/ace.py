@@ -382,7 +382,8 @@ def native_options(eas: list[EA], bench_iters: int, bench_warmup: int) -> list[s
         return [flag, ",".join(values)]
 
     fixed = [e.spec.alpha_s is not None for e in eas]
-    bench = [n for e, f in zip(eas, fixed) if not f for n in e.bench_sizes]
+    bench = [n for e, f in zip(eas, fixed, strict=True) if not f for n in e.bench_sizes]
+    pairs = list(zip(eas, fixed, strict=True))
     out = (each("--ea-name", (e.spec.name for e in eas)) + each("--ea-first", (str(e.first) for e in eas))
            + each("--ea-ranks", (str(e.nranks) for e in eas))
            + each("--ea-pattern", (str(model.PATTERNS.index(e.spec.pattern)) for e in eas))
@@ -393,9 +394,9 @@ def native_options(eas: list[EA], bench_iters: int, bench_warmup: int) -> list[s
            + each("--ea-dims", (str(d) for e in eas for d in (e.dims or []) + [0] * (3 - len(e.dims or []))))
            + each("--ea-periodic", (str(int(e.spec.periodic and bool(e.dims))) for e in eas))
            + each("--ea-fixed", (str(int(f)) for f in fixed))
-           + each("--ea-alpha-ns", (repr(e.spec.alpha_s * 1e9) if f else "0" for e, f in zip(eas, fixed)))
-           + each("--ea-beta-ns", (repr(e.spec.beta_s_per_byte * 1e9) if f else "0" for e, f in zip(eas, fixed)))
-           + each("--ea-bench-count", ("0" if f else str(len(e.bench_sizes)) for e, f in zip(eas, fixed)))
+           + each("--ea-alpha-ns", (repr(e.spec.alpha_s * 1e9) if f else "0" for e, f in pairs))
+           + each("--ea-beta-ns", (repr(e.spec.beta_s_per_byte * 1e9) if f else "0" for e, f in pairs))
+           + each("--ea-bench-count", ("0" if f else str(len(e.bench_sizes)) for e, f in pairs))
            + ["--bench-iters", str(bench_iters), "--bench-warmup", str(bench_warmup)])
     if bench:
         out += each("--ea-bench-sizes", map(str, bench))

@@ -397,7 +397,7 @@ def _point_tables(raw: RawFile, p, key: dict):
             mine = large[large["server_rank"] == srv]
             win_bw += mine["bytes"].sum() / (w * 1e-9)
             chat_bw += chat.loc[chat["server_rank"] == srv, "bytes"].sum() / (w * 1e-9)
-            for rank, nbytes in zip(mine["rank"], mine["bytes"]):
+            for rank, nbytes in zip(mine["rank"], mine["bytes"], strict=True):
                 # steady rate of each client (one message in flight): its bytes completed after its own first
                 # completion / (its last - its first completion); summed over clients. A root-wide version
                 # would count the part of the other clients' messages that arrived before that first
@@ -447,13 +447,13 @@ def variability(points: pd.DataFrame, bins: pd.DataFrame) -> pd.DataFrame:
         groups, means = [], []
         for rep in sorted(grp["rep"]):
             b = full
-            for k, v in zip([*config_cols(), "rep"], [*cfg, rep]):
+            for k, v in zip([*config_cols(), "rep"], [*cfg, rep], strict=True):
                 b = b[b[k] == v]
             x = b.groupby("bin")["large_bytes_per_s"].sum().to_numpy()
             groups.append(x)
             means.append(float(grp.loc[grp["rep"] == rep, "aggregate_bytes_per_s"].iloc[0]))
         vc = variance_components(groups)
-        rows.append({**dict(zip(config_cols(), cfg)), "runs": len(means),
+        rows.append({**dict(zip(config_cols(), cfg, strict=True)), "runs": len(means),
                      "mean_bytes_per_s": float(np.mean(means)), "run_mean_min": float(np.min(means)),
                      "run_mean_max": float(np.max(means)), "within_var": vc.get("within_var", float("nan")),
                      "between_var": vc.get("between_var", float("nan")),

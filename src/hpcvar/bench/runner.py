@@ -24,7 +24,7 @@ import pandas as pd
 from hpcvar import metadata
 from hpcvar._native import find_program
 from hpcvar.errors import LaunchError, ResultsError, UsageError
-from hpcvar.launch import LaunchSpec, Launcher, oversubscription_warning
+from hpcvar.launch import Launcher, LaunchSpec, oversubscription_warning
 from hpcvar.results import RawFile, RawPoint, Run, read_raw, resolve_run, run_lifecycle
 
 

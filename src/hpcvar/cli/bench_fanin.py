@@ -5,8 +5,16 @@ from __future__ import annotations
 import click
 
 from hpcvar.bench.fanin import MATCHES, QUEUES, FaninParams, parse_choice_list, parse_depth_list, parse_wait
-from hpcvar.cli.common import (DURATION, FLOAT_LIST, INT_LIST, SIZE, bench_context, emit_run, launch_options,
-                               output_options)
+from hpcvar.cli.common import (
+    DURATION,
+    FLOAT_LIST,
+    INT_LIST,
+    SIZE,
+    bench_context,
+    emit_run,
+    launch_options,
+    output_options,
+)
 
 
 @click.command("fanin")

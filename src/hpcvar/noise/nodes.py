@@ -16,7 +16,7 @@ import pandas as pd
 
 from hpcvar._native import find_program
 from hpcvar.errors import HpcvarError
-from hpcvar.launch import LaunchSpec, Launcher
+from hpcvar.launch import Launcher, LaunchSpec
 from hpcvar.noise import alignment
 from hpcvar.noise.formats import read_jtr
 from hpcvar.results import Run, read_raw
@@ -97,7 +97,8 @@ def clock_table(nodes: list[alignment.NodeTrace], run: Run) -> pd.DataFrame:
     out = []
     for n, r in zip(nodes, rows, strict=True):
         out.append({"host": n.host, "rank": int(r[col["rank"]]), "boot_id": n.boot_id,
-                    "offset_before_ns": float(r[col["offset_before_ns"]]), "rtt_before_ns": float(r[col["rtt_before_ns"]]),
+                    "offset_before_ns": float(r[col["offset_before_ns"]]),
+                    "rtt_before_ns": float(r[col["rtt_before_ns"]]),
                     "offset_after_ns": float(r[col["offset_after_ns"]]), "rtt_after_ns": float(r[col["rtt_after_ns"]]),
                     "drift_ppm": n.drift * 1e6, "precision_ns": n.precision_ns,
                     "method": str(n.trace.meta.get("method", "spin"))})

@@ -166,7 +166,7 @@ def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, base
         headlines=data["headlines"], warnings=data["warnings"],
         machine=[(k, first_meta.get(k)) for k in MACHINE_KEYS],
         sections=sections, version=__version__,
-        generated=_dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"))
+        generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
 def _md_verdict(v) -> list[str]:

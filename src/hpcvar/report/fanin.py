@@ -8,7 +8,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.bench.fanin import chatter_label, strategy_label
+from hpcvar.bench.fanin import strategy_label
 from hpcvar.report.sections import BAD, GOOD, INFO, Headline, Section
 from hpcvar.report.verdict import JAIN_GOOD, judge_rate, link_rate
 from hpcvar.units import format_rate_bytes, format_size, format_time_ns
@@ -49,7 +49,7 @@ def plot_fanin(run, points: pd.DataFrame, bins: pd.DataFrame, by_ratio: bool = T
 
     panels = _panels(points)
     fig, axes = figure(1, len(panels), figsize=(6.0 * len(panels), 4.0), squeeze=False)
-    for ax, (title, sub) in zip(axes[0], panels):
+    for ax, (title, sub) in zip(axes[0], panels, strict=True):
         mean = sub.groupby(["queues", "depth", "match", "cset", "clients"])["aggregate_bytes_per_s"].mean()
         if sub["clients"].nunique() == 1:  # one client count: a bar per strategy, not a line of one point
             labels = [f"{strategy_label(q, dep, m)}\n({cname(cs)})" for q, dep, m, cs, _ in mean.index]

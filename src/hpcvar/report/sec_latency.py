@@ -84,8 +84,8 @@ def plot_latency(run) -> list:
 
 
 def latency_section(run) -> Section:
-    from hpcvar.report.verdict import TIMER_READS, judge_rate, link_rate
     from hpcvar.report.sections import GOOD, SUSPECT
+    from hpcvar.report.verdict import TIMER_READS, judge_rate, link_rate
 
     sec = Section(title="Point-to-point latency and bandwidth")
     summ = run.read_table("latency.summary")

@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pandas as pd
 
-
 GOOD, BAD, SUSPECT, INFO = "good", "bad", "suspect", "info"
 STATUSES = (BAD, SUSPECT, GOOD, INFO)  # the order of the report's verdict: what needs attention first
 

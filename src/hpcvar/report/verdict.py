@@ -51,7 +51,7 @@ def link_rate(run) -> tuple[float | None, str]:
     Known on the testbed (the shaped rate of each host's link); on one node there is no link (shared
     memory); elsewhere hpcvar cannot know a network's rate."""
     meta = run.info.get("metadata") or {}
-    hosts = [h for h in str(((meta.get("native") or {}).get("hosts") or "")).split(",") if h]
+    hosts = [h for h in str((meta.get("native") or {}).get("hosts") or "").split(",") if h]
     if hosts and len(set(hosts)) == 1:
         return None, "all ranks on one node (shared memory): no link crossed"
     tb = (meta.get("launcher") or {}).get("testbed") or {}

@@ -41,7 +41,7 @@ def runs_root(runs_dir: str | os.PathLike | None = None) -> Path:
 
 
 def utc_now() -> str:
-    return _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds").replace("+00:00", "Z")
+    return _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds").replace("+00:00", "Z")
 
 
 def _write_failed(path: Path, e: OSError) -> ResultsError:
@@ -111,9 +111,9 @@ class Run:
     # ---- creation and loading -------------------------------------------------
     @classmethod
     def create(cls, command: str, params: dict, runs_dir=None, argv: list[str] | None = None,
-               metadata: dict | None = None) -> "Run":
+               metadata: dict | None = None) -> Run:
         root = runs_root(runs_dir)
-        stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         base = f"{stamp}-{command.replace(' ', '-').replace('.', '-')}"
         # the id is the directory name; mkdir is atomic, so two processes starting in the same second (cron,
         # a script running several benchmarks at once) get <stamp>-<command> and <stamp>-<command>-2
@@ -152,7 +152,7 @@ class Run:
         return run
 
     @classmethod
-    def open(cls, path) -> "Run":
+    def open(cls, path) -> Run:
         path = Path(path)
         f = path / "run.json"
         if not f.is_file():
@@ -192,7 +192,7 @@ class Run:
         d.mkdir(exist_ok=True)
         return d
 
-    def write_table(self, name: str, df: "pd.DataFrame") -> Path:
+    def write_table(self, name: str, df: pd.DataFrame) -> Path:
         """Write a declared table atomically as <name>.parquet."""
         check_table(name, df)
         import pyarrow as pa
@@ -207,7 +207,7 @@ class Run:
             self.save()
         return target
 
-    def read_table(self, name: str) -> "pd.DataFrame":
+    def read_table(self, name: str) -> pd.DataFrame:
         import pandas as pd
 
         f = self.path / f"{name}.parquet"
@@ -248,7 +248,7 @@ class Run:
         d.mkdir(exist_ok=True)
         return d
 
-    def children(self) -> list["Run"]:
+    def children(self) -> list[Run]:
         """The runs of a composite run's steps, oldest first."""
         return list_runs(self.path / "steps") if (self.path / "steps").is_dir() else []
 

@@ -282,8 +282,8 @@ def e_abs(sp: np.ndarray, sm: np.ndarray) -> np.ndarray:
 
 def timeline(result: Result, trace: Trace) -> list[dict]:
     """Simulated rows as (task, seq, op, start_s, end_s), for the Chrome/Perfetto export."""
-    ops = dict(zip(zip(trace.events["task"].to_numpy().tolist(), trace.events["seq"].to_numpy().tolist()),
-                   trace.events["op"].tolist()))
+    ops = dict(zip(zip(trace.events["task"].to_numpy().tolist(), trace.events["seq"].to_numpy().tolist(), strict=True),
+                   trace.events["op"].tolist(), strict=False))
     out = []
     for row, t0 in result.row_start.items():
         out.append({"task": row[0], "seq": row[1], "op": ops.get(row, "?"), "start_s": t0,

@@ -157,7 +157,8 @@ def run_job(traces, synthetics, trace_length, freq, align, window, window_origin
     if synthetics:
         length_s = units.parse_time(trace_length, "--trace-length")
         for k, spec in enumerate(synthetics):
-            loaded.append((spec if len(spec) <= 24 else f"synthetic{k + 1}", synthesize(spec, freq_hz or 2.4e9, length_s, seed=seed + k)))
+            loaded.append((spec if len(spec) <= 24 else f"synthetic{k + 1}",
+                           synthesize(spec, freq_hz or 2.4e9, length_s, seed=seed + k)))
     f0 = loaded[0][1].freq_hz
     for label, tr in loaded[1:]:
         if abs(tr.freq_hz - f0) > 1e-6 * f0:
@@ -230,7 +231,7 @@ def run_job(traces, synthetics, trace_length, freq, align, window, window_origin
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
         # ---- simulate --------------------------------------------------------------------------------
         rows, phase_rows, summaries = [], [], []
-        for name, tr, cpus, nt, k, a, measured in configs:
+        for name, _tr, cpus, nt, k, a, measured in configs:
             wl = J.Workload(cores_per_node=k, trace_nodes=len(cpus) // k, **wl_base)
             periodic = cf.periodic_event(cpus) if wl.trace_nodes == 1 else None
             for n in task_list:
@@ -311,6 +312,6 @@ def _write_per_task(path: str, o: J.Outcome) -> None:
     lines = ["task,phase,compute_end,next_start"]
     ce, ns = o.compute_end, o.next_start
     for p in range(ph):
-        lines.extend(f"{i},{p},{a},{b}" for i, a, b in zip(range(n), ce[p].tolist(), ns[p].tolist()))
+        lines.extend(f"{i},{p},{a},{b}" for i, a, b in zip(range(n), ce[p].tolist(), ns[p].tolist(), strict=True))
     atomic_write_text(Path(path), "\n".join(lines) + "\n")
 

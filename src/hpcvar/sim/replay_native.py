@@ -261,7 +261,8 @@ class RowTimes(Mapping):
         if self._d is None:
             task, seq = self._enc.row_ids()
             idx = np.flatnonzero(self._times >= 0)
-            self._d = dict(zip(zip(task[idx].tolist(), seq[idx].tolist()), self._times[idx].tolist()))
+            keys = zip(task[idx].tolist(), seq[idx].tolist(), strict=True)
+            self._d = dict(zip(keys, self._times[idx].tolist(), strict=True))
         return self._d
 
     def __getitem__(self, k):

@@ -48,7 +48,7 @@ def lower(trace, algo: str = "binomial") -> tuple[list[list[tuple]], dict]:
     ops = ev["op"].to_numpy()[order].tolist()
     coll_count: dict[tuple[int, int], int] = {}
     prev_end: dict[int, int] = {}
-    for op, t, seq, peer, b, tag, comm, ts, te, req in zip(ops, *cols):
+    for op, t, seq, peer, b, tag, comm, ts, te, req in zip(ops, *cols, strict=True):
         lst = tasks[t]
         if t in prev_end and ts - prev_end[t] > 0:
             lst.append(("c", (ts - prev_end[t]) * 1e-9, None))
@@ -238,7 +238,7 @@ class RefEngine:
             self.conflict_kinds()
         else:
             pens = [1.0] * len(active)
-        for x, p in zip(active, pens):
+        for x, p in zip(active, pens, strict=True):
             rate = x.bw / p
             if rate != x.rate:
                 x.remaining -= x.rate * (now - x.last)

@@ -118,7 +118,7 @@ def _merge(plan: Plan, flows: list[Flow], results: list[dict], nrecv: int) -> di
     by_addr = {h.addr: h.name for h in plan.hosts}
     rows = []
     received = [f for r in results[:nrecv] for f in r.get("flows", [])]
-    for flow, sent in zip(flows, results[nrecv:]):
+    for flow, sent in zip(flows, results[nrecv:], strict=False):
         src_addr = plan.host(flow.src).addr
         rx = [r for r in received if r["peer"].split(":")[0] == src_addr
               and by_addr.get(src_addr) == flow.src]

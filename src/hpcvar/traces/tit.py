@@ -62,7 +62,7 @@ def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
             t = clock.setdefault(r, 0)
             seq = len(rl)
 
-            def add(op, peer=-1, nbytes=0, req=-1, dur=0):
+            def add(op, peer=-1, nbytes=0, req=-1, dur=0, rl=rl, r=r):  # bound now: called in this iteration
                 rl.append(dict(task=r, seq=len(rl), op=op, peer=peer, bytes=nbytes, req=req, t_start_ns=clock[r],
                                t_end_ns=clock[r] + dur))
                 clock[r] += dur
