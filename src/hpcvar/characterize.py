@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from hpcvar.bench.runner import BenchContext
@@ -308,7 +309,7 @@ def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, 
     children = parent.children()
     out = write_report(children, parent.path / "report.html", "hpcvar characterization")
     if report:
-        write_report(children, report, "hpcvar characterization")
+        write_report(children, Path(report), "hpcvar characterization")
     steps = [{"name": s.name, **parent.info["steps"].get(s.name, {"status": "not run"})} for s in chosen]
     failed = any(s["status"] == "failed" for s in steps)
     result = {"run": str(parent.path), "report": str(report or out), "steps": steps}

@@ -7,6 +7,7 @@ Library code raises these; the one CLI boundary (hpcvar.cli) prints
 
 from __future__ import annotations
 
+import os
 import re
 
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -68,7 +69,7 @@ class ResultsError(HpcvarError):
     """A run directory or results file cannot be used."""
 
 
-def read_user_text(path, todo: str | None = None) -> str:
+def read_user_text(path: str | os.PathLike[str], todo: str | None = None) -> str:
     """The text of a file the user gave; a file that is not UTF-8 (binary, damaged) or cannot be read is an
     InputFileError naming the file and the line of the first bad byte, never a UnicodeDecodeError."""
     from pathlib import Path

@@ -25,6 +25,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from hpcvar.errors import HpcvarError
 
@@ -40,17 +41,18 @@ class Kind:
     cli: str | None = None
     cli_help: str = ""
 
-    def view(self, name: str) -> Callable | None:
+    def view(self, name: str) -> Callable[..., Any] | None:
         """The function of one view (``job``, ``render``, ``section`` or ``metrics``; not ``cli``), or None."""
         return resolve(getattr(self, name))
 
 
-def resolve(ref: str | None) -> Callable | None:
+def resolve(ref: str | None) -> Callable[..., Any] | None:
     if not ref:
         return None
     module, _, attr = ref.partition(":")
     try:
-        return getattr(importlib.import_module(module), attr)
+        fn: Callable[..., Any] = getattr(importlib.import_module(module), attr)
+        return fn
     except (ImportError, AttributeError) as e:  # a broken table entry is a defect of hpcvar, named as such
         raise HpcvarError(f"the kind table names '{ref}', which does not exist: {e}", None,
                           "This is a bug in hpcvar; please report it") from None

@@ -348,6 +348,8 @@ def predict_ea(ea: EA, alpha_s: float | None = None, beta: float | None = None) 
     s = ea.spec
     a = s.alpha_s if alpha_s is None else alpha_s
     b = s.beta_s_per_byte if beta is None else beta
+    if a is None or b is None:  # callers give alpha and beta, or an EA that has both
+        raise ValueError(f"EA {s.name} has no alpha and beta to predict from")
     p = model.predict(a, b, s.size, s.load, s.cycles, ea.messages)
     return {"name": s.name, "pattern": s.pattern, "mode": s.mode, "ranks": ea.nranks, "first_rank": ea.first,
             "dims": ea.dims, "periodic": s.periodic if ea.dims else None, "size_bytes": s.size,
@@ -394,8 +396,11 @@ def native_options(eas: list[EA], bench_iters: int, bench_warmup: int) -> list[s
            + each("--ea-dims", (str(d) for e in eas for d in (e.dims or []) + [0] * (3 - len(e.dims or []))))
            + each("--ea-periodic", (str(int(e.spec.periodic and bool(e.dims))) for e in eas))
            + each("--ea-fixed", (str(int(f)) for f in fixed))
-           + each("--ea-alpha-ns", (repr(e.spec.alpha_s * 1e9) if f else "0" for e, f in pairs))
-           + each("--ea-beta-ns", (repr(e.spec.beta_s_per_byte * 1e9) if f else "0" for e, f in pairs))
+           + each("--ea-alpha-ns",
+                  (repr(e.spec.alpha_s * 1e9) if e.spec.alpha_s is not None else "0" for e in eas))
+           + each("--ea-beta-ns",  # set with alpha (_make_spec refuses one without the other)
+                  (repr(e.spec.beta_s_per_byte * 1e9) if e.spec.beta_s_per_byte is not None else "0"
+                   for e in eas))
            + each("--ea-bench-count", ("0" if f else str(len(e.bench_sizes)) for e, f in pairs))
            + ["--bench-iters", str(bench_iters), "--bench-warmup", str(bench_warmup)])
     if bench:

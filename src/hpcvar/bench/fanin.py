@@ -331,7 +331,7 @@ class Fanin(Benchmark[FaninParams]):
                 "points": points, "variability": tables["fanin.variability"].to_dict("records"),
                 "chatter_effect": _effect_records(effect)}
 
-    def summaries(self, tables: dict[str, pd.DataFrame], params: dict) -> dict[str, pd.DataFrame]:
+    def summaries(self, tables: dict[str, pd.DataFrame], params: FaninParams) -> dict[str, pd.DataFrame]:
         return {"fanin.chatter_effect": chatter_effect_table(tables["fanin.points"])}
 
 

@@ -34,14 +34,20 @@ def queues_posted(params: PostedParams, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.queues import PostedQueue
     from hpcvar.report.sec_queues import plot_posted
 
-    return run_benchmark(PostedQueue(), params, ctx, after=lambda run, result: plot_posted(run))
+    def plots(run: Run, result: dict) -> None:
+        plot_posted(run)
+
+    return run_benchmark(PostedQueue(), params, ctx, after=plots)
 
 
 def queues_unexpected(params: UnexpectedParams, ctx: BenchContext) -> tuple[Run, dict]:
     from hpcvar.bench.queues import UnexpectedQueue
     from hpcvar.report.sec_queues import plot_unexpected
 
-    return run_benchmark(UnexpectedQueue(), params, ctx, after=lambda run, result: plot_unexpected(run))
+    def plots(run: Run, result: dict) -> None:
+        plot_unexpected(run)
+
+    return run_benchmark(UnexpectedQueue(), params, ctx, after=plots)
 
 
 def ace(params: AceParams, ctx: BenchContext) -> tuple[Run, dict]:

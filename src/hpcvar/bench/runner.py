@@ -17,7 +17,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 import pandas as pd
 
@@ -26,6 +26,9 @@ from hpcvar._native import find_program
 from hpcvar.errors import LaunchError, ResultsError, UsageError
 from hpcvar.launch import Launcher, LaunchSpec, oversubscription_warning
 from hpcvar.results import RawFile, RawPoint, Run, read_raw, resolve_run, run_lifecycle
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 @dataclass
@@ -41,7 +44,7 @@ class BenchContext:
     ranks_per_node: int | None = None
     timer: str | None = None
     progress: bool = True
-    console: object = None  # rich Console on stderr for progress and warnings
+    console: Console | None = None  # rich Console on stderr for progress and warnings
     argv: list[str] | None = None
 
 

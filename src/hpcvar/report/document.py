@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import datetime as _dt
 from pathlib import Path
+from typing import Any
 
 from hpcvar import __version__
 from hpcvar.errors import UsageError
@@ -76,7 +77,7 @@ def _collect(runs: list[Run], tops: list[Run] | None, baseline: Run | None) -> d
     from hpcvar.report import verdict
 
     sections, headlines, warnings = [], [], []
-    machines = {}
+    machines: dict[Any, dict[str, Any]] = {}
     for run in runs:
         sec = _section_or_default(run)
         headlines.extend(sec.headlines)
@@ -110,7 +111,7 @@ def plain(v) -> str:
     if isinstance(v, (float, np.floating)):
         if not np.isfinite(v):
             return "" if np.isnan(v) else ("inf" if v > 0 else "-inf")
-        if float(v).is_integer() and abs(v) < 1e15:
+        if float(v).is_integer() and abs(float(v)) < 1e15:
             return str(int(v))
         return np.format_float_positional(float(v), precision=4, fractional=False, trim="-")
     return str(v)
@@ -156,7 +157,7 @@ def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, base
                 "tables": [{"caption": c, "html": _table_html(df)} for c, df in sec.tables],
                 "params": [(k, str(v)) for k, v in (run.info.get("params") or {}).items()],
             })
-    first_meta = next(iter(data["machines"].values()), {}) if data["machines"] else {}
+    first_meta: dict[str, Any] = next(iter(data["machines"].values()), {}) if data["machines"] else {}
     hosts = ", ".join(str(h) for h in data["machines"]) or "unknown host"
     nodes = list(dict.fromkeys(n for run in runs for n in run_nodes(run)))
     subtitle = f"{len(runs)} run(s) on {hosts}" + (f"; ranks on {len(nodes)} node(s): {', '.join(nodes)}"

@@ -20,8 +20,11 @@ that can still be read (add them to RAW_FORMAT_READABLE) with a test file each.
 from __future__ import annotations
 
 import io
+import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -37,7 +40,7 @@ class RawPoint:
     params: dict[str, str]
     rows: np.ndarray  # shape (n, ncols), float64
 
-    def param(self, key: str, conv=int):
+    def param(self, key: str, conv: Callable[[str], Any] = int) -> Any:
         return conv(self.params[key])
 
 
@@ -53,7 +56,7 @@ class RawFile:
         return point.rows[:, self.columns.index(name)]
 
 
-def _parse_kv(text: str, path, lineno) -> dict[str, str]:
+def _parse_kv(text: str, path: str | os.PathLike[str], lineno: int) -> dict[str, str]:
     out = {}
     for tok in text.split():
         k, sep, v = tok.partition("=")
@@ -63,7 +66,7 @@ def _parse_kv(text: str, path, lineno) -> dict[str, str]:
     return out
 
 
-def check_raw_version(data: bytes, path) -> int:
+def check_raw_version(data: bytes, path: str | os.PathLike[str]) -> int:
     """The format version on the first line of a raw file; an error naming the file and what to do if the line
     is missing or the version is not one this hpcvar reads."""
     first = data[:data.find(b"\n")] if b"\n" in data else data
@@ -92,7 +95,7 @@ def check_raw_version(data: bytes, path) -> int:
         "Re-run the measurement with this hpcvar, or read the file with the hpcvar version that wrote it")
 
 
-def read_raw(path) -> RawFile:
+def read_raw(path: str | os.PathLike[str]) -> RawFile:
     """Parse one raw file; malformed content raises InputFileError with file:line, a format version this
     hpcvar does not read a ResultsError (``check_raw_version``)."""
     path = Path(path)
@@ -102,11 +105,11 @@ def read_raw(path) -> RawFile:
         raise InputFileError(f"cannot read raw output: {e.strerror}", str(path)) from None
     raw = RawFile(path)
     pos, lineno, n = 0, 0, len(data)
-    cur: dict | None = None
-    cur_rows: list = []
+    cur: dict[str, str] | None = None
+    cur_rows: list[str] = []
     cur_bin: np.ndarray | None = None
 
-    def next_line():
+    def next_line() -> str:
         nonlocal pos, lineno
         end = data.find(b"\n", pos)
         if end < 0:

@@ -22,7 +22,7 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hpcvar import __version__
 from hpcvar.errors import ResultsError, UsageError
@@ -35,7 +35,7 @@ RUNS_ENV = "HPCVAR_RUNS"
 DEFAULT_RUNS_DIR = "hpcvar-runs"
 
 
-def runs_root(runs_dir: str | os.PathLike | None = None) -> Path:
+def runs_root(runs_dir: str | os.PathLike[str] | None = None) -> Path:
     """The runs root: --runs-dir, else $HPCVAR_RUNS, else ./hpcvar-runs."""
     return Path(runs_dir or os.environ.get(RUNS_ENV) or DEFAULT_RUNS_DIR)
 
@@ -51,7 +51,7 @@ def _write_failed(path: Path, e: OSError) -> ResultsError:
             errno.EROFS: "The file system is read-only: give a writable --runs-dir",
             errno.EACCES: "No permission to write there: give a writable --runs-dir",
             errno.EPERM: "No permission to write there: give a writable --runs-dir"}.get(
-        e.errno, "Check the directory and free space, or give another --runs-dir")
+        e.errno or 0, "Check the directory and free space, or give another --runs-dir")
     return ResultsError(f"cannot write {path.name}: {e.strerror or e}", str(path), todo)
 
 
@@ -84,7 +84,7 @@ def atomic_write_text(path: Path, text: str) -> None:
     atomic_write_bytes(path, text.encode())
 
 
-def _json_default(o):
+def _json_default(o: Any) -> Any:
     if hasattr(o, "item"):  # numpy scalars
         return o.item()
     if isinstance(o, Path):
@@ -92,7 +92,7 @@ def _json_default(o):
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
 
 
-def dumps(obj) -> str:
+def dumps(obj: Any) -> str:
     return json.dumps(obj, indent=2, default=_json_default, allow_nan=True)
 
 
@@ -104,14 +104,14 @@ RUN_KEYS = {"id": str, "command": str, "argv": list, "params": dict, "metadata":
 class Run:
     """One run directory."""
 
-    def __init__(self, path: Path, info: dict):
+    def __init__(self, path: Path, info: dict[str, Any]):
         self.path = Path(path)
         self.info = info
 
     # ---- creation and loading -------------------------------------------------
     @classmethod
-    def create(cls, command: str, params: dict, runs_dir=None, argv: list[str] | None = None,
-               metadata: dict | None = None) -> Run:
+    def create(cls, command: str, params: dict[str, Any], runs_dir: str | os.PathLike[str] | None = None,
+               argv: list[str] | None = None, metadata: dict[str, Any] | None = None) -> Run:
         root = runs_root(runs_dir)
         stamp = _dt.datetime.now(_dt.UTC).strftime("%Y%m%dT%H%M%SZ")
         base = f"{stamp}-{command.replace(' ', '-').replace('.', '-')}"
@@ -152,7 +152,7 @@ class Run:
         return run
 
     @classmethod
-    def open(cls, path) -> Run:
+    def open(cls, path: str | os.PathLike[str]) -> Run:
         path = Path(path)
         f = path / "run.json"
         if not f.is_file():
@@ -230,7 +230,7 @@ class Run:
             self.info["warnings"].append(message)
             self.save()
 
-    def finish(self, status: str = "complete", result=None, exit_status: int = 0) -> None:
+    def finish(self, status: str = "complete", result: Any = None, exit_status: int = 0) -> None:
         self.info["status"] = status
         self.info["ended_utc"] = utc_now()
         self.info["exit_status"] = exit_status
@@ -276,7 +276,7 @@ def run_lifecycle(run: Run) -> Iterator[Run]:
         run.finish("complete")
 
 
-def resolve_run(ref: str, runs_dir=None) -> Path:
+def resolve_run(ref: str, runs_dir: str | os.PathLike[str] | None = None) -> Path:
     """A run given as a path, a directory name under the runs root, or 'latest'."""
     p = Path(ref)
     if (p / "run.json").is_file():
@@ -297,10 +297,10 @@ def resolve_run(ref: str, runs_dir=None) -> Path:
     raise UsageError(f"no run '{ref}' in {root}", "RUN", "See 'hpcvar runs list', or pass --runs-dir")
 
 
-def list_runs(runs_dir=None) -> list[Run]:
+def list_runs(runs_dir: str | os.PathLike[str] | None = None) -> list[Run]:
     """All readable runs under the root, oldest first; unreadable ones are skipped."""
     root = runs_root(runs_dir)
-    out = []
+    out: list[Run] = []
     if not root.is_dir():
         return out
     for d in sorted(root.iterdir()):

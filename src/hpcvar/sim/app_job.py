@@ -131,7 +131,7 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
     for mp in p.mappings:  # check them all before any simulation
         simapp.mapping(mp, trace.ntasks, cl, p.seed)
     jit = jitter_factory(p.jitter_file, p.jitter_freq, p.align, p.window, p.window_origin)
-    no_ops = [[] for _ in range(trace.ntasks)]
+    no_ops: list[list[tuple]] = [[] for _ in range(trace.ntasks)]
     for m in p.models:  # an impossible --engine is refused before anything runs
         simapp.Simulator(trace, cl, simapp.mapping(p.mappings[0], trace.ntasks, cl, p.seed), m,
                          params_by_model.get(m), p.collectives, p.eager, None if jit is None else jit(trace.ntasks,
@@ -154,10 +154,12 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
     t0 = time.perf_counter()
     if needs_python:
         ops = simapp.lower(trace, p.collectives)[0]
+        ops_per_replay = sum(map(len, ops))
     else:
         from hpcvar.sim.replay_native import lower_native
 
         encoded = lower_native(trace, p.collectives)  # also the measured side, in the same pass
+        ops_per_replay = len(encoded.kind)
     timings["lower_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     m_total, m_comm = encoded.measured if encoded is not None and encoded.measured is not None \
@@ -167,7 +169,7 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
     if encoded is not None and not p.chrome_file:
         trace.events = trace.events.iloc[0:0]  # the replays need only the op arrays: free the rows
     nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.mappings) * len(p.models)
-    total_ops = nruns * (len(encoded.kind) if encoded is not None else sum(map(len, ops)))
+    total_ops = nruns * ops_per_replay
     if show_progress is None:
         show_progress = sys.stderr.isatty() and total_ops >= PROGRESS_MIN_OPS
     bar = _Progress(total_ops) if show_progress else None
@@ -190,7 +192,7 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
                     res = sim.run()
                     t_sim += time.perf_counter() - t1
                     if bar:
-                        bar.next_replay(len(encoded.kind) if sim.engine == "native" else sum(map(len, ops)))
+                        bar.next_replay(ops_per_replay)  # the engine is the one its ops were lowered for
                     eng = sim.engine
                     reps.append(res)
                     rep_rows.append(pd.DataFrame({
@@ -212,6 +214,7 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
     if p.chrome_file:
         from hpcvar.traces.chrome import write_chrome
 
+        assert first is not None and timeline_src is not None  # kept for the first replay when chrome_file
         write_chrome(simapp.timeline(first, timeline_src), first.node_of, p.chrome_file)
     plots = []
     if not p.no_plots:
@@ -300,8 +303,8 @@ def combine(mp, m, reps, m_total, m_comm, timed) -> dict:
     out = {"mapping": mp, "model": m, "replicas": len(reps), "tasks": tasks,
            "makespan_s": float(np.median(tot.max(axis=1)))}
     if timed:
-        ea = [r["e_abs_pct"] for r in tasks if r["e_abs_pct"] == r["e_abs_pct"]]
-        out["mean_e_abs_pct"] = float(np.mean(ea)) if ea else None
+        ea_pcts = [r["e_abs_pct"] for r in tasks if r["e_abs_pct"] == r["e_abs_pct"]]
+        out["mean_e_abs_pct"] = float(np.mean(ea_pcts)) if ea_pcts else None
     return out
 
 

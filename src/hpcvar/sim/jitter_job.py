@@ -84,20 +84,20 @@ def _read_offsets(path: str, ntasks: int, lengths: list[int], cores: int) -> np.
         lines = p.read_text().splitlines()
     except OSError as e:
         raise InputFileError(f"cannot read the offsets: {e.strerror}", str(p)) from None
-    vals = []
+    vals: list[int] = []
     for i, line in enumerate(lines, 1):
         text = line.split("#", 1)[0].strip()
         if not text:
             continue
         if not _PLAIN_INT.fullmatch(text):
             raise InputFileError(f"'{line.strip()}' is not a non-negative integer", str(p), i,
-                                 "Each line holds one trace position in cycles")
+                                 todo="Each line holds one trace position in cycles")
         v = int(text)
         task = len(vals)
         limit = lengths[task % cores] if task < ntasks else lengths[0]
         if v >= limit:
             raise InputFileError(f"offset {v} is not inside the trace of task {task} (length {limit} cycles)",
-                                 str(p), i, "Give positions in [0, L)")
+                                 str(p), i, todo="Give positions in [0, L)")
         vals.append(v)
     if len(vals) != ntasks:
         more = "more" if len(vals) > ntasks else "fewer"
@@ -308,6 +308,7 @@ def _closed(periodic, wl: J.Workload, n: int, align: str, win: int, origin: int)
 
 
 def _write_per_task(path: str, o: J.Outcome) -> None:
+    assert o.compute_end is not None and o.next_start is not None  # kept for the replica written here
     ph, n = o.compute_end.shape
     lines = ["task,phase,compute_end,next_start"]
     ce, ns = o.compute_end, o.next_start

@@ -129,6 +129,7 @@ def encode(ops: list[list[tuple]]) -> Encoded:
     keys: dict = {}
     reqs: dict = {}
     rows: dict = {}
+    wreq: list[int]
     kind, peer, val, key, req, wreq, row = [], [], [], [], [], [], []
     off = [0]
     kcode = {"c": 0, "s": 1, "r": 2, "w": 3}
@@ -139,12 +140,19 @@ def encode(ops: list[list[tuple]]) -> Encoded:
             kind.append(kcode[k])
             row.append(-1 if r is None else rows.setdefault(r, len(rows)))
             if k == "c":
-                peer.append(-1), val.append(o[1]), key.append(-1), req.append(-1)
+                peer.append(-1)
+                val.append(o[1])
+                key.append(-1)
+                req.append(-1)
             elif k == "w":
-                peer.append(len(o[1])), val.append(0.0), key.append(-1), req.append(len(wreq))
+                peer.append(len(o[1]))
+                val.append(0.0)
+                key.append(-1)
+                req.append(len(wreq))
                 wreq.extend(reqs.setdefault(rq, len(reqs)) for rq in o[1])
             else:
-                peer.append(o[1]), val.append(o[2])
+                peer.append(o[1])
+                val.append(o[2])
                 key.append(keys.setdefault(o[3], len(keys)))
                 req.append(reqs.setdefault(o[4], len(reqs)))
         off.append(len(kind))
@@ -253,6 +261,8 @@ def lower_native(trace, algo: str = "binomial") -> Encoded:
 
 class RowTimes(Mapping):
     """{(task, seq): time} over the rows a run reached, built from the core's arrays on first use."""
+
+    _d: dict | None
 
     def __init__(self, enc: Encoded, times: np.ndarray):
         self._enc, self._times, self._d = enc, times, None

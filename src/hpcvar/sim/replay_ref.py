@@ -22,6 +22,7 @@ Semantics (docs/replay.md, our reading of Vienne et al. 2008, section VI-A):
 from __future__ import annotations
 
 import heapq
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -153,8 +154,8 @@ class Result:
     node_of: list[int]
     total_s: np.ndarray
     comm_s: np.ndarray
-    row_start: dict
-    row_end: dict
+    row_start: Mapping
+    row_end: Mapping
     conflicts: list[dict]
     avg_penalty: np.ndarray
     events: int

@@ -15,6 +15,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from hpcvar.errors import UsageError
 from hpcvar.launch.guard import preexec
@@ -70,7 +71,7 @@ def run_flows(state_path: Path, flows: list[Flow], duration_s: float, port: int 
     plan = require_up(state_path)
     recvs, sends = flow_commands(plan, flows, duration_s, port, skip_s)
     procs = []
-    opts = {"stdin": subprocess.DEVNULL, "start_new_session": True}
+    opts: dict[str, Any] = {"stdin": subprocess.DEVNULL, "start_new_session": True}
     if background:  # meant to outlive this command: bounded by the duration, stopped by 'testbed down'
         opts.update(stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     else:  # ends with this hpcvar process, kill -9 included (hpcvar.launch.guard)

@@ -38,13 +38,13 @@ def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
     text = read_user_text(path).splitlines()
     first = next((ln.split() for ln in text if ln.strip() and not ln.startswith("#")), [])
     if first and len(first) == 1 and not first[0].lstrip("p").isdigit():  # an index of per-rank files
-        for ln in text:
-            ln = ln.strip()
-            if ln and not ln.startswith("#"):
-                f = Path(ln) if Path(ln).is_absolute() else path.parent / ln
-                if not f.is_file():
-                    raise InputFileError(f"the index names a missing file '{ln}'", str(path))
-                lines.extend((str(f), i, s) for i, s in enumerate(read_user_text(f).splitlines(), 1))
+        for entry in text:
+            entry = entry.strip()
+            if entry and not entry.startswith("#"):
+                fp = Path(entry) if Path(entry).is_absolute() else path.parent / entry
+                if not fp.is_file():
+                    raise InputFileError(f"the index names a missing file '{entry}'", str(path))
+                lines.extend((str(fp), i, s) for i, s in enumerate(read_user_text(fp).splitlines(), 1))
     else:
         lines = [(str(path), i, s) for i, s in enumerate(text, 1)]
     rows: dict[int, list[dict]] = {}
