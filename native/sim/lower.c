@@ -13,9 +13,28 @@
 
 /* op codes of hpcvar.traces.native.OPS */
 enum {
-    OP_INIT, OP_FINALIZE, OP_SEND, OP_RECV, OP_ISEND, OP_IRECV, OP_SENDRECV, OP_SENDRECV_RECV, OP_WAIT,
-    OP_BARRIER, OP_BCAST, OP_REDUCE, OP_ALLREDUCE, OP_GATHER, OP_GATHERV, OP_SCATTER, OP_SCATTERV,
-    OP_ALLGATHER, OP_ALLGATHERV, OP_ALLTOALL, OP_ALLTOALLV, OP_COUNT
+    OP_INIT,
+    OP_FINALIZE,
+    OP_SEND,
+    OP_RECV,
+    OP_ISEND,
+    OP_IRECV,
+    OP_SENDRECV,
+    OP_SENDRECV_RECV,
+    OP_WAIT,
+    OP_BARRIER,
+    OP_BCAST,
+    OP_REDUCE,
+    OP_ALLREDUCE,
+    OP_GATHER,
+    OP_GATHERV,
+    OP_SCATTER,
+    OP_SCATTERV,
+    OP_ALLGATHER,
+    OP_ALLGATHERV,
+    OP_ALLTOALL,
+    OP_ALLTOALLV,
+    OP_COUNT
 };
 enum { ALGO_BINOMIAL = 0, ALGO_RECDOUB = 1, ALGO_RING = 2 };
 
@@ -82,8 +101,12 @@ static void hmap_free(hmap *m) { free(m->k), free(m->v), free(m->used); }
 
 /* ---- collectives.steps in C --------------------------------------------------------------- */
 
-typedef struct { int64_t peer, bytes; } msg;
-typedef struct { int64_t s0, ns, r0, nr; } step; /* sends [s0, s0+ns), recvs [r0, r0+nr) of msgs */
+typedef struct {
+    int64_t peer, bytes;
+} msg;
+typedef struct {
+    int64_t s0, ns, r0, nr;
+} step; /* sends [s0, s0+ns), recvs [r0, r0+nr) of msgs */
 
 typedef struct {
     step *st;
@@ -97,7 +120,10 @@ static void st_begin(steps_t *S) {
     if (S->nst == S->cst) {
         int64_t c = S->cst ? 2 * S->cst : 64;
         step *p = realloc(S->st, (size_t)c * sizeof *p);
-        if (!p) { S->oom = 1; return; }
+        if (!p) {
+            S->oom = 1;
+            return;
+        }
         S->st = p, S->cst = c;
     }
     S->st[S->nst++] = (step){S->nm, 0, 0, 0};
@@ -107,7 +133,10 @@ static void st_add(steps_t *S, int64_t peer, int64_t bytes) {
     if (S->nm == S->cm) {
         int64_t c = S->cm ? 2 * S->cm : 256;
         msg *p = realloc(S->m, (size_t)c * sizeof *p);
-        if (!p) { S->oom = 1; return; }
+        if (!p) {
+            S->oom = 1;
+            return;
+        }
         S->m = p, S->cm = c;
     }
     S->m[S->nm++] = (msg){peer, bytes};
@@ -140,7 +169,10 @@ static int64_t fdiv(int64_t a, int64_t b) { /* Python's a // b */
     return q;
 }
 static int64_t cdiv(int64_t a, int64_t b) { return -fdiv(-a, b); } /* -(-a // b) */
-static int64_t pmod(int64_t a, int64_t b) { int64_t r = a % b; return r < 0 ? r + b : r; }
+static int64_t pmod(int64_t a, int64_t b) {
+    int64_t r = a % b;
+    return r < 0 ? r + b : r;
+}
 
 /* relative rank -> comm rank: (p + root) % n, applied to steps [from, nst) */
 static void relative(steps_t *S, int64_t from, int64_t first_msg, int64_t root, int64_t n) {
@@ -351,8 +383,7 @@ static void coll_steps(steps_t *S, int op, int64_t n, int64_t me, int64_t root, 
         for (int64_t k = 1; k < n; k++) st_one(S, pmod(me + k, n), per, pmod(me - k, n), per);
         break;
     }
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -447,9 +478,7 @@ static int pass(lw *L) {
             int64_t seq = g - base;
             switch (op) {
             case OP_INIT:
-            case OP_FINALIZE:
-                emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
-                break;
+            case OP_FINALIZE: emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g); break;
             case OP_SEND:
             case OP_ISEND:
             case OP_SENDRECV:
@@ -532,13 +561,13 @@ static int pass(lw *L) {
                     int64_t r0 = never + 1 + L->ncreq;
                     for (int64_t j = 0; j < st->ns; j++) {
                         int32_t dst = mem[S.m[st->s0 + j].peer];
-                        emit(L, HV_RP_SEND, dst, (double)S.m[st->s0 + j].bytes,
-                             (int32_t)key_id(L, 1, comm, k, t, dst), never + 1 + L->ncreq++, g);
+                        emit(L, HV_RP_SEND, dst, (double)S.m[st->s0 + j].bytes, (int32_t)key_id(L, 1, comm, k, t, dst),
+                             never + 1 + L->ncreq++, g);
                     }
                     for (int64_t j = 0; j < st->nr; j++) {
                         int32_t src = mem[S.m[st->r0 + j].peer];
-                        emit(L, HV_RP_RECV, src, (double)S.m[st->r0 + j].bytes,
-                             (int32_t)key_id(L, 1, comm, k, src, t), never + 1 + L->ncreq++, g);
+                        emit(L, HV_RP_RECV, src, (double)S.m[st->r0 + j].bytes, (int32_t)key_id(L, 1, comm, k, src, t),
+                             never + 1 + L->ncreq++, g);
                     }
                     int64_t nreq = st->ns + st->nr;
                     emit(L, HV_RP_WAIT, (int32_t)nreq, 0.0, -1, L->nwreq, g);

@@ -298,12 +298,21 @@ typedef struct {
 static void bk_expand(hv_bk *b, int64_t depth) {
     int64_t W = b->W;
     uint64_t *r = b->buf + 4 * W * depth, *p = r + W, *x = p + W, *cand = x + W;
-    if (--b->budget < 0) { b->err = 1; return; }
+    if (--b->budget < 0) {
+        b->err = 1;
+        return;
+    }
     int empty = 1;
     for (int64_t w = 0; w < W; w++)
-        if (p[w] | x[w]) { empty = 0; break; }
+        if (p[w] | x[w]) {
+            empty = 0;
+            break;
+        }
     if (empty) {
-        if (++b->count > b->max_states) { b->err = 1; return; }
+        if (++b->count > b->max_states) {
+            b->err = 1;
+            return;
+        }
         for (int64_t w = 0; w < W; w++)
             for (uint64_t m = r[w]; m; m &= m - 1) b->coef[64 * w + __builtin_ctzll(m)]++;
         return;
@@ -569,11 +578,11 @@ static int64_t xalloc(hv_rp *s) {
         if (!f) return -1;
         s->frozen = f;
         if (s->c->model == HV_RP_MYRINET) {
-#define GROW(field)                                                                      \
-    do {                                                                                 \
-        int64_t *q = realloc(s->field, (size_t)cap * sizeof *q);                         \
-        if (!q) return -1;                                                               \
-        s->field = q;                                                                    \
+#define GROW(field) \
+    do { \
+        int64_t *q = realloc(s->field, (size_t)cap * sizeof *q); \
+        if (!q) return -1; \
+        s->field = q; \
     } while (0)
             GROW(uf);
             GROW(comp_of);
