@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from hpcvar.bench.fanin import Fanin, chatter_effect, chatter_effect_table
+from hpcvar.bench.fanin import Fanin, FaninParams, chatter_effect, chatter_effect_table
 from hpcvar.results.schema import TABLES, check_table
 
 
@@ -72,9 +72,11 @@ def test_fanin_summaries_are_declared_and_feed_the_result():
             pts[c] = 0
     tables = {"fanin.points": pts, "fanin.variability": variability(pts, pd.DataFrame(
         {c: [] for c in TABLES["fanin.bins"]}))}
-    summ = Fanin().summaries(tables, {})
+    params = FaninParams(servers=1, clients=(1,), chatter_ratio=(0.0,), chatter=None, large=1, small=1,
+                         duration_s=1.0, messages=None, queues=("single",), depth=("deep",), match=("any",),
+                         bin_s=None, repeat=2, placement="fixed", seed=0, max_samples=100, wait="spin")
+    summ = Fanin().summaries(tables, params)
     assert set(summ) <= set(TABLES)
-    params = {"servers": 1, "wait": "spin", "large": 1, "small": 1, "placement": "fixed", "repeat": 2}
     with_table = Fanin().result({**tables, **summ}, params)
     without = Fanin().result(tables, params)  # a caller with the tidy tables only gets the same
     assert list(with_table) == list(without)

@@ -4,10 +4,11 @@ success, and failed, or interrupted (Ctrl-C, SIGTERM), on any exception, which g
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 
 import pytest
 
-from hpcvar.bench.runner import BenchContext, Benchmark, run_benchmark
+from hpcvar.bench.runner import BenchContext, Benchmark, Params, run_benchmark
 from hpcvar.errors import HpcvarError, LaunchError
 from hpcvar.launch import LaunchSpec
 from hpcvar.results import Run
@@ -91,7 +92,12 @@ class _Launcher:
         return _Res()
 
 
-class _Bench(Benchmark):
+@dataclass(frozen=True)
+class _Params(Params):
+    """No parameters: run.json keeps {}."""
+
+
+class _Bench(Benchmark[_Params]):
     name = "latency"
     program = "hv_latency"
 
@@ -127,7 +133,7 @@ def _run(bench: Benchmark, launcher: _Launcher, after=None) -> Run:
     except HpcvarError:
         pytest.skip("hv_latency is not built")
     ctx = BenchContext(launcher=launcher, np=2, argv=["hpcvar", "bench", "latency"])
-    run_benchmark(bench, {}, ctx, after=after)
+    run_benchmark(bench, _Params(), ctx, after=after)
     raise AssertionError("run_benchmark returned")
 
 
@@ -160,7 +166,7 @@ def test_run_benchmark_after_step_runs_inside_the_lifecycle(runs_dir):
 
     ctx = BenchContext(launcher=_Launcher(), np=2, argv=["hpcvar"])
     try:
-        run, result = run_benchmark(_Bench(), {}, ctx, after=after)
+        run, result = run_benchmark(_Bench(), _Params(), ctx, after=after)
     except HpcvarError as e:
         pytest.skip(f"hv_latency is not built: {e}")
     stored = Run.open(run.path).info
@@ -171,6 +177,6 @@ def test_run_benchmark_after_step_runs_inside_the_lifecycle(runs_dir):
         raise HpcvarError("cannot draw")
 
     with pytest.raises(HpcvarError, match="draw"):
-        run_benchmark(_Bench(), {}, ctx, after=broken)
+        run_benchmark(_Bench(), _Params(), ctx, after=broken)
     assert sorted(Run.open(d).info["status"] for d in runs_dir.iterdir()) == ["complete", "failed"]
 
