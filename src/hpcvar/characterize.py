@@ -236,11 +236,17 @@ def _applies(step: Step, ctx: BenchContext) -> str | None:
 
 
 def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None, resume: str | None = None,
-                         report: str | None = None, console=None) -> dict:
+                         report: str | None = None, console=None, baseline: str | None = None) -> dict:
+    """Run the chosen steps (each stored as it finishes), then write the report; ``baseline``: an earlier
+    characterization the report's verdict compares against (resolved first, so a wrong one fails early)."""
     from hpcvar import metadata
     from hpcvar.errors import UsageError
     from hpcvar.results.store import resolve_run
 
+    base = Run.open(resolve_run(baseline, ctx.runs_dir)) if baseline else None
+    if base is not None and base.info.get("command") != "characterize":
+        raise UsageError(f"run {base.id} is not a characterization", "--baseline",
+                         "Give an earlier characterize run (hpcvar runs list)")
     chosen = STEPS
     if only:
         names = [n.strip() for n in only.split(",") if n.strip()]
@@ -307,9 +313,10 @@ def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, 
             parent.save()
             bar.advance(task)
     children = parent.children()
-    out = write_report(children, parent.path / "report.html", "hpcvar characterization")
+    out = write_report(children, parent.path / "report.html", "hpcvar characterization", tops=[parent],
+                       baseline=base)
     if report:
-        write_report(children, Path(report), "hpcvar characterization")
+        write_report(children, Path(report), "hpcvar characterization", tops=[parent], baseline=base)
     steps = [{"name": s.name, **parent.info["steps"].get(s.name, {"status": "not run"})} for s in chosen]
     failed = any(s["status"] == "failed" for s in steps)
     result = {"run": str(parent.path), "report": str(report or out), "steps": steps}

@@ -37,6 +37,27 @@ def test_demo_is_a_complete_quick_characterization(runs_dir):
         assert title.lower() in html.lower(), title
     assert html.count("data:image/png;base64,") >= 10
     assert html.index("Summary") < html.index("Point-to-point latency")
+    # the demo does not warn about its own defaults (fan-in's ranks sleep when they outnumber the cores)
+    assert "ranks share" not in res.stdout + res.stderr
+    # the report in a real browser: the verdict first, every step listed (skipped ones with their reason),
+    # every headline judged, and no figure whose legend covers its data
+    from pathlib import Path
+
+    from tests.integration.test_report_browser import CHROMIUM, legend_overlaps, open_in_chromium
+
+    if CHROMIUM is None:
+        pytest.skip("needs Debian's chromium for the browser part (apt-get install chromium)")
+    seen = open_in_chromium(Path(report))
+    assert seen["verdict_visible"] and seen["verdict_top"] < seen["first_section_top"]
+    rows = {r[0]: r for r in seen["steps"]}
+    assert set(rows) == expected | {"sharing"}, rows
+    assert rows["sharing"][1] == "skipped" and "needs 3 nodes" in rows["sharing"][2]
+    assert all(rows[s][1] == "complete" and rows[s][3].startswith(run.id + "/steps/") for s in expected)
+    assert seen["findings"] >= 10 and "Headlines:" in seen["verdict_text"]
+    assert seen["errors"] == [] and seen["broken"] == []
+    assert all(u.startswith(("file:", "data:")) for u in seen["requests"])
+    overlaps = legend_overlaps(seen["images"])
+    assert len(overlaps) >= 10 and all(v == "0" for v in overlaps.values()), overlaps
     # every measured step gives compare raw-sample metrics; a run compared with itself is unchanged
     from hpcvar.compare import compare_runs, metrics_of
 

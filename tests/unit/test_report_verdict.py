@@ -140,3 +140,23 @@ def test_captions_say_what_a_figure_shows(stem):
 
     caption = noise_caption(stem) if stem.startswith("noise") else fanin_caption(stem)
     assert caption != stem and len(caption) > 40 and "_" not in caption
+
+
+def test_report_command_takes_a_baseline(runs_dir, tmp_path):
+    from tests.conftest import run_cli
+
+    base, cur = fake_latency_run(1.0, 1), fake_latency_run(1.6, 2)
+    out = tmp_path / "r.html"
+    res = run_cli(["report", str(cur.path), "--baseline", str(base.path), "-o", str(out)])
+    assert res.returncode == 0, res.stderr
+    assert f"Against baseline {base.id}" in out.read_text()
+    res = run_cli(["report", str(cur.path), "--baseline", str(tmp_path / "nowhere"), "-o", str(out)])
+    assert res.returncode != 0 and "Traceback" not in res.stderr
+
+
+def test_characterize_baseline_must_be_a_characterization(runs_dir):
+    from tests.conftest import run_cli
+
+    base = fake_latency_run(1.0, 1)
+    res = run_cli(["characterize", "--quick", "--steps", "latency", "--baseline", str(base.path)])
+    assert res.returncode == 2 and "not a characterization" in res.stderr and "--baseline" in res.stderr

@@ -12,12 +12,15 @@ from hpcvar.cli.common import launch_options, output_options
                                             "(tens of minutes).")
 @click.option("--steps", default=None, help="Comma list of steps to run (default: all that apply); see --list.")
 @click.option("--list", "list_steps", is_flag=True, help="List the steps and exit.")
+@click.option("--baseline", default=None, metavar="RUN",
+              help="An earlier characterization: the report's verdict lists what degraded against it and the "
+                   "plots overlay it (hpcvar compare's tests).")
 @click.option("-o", "--output", "report", default=None, type=click.Path(dir_okay=False),
               help="Also write the HTML (.html) or Markdown (.md) report here; it is always written "
                    "into the run directory as report.html.")
 @launch_options(default_np=2)
 @output_options
-def cli(quick, steps, list_steps, report, as_json, **kw):
+def cli(quick, steps, list_steps, baseline, report, as_json, **kw):
     """Characterize this machine and predict what it means for applications.
 
     Runs every benchmark, recording and prediction that applies to this machine
@@ -34,12 +37,13 @@ def cli(quick, steps, list_steps, report, as_json, **kw):
     resume = kw.get("resume")
     ctx = bench_context(kw)
     result = ch.run_characterization(ctx, quick=quick, only=steps, resume=resume, report=report,
-                                     console=stderr_console())
+                                     console=stderr_console(), baseline=baseline)
     if as_json:
         print_json(result)
     else:
         click.echo(f"characterization stored in {result['run']}")
         for s in result["steps"]:
-            click.echo(f"  {s['name']:16s} {s['status']:9s} {s.get('run') or s.get('error', '')}")
+            detail = s.get("run") or s.get("error") or s.get("reason", "")
+            click.echo(f"  {s['name']:17s} {s['status']:9s} {detail}")
         click.echo(f"report: {result['report']}")
     return 0 if all(s["status"] in ("complete", "skipped") for s in result["steps"]) else 1

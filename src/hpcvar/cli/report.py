@@ -12,19 +12,27 @@ import click
 @click.option("--title", default="hpcvar report", show_default=True, help="Title of the report.")
 @click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
               help="Root of the results store (default: $HPCVAR_RUNS or ./hpcvar-runs).")
-def cli(runs, output, title, runs_dir):
+@click.option("--baseline", default=None, metavar="RUN",
+              help="A run (or characterization) to compare against: the verdict lists what degraded or improved "
+                   "(the tests of 'hpcvar compare') and the plots overlay the baseline.")
+def cli(runs, output, title, runs_dir, baseline):
     """Write one self-contained HTML (or Markdown) report of RUNS.
 
     RUNS are run directories, names, or 'latest'; a characterization includes
     all its steps. The report has the summary numbers with their uncertainty,
     warnings with remedies, then one section per run with plots, tables,
-    parameters and metadata."""
+    parameters and metadata. At the top, the verdict: every step of a
+    characterization (complete, failed with its error, skipped with its
+    reason) and every headline judged good, bad or suspect against the
+    reference it names; with --baseline, what degraded."""
     from hpcvar.report.document import write_report
     from hpcvar.results.store import Run, resolve_run
 
-    loaded = []
+    loaded, tops = [], []
     for ref in runs:
         run = Run.open(resolve_run(ref, runs_dir))
+        tops.append(run)
         loaded.extend(run.children() if run.info.get("command") == "characterize" else [run])
-    out = write_report(loaded, output, title)
+    base = Run.open(resolve_run(baseline, runs_dir)) if baseline else None
+    out = write_report(loaded, output, title, tops=tops, baseline=base)
     click.echo(f"report written to {out}")
