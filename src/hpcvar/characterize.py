@@ -266,11 +266,11 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
         parent = Run.create("characterize", params, ctx.runs_dir, ctx.argv,
                             metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np}))
     with run_lifecycle(parent):  # Ctrl-C or an unexpected error ends the parent interrupted or failed
-        return _run_steps(ctx, parent, chosen, quick, report, console)
+        return _run_steps(ctx, parent, chosen, quick, report, console, base)
 
 
 def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, report: str | None,
-               console) -> dict:
+               console, base: Run | None = None) -> dict:
     """The steps of a characterization into ``parent``; finishes it complete, or failed when a step failed."""
     import time
 
