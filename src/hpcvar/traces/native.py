@@ -41,6 +41,12 @@ COLLECTIVE_OPS = set(OPS[9:])
 COLUMNS = {"task": "int32", "seq": "int64", "op": "object", "peer": "int32", "bytes": "int64", "tag": "int32",
            "comm": "int32", "t_start_ns": "int64", "t_end_ns": "int64", "req": "int64"}
 
+# Bounds of an imported or recorded trace: task numbers index per-task arrays (10**22 tasks is damage, not an
+# application), times and sizes are int64 columns whose sums must not wrap.
+MAX_TASKS = 1 << 24
+MAX_NS = 10**17  # units.MAX_TIME_S in ns
+MAX_BYTES = 1 << 62
+
 RAW_RECORD = np.dtype([("t_start_ns", "<i8"), ("t_end_ns", "<i8"), ("bytes", "<i8"), ("req", "<i8"),
                        ("op", "<i4"), ("peer", "<i4"), ("tag", "<i4"), ("comm", "<i4")])
 
@@ -299,5 +305,6 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
     return trace
 
 
-__all__ = ["COLLECTIVE_OPS", "COLUMNS", "OPS", "P2P_OPS", "TRACE_VERSION", "Trace", "make_events", "merge_raw",
+__all__ = ["COLLECTIVE_OPS", "COLUMNS", "MAX_BYTES", "MAX_NS", "MAX_TASKS", "OPS", "P2P_OPS", "TRACE_VERSION", "Trace",
+           "make_events", "merge_raw",
            "events_from_arrow", "read_parquet", "read_raw_rank", "validate", "write_parquet"]
