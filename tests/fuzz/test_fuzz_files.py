@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given
 
 from hpcvar.noise import formats
@@ -18,11 +18,20 @@ from hpcvar.noise.collector import synth
 from tests.fuzz.harness import FUZZ, mutated, outcome
 
 ROOT = Path(__file__).resolve().parents[2]
-_TMP = Path(tempfile.mkdtemp(prefix="hpcvar-fuzz-"))
+_TMP: list[Path] = []  # the directory of the running module's files (the fixture below)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fuzz_dir(tmp_path_factory):
+    """The files the parsers read: one pytest temporary directory per module run (pytest removes old ones),
+    not a directory made at import and left behind."""
+    _TMP.append(tmp_path_factory.mktemp("fuzz-files"))
+    yield
+    _TMP.pop()
 
 
 def _file(name: str, data: bytes) -> Path:
-    p = _TMP / name
+    p = _TMP[-1] / name
     p.write_bytes(data)
     return p
 
