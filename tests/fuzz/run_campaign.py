@@ -47,6 +47,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--examples", type=int, default=5000, help="examples per parser test (suite: 150)")
     ap.add_argument("-k", default=None, help="pytest -k expression selecting tests")
+    ap.add_argument("--log", default=None, help="write pytest's whole output (falsifying examples) to this file")
     a = ap.parse_args()
     env = dict(os.environ, FUZZ_EXAMPLES=str(a.examples), FUZZ_RANDOM="1")
     argv = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", str(HERE), "--timeout", "0",
@@ -57,6 +58,8 @@ def main() -> int:
     res = subprocess.run(argv, env=env, cwd=HERE.parents[1], capture_output=True, text=True, errors="replace")
     out = res.stdout.replace("\0", "")
     stats = count_cases(out)
+    if a.log:
+        Path(a.log).write_text(out + res.stderr)
     print(out[-4000:])
     failed = [ln.split()[1] for ln in out.splitlines() if ln.startswith("FAILED ")]
     if stats["phases"] == 0:

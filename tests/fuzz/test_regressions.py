@@ -112,3 +112,36 @@ def test_campaign_counts_cases_of_both_statistics_formats():
            "    - 100 passing examples, 0 failing examples, 0 invalid examples\n")
     n = count_cases(out)
     assert (n["tests"], n["cases"], n["passing"], n["failing"], n["invalid"]) == (2, 283, 250, 32, 1)
+
+
+def test_range_from_zero_to_zero_ends():
+    from hpcvar.units import parse_list, parse_size, parse_time
+    from tests.fuzz.harness import no_hang
+
+    with no_hang("parse_list"):
+        assert parse_list("0..0", parse_size, "--sizes") == [0]
+        assert parse_list("0..0:x3", parse_time, "--times") == [0.0]
+
+
+@pytest.mark.parametrize("text", ["1_0001_0001_000", "4294967297", str(1 << 21)])
+def test_fanin_depth_beyond_c_int_refused(text):
+    from hpcvar.bench.fanin import parse_depth_list
+
+    assert _err(parse_depth_list, text, "--depth").where == "--depth"
+
+
+@pytest.mark.parametrize("pandas_meta", [b'{"columns": [{"name": "hz", "numpy_type": "eloat64"}]}',
+                                         b'{"index_columns": [], "columns": [{"name": "hz"}]}', b'[1]'])
+def test_parquet_with_damaged_pandas_metadata(tmp_path, pandas_meta):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hpcvar.errors import ResultsError
+    from hpcvar.results import Run
+
+    run = Run.create("bench latency", {}, tmp_path, argv=["hpcvar"])
+    t = pa.table({"hz": [250.0]}).replace_schema_metadata({b"pandas": pandas_meta})
+    pq.write_table(t, run.path / "noise.periods.parquet")
+    with pytest.raises(ResultsError) as ei:
+        run.read_table("noise.periods")
+    assert "noise.periods.parquet" in ei.value.where
