@@ -145,3 +145,50 @@ def test_parquet_with_damaged_pandas_metadata(tmp_path, pandas_meta):
     with pytest.raises(ResultsError) as ei:
         run.read_table("noise.periods")
     assert "noise.periods.parquet" in ei.value.where
+
+
+def test_native_trace_int64_values_do_not_wrap_into_int32(tmp_path):
+    import json
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hpcvar.traces.native import read_parquet
+
+    t = pa.table({"task": pa.array([0, 2**32], pa.int64()), "seq": [0, 0], "op": ["init", "init"],
+                  "peer": [-1, -1], "bytes": [0, 0], "tag": [0, 0], "comm": [0, 0], "t_start_ns": [0, 0],
+                  "t_end_ns": [0, 0], "req": [-1, -1]})
+    meta = {"format": "hpcvar-trace", "version": 1, "ntasks": 1}
+    pq.write_table(t.replace_schema_metadata({b"hpcvar.trace": json.dumps(meta).encode()}), tmp_path / "t.trace")
+    assert "t.trace" in _err(read_parquet, tmp_path / "t.trace").where
+
+
+@pytest.mark.parametrize("meta", [b"[1]", b"{", b'{"version": 1, "ntasks": 1000000000000}',
+                                  b'{"version": 1, "ntasks": 2, "comms": {"1": [0, 7]}}', b'{"version": 1}'])
+def test_native_trace_damaged_metadata(tmp_path, meta):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from hpcvar.traces.native import read_parquet
+
+    t = pa.table({"task": [0], "seq": [0], "op": ["init"], "peer": [-1], "bytes": [0], "tag": [0], "comm": [0],
+                  "t_start_ns": [0], "t_end_ns": [0], "req": [-1]})
+    pq.write_table(t.replace_schema_metadata({b"hpcvar.trace": meta}), tmp_path / "t.trace")
+    assert "t.trace" in _err(read_parquet, tmp_path / "t.trace").where
+
+
+@pytest.mark.parametrize("change", [("records=1", "records=x"), ("size=2", f"size={HUGE}"), ("rank=1", "rank=5"),
+                                    ("comm 1 2 0 1", "comm 1 2 0 9"), ("comm 1 2 0 1", "comm x 2 0 1")])
+def test_raw_rank_header_damage(tmp_path, change):
+    import numpy as np
+
+    from hpcvar.traces.native import RAW_RECORD, merge_raw
+
+    for r in (0, 1):
+        head = f"HVTRACE 1\nrank={r}\nsize=2\nclock=mono\nrecords=1\nrecord_bytes=48\nend\n"
+        data = head.encode() + np.zeros(1, RAW_RECORD).tobytes() + b"comm 1 2 0 1\n"
+        if r == 1:
+            data = data.replace(change[0].encode(), change[1].encode())
+        (tmp_path / f"rank.{r}.hvt").write_bytes(data)
+    e = _err(merge_raw, tmp_path)
+    assert "rank.1.hvt" in e.where, e.render()
