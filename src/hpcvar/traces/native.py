@@ -316,7 +316,7 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
                              todo="Re-run the traced application (was the disk full or the job killed?)")
     rec = np.frombuffer(data, dtype=RAW_RECORD, count=n, offset=pos)
     comms = {}
-    for k, ln in enumerate(data[pos + need:].decode("ascii", "replace").splitlines(), line_no + 1):
+    for j, ln in enumerate(data[pos + need:].decode("ascii", "replace").splitlines(), 1):
         parts = ln.split()
         if len(parts) >= 3 and parts[0] == "comm":
             try:
@@ -325,9 +325,10 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
                     raise ValueError
                 comms[int(parts[1])] = members
             except ValueError:
-                # lines after the binary records: counted from the end of the header, as text
-                raise InputFileError(f"communicator line '{ln[:60]}' is not 'comm ID N' and N ranks in "
-                                     f"0..{size - 1}", str(path), k, todo="The trace file is damaged") from None
+                # after the binary records: counted among the text lines that follow them
+                raise InputFileError(f"communicator line {j} after the records '{ln[:60]}' is not 'comm ID N' and "
+                                     f"N ranks in 0..{size - 1}", str(path), todo="The trace file is damaged") \
+                    from None
     return head, rec, comms
 
 
