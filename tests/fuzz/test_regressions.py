@@ -192,3 +192,13 @@ def test_raw_rank_header_damage(tmp_path, change):
         (tmp_path / f"rank.{r}.hvt").write_bytes(data)
     e = _err(merge_raw, tmp_path)
     assert "rank.1.hvt" in e.where, e.render()
+
+
+def test_otf2_damaged_definitions_are_an_input_error(tmp_path):
+    pytest.importorskip("otf2", reason="the optional otf2 package is not installed")
+    from hpcvar.traces.otf2_import import read_otf2
+    from tests.unit.test_replay_traces import _write_otf2
+
+    anchor = _write_otf2(tmp_path / "arch")
+    (tmp_path / "arch" / "traces" / "0.def").write_bytes(b"\x03B")  # truncated
+    assert "traces.otf2" in _err(read_otf2, anchor).where
