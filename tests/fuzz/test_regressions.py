@@ -202,3 +202,10 @@ def test_otf2_damaged_definitions_are_an_input_error(tmp_path):
     anchor = _write_otf2(tmp_path / "arch")
     (tmp_path / "arch" / "traces" / "0.def").write_bytes(b"\x03B")  # truncated
     assert "traces.otf2" in _err(read_otf2, anchor).where
+
+
+@pytest.mark.parametrize("rate", [0.0, -1.0, float("nan"), float("inf"), 1e30])
+def test_tit_flops_rate_refused(tmp_path, rate):
+    f = tmp_path / "t.tit"
+    f.write_text("p0 init\np0 compute 1000\np0 finalize\n")
+    assert _err(read_tit, f, rate).where == "--flops-rate"

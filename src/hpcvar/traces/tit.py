@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcvar.errors import InputFileError, read_user_text
+from hpcvar.errors import InputFileError, UsageError, read_user_text
 from hpcvar.traces.native import MAX_BYTES, MAX_NS, MAX_TASKS, Trace, make_events
 from hpcvar.units import MAX_SIZE
 
@@ -50,7 +50,13 @@ def _ns(seconds: float, what: str) -> int:
     return int(round(seconds * 1e9))
 
 
+MAX_FLOPS_RATE = 1e20  # flop/s: beyond any machine (the largest are near 1e18)
+
+
 def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
+    if not 0 < flops_rate <= MAX_FLOPS_RATE:  # also nan and inf; 0 divided every compute by zero
+        raise UsageError(f"flop rate {flops_rate} is not in (0, {MAX_FLOPS_RATE:g}] flop/s", "--flops-rate",
+                         "Give the flop/s of the machine to replay on, e.g. --flops-rate 1e10")
     path = Path(path)
     if not path.is_file():
         raise InputFileError("no such TIT file", str(path), todo="Give a SimGrid time-independent trace")
