@@ -108,6 +108,8 @@ def _parse_range(part: str, item: Callable[[str], float], flag: str) -> list[flo
             raise UsageError(f"range factor in '{part}' must be above 1", flag, "Use a..b:x2")
         if lo <= 0:
             values.append(lo)
+            if hi <= 0:  # 0..0: nothing to multiply (the loop below would never end)
+                return values
             lo = 1 if hi >= 1 else hi
         # counted before the loop: a factor just above 1 would otherwise fill the memory
         if lo > 0 and hi > lo and math.log(hi / lo) / math.log(factor) > 100000:

@@ -20,21 +20,31 @@ from hpcvar.errors import HpcvarError
 EXAMPLES = int(os.environ.get("FUZZ_EXAMPLES", "150"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=os.environ.get("FUZZ_RANDOM") is None,
                 suppress_health_check=list(HealthCheck), database=None)
-HANG_S = 10  # one parse of a small input never takes this long
+HANG_S = 10  # CPU seconds: one parse of a small input never takes this long
+HANG_WALL_S = 120  # wall-clock seconds, for a parse blocked without using the CPU
 
 
 @contextmanager
 def no_hang(what: str):
-    def _alarm(signum, frame):
-        raise AssertionError(f"{what} hung for {HANG_S} s")
+    """Fail a parse that spins for HANG_S of CPU time (ITIMER_PROF: a loaded machine, where the suite shares
+    2 cores with others, does not count) or stays blocked for HANG_WALL_S."""
+    def _spin(signum, frame):
+        raise AssertionError(f"{what} hung: {HANG_S} s of CPU time")
 
-    old = signal.signal(signal.SIGALRM, _alarm)
-    signal.alarm(HANG_S)
+    def _wall(signum, frame):
+        raise AssertionError(f"{what} hung: blocked for {HANG_WALL_S} s")
+
+    old_prof = signal.signal(signal.SIGPROF, _spin)
+    old_alrm = signal.signal(signal.SIGALRM, _wall)
+    signal.setitimer(signal.ITIMER_PROF, HANG_S)
+    signal.alarm(HANG_WALL_S)
     try:
         yield
     finally:
+        signal.setitimer(signal.ITIMER_PROF, 0)
         signal.alarm(0)
-        signal.signal(signal.SIGALRM, old)
+        signal.signal(signal.SIGPROF, old_prof)
+        signal.signal(signal.SIGALRM, old_alrm)
 
 
 def outcome(fn, *args, where: str | None = None, **kwargs):

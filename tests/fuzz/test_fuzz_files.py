@@ -7,22 +7,32 @@ from __future__ import annotations
 
 import json
 import math
-import tempfile
 from pathlib import Path
 
 import numpy as np
+import pytest
 from hypothesis import given
+from hypothesis import strategies as st
 
 from hpcvar.noise import formats
 from hpcvar.noise.collector import synth
 from tests.fuzz.harness import FUZZ, mutated, outcome
 
 ROOT = Path(__file__).resolve().parents[2]
-_TMP = Path(tempfile.mkdtemp(prefix="hpcvar-fuzz-"))
+_TMP: list[Path] = []  # the directory of the running module's files (the fixture below)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _fuzz_dir(tmp_path_factory):
+    """The files the parsers read: one pytest temporary directory per module run (pytest removes old ones),
+    not a directory made at import and left behind."""
+    _TMP.append(tmp_path_factory.mktemp("fuzz-files"))
+    yield
+    _TMP.pop()
 
 
 def _file(name: str, data: bytes) -> Path:
-    p = _TMP / name
+    p = _TMP[-1] / name
     p.write_bytes(data)
     return p
 
@@ -164,3 +174,97 @@ def test_testbed_state(data):
     from hpcvar.testbed.plan import load_state
 
     outcome(load_state, _file("state.json", data), where="state.json")
+
+
+def _raw_rank(rank: int, recs: list[tuple]) -> bytes:
+    from hpcvar.traces.native import OPS, RAW_RECORD
+
+    arr = np.zeros(len(recs), dtype=RAW_RECORD)
+    for i, (op, peer, nbytes, t0, t1) in enumerate(recs):
+        arr[i] = (t0, t1, nbytes, -1, OPS.index(op), peer, 0, 0)
+    head = (f"HVTRACE 1\nrank={rank}\nsize=2\nclock=mono\nticks_per_ns=1.000000000\nclock_cost_tsc_ns=0.00\n"
+            f"clock_cost_mono_ns=20.00\nend_reason=finalize\nrecords={len(recs)}\nrecord_bytes=48\nend\n")
+    return head.encode() + arr.tobytes() + b"comm 1 2 0 1\n"
+
+
+RAW0 = _raw_rank(0, [("init", -1, 0, 100, 100), ("send", 1, 8, 200, 300), ("allreduce", -1, 8, 310, 400),
+                     ("finalize", -1, 0, 400, 400)])
+RAW1 = _raw_rank(1, [("init", -1, 0, 150, 150), ("recv", 0, 8, 160, 320), ("allreduce", -1, 8, 330, 410),
+                     ("finalize", -1, 0, 500, 500)])
+
+
+def _check_events(tr) -> None:
+    ev = tr.events
+    assert 1 <= tr.ntasks <= 1 << 24
+    for col in ("bytes", "t_start_ns", "t_end_ns"):
+        assert (ev[col].to_numpy() >= 0).all(), col
+    assert (ev["t_end_ns"].to_numpy() >= ev["t_start_ns"].to_numpy()).all()
+    assert ev["peer"].between(-1, tr.ntasks - 1).all()
+
+
+@FUZZ
+@given(mutated(RAW1, max_mutations=4))
+def test_tracer_raw_rank_files(data):
+    """The tracer's rank.<r>.hvt files (a text header, binary records, communicator lines) merged into a
+    trace: one rank's file damaged, the other intact."""
+    from hpcvar.traces.native import merge_raw
+
+    d = _TMP[-1] / "raw"
+    d.mkdir(exist_ok=True)
+    (d / "rank.0.hvt").write_bytes(RAW0)
+    (d / "rank.1.hvt").write_bytes(data)
+    tr, _ = outcome(merge_raw, d, where=str(d))
+    if tr is not None:
+        _check_events(tr)
+
+
+def _native_trace():
+    from hpcvar.traces.native import COLUMNS, Trace, make_events
+
+    rows = [dict(task=0, op="init"), dict(task=0, op="send", peer=1, bytes=8, t_start_ns=200, t_end_ns=300),
+            dict(task=0, op="finalize", t_start_ns=400, t_end_ns=400), dict(task=1, op="init"),
+            dict(task=1, op="recv", peer=0, bytes=8, t_start_ns=160, t_end_ns=320),
+            dict(task=1, op="finalize", t_start_ns=500, t_end_ns=500)]
+    tr = Trace(make_events(rows), 2, comms={0: [0, 1], 1: [1, 0]})
+    meta = json.dumps({"format": "hpcvar-trace", "version": 1, "ntasks": 2, "comms": {"0": [0, 1], "1": [1, 0]},
+                       "timed": True, "source": "x"}).encode()
+    return tr.events, meta, [c for c in COLUMNS if c != "op"]
+
+
+TRACE_EV, TRACE_META, TRACE_INT_COLUMNS = _native_trace()
+WEIRD_INTS = [-1, -2, 0, 1, 2, 3, 2**31 - 1, -(2**31), 2**32, 2**32 + 1, 2**62, 2**63 - 1, -(2**63), 10**17 + 1]
+
+
+@st.composite
+def native_traces(draw) -> bytes:
+    """A native trace written by pyarrow (not by write_parquet, which checks): metadata JSON mutated, a few
+    values replaced by troublesome ones, an op renamed, a column dropped; or the file's bytes mutated."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ev = TRACE_EV.copy().astype({c: "int64" for c in TRACE_INT_COLUMNS})  # room for any troublesome value
+    ev["op"] = ev["op"].astype(str)
+    for _ in range(draw(st.integers(0, 3))):
+        col = draw(st.sampled_from(TRACE_INT_COLUMNS))
+        ev.loc[draw(st.integers(0, len(ev) - 1)), col] = draw(st.sampled_from(WEIRD_INTS))
+    if draw(st.booleans()):
+        ev.loc[draw(st.integers(0, len(ev) - 1)), "op"] = draw(st.sampled_from(["", "sendx", "wait", "bcast"]))
+    if draw(st.integers(0, 9)) == 0:
+        ev = ev.drop(columns=[draw(st.sampled_from(list(ev.columns)))])
+    meta = draw(mutated(TRACE_META, max_mutations=3)) if draw(st.booleans()) else TRACE_META
+    table = pa.Table.from_pandas(ev, preserve_index=False)
+    table = table.replace_schema_metadata({**(table.schema.metadata or {}), b"hpcvar.trace": meta})
+    sink = pa.BufferOutputStream()
+    pq.write_table(table, sink)
+    data = sink.getvalue().to_pybytes()
+    return draw(mutated(data, max_mutations=2)) if draw(st.integers(0, 4)) == 0 else data
+
+
+@FUZZ
+@given(native_traces())
+def test_native_parquet_trace(data):
+    from hpcvar.traces.native import read_parquet
+
+    tr, _ = outcome(read_parquet, _file("t.trace", data), where="t.trace")
+    if tr is not None:
+        _check_events(tr)

@@ -8,6 +8,7 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -15,17 +16,30 @@ from hpcvar.results import Run
 from hpcvar.results.store import list_runs
 from tests.fuzz.harness import FUZZ, mutated, outcome
 
-_BASE = Path(tempfile.mkdtemp(prefix="hpcvar-fuzz-runs-"))
-_RUN = Run.create("bench latency", {"sizes": [8]}, _BASE, argv=["hpcvar"])
-_RUN.write_table("noise.periods", pd.DataFrame({"host": ["h"], "cpu": [0], "rank": [0], "hz": [250.0],
-                                                "strength": [0.9], "harmonics": [3]}))
-_RUN.finish("complete", {"x": 1})
-RUN_JSON = (_RUN.path / "run.json").read_bytes()
-TABLE = (_RUN.path / "noise.periods.parquet").read_bytes()
+
+def _seed() -> tuple[bytes, bytes]:
+    """run.json and a Parquet table of a real run, made in a directory removed at once."""
+    with tempfile.TemporaryDirectory(prefix="hpcvar-fuzz-runs-") as d:
+        run = Run.create("bench latency", {"sizes": [8]}, Path(d), argv=["hpcvar"])
+        run.write_table("noise.periods", pd.DataFrame({"host": ["h"], "cpu": [0], "rank": [0], "hz": [250.0],
+                                                       "strength": [0.9], "harmonics": [3]}))
+        run.finish("complete", {"x": 1})
+        return (run.path / "run.json").read_bytes(), (run.path / "noise.periods.parquet").read_bytes()
+
+
+RUN_JSON, TABLE = _seed()
+_BASE: list[Path] = []
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _runs_dir(tmp_path_factory):
+    _BASE.append(tmp_path_factory.mktemp("fuzz-runs"))
+    yield
+    _BASE.pop()
 
 
 def _copy(run_json: bytes, table: bytes) -> Path:
-    d = Path(tempfile.mkdtemp(dir=_BASE)) / "run"
+    d = Path(tempfile.mkdtemp(dir=_BASE[-1])) / "run"
     d.mkdir()
     (d / "run.json").write_bytes(run_json)
     (d / "noise.periods.parquet").write_bytes(table)

@@ -44,6 +44,7 @@ QUEUES = ("single", "dual")
 MATCHES = ("any", "exact")
 HEADER_BYTES = 8  # every message starts with an 8-byte header (end-of-stream count)
 MAX_MSG = 0x7FFFFFFF  # MPI count limit for MPI_BYTE
+MAX_DEPTH = 1 << 20  # posted receives per queue (one MPI_Request and buffer each)
 MAX_BINS = 1_000_000  # bins per root and point (preallocated by the root)
 POINT_FIELDS = ["rep", "clients", "chatter", "queues", "depth", "match"]
 KIND_CLIENT, KIND_BIN, KIND_RTT, KIND_ROOT, KIND_CHATTER, KIND_CLIENT_STEADY = 1, 2, 3, 4, 5, 7  # 6: retired
@@ -88,6 +89,9 @@ def parse_depth_list(text: str, flag: str = "--depth") -> list:
         if n < 1:
             raise UsageError(f"queue depth {n} leaves the root with no posted receive", flag,
                              "Give a depth of 1 or more, or 'deep'")
+        if n > MAX_DEPTH:  # the C side holds it in an int and posts that many requests
+            raise UsageError(f"queue depth {part[:30]} is beyond {MAX_DEPTH} posted receives", flag,
+                             "Give a realistic depth such as 20, or 'deep'")
         out.append(n)
     return out
 

@@ -16,6 +16,7 @@ content; ``save_trace(trace, path, fmt=None)`` writes one. Every parse error nam
 from __future__ import annotations
 
 import json
+import math
 import re
 import struct
 from pathlib import Path
@@ -42,6 +43,64 @@ def _json_default(o):
     if isinstance(o, (np.ndarray, Path)):
         return o.tolist() if isinstance(o, np.ndarray) else str(o)
     raise TypeError(f"{type(o).__name__} is not JSON serializable")
+
+
+# Bounds of a trace file: beyond them a value is damage or a typo, never a recording. Cycle counts are int64
+# arrays whose sums (trace length, start times) must not wrap; a trace is at most MAX_TIME_S long.
+MAX_CYCLES = 1 << 62
+MAX_CPU = 1 << 20
+
+
+def _cycles(text: str, what: str) -> int:
+    """A non-negative cycle count below MAX_CYCLES (ValueError naming ``what`` otherwise)."""
+    v = int(text)
+    if v < 0:
+        raise ValueError(f"negative {what}")
+    if v >= MAX_CYCLES:
+        raise ValueError(f"{what} {text[:30]} is beyond {MAX_CYCLES} cycles")
+    return v
+
+
+def _file_freq(text: str, path, line: int) -> float:
+    """A '# freq_hz' header value: finite, positive, at most MAX_FREQ_HZ."""
+    from hpcvar.sim.synth import MAX_FREQ_HZ
+
+    try:
+        f = float(text)
+    except ValueError:
+        raise InputFileError(f"'{text[:40]}' is not a frequency", str(path), line) from None
+    if not 0 < f <= MAX_FREQ_HZ:  # also nan and inf
+        raise InputFileError(f"frequency {text[:40]} Hz is not in (0, {MAX_FREQ_HZ:g}]", str(path), line,
+                             todo="Fix the 'freq_hz' header")
+    return f
+
+
+def _check_span(trace: JitterTrace, where: str) -> JitterTrace:
+    """Refuse a trace whose frequency is absurd or whose CPUs last beyond MAX_TIME_S (or MAX_CYCLES): their
+    int64 start times would wrap."""
+    from hpcvar.sim.synth import MAX_FREQ_HZ
+    from hpcvar.units import MAX_TIME_S
+
+    if not 0 < trace.freq_hz <= MAX_FREQ_HZ:
+        raise InputFileError(f"frequency {trace.freq_hz} Hz is not in (0, {MAX_FREQ_HZ:g}]", where,
+                             todo="Fix the trace's frequency or give --freq")
+    for c in trace.cpus:
+        total = int(c.meta.get("lead_in_cycles", 0)) + int(sum(c.duration.tolist())) + int(sum(c.gap.tolist()))
+        if total >= MAX_CYCLES or total / trace.freq_hz > MAX_TIME_S:
+            raise InputFileError(f"CPU {c.cpu} lasts {total} cycles ({total / trace.freq_hz:.3g} s): beyond any "
+                                 f"recording (at most {MAX_TIME_S:g} s)", where,
+                                 todo="The trace is damaged, or its frequency is wrong")
+    return trace
+
+
+MAX_NS = 1e17  # units.MAX_TIME_S in ns
+
+
+def _cpu_number(text: str) -> int:
+    v = int(text)
+    if not 0 <= v < MAX_CPU:
+        raise ValueError(f"CPU {text[:30]} is not in 0..{MAX_CPU - 1}")
+    return v
 
 
 def _bin_error(what: str, path, offset: int, todo: str | None = None) -> InputFileError:
@@ -113,7 +172,7 @@ def read_jtr(path) -> JitterTrace:
     meta.setdefault("source", str(path))
     if not (freq > 0):
         raise _bin_error(f"frequency {freq} is not positive", path, 16)
-    return JitterTrace(float(freq), cpus, meta)
+    return _check_span(JitterTrace(float(freq), cpus, meta), str(path))
 
 
 def jtr_bytes(trace: JitterTrace) -> bytes:
@@ -153,8 +212,11 @@ def _need_freq(freq_hz, path) -> float:
     if freq_hz is None:
         raise UsageError(f"{path} does not say its frequency", "--freq",
                          "Give the cycles-per-second of the machine that recorded it, e.g. --freq 2.4GHz")
-    if not freq_hz > 0:
-        raise UsageError(f"frequency {freq_hz} is not positive", "--freq", "Give e.g. --freq 2.4GHz")
+    from hpcvar.sim.synth import MAX_FREQ_HZ
+
+    if not 0 < freq_hz <= MAX_FREQ_HZ:  # also nan and inf
+        raise UsageError(f"frequency {freq_hz} is not in (0, {MAX_FREQ_HZ:g}] Hz", "--freq",
+                         "Give e.g. --freq 2.4GHz")
     return float(freq_hz)
 
 
@@ -169,14 +231,16 @@ def read_text(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTrace:
         if stripped.startswith("#"):
             m = _CPU_RE.match(stripped)
             if m:
-                blocks.append((int(m.group(1)), int(m.group(2) or 0), [], []))
+                try:
+                    c, lead = _cpu_number(m.group(1)), _cycles(m.group(2) or "0", "lead-in")
+                except ValueError as e:
+                    raise InputFileError(f"'{stripped}': {e}", str(path), i,
+                                         todo=f"Write '# cpu C lead_in_cycles N' with C below {MAX_CPU}") from None
+                blocks.append((c, lead, [], []))
                 continue
             f = _FREQ_RE.search(stripped)
             if f and file_freq is None:
-                try:
-                    file_freq = float(f.group(1))
-                except ValueError:
-                    raise InputFileError(f"'{f.group(1)}' is not a frequency", str(path), i) from None
+                file_freq = _file_freq(f.group(1), path, i)
             continue
         text = stripped.split("#", 1)[0].strip()
         if not text:
@@ -185,10 +249,11 @@ def read_text(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTrace:
         if len(parts) != 2 or not all(re.fullmatch(r"[+-]?\d+", p) for p in parts):
             raise InputFileError(f"'{stripped}' is not two integers", str(path), i,
                                  todo="Each line is 'jitter_duration cycles_to_next_jitter' in cycles")
-        a, b = int(parts[0]), int(parts[1])
-        if a < 0 or b < 0:
-            raise InputFileError(f"negative {'duration' if a < 0 else 'gap'} in '{stripped}'", str(path), i,
-                                 todo="Durations and gaps are non-negative cycle counts")
+        try:
+            a, b = _cycles(parts[0], "duration"), _cycles(parts[1], "gap")
+        except ValueError as e:
+            raise InputFileError(f"{e} in '{stripped}'", str(path), i,
+                                 todo="Durations and gaps are non-negative cycle counts") from None
         if not blocks:
             blocks.append((cpu, 0, [], []))
         blocks[-1][2].append(a)
@@ -199,7 +264,7 @@ def read_text(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTrace:
     freq = _need_freq(freq_hz if freq_hz is not None else file_freq, path)
     cpus = [CpuTrace(c, np.array(d, dtype=np.int64), np.array(g, dtype=np.int64), {"lead_in_cycles": lead})
             for c, lead, d, g in blocks]
-    return JitterTrace(freq, cpus, {"source": str(path)})
+    return _check_span(JitterTrace(freq, cpus, {"source": str(path)}), str(path))
 
 
 def text_string(trace: JitterTrace) -> str:
@@ -231,13 +296,22 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
         if s.startswith("#"):
             f = _FREQ_RE.search(s)
             if f:
-                file_freq = float(f.group(1))
+                file_freq = _file_freq(f.group(1), path, i)
             m = _LEN_RE.search(s)
             if m:
-                length_ns = float(m.group(1))
+                try:
+                    length_ns = float(m.group(1))
+                except ValueError:
+                    length_ns = math.nan
+                if not 0 <= length_ns <= MAX_NS:
+                    raise InputFileError(f"length_ns {m.group(1)[:40]} is not in 0..{MAX_NS:g}", str(path), i,
+                                         todo="Fix the '# length_ns' header")
             c = _CPUH_RE.search(s)
             if c:
-                cpu = int(c.group(1))
+                try:
+                    cpu = _cpu_number(c.group(1))
+                except ValueError as e:
+                    raise InputFileError(str(e), str(path), i, todo=f"CPUs are numbered below {MAX_CPU}") from None
             continue
         if not s:
             continue
@@ -251,6 +325,9 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
                                  todo="Each line is a start time and a duration in ns")
         if a < 0 or b < 0:
             raise InputFileError(f"negative {'start' if a < 0 else 'duration'} in '{s}'", str(path), i)
+        if a + b > MAX_NS:
+            raise InputFileError(f"'{s}' ends beyond {MAX_NS:g} ns", str(path), i,
+                                 todo="Times are in ns; a trace lasts at most a few years")
         if starts and a < starts[-1][0]:
             raise InputFileError(f"start {a} is before the previous start {starts[-1][0]}", str(path), i,
                                  todo="Events must be sorted by start time")
@@ -261,8 +338,11 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
         durs.append(b)
     if not starts:
         raise InputFileError("the trace has no event", str(path), todo="Give at least one 'start<TAB>duration' line")
-    freq = float(freq_hz if freq_hz is not None else (file_freq or 1e9))
+    freq = _need_freq(freq_hz, path) if freq_hz is not None else (file_freq or 1e9)
     scale = freq / 1e9
+    if max(length_ns or 0.0, starts[-1][0] + durs[-1]) * scale >= MAX_CYCLES:
+        raise InputFileError(f"the trace lasts beyond {MAX_CYCLES} cycles at {freq:g} Hz", str(path),
+                             todo="Check the frequency and the times (ns)")
     s_c = np.rint(np.array([a for a, _ in starts]) * scale).astype(np.int64)
     d_c = np.rint(np.array(durs) * scale).astype(np.int64)
     end = int(s_c[-1] + d_c[-1])
@@ -271,7 +351,7 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
         raise InputFileError(f"length_ns {length_ns} is shorter than the last event's end", str(path),
                              todo="Fix the '# length_ns' header")
     ct = cpu_trace_from_events(cpu, s_c, np.minimum(d_c, np.append(s_c[1:] - s_c[:-1], d_c[-1])), length)
-    return JitterTrace(freq, [ct], {"source": str(path)})
+    return _check_span(JitterTrace(freq, [ct], {"source": str(path)}), str(path))
 
 
 def loggopsim_string(trace: JitterTrace, cpu_index: int = 0) -> str:
@@ -315,7 +395,7 @@ def read_csv(path, freq_hz: float | None = None) -> JitterTrace:
         if s.startswith("#"):
             f = _FREQ_RE.search(s)
             if f:
-                file_freq = float(f.group(1))
+                file_freq = _file_freq(f.group(1), path, i)
             continue
         cells = [x.strip() for x in s.split(",")]
         if header is None:
@@ -330,13 +410,13 @@ def read_csv(path, freq_hz: float | None = None) -> JitterTrace:
         if len(cells) != len(header):
             raise InputFileError(f"{len(cells)} fields, the header has {len(header)}", str(path), i)
         try:
-            cpu, d, g = (int(cells[ix[c]]) for c in ("cpu", "duration_cycles", "gap_cycles"))
-            st = int(cells[ist]) if ist is not None else None
-        except ValueError:
-            raise InputFileError(f"'{s}': cpu, duration_cycles, gap_cycles must be integers", str(path), i) from None
-        if d < 0 or g < 0 or cpu < 0:
-            raise InputFileError(f"negative value in '{s}'", str(path), i,
-                                 todo="cpu, durations and gaps are non-negative")
+            cpu = _cpu_number(cells[ix["cpu"]])
+            d, g = _cycles(cells[ix["duration_cycles"]], "duration"), _cycles(cells[ix["gap_cycles"]], "gap")
+            st = _cycles(cells[ist], "start") if ist is not None else None
+        except ValueError as e:
+            raise InputFileError(f"'{s}': {e}", str(path), i,
+                                 todo=f"cpu (below {MAX_CPU}), durations and gaps are non-negative integers") \
+                from None
         rows.setdefault(cpu, []).append((d, g, st))
     if not rows:
         raise InputFileError("the trace has no event", str(path), todo="Give a header row and one row per event")
@@ -346,7 +426,7 @@ def read_csv(path, freq_hz: float | None = None) -> JitterTrace:
         a = np.array([[x[0], x[1]] for x in r], dtype=np.int64)
         lead = r[0][2] if r[0][2] is not None else 0
         cpus.append(CpuTrace(cpu, a[:, 0], a[:, 1], {"lead_in_cycles": int(lead)}))
-    return JitterTrace(freq, cpus, {"source": str(path)})
+    return _check_span(JitterTrace(freq, cpus, {"source": str(path)}), str(path))
 
 
 # ---- dispatch ------------------------------------------------------------------------------------------------

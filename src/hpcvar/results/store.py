@@ -218,8 +218,10 @@ class Run:
 
         try:
             return pd.read_parquet(f)
-        except (pa.ArrowException, OSError, ValueError) as e:
-            raise ResultsError(f"table '{name}' cannot be read: {str(e).splitlines()[0][:200]}", str(f),
+        except (pa.ArrowException, OSError, ValueError, KeyError, TypeError) as e:
+            # KeyError, TypeError: the pandas metadata in the file is damaged (a missing key, an unknown dtype)
+            lines = str(e).splitlines() or [type(e).__name__]
+            raise ResultsError(f"table '{name}' cannot be read: {lines[0][:200]}", str(f),
                                "The file is damaged (truncated?): run the measurement again") from None
 
     def has_table(self, name: str) -> bool:

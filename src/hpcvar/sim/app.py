@@ -8,13 +8,14 @@ where the semantics are written down). docs/replay.md describes both and what th
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from hpcvar.errors import InputFileError, UsageError, read_user_text
 from hpcvar.sim.replay_ref import RefEngine, Result, Xfer, lower  # noqa: F401 (re-exported)
-from hpcvar.traces.native import Trace
+from hpcvar.traces.native import MAX_TASKS, Trace
 
 MODELS = ("none", "gige", "myrinet", "maxmin")
 ENGINES = ("auto", "native", "python")
@@ -34,6 +35,40 @@ class Cluster:
         return self.links.get((a, b)) or self.links.get((b, a)) or (self.bandwidth, self.latency)
 
 
+# Bounds of a cluster or mapping file: beyond them a value is a typo, not a machine to simulate (a task or
+# node number is an index of per-task arrays: 10**22 would fill the memory long before the replay starts).
+MAX_NODES = 1 << 20
+MAX_CORES_PER_NODE = 1 << 16
+_CLUSTER_KEYS = ("nodes", "cores_per_node", "bandwidth", "latency", "shm_bandwidth", "shm_latency")
+
+
+def _cluster_value(key: str, text: str) -> float:
+    """One value of a cluster file; ValueError (with the reason) when it is not a number or absurd."""
+    from hpcvar.units import MAX_RATE_BPS, MAX_TIME_S
+
+    v = float(text)  # ValueError for non-numbers; never OverflowError ('1e999' is inf)
+    if not math.isfinite(v):
+        raise ValueError(f"{key} must be finite")
+    if key in ("nodes", "cores_per_node"):
+        hi = MAX_NODES if key == "nodes" else MAX_CORES_PER_NODE
+        if v != int(v) or not 1 <= v <= hi:
+            raise ValueError(f"{key} must be a whole number in 1..{hi}")
+    elif "bandwidth" in key:
+        if not 0 < v <= MAX_RATE_BPS / 8:
+            raise ValueError(f"{key} must be above 0 and at most {MAX_RATE_BPS / 8:g} bytes/s")
+    elif not 0 <= v <= MAX_TIME_S:  # latencies
+        raise ValueError(f"{key} must be in 0..{MAX_TIME_S:g} s")
+    return v
+
+
+def _index(text: str, what: str, hi: int) -> int:
+    """A node or task number in 0..hi-1 (ValueError otherwise: '1e3', '-1', 10**22)."""
+    n = int(text)
+    if not 0 <= n < hi:
+        raise ValueError(f"{what} {text[:30]} is outside 0..{hi - 1}")
+    return n
+
+
 def load_cluster(path: str) -> Cluster:
     """A cluster file: 'key value' lines (nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
     shm_latency) and 'link A B BANDWIDTH LATENCY' lines; '#' starts a comment. Units: bytes/s, s."""
@@ -44,20 +79,22 @@ def load_cluster(path: str) -> Cluster:
         raise InputFileError("no such cluster file", path, todo="Give a file of 'key value' lines (docs/replay.md)")
     kv: dict[str, float] = {}
     links = {}
+    link_lines = {}
     for i, raw in enumerate(read_user_text(p).splitlines(), 1):
         line = raw.split("#", 1)[0].split()
         if not line:
             continue
         try:
             if line[0] == "link" and len(line) == 5:
-                links[(int(line[1]), int(line[2]))] = (float(line[3]), float(line[4]))
-            elif line[0] in ("nodes", "cores_per_node", "bandwidth", "latency", "shm_bandwidth", "shm_latency") \
-                    and len(line) == 2:
-                kv[line[0]] = float(line[1])
+                key = (_index(line[1], "node", MAX_NODES), _index(line[2], "node", MAX_NODES))
+                links[key] = (_cluster_value("bandwidth", line[3]), _cluster_value("latency", line[4]))
+                link_lines[key] = i
+            elif line[0] in _CLUSTER_KEYS and len(line) == 2:
+                kv[line[0]] = _cluster_value(line[0], line[1])
             else:
                 raise ValueError
-        except ValueError:
-            raise InputFileError(f"cannot read '{raw.strip()}'", path, i,
+        except ValueError as e:
+            raise InputFileError(f"cannot read '{raw.strip()}'{f' ({e})' if str(e) else ''}", path, i,
                                  todo="Write 'nodes 4', 'bandwidth 1.25e8', 'latency 5e-5', "
                                       "'link 0 1 1.25e8 5e-5' (bytes/s and seconds)") from None
     for k in ("nodes", "cores_per_node", "bandwidth", "latency"):
@@ -71,7 +108,7 @@ def load_cluster(path: str) -> Cluster:
         c.shm_latency = kv["shm_latency"]
     for (a, b) in links:
         if not (0 <= a < c.nodes and 0 <= b < c.nodes):
-            raise InputFileError(f"link {a} {b} names a node outside 0..{c.nodes - 1}", path,
+            raise InputFileError(f"link {a} {b} names a node outside 0..{c.nodes - 1}", path, link_lines[(a, b)],
                                  todo="Fix the node numbers or 'nodes'")
     return c
 
@@ -108,12 +145,12 @@ def load_mapping(path: str, ntasks: int, cluster: Cluster) -> list[int]:
         if not f:
             continue
         try:
-            t, n = int(f[0]), int(f[1])
             if len(f) != 2:
                 raise ValueError
-        except (ValueError, IndexError):
-            raise InputFileError(f"cannot read '{raw.strip()}'", path, i, todo="Write 'TASK NODE', e.g. '3 1'") \
-                from None
+            t, n = _index(f[0], "task", MAX_TASKS), _index(f[1], "node", MAX_NODES)
+        except ValueError as e:
+            raise InputFileError(f"cannot read '{raw.strip()}'{f' ({e})' if str(e) else ''}", path, i,
+                                 todo="Write 'TASK NODE', e.g. '3 1'") from None
         if not 0 <= n < cluster.nodes:
             raise InputFileError(f"node {n} is outside 0..{cluster.nodes - 1}", path, i,
                                  todo="Fix the node or give more --nodes")

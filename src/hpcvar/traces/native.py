@@ -41,6 +41,12 @@ COLLECTIVE_OPS = set(OPS[9:])
 COLUMNS = {"task": "int32", "seq": "int64", "op": "object", "peer": "int32", "bytes": "int64", "tag": "int32",
            "comm": "int32", "t_start_ns": "int64", "t_end_ns": "int64", "req": "int64"}
 
+# Bounds of an imported or recorded trace: task numbers index per-task arrays (10**22 tasks is damage, not an
+# application), times and sizes are int64 columns whose sums must not wrap.
+MAX_TASKS = 1 << 24
+MAX_NS = 10**17  # units.MAX_TIME_S in ns
+MAX_BYTES = 1 << 62
+
 RAW_RECORD = np.dtype([("t_start_ns", "<i8"), ("t_end_ns", "<i8"), ("bytes", "<i8"), ("req", "<i8"),
                        ("op", "<i4"), ("peer", "<i4"), ("tag", "<i4"), ("comm", "<i4")])
 
@@ -97,6 +103,7 @@ def validate(trace: Trace, where: str) -> None:
     if len(ev) and (ev["task"].min() < 0 or ev["task"].max() >= trace.ntasks):
         raise InputFileError(f"task numbers must be in 0..{trace.ntasks - 1}", where,
                              todo="Fix 'ntasks' in the metadata or the task column")
+    _check_values(ev, trace.ntasks, where)
     task = ev["task"].to_numpy()
     seq = ev["seq"].to_numpy()
     if not len(task):
@@ -114,6 +121,45 @@ def validate(trace: Trace, where: str) -> None:
         expect = np.arange(len(task)) - np.repeat(starts, np.diff(np.append(starts, len(task))))
         raise InputFileError(f"task {t}: seq is not 0,1,2,... (row {int(expect[i])} has seq {int(seq[i])}); the "
                              "trace is truncated or was reordered", where, todo="Re-record or re-merge the trace")
+
+
+def _check_values(ev: pd.DataFrame, ntasks: int, where: str) -> None:
+    """Refuse values no MPI call has: a peer outside -1..ntasks-1, a negative or absurd size, a time outside
+    0..MAX_NS or a call ending before it starts (damage, or a tracer and reader that disagree)."""
+    if not len(ev):
+        return
+    t0, t1 = ev["t_start_ns"].to_numpy(), ev["t_end_ns"].to_numpy()
+    checks = [(ev["peer"].to_numpy(), lambda a: (a < -1) | (a >= ntasks), f"peer outside -1..{ntasks - 1}"),
+              (ev["bytes"].to_numpy(), lambda a: (a < 0) | (a > MAX_BYTES), f"size outside 0..{MAX_BYTES}"),
+              (t0, lambda a: (a < 0) | (a > MAX_NS), f"start time outside 0..{MAX_NS} ns"),
+              (t1, lambda a: (a < t0) | (a > MAX_NS), f"end before its start or beyond {MAX_NS} ns")]
+    for col, bad_of, what in checks:
+        bad = np.flatnonzero(bad_of(col))
+        if len(bad):
+            r = ev.iloc[int(bad[0])]
+            raise InputFileError(f"{what} at task {r['task']} seq {r['seq']} ({r['op']}: peer {r['peer']}, "
+                                 f"bytes {r['bytes']}, t {r['t_start_ns']}..{r['t_end_ns']})", where,
+                                 todo="The trace is damaged: record or import it again")
+
+
+def _trace_meta(raw: bytes, where: str) -> dict:
+    """The 'hpcvar.trace' metadata: a JSON object with a sane ntasks and comms of world ranks."""
+    try:
+        meta = json.loads(raw)
+        if not isinstance(meta, dict):
+            raise ValueError("not a JSON object")
+        n = meta.get("ntasks")
+        if not isinstance(n, int) or isinstance(n, bool) or not 1 <= n <= MAX_TASKS:
+            raise ValueError(f"ntasks {str(n)[:30]} is not in 1..{MAX_TASKS}")
+        comms = meta.get("comms", {})
+        if not isinstance(comms, dict) or not all(
+                isinstance(v, list) and all(isinstance(x, int) and 0 <= x < n for x in v) for v in comms.values()):
+            raise ValueError(f"comms are not lists of ranks in 0..{n - 1}")
+        meta["comms"] = {int(k): v for k, v in comms.items()}
+    except (ValueError, UnicodeDecodeError) as e:  # JSONDecodeError is a ValueError
+        raise InputFileError(f"the 'hpcvar.trace' metadata is damaged ({str(e)[:120]})", where,
+                             todo="Write the trace again with 'hpcvar trace run' or 'hpcvar trace import'") from None
+    return meta
 
 
 def write_parquet(trace: Trace, path: str | Path) -> Path:
@@ -152,13 +198,12 @@ def read_parquet(path: str | Path) -> Trace:
     if raw is None:
         raise InputFileError("the Parquet file has no 'hpcvar.trace' metadata: not an hpcvar event trace",
                              str(path), todo="Write it with 'hpcvar trace run' or 'hpcvar trace import'")
-    meta = json.loads(raw)
+    meta = _trace_meta(raw, str(path))
     if meta.get("version") != TRACE_VERSION:
         raise InputFileError(f"trace version {meta.get('version')!r} is not the version this hpcvar reads "
                              f"({TRACE_VERSION})", str(path), todo="Convert it with the hpcvar that wrote it")
-    trace = Trace(events=events_from_arrow(table, str(path)), ntasks=int(meta["ntasks"]),
-                  comms={int(k): [int(x) for x in v] for k, v in meta.get("comms", {}).items()},
-                  timed=bool(meta.get("timed", True)), source=meta.get("source", ""),
+    trace = Trace(events=events_from_arrow(table, str(path)), ntasks=meta["ntasks"], comms=meta["comms"],
+                  timed=bool(meta.get("timed", True)), source=str(meta.get("source", "")),
                   meta={k: v for k, v in meta.items() if k not in ("comms", "ntasks", "timed", "source")})
     validate(trace, str(path))
     return trace
@@ -201,15 +246,38 @@ def events_from_arrow(table, where: str) -> pd.DataFrame:
     df = df[list(COLUMNS)]
     for name, dtype in COLUMNS.items():
         if name != "op" and df[name].dtype != dtype:
-            df[name] = df[name].fillna(0).astype(dtype)
+            df[name] = _exact_cast(df[name], name, dtype, where)
     return df
+
+
+def _exact_cast(col: pd.Series, name: str, dtype: str, where: str) -> pd.Series:
+    """``col`` in ``dtype`` when every value fits exactly; a value that would wrap (an int64 task 2**32 is
+    not task 0), a fraction or a missing task, seq or time is an InputFileError."""
+    if col.isna().any():
+        if name in ("task", "seq", "t_start_ns", "t_end_ns"):
+            raise InputFileError(f"column '{name}' has missing values", where, todo="The trace is damaged")
+        col = col.fillna(0)
+    info = np.iinfo(dtype)
+    try:
+        vals = col.to_numpy(dtype=np.float64) if col.dtype.kind == "f" else col.to_numpy()
+        ok = (vals >= info.min) & (vals <= info.max) & (vals == np.floor(vals) if col.dtype.kind == "f" else True)
+    except (TypeError, ValueError):
+        ok = np.zeros(1, dtype=bool)
+    if not np.all(ok):
+        raise InputFileError(f"column '{name}' holds values that are not {dtype} integers", where,
+                             todo="The trace is damaged or was not written by hpcvar")
+    return col.astype(dtype)
 
 
 # ---- the tracer's per-rank raw files (native/trace/hv_trace.c) ----
 
 def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
-    """(header, records, {local comm id: world ranks}) of one rank.<r>.hvt file."""
-    data = path.read_bytes()
+    """(header, records, {local comm id: world ranks}) of one rank.<r>.hvt file; ``rank`` and ``size`` of the
+    header are checked integers (``head["rank"]``, ``head["size"]`` stay strings)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise InputFileError(f"cannot read the raw trace: {e.strerror}", str(path)) from None
     head: dict[str, str] = {}
     pos, line_no = 0, 0
     while True:
@@ -228,10 +296,19 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
             break
         k, _, v = line.partition("=")
         head[k] = v
-    n = int(head.get("records", "-1"))
-    if int(head.get("record_bytes", RAW_RECORD.itemsize)) != RAW_RECORD.itemsize or n < 0:
-        raise InputFileError("unexpected record size or count in the header", str(path),
-                             todo="Use the hpcvar whose tracer wrote the file")
+    try:
+        n = int(head.get("records", "-1"))
+        nbytes = int(head.get("record_bytes", RAW_RECORD.itemsize))
+        size = int(head.get("size", ""))
+        rank = int(head.get("rank", ""))
+    except ValueError:
+        n = nbytes = size = rank = -1
+    if nbytes != RAW_RECORD.itemsize or n < 0 or not 1 <= size <= MAX_TASKS or not 0 <= rank < size:
+        raise InputFileError("unexpected rank, size, record size or record count in the header "
+                             f"(rank={head.get('rank', '')[:20]} size={head.get('size', '')[:20]} "
+                             f"records={head.get('records', '')[:20]} "
+                             f"record_bytes={head.get('record_bytes', '')[:20]})",
+                             str(path), todo="Use the hpcvar whose tracer wrote the file")
     need = n * RAW_RECORD.itemsize
     if len(data) - pos < need:
         raise InputFileError(f"the file is truncated: {n} records announced, "
@@ -239,17 +316,26 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
                              todo="Re-run the traced application (was the disk full or the job killed?)")
     rec = np.frombuffer(data, dtype=RAW_RECORD, count=n, offset=pos)
     comms = {}
-    for ln in data[pos + need:].decode("ascii", "replace").splitlines():
+    for j, ln in enumerate(data[pos + need:].decode("ascii", "replace").splitlines(), 1):
         parts = ln.split()
         if len(parts) >= 3 and parts[0] == "comm":
-            comms[int(parts[1])] = [int(x) for x in parts[3:3 + int(parts[2])]]
+            try:
+                members = [int(x) for x in parts[3:]]
+                if int(parts[2]) != len(members) or not all(0 <= m < size for m in members):
+                    raise ValueError
+                comms[int(parts[1])] = members
+            except ValueError:
+                # after the binary records: counted among the text lines that follow them
+                raise InputFileError(f"communicator line {j} after the records '{ln[:60]}' is not 'comm ID N' and "
+                                     f"N ranks in 0..{size - 1}", str(path), todo="The trace file is damaged") \
+                    from None
     return head, rec, comms
 
 
 def merge_raw(directory: str | Path, source: str = "") -> Trace:
     """Merge rank.<r>.hvt files into one Trace; communicators get global ids by their members."""
     directory = Path(directory)
-    files = sorted(directory.glob("rank.*.hvt"), key=lambda p: int(re.findall(r"\d+", p.name)[0]))
+    files = sorted(directory.glob("rank.*.hvt"), key=lambda p: [int(x) for x in re.findall(r"\d+", p.name)[:1]])
     if not files:
         raise InputFileError("no rank.<r>.hvt files: the application wrote no trace", str(directory),
                              todo="Check that LD_PRELOAD reached the ranks (see docs/replay.md) and that "
@@ -262,6 +348,9 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
         head, rec, local = read_raw_rank(f)
         heads.append(head)
         rank = int(head["rank"])
+        if size and int(head["size"]) != size:
+            raise InputFileError(f"the header says {head['size']} ranks, rank.{heads[0]['rank']}.hvt says {size}",
+                                 str(f), todo="The files come from different runs: trace again")
         size = int(head["size"])
         world = tuple(range(size))
         members_to_id.setdefault(world, 0)
@@ -283,12 +372,19 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
         df["seq"] = np.arange(len(df))
         frames.append(df)
     ranks = sorted(int(h["rank"]) for h in heads)
+    dup = [r for r, s in zip(ranks, ranks[1:], strict=False) if r == s]
+    if dup:
+        raise InputFileError(f"two files hold rank {dup[0]}", str(directory),
+                             todo="Trace again into an empty directory")
     if ranks != list(range(size)):
         missing = sorted(set(range(size)) - set(ranks))
         raise InputFileError(f"trace files of ranks {missing} are missing ({len(files)} of {size})", str(directory),
                              todo="Did some ranks die before MPI_Finalize? Re-run the application")
     ev = make_events(pd.concat(frames, ignore_index=True))
     t0 = int(ev["t_start_ns"].min()) if len(ev) else 0
+    if len(ev) and max(int(ev["t_end_ns"].max()), int(ev["t_start_ns"].max())) - t0 > MAX_NS:
+        raise InputFileError(f"the calls span more than {MAX_NS} ns: a damaged time stamp", str(directory),
+                             todo="Trace the application again")
     ev["t_start_ns"] -= t0
     ev["t_end_ns"] -= t0
     meta = {"clock": heads[0].get("clock"), "clock_cost_tsc_ns": float(heads[0].get("clock_cost_tsc_ns", 0)),
@@ -299,5 +395,6 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
     return trace
 
 
-__all__ = ["COLLECTIVE_OPS", "COLUMNS", "OPS", "P2P_OPS", "TRACE_VERSION", "Trace", "make_events", "merge_raw",
+__all__ = ["COLLECTIVE_OPS", "COLUMNS", "MAX_BYTES", "MAX_NS", "MAX_TASKS", "OPS", "P2P_OPS", "TRACE_VERSION", "Trace",
+           "make_events", "merge_raw",
            "events_from_arrow", "read_parquet", "read_raw_rank", "validate", "write_parquet"]

@@ -15,7 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hpcvar.errors import InputFileError, MissingToolError
-from hpcvar.traces.native import Trace, make_events
+from hpcvar.traces.native import Trace, make_events, validate
 
 _COLL = {"BARRIER": "barrier", "BCAST": "bcast", "REDUCE": "reduce", "ALLREDUCE": "allreduce", "GATHER": "gather",
          "GATHERV": "gatherv", "SCATTER": "scatter", "SCATTERV": "scatterv", "ALLGATHER": "allgather",
@@ -36,91 +36,101 @@ def read_otf2(path: str | Path) -> Trace:
     except Exception as e:  # the otf2 bindings raise their own error types
         raise InputFileError(f"cannot open the OTF2 archive ({e})", str(path),
                              todo="Check the archive is complete (traces.otf2 and its directory)") from None
-    with reader_cm as tr:
-        defs = tr.definitions
-        groups = [g for g in defs.location_groups if "PROCESS" in str(getattr(g, "location_group_type", "PROCESS"))]
-        rank_of_group = {id(g): i for i, g in enumerate(groups)}
-        rank_of_loc = {}
-        for loc in defs.locations:
-            r = rank_of_group.get(id(loc.group))
-            if r is not None:
-                rank_of_loc[id(loc)] = r
-        ntasks = len(groups)
-        res = defs.clock_properties.timer_resolution if defs.clock_properties else 1e9
-        off = defs.clock_properties.global_offset if defs.clock_properties else 0
-        comm_locs = _comm_locations(defs, rank_of_loc)
+    from _otf2.ErrorCodes import Error as Otf2Error
 
-        def world(comm, r):
-            if r is None or r < 0 or comm is None:
-                return -1
-            mem = getattr(getattr(comm, "group", None), "members", None)
-            if not mem:
-                return r
-            m = mem[r] if r < len(mem) else None
-            if m is None:
-                return -1
-            if isinstance(m, int):
-                return comm_locs[m] if m < len(comm_locs) else m
-            return rank_of_loc.get(id(m), -1)
+    try:
+        with reader_cm as tr:
+            defs = tr.definitions
+            groups = [g for g in defs.location_groups
+                      if "PROCESS" in str(getattr(g, "location_group_type", "PROCESS"))]
+            rank_of_group = {id(g): i for i, g in enumerate(groups)}
+            rank_of_loc = {}
+            for loc in defs.locations:
+                r = rank_of_group.get(id(loc.group))
+                if r is not None:
+                    rank_of_loc[id(loc)] = r
+            ntasks = len(groups)
+            res = defs.clock_properties.timer_resolution if defs.clock_properties else 1e9
+            if not res > 0:
+                raise InputFileError(f"the archive's timer resolution is {res}", str(path),
+                                     todo="The archive is damaged: trace the run again")
+            off = defs.clock_properties.global_offset if defs.clock_properties else 0
+            comm_locs = _comm_locations(defs, rank_of_loc)
 
-        rows: dict[int, list[dict]] = {r: [] for r in range(ntasks)}
-        open_call: dict[int, dict] = {}
-        pending: dict[tuple[int, int], int] = {}
-        for loc, ev in tr.events:
-            r = rank_of_loc.get(id(loc))
-            if r is None:
-                continue
-            ns = int((ev.time - off) * 1e9 / res)
-            name = type(ev).__name__
-            if name == "Enter" and ev.region.name.startswith("MPI_"):
-                open_call[r] = {"region": ev.region.name, "t": ns, "rows": []}
-                continue
-            cur = open_call.get(r)
-            if name == "Leave" and cur is not None and ev.region.name == cur["region"]:
-                rl = rows[r]
-                if cur["region"] in ("MPI_Init", "MPI_Init_thread") and not rl:
-                    rl.append(dict(op="init", t_start_ns=ns, t_end_ns=ns))
-                for row in cur["rows"]:
-                    row["t_start_ns"], row["t_end_ns"] = cur["t"], ns
-                    if "_irecv_key" in row:
-                        pending[row.pop("_irecv_key")] = len(rl)
-                    rl.append(row)
-                if cur["region"] == "MPI_Finalize":
-                    rl.append(dict(op="finalize", t_start_ns=cur["t"], t_end_ns=cur["t"]))
-                del open_call[r]
-                continue
-            if cur is None:
-                continue
-            reg = cur["region"]
-            if name == "MpiSend":
-                op: str | None = "sendrecv" if reg == "MPI_Sendrecv" else "send"
-                cur["rows"].append(dict(op=op, peer=world(ev.communicator, ev.receiver), bytes=ev.msg_length,
-                                        tag=ev.msg_tag))
-            elif name == "MpiRecv":
-                op = "sendrecv_recv" if reg == "MPI_Sendrecv" else "recv"
-                cur["rows"].append(dict(op=op, peer=world(ev.communicator, ev.sender), bytes=ev.msg_length,
-                                        tag=ev.msg_tag))
-            elif name == "MpiIsend":
-                cur["rows"].append(dict(op="isend", peer=world(ev.communicator, ev.receiver), bytes=ev.msg_length,
-                                        tag=ev.msg_tag, _irecv_key=(r, ev.request_id)))
-            elif name == "MpiIrecvRequest":
-                cur["rows"].append(dict(op="irecv", _irecv_key=(r, ev.request_id)))
-            elif name in ("MpiIsendComplete", "MpiIrecv"):
-                seq = pending.pop((r, ev.request_id), None)
-                if seq is None:
+            def world(comm, r):
+                if r is None or r < 0 or comm is None:
+                    return -1
+                mem = getattr(getattr(comm, "group", None), "members", None)
+                if not mem:
+                    return r
+                m = mem[r] if r < len(mem) else None
+                if m is None:
+                    return -1
+                if isinstance(m, int):
+                    return comm_locs[m] if m < len(comm_locs) else m
+                return rank_of_loc.get(id(m), -1)
+
+            rows: dict[int, list[dict]] = {r: [] for r in range(ntasks)}
+            open_call: dict[int, dict] = {}
+            pending: dict[tuple[int, int], int] = {}
+            for loc, ev in tr.events:
+                r = rank_of_loc.get(id(loc))
+                if r is None:
                     continue
-                src = rows[r][seq]
-                if name == "MpiIrecv":
-                    src.update(peer=world(ev.communicator, ev.sender), bytes=ev.msg_length, tag=ev.msg_tag)
-                cur["rows"].append(dict(op="wait", peer=src.get("peer", -1), bytes=src.get("bytes", 0),
-                                        tag=src.get("tag", 0), req=seq))
-            elif name == "MpiCollectiveEnd":
-                op = _COLL.get(str(ev.collective_op).rsplit(".", 1)[-1].upper())
-                if op is None:
+                ns = int((ev.time - off) * 1e9 / res)
+                name = type(ev).__name__
+                if name == "Enter" and ev.region.name.startswith("MPI_"):
+                    open_call[r] = {"region": ev.region.name, "t": ns, "rows": []}
                     continue
-                root = ev.root if op in ("bcast", "reduce", "gather", "gatherv", "scatter", "scatterv") else -1
-                cur["rows"].append(dict(op=op, peer=world(ev.communicator, root) if root is not None and
-                                        root >= 0 else -1, bytes=max(ev.size_sent, ev.size_received)))
+                cur = open_call.get(r)
+                if name == "Leave" and cur is not None and ev.region.name == cur["region"]:
+                    rl = rows[r]
+                    if cur["region"] in ("MPI_Init", "MPI_Init_thread") and not rl:
+                        rl.append(dict(op="init", t_start_ns=ns, t_end_ns=ns))
+                    for row in cur["rows"]:
+                        row["t_start_ns"], row["t_end_ns"] = cur["t"], ns
+                        if "_irecv_key" in row:
+                            pending[row.pop("_irecv_key")] = len(rl)
+                        rl.append(row)
+                    if cur["region"] == "MPI_Finalize":
+                        rl.append(dict(op="finalize", t_start_ns=cur["t"], t_end_ns=cur["t"]))
+                    del open_call[r]
+                    continue
+                if cur is None:
+                    continue
+                reg = cur["region"]
+                if name == "MpiSend":
+                    op: str | None = "sendrecv" if reg == "MPI_Sendrecv" else "send"
+                    cur["rows"].append(dict(op=op, peer=world(ev.communicator, ev.receiver), bytes=ev.msg_length,
+                                            tag=ev.msg_tag))
+                elif name == "MpiRecv":
+                    op = "sendrecv_recv" if reg == "MPI_Sendrecv" else "recv"
+                    cur["rows"].append(dict(op=op, peer=world(ev.communicator, ev.sender), bytes=ev.msg_length,
+                                            tag=ev.msg_tag))
+                elif name == "MpiIsend":
+                    cur["rows"].append(dict(op="isend", peer=world(ev.communicator, ev.receiver), bytes=ev.msg_length,
+                                            tag=ev.msg_tag, _irecv_key=(r, ev.request_id)))
+                elif name == "MpiIrecvRequest":
+                    cur["rows"].append(dict(op="irecv", _irecv_key=(r, ev.request_id)))
+                elif name in ("MpiIsendComplete", "MpiIrecv"):
+                    seq = pending.pop((r, ev.request_id), None)
+                    if seq is None:
+                        continue
+                    src = rows[r][seq]
+                    if name == "MpiIrecv":
+                        src.update(peer=world(ev.communicator, ev.sender), bytes=ev.msg_length, tag=ev.msg_tag)
+                    cur["rows"].append(dict(op="wait", peer=src.get("peer", -1), bytes=src.get("bytes", 0),
+                                            tag=src.get("tag", 0), req=seq))
+                elif name == "MpiCollectiveEnd":
+                    op = _COLL.get(str(ev.collective_op).rsplit(".", 1)[-1].upper())
+                    if op is None:
+                        continue
+                    root = ev.root if op in ("bcast", "reduce", "gather", "gatherv", "scatter", "scatterv") else -1
+                    cur["rows"].append(dict(op=op, peer=world(ev.communicator, root) if root is not None and
+                                            root >= 0 else -1, bytes=max(ev.size_sent, ev.size_received)))
+    except Otf2Error as e:  # the C library found the archive damaged while reading it
+        raise InputFileError(f"cannot read the OTF2 archive ({str(e)[:200]})", str(path),
+                             todo="The archive is damaged or incomplete: trace the run again") from None
     flat = []
     for r in range(ntasks):
         rl = rows[r]
@@ -142,7 +152,9 @@ def read_otf2(path: str | Path) -> Trace:
     t0 = int(ev["t_start_ns"].min())
     ev["t_start_ns"] -= t0
     ev["t_end_ns"] -= t0
-    return Trace(events=ev, ntasks=ntasks, timed=True, source=str(path), meta={"imported_from": "otf2"})
+    trace = Trace(events=ev, ntasks=ntasks, timed=True, source=str(path), meta={"imported_from": "otf2"})
+    validate(trace, str(path))
+    return trace
 
 
 def _comm_locations(defs, rank_of_loc) -> list[int]:

@@ -17,8 +17,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hpcvar.errors import InputFileError, read_user_text
-from hpcvar.traces.native import Trace, make_events
+from hpcvar.errors import InputFileError, UsageError, read_user_text
+from hpcvar.traces.native import MAX_BYTES, MAX_NS, MAX_TASKS, Trace, make_events
+from hpcvar.units import MAX_SIZE
 
 _P2P = {"send": "send", "isend": "isend", "recv": "recv", "irecv": "irecv"}
 _COLL = {"barrier": "barrier", "bcast": "bcast", "reduce": "reduce", "allreduce": "allreduce", "gather": "gather",
@@ -27,10 +28,35 @@ _IGNORED = {"comm_size", "comm_split", "comm_dup", "test"}
 
 
 def _rank(tok: str) -> int:
-    return int(tok[1:]) if tok.startswith("p") else int(tok)
+    """A rank ``3`` or ``p3`` in 0..MAX_TASKS-1 (ValueError otherwise)."""
+    r = int(tok[1:]) if tok.startswith("p") else int(tok)
+    if not 0 <= r < MAX_TASKS:
+        raise ValueError(f"rank {tok[:30]} is not in 0..{MAX_TASKS - 1}")
+    return r
+
+
+def _size(tok: str) -> int:
+    """A message size in bytes (``1024``, ``1e6``): whole, in 0..units.MAX_SIZE (ValueError otherwise)."""
+    v = float(tok)
+    if not 0 <= v <= MAX_SIZE:  # also nan and inf
+        raise ValueError(f"size {tok[:30]} is not in 0..{MAX_SIZE} bytes")
+    return int(v)
+
+
+def _ns(seconds: float, what: str) -> int:
+    """A duration in ns from seconds: finite, non-negative, at most MAX_NS (ValueError otherwise)."""
+    if not 0 <= seconds * 1e9 <= MAX_NS:  # also nan and inf
+        raise ValueError(f"{what} of {seconds:g} s is not in 0..{MAX_NS / 1e9:g} s")
+    return int(round(seconds * 1e9))
+
+
+MAX_FLOPS_RATE = 1e20  # flop/s: beyond any machine (the largest are near 1e18)
 
 
 def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
+    if not 0 < flops_rate <= MAX_FLOPS_RATE:  # also nan and inf; 0 divided every compute by zero
+        raise UsageError(f"flop rate {flops_rate} is not in (0, {MAX_FLOPS_RATE:g}] flop/s", "--flops-rate",
+                         "Give the flop/s of the machine to replay on, e.g. --flops-rate 1e10")
     path = Path(path)
     if not path.is_file():
         raise InputFileError("no such TIT file", str(path), todo="Give a SimGrid time-independent trace")
@@ -50,6 +76,7 @@ def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
     rows: dict[int, list[dict]] = {}
     clock: dict[int, int] = {}
     pending: dict[int, list[int]] = {}
+    peer_max: tuple[int, str, int] = (-1, "", 0)  # the highest peer or root named, and where
     for fname, ln, raw in lines:
         f = raw.split()
         if not f or raw.lstrip().startswith("#"):
@@ -62,19 +89,23 @@ def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
             t = clock.setdefault(r, 0)
             seq = len(rl)
 
-            def add(op, peer=-1, nbytes=0, req=-1, dur=0, rl=rl, r=r):  # bound now: called in this iteration
+            # bound now: called in this iteration
+            def add(op, peer=-1, nbytes=0, req=-1, dur=0, rl=rl, r=r, fname=fname, ln=ln):
+                nonlocal peer_max
                 rl.append(dict(task=r, seq=len(rl), op=op, peer=peer, bytes=nbytes, req=req, t_start_ns=clock[r],
                                t_end_ns=clock[r] + dur))
                 clock[r] += dur
+                if peer > peer_max[0]:
+                    peer_max = (peer, fname, ln)
 
             if act in ("init", "finalize"):
                 add(act)
             elif act == "compute":
-                clock[r] = t + int(round(float(args[0]) / flops_rate * 1e9))
+                clock[r] = t + _ns(float(args[0]) / flops_rate, "compute")
             elif act == "sleep":
-                clock[r] = t + int(round(float(args[0]) * 1e9))
+                clock[r] = t + _ns(float(args[0]), "sleep")
             elif act in _P2P:
-                add(_P2P[act], peer=_rank(args[0]), nbytes=int(float(args[1])))
+                add(_P2P[act], peer=_rank(args[0]), nbytes=_size(args[1]))
                 if act in ("isend", "irecv"):
                     pending.setdefault(r, []).append(seq)
             elif act == "wait":
@@ -97,7 +128,7 @@ def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
                     add("wait", peer=rl[s]["peer"], nbytes=rl[s]["bytes"], req=s)
             elif act in _COLL:
                 op = _COLL[act]
-                nb = int(float(args[0])) if args and op != "barrier" else 0
+                nb = _size(args[0]) if args and op != "barrier" else 0
                 root = -1
                 if op == "bcast" and len(args) >= 2:
                     root = _rank(args[1])
@@ -106,7 +137,7 @@ def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
                 elif op in ("reduce", "gather", "scatter", "bcast"):
                     root = 0
                 if op == "alltoall":
-                    nb = int(float(args[0]))  # per-peer send size; scaled to the total below
+                    nb = _size(args[0])  # per-peer send size; scaled to the total below
                 add(op, peer=root, nbytes=nb)
             elif act in _IGNORED:
                 pass
@@ -114,16 +145,24 @@ def read_tit(path: str | Path, flops_rate: float = 1e9) -> Trace:
                 raise InputFileError(f"unknown action '{f[1]}'", fname, ln,
                                      todo="Supported: init finalize compute sleep send Isend recv Irecv wait "
                                           "waitall barrier bcast reduce allreduce gather scatter allgather allToAll")
+            if clock[r] > MAX_NS:
+                raise ValueError(f"rank {r} runs beyond {MAX_NS / 1e9:g} s")
         except (IndexError, ValueError) as e:
             raise InputFileError(f"cannot read '{raw.strip()}' ({e or 'missing argument'})", fname, ln,
                                  todo="Write '<rank> <action> <args>', e.g. '0 send 1 1024'") from None
     if not rows:
         raise InputFileError("the TIT trace has no action", str(path), todo="Give a non-empty trace")
     ntasks = max(rows) + 1
+    if peer_max[0] >= ntasks:
+        raise InputFileError(f"rank {peer_max[0]} is named as a peer or root but has no action (ranks 0.."
+                             f"{ntasks - 1})", peer_max[1], peer_max[2], todo="Fix the rank or add its actions")
     flat = [row for r in sorted(rows) for row in rows[r]]
     for row in flat:
         if row["op"] == "alltoall":
             row["bytes"] *= ntasks
+            if row["bytes"] > MAX_BYTES:
+                raise InputFileError(f"an allToAll of {row['bytes'] // ntasks} bytes per peer on {ntasks} ranks "
+                                     f"sends beyond {MAX_BYTES} bytes", str(path), todo="Fix the size")
     # the compute after a task's last row (no row follows it) is kept as a finalize row
     for r in rows:
         if not rows[r] or rows[r][-1]["op"] != "finalize":
