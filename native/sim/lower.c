@@ -5,37 +5,13 @@
  * step, as hpcvar.traces.collectives). Match keys become dense ids in order of first use; the request
  * of a point-to-point row is its row index, a wait for a request that does not exist gets the id nrows
  * (never completed), and the requests of collective steps follow. */
+#include "hv_ops.h"
 #include "replay.h"
 
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* op codes of hpcvar.traces.native.OPS */
-enum {
-    OP_INIT,
-    OP_FINALIZE,
-    OP_SEND,
-    OP_RECV,
-    OP_ISEND,
-    OP_IRECV,
-    OP_SENDRECV,
-    OP_SENDRECV_RECV,
-    OP_WAIT,
-    OP_BARRIER,
-    OP_BCAST,
-    OP_REDUCE,
-    OP_ALLREDUCE,
-    OP_GATHER,
-    OP_GATHERV,
-    OP_SCATTER,
-    OP_SCATTERV,
-    OP_ALLGATHER,
-    OP_ALLGATHERV,
-    OP_ALLTOALL,
-    OP_ALLTOALLV,
-    OP_COUNT
-};
 enum { ALGO_BINOMIAL = 0, ALGO_RECDOUB = 1, ALGO_RING = 2 };
 
 /* ---- a hash map of 5 x int64 -> int64 (open addressing) ------------------------------------ */

@@ -25,32 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include "hv_ops.h"
 #include "hv_timer.h"
-
-/* Operation codes; the names are in hpcvar/traces/native.py (OPS), same order. */
-enum {
-    OP_INIT = 0,
-    OP_FINALIZE,
-    OP_SEND,
-    OP_RECV,
-    OP_ISEND,
-    OP_IRECV,
-    OP_SENDRECV,
-    OP_SENDRECV_RECV,
-    OP_WAIT,
-    OP_BARRIER,
-    OP_BCAST,
-    OP_REDUCE,
-    OP_ALLREDUCE,
-    OP_GATHER,
-    OP_GATHERV,
-    OP_SCATTER,
-    OP_SCATTERV,
-    OP_ALLGATHER,
-    OP_ALLGATHERV,
-    OP_ALLTOALL,
-    OP_ALLTOALLV
-};
 
 typedef struct {
     int64_t t0, t1, bytes, req;

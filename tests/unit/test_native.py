@@ -44,3 +44,15 @@ def test_installed_build_has_the_probe_and_build_info():
     info = native.build_info()
     assert info.get("native_dir"), "hpcvar/_bin/build_info.json is missing: reinstall (make install)"
     assert native.find_program("hv_probe").is_file()
+
+
+def test_op_codes_of_tracer_and_replay_are_the_python_ops():
+    """native/common/hv_ops.h (written by the tracer, read by the replay's lowering) lists OPS in order."""
+    import re
+    from pathlib import Path
+
+    from hpcvar.traces.native import OPS
+
+    text = (Path(__file__).parents[2] / "native" / "common" / "hv_ops.h").read_text()
+    names = re.findall(r"^\s+OP_([A-Z_]+)", text, re.M)
+    assert names[-1] == "COUNT" and [n.lower() for n in names[:-1]] == list(OPS)

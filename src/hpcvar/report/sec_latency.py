@@ -20,6 +20,14 @@ def size_axis(ax, axis: str = "x") -> None:
     a.set_major_formatter(FuncFormatter(lambda v, _: format_size(int(v)).replace(" ", "")))
 
 
+def _loglog(ax, ylabel: str) -> None:
+    size_axis(ax)
+    ax.set_yscale("log")
+    ax.set_xlabel("message size")
+    ax.set_ylabel(ylabel)
+    ax.legend(loc="upper left", fontsize=8)
+
+
 def plot_latency(run) -> list:
     """latency_vs_size (median, CI, p99, log-log), bandwidth_vs_size and latency_ccdf (every sample, per size);
     a baseline run set for the report (hpcvar report --baseline) is overlaid in grey."""
@@ -40,11 +48,7 @@ def plot_latency(run) -> list:
     if bsum is not None:
         b = bsum[bsum["size_bytes"] >= 1]
         ax.plot(b["size_bytes"], b["median_ns"] / 1e3, "o:", color="0.5", label=f"baseline median ({base.id})")
-    size_axis(ax)
-    ax.set_yscale("log")
-    ax.set_xlabel("message size")
-    ax.set_ylabel("one-way latency (us)")
-    ax.legend(loc="upper left", fontsize=8)
+    _loglog(ax, "one-way latency (us)")
     figs.append(("One-way latency against message size (log-log): median with its 95% CI, and p99" + zero,
                  save(fig, run.plots_dir() / "latency_vs_size")[0]))
     fig, ax = figure()
@@ -57,11 +61,7 @@ def plot_latency(run) -> list:
     limit, text = link_rate(run)
     if limit:
         ax.axhline(limit / 1e6, color="tab:red", lw=1, ls="--", label=text)
-    size_axis(ax)
-    ax.set_yscale("log")
-    ax.set_xlabel("message size")
-    ax.set_ylabel("bandwidth (MB/s)")
-    ax.legend(loc="upper left", fontsize=8)
+    _loglog(ax, "bandwidth (MB/s)")
     figs.append(("Bandwidth against message size (log-log): message size over the median one-way time" + zero,
                  save(fig, run.plots_dir() / "bandwidth_vs_size")[0]))
     fig, ax = figure()
