@@ -110,8 +110,44 @@ def run_job(traces, synthetics, trace_length, freq, align, window, window_origin
             cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
             phases, task_list, per_task, no_plots, threads, runs_dir, argv=None):
     """The work of 'hpcvar sim jitter' from its option values (strings as given, units parsed here, errors
-    naming the flag); returns (run, result, warnings)."""
-    # ---- checks before any work --------------------------------------------------------------
+    naming the flag); returns (run, result, warnings). Every check is made before the run is created."""
+    aligns = _check_options(traces, synthetics, align, window, offsets_file, task_list, per_task, arity, threads,
+                            phases, work, quantum)
+    loaded, recordings, f0 = _load_traces(traces, synthetics, freq, trace_length, seed, aligns)
+    w_cycles, wl_base, win, origin = _workload(work, quantum, f0, phases, barrier, arity, send_cycles, recv_cycles,
+                                               latency_intra, latency_inter, window, window_origin, runs_dir)
+    warnings: list[str] = []
+    configs = _configs(loaded, recordings, aligns, cores_per_node, w_cycles, win, origin, warnings)
+    _check_memory(configs, task_list, phases, per_task)
+    params = {"traces": list(traces), "synthetic": list(synthetics), "trace_length": trace_length, "freq_hz": f0,
+              "align": aligns, "window_cycles": win, "window_origin_cycles": origin, "offsets": offsets_file,
+              "seed": seed, "replicas": replicas, "cores_per_node": cores_per_node, "tasks": list(task_list),
+              "threads": threads, **wl_base}
+    run = Run.create("sim jitter", params, runs_dir, argv, metadata.collect({}))
+
+    with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
+        rows, phase_rows, summaries = _simulate(run, configs, task_list, wl_base, offsets_file, win, origin, seed,
+                                                replicas, per_task, threads, f0, warnings)
+        run.write_table("jitter.phases", pd.DataFrame(phase_rows))
+        if not no_plots:
+            plot_sweep(pd.DataFrame(rows), run.plots_dir() / "sweep")
+            plot_phases(pd.DataFrame(phase_rows), run.plots_dir() / "phases", freq_hz=f0)
+        for w in warnings:
+            run.warn(w)
+        head = summaries[-1] if len(configs) == 1 else [s for s in summaries if s["config"] == configs[0][0]][-1]
+        result = {"command": "sim jitter", "freq_hz": f0, "work_cycles": w_cycles, "phases_n": phases,
+                  "barrier": barrier, "arity": arity, "send_cycles": wl_base["send"], "recv_cycles": wl_base["recv"],
+                  "latency_intra_cycles": wl_base["lat_intra"], "latency_inter_cycles": wl_base["lat_inter"],
+                  "total_cycles": head["total_cycles"], "baseline_cycles": head["baseline_cycles"],
+                  "slowdown": head["slowdown"], "phases": head["phases"], "points": summaries, "warnings": warnings,
+                  "run": str(run.path)}
+        run.info["result"] = result
+    return run, result, warnings
+
+
+def _check_options(traces, synthetics, align, window, offsets_file, task_list, per_task, arity, threads, phases,
+                   work, quantum) -> list[str]:
+    """Refuse inconsistent options (naming the flag); returns the alignments asked for."""
     if arity < 1:
         raise UsageError(f"arity {arity} is below 1", "--arity", "A k-ary tree needs k >= 1 (2: binary)")
     if not 1 <= threads <= J.MAX_THREADS:
@@ -138,6 +174,12 @@ def run_job(traces, synthetics, trace_length, freq, align, window, window_origin
     if per_task and len(task_list) != 1:
         raise UsageError("--per-task writes one task count", "--per-task", "Give a single --tasks value")
 
+    return aligns
+
+
+def _load_traces(traces, synthetics, freq, trace_length, seed, aligns):
+    """The traces to replay: (label, JitterTrace) each, the multi-node recordings by label, and the common
+    frequency (traces of other frequencies are refused)."""
     freq_hz = parse_freq(freq, "--freq") if freq else None
     loaded = []  # (label, JitterTrace)
     recordings = {}  # label -> the nodes of a multi-node recording
@@ -164,6 +206,12 @@ def run_job(traces, synthetics, trace_length, freq, align, window, window_origin
         if abs(tr.freq_hz - f0) > 1e-6 * f0:
             raise UsageError(f"trace '{label}' is at {tr.freq_hz:g} Hz, the first at {f0:g} Hz", "--trace",
                              "Compare traces of one frequency (cycles must mean the same)")
+    return loaded, recordings, f0
+
+
+def _workload(work, quantum, f0, phases, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
+              window, window_origin, runs_dir):
+    """The work per phase in cycles, the workload's parameters, the co-scheduler window and its origin."""
     if work is not None:
         if not _PLAIN_INT.fullmatch(work.strip()):
             raise UsageError(f"'{work}' is not a cycle count", "--work", "Give cycles, or use --quantum 1ms")
@@ -180,8 +228,13 @@ def run_job(traces, synthetics, trace_length, freq, align, window, window_origin
     if window is not None and win < 1:
         raise UsageError("the co-scheduler window is shorter than one cycle", "--window", "Give e.g. --window 10ms")
 
-    warnings: list[str] = []
-    configs = []
+    return w_cycles, wl_base, win, origin
+
+
+def _configs(loaded, recordings, aligns, cores_per_node, w_cycles, win, origin, warnings: list[str]) -> list:
+    """One configuration per trace x alignment: (name, trace, core traces, native traces, cores per node,
+    alignment, measured alignment or None)."""
+    configs: list[tuple] = []
     for label, tr in loaded:
         k = cores_per_node or len(tr.cpus)
         if k < 1:
@@ -210,6 +263,10 @@ def run_job(traces, synthetics, trace_length, freq, align, window, window_origin
 
     if not configs:
         raise UsageError("no configuration to simulate", "--align", "Give an alignment that applies to the traces")
+    return configs
+
+
+def _check_memory(configs, task_list, phases, per_task) -> None:
     trace_bytes = sum(c[3].nbytes() for c in configs)
     avail = metadata.mem_available_bytes()
     for n in task_list:
@@ -222,71 +279,55 @@ def run_job(traces, synthetics, trace_length, freq, align, window, window_origin
             raise UsageError(f"--per-task would write {n * phases} rows", "--per-task",
                              f"Keep tasks x phases under {PER_TASK_MAX_ROWS}")
 
-    params = {"traces": list(traces), "synthetic": list(synthetics), "trace_length": trace_length, "freq_hz": f0,
-              "align": aligns, "window_cycles": win, "window_origin_cycles": origin, "offsets": offsets_file,
-              "seed": seed, "replicas": replicas, "cores_per_node": cores_per_node, "tasks": list(task_list),
-              "threads": threads, **wl_base}
-    run = Run.create("sim jitter", params, runs_dir, argv, metadata.collect({}))
 
-    with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
-        # ---- simulate --------------------------------------------------------------------------------
-        rows, phase_rows, summaries = [], [], []
-        for name, _tr, cpus, nt, k, a, measured in configs:
-            wl = J.Workload(cores_per_node=k, trace_nodes=len(cpus) // k, **wl_base)
-            periodic = cf.periodic_event(cpus) if wl.trace_nodes == 1 else None
-            for n in task_list:
-                if offsets_file:
-                    al = J.Alignment("file", explicit=_read_offsets(offsets_file, n, nt.lengths, k))
-                elif a == "measured":
-                    al = J.Alignment("measured", measured=measured)
-                else:
-                    al = J.Alignment(a, window=win, origin=origin)
-                pr = J.run_point(nt, wl, n, al, seed, replicas if not offsets_file else 1, name,
-                                 per_task=bool(per_task), threads=threads)
-                s = pr.summary(f0, min(nt.lengths))
-                s["closed_form"] = _closed(periodic, wl, n, a, win, origin) if not offsets_file else None
-                if s["coverage"] > 1:
-                    warnings.append(f"{name}, {n} tasks: the run covers {100 * s['coverage']:.0f}% of the trace, so "
-                                    f"tasks see the same jitter again; use a longer trace or fewer phases")
-                summaries.append(s)
-                cfs = (s["closed_form"] or {}).get("expected_slowdown")
-                rows.append({"config": name, "tasks": n, "replicas": s["replicas"], "total_cycles": s["total_cycles"],
-                             "total_ci_lo_cycles": s["total_ci_cycles"][0],
-                             "total_ci_hi_cycles": s["total_ci_cycles"][1],
-                             "baseline_cycles": s["baseline_cycles"], "slowdown": s["slowdown"],
-                             "slowdown_ci_lo": s["slowdown_ci"][0], "slowdown_ci_hi": s["slowdown_ci"][1],
-                             "slowdown_vs_compute": s["slowdown_vs_compute"], "coverage": s["coverage"],
-                             "closed_form_slowdown": float(cfs) if cfs is not None else float("nan"),
-                             "absorbed_mean_cycles": s["absorbed_cycles"]["mean"],
-                             "absorbed_max_cycles": s["absorbed_cycles"]["max"],
-                             "waiting_mean_cycles": s["waiting_cycles"]["mean"],
-                             "waiting_max_cycles": s["waiting_cycles"]["max"],
-                             "sim_s": s["sim_elapsed_s"], "task_phases_per_s": s["task_phases_per_s"]})
-                for r, o in enumerate(pr.replicas):
-                    prev = 0
-                    for ph, end in enumerate(o.phase_end.tolist()):
-                        phase_rows.append({"config": name, "tasks": n, "replica": r, "phase": ph, "end_cycles": end,
-                                           "duration_cycles": end - prev})
-                        prev = end
-                if per_task:
-                    _write_per_task(per_task, pr.replicas[0])
-                run.write_table("jitter.points", pd.DataFrame(rows))
-        run.write_table("jitter.phases", pd.DataFrame(phase_rows))
-        points = pd.DataFrame(rows)
-        if not no_plots:
-            plot_sweep(points, run.plots_dir() / "sweep")
-            plot_phases(pd.DataFrame(phase_rows), run.plots_dir() / "phases", freq_hz=f0)
-        for w in warnings:
-            run.warn(w)
-        head = summaries[-1] if len(configs) == 1 else [s for s in summaries if s["config"] == configs[0][0]][-1]
-        result = {"command": "sim jitter", "freq_hz": f0, "work_cycles": w_cycles, "phases_n": phases,
-                  "barrier": barrier, "arity": arity, "send_cycles": wl_base["send"], "recv_cycles": wl_base["recv"],
-                  "latency_intra_cycles": wl_base["lat_intra"], "latency_inter_cycles": wl_base["lat_inter"],
-                  "total_cycles": head["total_cycles"], "baseline_cycles": head["baseline_cycles"],
-                  "slowdown": head["slowdown"], "phases": head["phases"], "points": summaries, "warnings": warnings,
-                  "run": str(run.path)}
-        run.info["result"] = result
-    return run, result, warnings
+
+def _simulate(run, configs, task_list, wl_base, offsets_file, win, origin, seed, replicas, per_task, threads, f0,
+              warnings: list[str]):
+    """Every configuration at every task count; jitter.points is stored after each point."""
+    rows, phase_rows, summaries = [], [], []
+    for name, _tr, cpus, nt, k, a, measured in configs:
+        wl = J.Workload(cores_per_node=k, trace_nodes=len(cpus) // k, **wl_base)
+        periodic = cf.periodic_event(cpus) if wl.trace_nodes == 1 else None
+        for n in task_list:
+            if offsets_file:
+                al = J.Alignment("file", explicit=_read_offsets(offsets_file, n, nt.lengths, k))
+            elif a == "measured":
+                al = J.Alignment("measured", measured=measured)
+            else:
+                al = J.Alignment(a, window=win, origin=origin)
+            pr = J.run_point(nt, wl, n, al, seed, replicas if not offsets_file else 1, name,
+                             per_task=bool(per_task), threads=threads)
+            s = pr.summary(f0, min(nt.lengths))
+            s["closed_form"] = _closed(periodic, wl, n, a, win, origin) if not offsets_file else None
+            if s["coverage"] > 1:
+                warnings.append(f"{name}, {n} tasks: the run covers {100 * s['coverage']:.0f}% of the trace, so "
+                                f"tasks see the same jitter again; use a longer trace or fewer phases")
+            summaries.append(s)
+            rows.append(_point_row(name, n, s))
+            for r, o in enumerate(pr.replicas):
+                prev = 0
+                for ph, end in enumerate(o.phase_end.tolist()):
+                    phase_rows.append({"config": name, "tasks": n, "replica": r, "phase": ph, "end_cycles": end,
+                                       "duration_cycles": end - prev})
+                    prev = end
+            if per_task:
+                _write_per_task(per_task, pr.replicas[0])
+            run.write_table("jitter.points", pd.DataFrame(rows))
+    return rows, phase_rows, summaries
+
+
+def _point_row(name: str, n: int, s: dict) -> dict:
+    """One row of jitter.points from a point's summary."""
+    cfs = (s["closed_form"] or {}).get("expected_slowdown")
+    return {"config": name, "tasks": n, "replicas": s["replicas"], "total_cycles": s["total_cycles"],
+            "total_ci_lo_cycles": s["total_ci_cycles"][0], "total_ci_hi_cycles": s["total_ci_cycles"][1],
+            "baseline_cycles": s["baseline_cycles"], "slowdown": s["slowdown"],
+            "slowdown_ci_lo": s["slowdown_ci"][0], "slowdown_ci_hi": s["slowdown_ci"][1],
+            "slowdown_vs_compute": s["slowdown_vs_compute"], "coverage": s["coverage"],
+            "closed_form_slowdown": float(cfs) if cfs is not None else float("nan"),
+            "absorbed_mean_cycles": s["absorbed_cycles"]["mean"], "absorbed_max_cycles": s["absorbed_cycles"]["max"],
+            "waiting_mean_cycles": s["waiting_cycles"]["mean"], "waiting_max_cycles": s["waiting_cycles"]["max"],
+            "sim_s": s["sim_elapsed_s"], "task_phases_per_s": s["task_phases_per_s"]}
 
 
 def _closed(periodic, wl: J.Workload, n: int, align: str, win: int, origin: int) -> dict | None:
