@@ -107,13 +107,8 @@ class _Progress:
 def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = None):
     """Replay ``p.trace`` for every mapping x model (x replica); store the run. Returns (run, result).
     ``show_progress``: None = when stderr is a terminal and the replays are long (PROGRESS_MIN_OPS)."""
-    import pandas as pd
-
     from hpcvar import metadata
-    from hpcvar.results.store import Run
-    from hpcvar.sim import app as simapp
-    from hpcvar.sim.app_report import plot_comparison, plot_e_abs
-    from hpcvar.sim.replay_jitter import jitter_factory
+    from hpcvar.results.store import Run, run_lifecycle
     from hpcvar.traces import load_trace
 
     p.check()
@@ -121,6 +116,47 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
     t0 = time.perf_counter()
     trace = load_trace(p.trace, p.fmt, p.flops_rate)
     timings["read_s"] = time.perf_counter() - t0
+    cl, params_by_model, jit = _prepare(p, trace)
+    stored = _stored_params(p, trace, cl, params_by_model)
+    run = Run.create("sim app", stored, runs_dir, argv if argv is not None else ["hpcvar", *sys.argv[1:]],
+                     metadata.collect({}))
+    with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
+        nevents_trace = len(trace.events)
+        ops, encoded, ops_per_replay, m_total, m_comm = _lower(p, trace, timings)
+        timeline_src = trace if p.chrome_file else None
+        if encoded is not None and not p.chrome_file:
+            trace.events = trace.events.iloc[0:0]  # the replays need only the op arrays: free the rows
+        nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.mappings) * len(p.models)
+        total_ops = nruns * ops_per_replay
+        if show_progress is None:
+            show_progress = sys.stderr.isatty() and total_ops >= PROGRESS_MIN_OPS
+        bar = _Progress(total_ops) if show_progress else None
+        try:
+            runs, first = _replay_all(p, run, trace, cl, params_by_model, jit, ops, encoded, ops_per_replay, bar,
+                                      (m_total, m_comm), nevents_trace)
+        finally:
+            if bar:
+                bar.stop()
+        plots, warnings = _outputs(p, run, runs, first, timeline_src, trace.timed)
+        total_replay = sum(r["replay_s"] for r in runs)
+        out = {"command": "sim app", "trace": str(p.trace), "ntasks": trace.ntasks, "timed": trace.timed,
+               "events": nevents_trace, "cluster": stored["cluster"], "collectives": p.collectives,
+               "eager_bytes": p.eager, "replicas": p.replicas, "seed": p.seed, "mapping": runs[0]["mapping"],
+               "model": runs[0]["model"], "tasks": runs[0]["tasks"], "runs": runs, "lower_s": timings["lower_s"],
+               "read_s": timings["read_s"], "measure_s": timings["measure_s"],
+               "replay_rows_per_s": (sum(r["events_per_s"] * r["replay_s"] for r in runs if r["events_per_s"])
+                                     / total_replay) if total_replay > 0 else None,
+               "plots": plots, "warnings": warnings, "run": str(run.path)}
+        run.info["result"] = {k: v for k, v in out.items() if k != "tasks"}
+    return run, out
+
+
+def _prepare(p: Params, trace):
+    """The cluster, the model parameters and the jitter of the replays; every mapping and model is checked
+    before anything runs (an impossible --engine too)."""
+    from hpcvar.sim import app as simapp
+    from hpcvar.sim.replay_jitter import jitter_factory
+
     cl = cluster_of(p, trace.ntasks)
     params_by_model: dict = {}
     if p.params_file:
@@ -128,15 +164,20 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
 
         pm, pp = load_params(p.params_file)
         params_by_model[pm] = pp
-    for mp in p.mappings:  # check them all before any simulation
+    for mp in p.mappings:
         simapp.mapping(mp, trace.ntasks, cl, p.seed)
     jit = jitter_factory(p.jitter_file, p.jitter_freq, p.align, p.window, p.window_origin)
     no_ops: list[list[tuple]] = [[] for _ in range(trace.ntasks)]
-    for m in p.models:  # an impossible --engine is refused before anything runs
+    for m in p.models:
         simapp.Simulator(trace, cl, simapp.mapping(p.mappings[0], trace.ntasks, cl, p.seed), m,
                          params_by_model.get(m), p.collectives, p.eager, None if jit is None else jit(trace.ntasks,
                                                                                                       p.seed, 0),
                          lowered=no_ops, engine=p.engine)
+    return cl, params_by_model, jit
+
+
+def _stored_params(p: Params, trace, cl, params_by_model: dict) -> dict:
+    """run.json's params: the options as given plus what they resolved to (cluster, model parameters)."""
     stored = {k: v for k, v in asdict(p).items() if k not in ("extra",)}
     stored.update(ntasks=trace.ntasks, timed=trace.timed, mappings=list(p.mappings), models=list(p.models),
                   format=p.fmt, model_params=params_by_model, eager_bytes=p.eager, jitter=p.jitter_file,
@@ -145,101 +186,103 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
                            "bandwidth_bytes_per_s": cl.bandwidth, "latency_s": cl.latency,
                            "shm_bandwidth_bytes_per_s": cl.shm_bandwidth, "shm_latency_s": cl.shm_latency,
                            "links": [[a, b, bw, lat] for (a, b), (bw, lat) in cl.links.items()]})
-    # run_lifecycle (hpcvar.results.store) is not in this tree yet: create and finish the run here
-    run = Run.create("sim app", stored, runs_dir, argv if argv is not None else ["hpcvar", *sys.argv[1:]],
-                     metadata.collect({}))
-    nevents_trace = len(trace.events)
+    return stored
+
+
+def _lower(p: Params, trace, timings: dict):
+    """The trace lowered once for the engine that will replay it (the C lowering also computes the measured
+    side in the same pass): (python ops or None, C arrays or None, ops per replay, measured total, comm)."""
+    from hpcvar.sim import app as simapp
+
     ops, encoded = None, None
-    needs_python = p.engine == "python" or not _native_ok()
     t0 = time.perf_counter()
-    if needs_python:
+    if p.engine == "python" or not _native_ok():
         ops = simapp.lower(trace, p.collectives)[0]
         ops_per_replay = sum(map(len, ops))
     else:
         from hpcvar.sim.replay_native import lower_native
 
-        encoded = lower_native(trace, p.collectives)  # also the measured side, in the same pass
+        encoded = lower_native(trace, p.collectives)
         ops_per_replay = len(encoded.kind)
     timings["lower_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     m_total, m_comm = encoded.measured if encoded is not None and encoded.measured is not None \
         else simapp.measured(trace)
     timings["measure_s"] = time.perf_counter() - t0
-    timeline_src = trace if p.chrome_file else None
-    if encoded is not None and not p.chrome_file:
-        trace.events = trace.events.iloc[0:0]  # the replays need only the op arrays: free the rows
-    nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.mappings) * len(p.models)
-    total_ops = nruns * ops_per_replay
-    if show_progress is None:
-        show_progress = sys.stderr.isatty() and total_ops >= PROGRESS_MIN_OPS
-    bar = _Progress(total_ops) if show_progress else None
-    runs, rep_rows, first = [], [], None
-    try:
-        for mp in p.mappings:
-            for m in p.models:
-                random_here = mp == "random" or jit is not None
-                reps, t_sim, eng = [], 0.0, None
-                for r in range(p.replicas if random_here else 1):
-                    node_of = simapp.mapping(mp, trace.ntasks, cl, p.seed + r)
-                    jf = jit(trace.ntasks, p.seed, r) if jit is not None else None
-                    sim = simapp.Simulator(trace, cl, node_of, m, params_by_model.get(m), p.collectives, p.eager, jf,
-                                           ops, engine=p.engine, encoded=encoded,
-                                           keep_rows=first is None and bool(p.chrome_file),
-                                           progress=bar.callback if bar else None)
-                    if sim.engine == "python" and ops is None:
-                        raise UsageError("the trace was lowered for the C core only", "--engine", "Use --engine auto")
-                    t1 = time.perf_counter()
-                    res = sim.run()
-                    t_sim += time.perf_counter() - t1
-                    if bar:
-                        bar.next_replay(ops_per_replay)  # the engine is the one its ops were lowered for
-                    eng = sim.engine
-                    reps.append(res)
-                    rep_rows.append(pd.DataFrame({
-                        "mapping": mp, "model": m, "replica": r, "seed": p.seed + r, "task": np.arange(trace.ntasks),
-                        "node": np.asarray(res.node_of, np.int64), "total_s": res.total_s, "comm_s": res.comm_s,
-                        "avg_penalty": res.avg_penalty}))
-                    if first is None:
-                        first = res
-                one = combine(mp, m, reps, m_total, m_comm, trace.timed)
-                one.update(engine=eng, replay_s=t_sim,
-                           events_per_s=nevents_trace * len(reps) / t_sim if t_sim > 0 else None)
-                runs.append(one)
-                run.write_table("replay.replicas", pd.concat(rep_rows, ignore_index=True))
-                run.write_table("replay.tasks", pd.DataFrame(task_rows(runs)))
-                run.write_table("replay.runs", pd.DataFrame(run_rows(runs)))
-    finally:
-        if bar:
-            bar.stop()
+    return ops, encoded, ops_per_replay, m_total, m_comm
+
+
+def _replay_all(p: Params, run, trace, cl, params_by_model, jit, ops, encoded, ops_per_replay, bar, measured,
+                nevents_trace: int):
+    """Every mapping x model (x replica for random mappings and jitter); the tables are stored after each
+    mapping x model. Returns (one summary per mapping x model, the first replay's result)."""
+    import pandas as pd
+
+    from hpcvar.sim import app as simapp
+
+    runs: list[dict] = []
+    rep_rows: list = []
+    first = None
+    for mp in p.mappings:
+        for m in p.models:
+            random_here = mp == "random" or jit is not None
+            reps, t_sim, eng = [], 0.0, None
+            for r in range(p.replicas if random_here else 1):
+                node_of = simapp.mapping(mp, trace.ntasks, cl, p.seed + r)
+                jf = jit(trace.ntasks, p.seed, r) if jit is not None else None
+                sim = simapp.Simulator(trace, cl, node_of, m, params_by_model.get(m), p.collectives, p.eager, jf,
+                                       ops, engine=p.engine, encoded=encoded,
+                                       keep_rows=first is None and bool(p.chrome_file),
+                                       progress=bar.callback if bar else None)
+                if sim.engine == "python" and ops is None:
+                    raise UsageError("the trace was lowered for the C core only", "--engine", "Use --engine auto")
+                t1 = time.perf_counter()
+                res = sim.run()
+                t_sim += time.perf_counter() - t1
+                if bar:
+                    bar.next_replay(ops_per_replay)  # the engine is the one its ops were lowered for
+                eng = sim.engine
+                reps.append(res)
+                rep_rows.append(pd.DataFrame({
+                    "mapping": mp, "model": m, "replica": r, "seed": p.seed + r, "task": np.arange(trace.ntasks),
+                    "node": np.asarray(res.node_of, np.int64), "total_s": res.total_s, "comm_s": res.comm_s,
+                    "avg_penalty": res.avg_penalty}))
+                if first is None:
+                    first = res
+            one = combine(mp, m, reps, measured[0], measured[1], trace.timed)
+            one.update(engine=eng, replay_s=t_sim,
+                       events_per_s=nevents_trace * len(reps) / t_sim if t_sim > 0 else None)
+            runs.append(one)
+            run.write_table("replay.replicas", pd.concat(rep_rows, ignore_index=True))
+            run.write_table("replay.tasks", pd.DataFrame(task_rows(runs)))
+            run.write_table("replay.runs", pd.DataFrame(run_rows(runs)))
+    return runs, first
+
+
+def _outputs(p: Params, run, runs: list[dict], first, timeline_src, timed: bool) -> tuple[list[str], list[str]]:
+    """The Chrome/Perfetto timeline, the figures and the warnings of a finished replay."""
+    from hpcvar.sim import app as simapp
+    from hpcvar.sim.app_report import plot_comparison, plot_e_abs
+
     if p.chrome_file:
         from hpcvar.traces.chrome import write_chrome
 
         assert first is not None and timeline_src is not None  # kept for the first replay when chrome_file
         write_chrome(simapp.timeline(first, timeline_src), first.node_of, p.chrome_file)
-    plots = []
+    plots: list[str] = []
     if not p.no_plots:
         plots += [str(x) for x in plot_comparison(runs, run.plots_dir() / "comm_per_task")]
-        if len(runs) > 1 and trace.timed:
+        if len(runs) > 1 and timed:
             plots += [str(x) for x in plot_e_abs(runs, run.plots_dir() / "e_abs")]
     if p.plot_stem:
         plots += [str(x) for x in plot_comparison(runs, p.plot_stem)]
     warnings = []
-    if not trace.timed:
+    if not timed:
         warnings.append("the trace has no measured times (TIT import): no E_abs; record it with 'hpcvar trace' "
                         "for a comparison with the measurement")
     for w in warnings:
         run.warn(w)
-    total_replay = sum(r["replay_s"] for r in runs)
-    out = {"command": "sim app", "trace": str(p.trace), "ntasks": trace.ntasks, "timed": trace.timed,
-           "events": nevents_trace, "cluster": stored["cluster"], "collectives": p.collectives,
-           "eager_bytes": p.eager, "replicas": p.replicas, "seed": p.seed, "mapping": runs[0]["mapping"],
-           "model": runs[0]["model"], "tasks": runs[0]["tasks"], "runs": runs, "lower_s": timings["lower_s"],
-           "read_s": timings["read_s"], "measure_s": timings["measure_s"],
-           "replay_rows_per_s": (sum(r["events_per_s"] * r["replay_s"] for r in runs if r["events_per_s"])
-                                 / total_replay) if total_replay > 0 else None,
-           "plots": plots, "warnings": warnings, "run": str(run.path)}
-    run.finish("complete", {k: v for k, v in out.items() if k != "tasks"})
-    return run, out
+    return plots, warnings
 
 
 def _native_ok() -> bool:
