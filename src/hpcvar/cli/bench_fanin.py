@@ -58,6 +58,8 @@ def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messag
         repeat, placement, seed, max_samples, wait, as_json, **kw):
     """Fan-in: large-buffer clients and chatter clients into one root.
 
+    The "Reservation" benchmark of Jones & Settlemyer, Fan-In Communications On A Cray Gemini Interconnect.
+
     Ranks take roles by position: servers first, then large-buffer clients,
     then chatter clients; the rest idle (--np defaults to the largest point's
     need). Reports per point the aggregate large-buffer bandwidth at the root,

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from hpcvar.cli.common import INT_LIST, emit_run, output_options, stderr_console
+from hpcvar.cli.common import INT_LIST, emit_run, option, output_options, stderr_console
 
 
 @click.command("jitter")
@@ -16,7 +16,8 @@ from hpcvar.cli.common import INT_LIST, emit_run, output_options, stderr_console
                    "mod N. Repeat to compare configurations.")
 @click.option("--synthetic", "synthetics", multiple=True,
               help="Synthetic trace instead: sources like '250Hz:2us,10Hz:100us,poisson:0.1Hz:1ms'; repeatable.")
-@click.option("--trace-length", default="1h", show_default=True, help="Length of a --synthetic trace.")
+@option("--duration", "trace_length", default="1h", show_default=True, aliases=("--trace-length",),
+        help="Length of a --synthetic trace (a time with its unit: 10s, 1h).")
 @click.option("--freq", default=None, help="Cycles per second of the trace (2.4GHz); needed for text traces; "
                                             "default 2.4GHz for --synthetic.")
 @click.option("--align", default="unsync", show_default=True,
@@ -46,14 +47,17 @@ from hpcvar.cli.common import INT_LIST, emit_run, output_options, stderr_console
               help="Task counts (ranges: 1..1M doubles).")
 @click.option("--per-task", "per_task", type=click.Path(dir_okay=False), default=None,
               help="Write CSV task,phase,compute_end,next_start (cycles) of replica 0 (one task count).")
-@click.option("--no-plots", is_flag=True, help="Do not draw the plots.")
+@option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
 @click.option("--threads", type=int, default=1, show_default=True,
               help="POSIX threads of the C core (the same results for any count; 2 on a 2-core machine).")
 @output_options
 def cli(traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
         cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
-        phases, task_list, per_task, no_plots, threads, as_json, runs_dir):
+        phases, task_list, per_task, plots, threads, as_json, runs_dir):
     """Simulate N phases of (compute W, barrier) for many tasks on a jitter trace (jitSim).
+
+    After De & Mann, jitSim: A Simulator for Predicting Scalability of Parallel Applications in Presence
+    of OS Jitter.
 
     Every task starts at a position of the trace (--align) and computes W cycles of
     compute-available time; jitter delays it. Reports T, the jitter-free T0 and the
@@ -64,7 +68,7 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
     run, result, warnings = run_job(
         traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
         cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
-        phases, task_list, per_task, no_plots, threads, runs_dir, ["hpcvar", *sys.argv[1:]])
+        phases, task_list, per_task, not plots, threads, runs_dir, ["hpcvar", *sys.argv[1:]])
     if as_json:
         for w in warnings:
             stderr_console().print(f"[yellow]warning:[/] {w}")

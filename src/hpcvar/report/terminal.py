@@ -7,7 +7,8 @@ A kind's renderer (``render=`` in hpcvar.kinds) takes ``(console, run)`` and rea
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import sys
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -16,6 +17,50 @@ from hpcvar.units import format_rate_bytes, format_size, format_time_ns
 
 if TYPE_CHECKING:
     from hpcvar.results.store import Run
+
+
+# the width of a console whose output is not a terminal (a pipe, a file): wide enough that nothing wraps
+PIPE_WIDTH = 100_000
+
+
+class PipeConsole(Console):
+    """The console of output that is not a terminal: every table is printed whole, for ``grep``, ``cut`` and
+    ``awk``: no box drawing, no cell wrapped or cut with '…', no line wrapped at 80 columns."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        for o in objects:
+            if isinstance(o, Table):
+                plain_table(o)
+        kwargs.setdefault("soft_wrap", True)
+        super().print(*objects, **kwargs)
+
+
+def plain_table(t: Table) -> Table:
+    """``t`` without box drawing, every cell on one line and never cut (nested tables too)."""
+    t.box = None
+    t.show_edge = False
+    t.expand = False
+    for c in t.columns:
+        c.no_wrap = True
+        c.overflow = "ignore"
+        for cell in c._cells:
+            if isinstance(cell, Table):
+                plain_table(cell)
+    return t
+
+
+def make_console(stderr: bool = False) -> Console:
+    """The one console factory of hpcvar's output: a terminal gets rich tables fitted to its width; a pipe or a
+    file gets a ``PipeConsole`` (whole tables, no wrapping, no colour)."""
+    stream = sys.stderr if stderr else sys.stdout
+    try:
+        tty = stream.isatty()
+    except (AttributeError, ValueError):
+        tty = False
+    if tty:
+        return Console(stderr=stderr, highlight=False)
+    return PipeConsole(stderr=stderr, highlight=False, width=PIPE_WIDTH, soft_wrap=True, no_color=True,
+                       color_system=None)
 
 
 def format_interval_ns(lo: float, hi: float) -> str:
