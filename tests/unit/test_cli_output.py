@@ -57,6 +57,21 @@ def test_console_factory_is_the_one_place():
     assert makers == [], "consoles come from hpcvar.report.terminal.make_console"
 
 
+def test_piped_tables_have_one_unit_per_column():
+    from hpcvar.report.terminal import make_console
+
+    t = Table("size", "n", "median", "95% CI", "bandwidth", "note")
+    t.add_row("1B", "10", "512 ns", "500-520 ns", "-", "[red]x[/]")
+    t.add_row("1MiB", "10", "2.50 ms", "2.40-2.60 ms", "1.20 GB/s", "y")
+    con = make_console()
+    con.file = io.StringIO()
+    con.print(t)
+    lines = [ln.split() for ln in con.file.getvalue().splitlines()]
+    assert lines[0] == ["size", "(B)", "n", "median", "(ns)", "95%", "CI", "(ns)", "bandwidth", "(GB/s)", "note"]
+    assert lines[1] == ["1", "10", "512", "500-520", "-", "x"]
+    assert lines[2] == ["1048576", "10", "2500000", "2400000-2600000", "1.2", "y"]
+
+
 # ---- 2. --format everywhere, csv and md round-trip the numbers --------------------------------------------------
 SHOWING = [["bench", "latency"], ["bench", "queues", "posted"], ["bench", "queues", "unexpected"], ["bench", "ace"],
            ["bench", "sharing"], ["bench", "fanin"], ["bench", "bsp"], ["runs", "list"], ["runs", "show"],
