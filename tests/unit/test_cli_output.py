@@ -278,3 +278,47 @@ def test_old_flag_names_are_hidden_aliases(tmp_path, monkeypatch, path, new, old
     assert a == b
     help_text = cmd.get_help(click.Context(cmd, info_name=path[-1]))
     assert new in help_text and not re.search(rf"(?<![\w-]){re.escape(old)}(?![\w-])", help_text)
+
+
+# ---- 8, 9. papers by authors and title; the vocabulary documented ------------------------------------------------
+TITLES = ["Network Performance Variability in NOW Clusters", "The Impact of MPI Queue Usage on Message Latency",
+          "Predictive models for bandwidth sharing in high performance clusters",
+          "jitSim: A Simulator for Predicting Scalability of Parallel Applications in Presence of OS Jitter",
+          "Fan-In Communications On A Cray Gemini Interconnect"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _all_help() -> str:
+    from hpcvar.cli import cli
+
+    def walk(cmd, name):
+        ctx = click.Context(cmd, info_name=name)
+        yield cmd.get_help(ctx)
+        if isinstance(cmd, click.Group):
+            for n in cmd.list_commands(ctx):
+                yield from walk(cmd.get_command(ctx, n), n)
+
+    return " ".join(" ".join(walk(cli, "hpcvar")).split())
+
+
+def test_help_names_papers_by_authors_and_title():
+    text = _all_help()
+    assert not re.search(r"\bthe paper\b|paper's", text, re.I)
+    for title in TITLES[:3] + TITLES[4:]:
+        assert title in text, title
+    assert "jitSim: A Simulator for Predicting Scalability" in text
+
+
+def test_docs_cite_papers_by_title_never_a_path_outside_the_repository():
+    docs = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+    for d in docs:
+        text = " ".join(d.read_text().split())
+        assert not re.search(r"seeds/|/work/|shared/seeds|\b00[0-4]_[0-9a-f]{16}\.txt", text), d
+        if re.search(r"\bthe paper\b|paper's", text, re.I):
+            assert any(t.replace("*", "") in text.replace("*", "") for t in TITLES), d
+    readme = (REPO / "README.md").read_text()
+    assert "docs/cli.md" in readme and "--format" in readme
+    cli_md = (REPO / "docs" / "cli.md").read_text()
+    for flag in ("-o, --out", "--repeat", "--duration", "--cpus LIST", "--ncpus", "--plots/--no-plots",
+                 "--plots-dir", "--format table"):
+        assert flag in cli_md, flag

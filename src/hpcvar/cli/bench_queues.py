@@ -72,7 +72,9 @@ def cli() -> None:
 @output_options
 def posted(lengths, traversed, sizes, any_source, iters, min_iters, warmup, time_per_point, pin, fit_stat,
            as_json, **kw):
-    """Latency with a long posted-receive queue (Figure 1).
+    """Latency with a long posted-receive queue (Figure 1 of Underwood & Brightwell).
+
+    After Underwood & Brightwell, The Impact of MPI Queue Usage on Message Latency, Figure 1.
 
     Per point and iteration, on both ranks: post the receives that will be
     traversed (non-matching tags), the matching receive, the rest of the
@@ -100,7 +102,9 @@ def posted(lengths, traversed, sizes, any_source, iters, min_iters, warmup, time
 @launch_options(default_np=2)
 @output_options
 def unexpected(lengths, sizes, iters, min_iters, warmup, time_per_point, pin, fit_stat, as_json, **kw):
-    """Latency with a long unexpected-message queue (Figure 2).
+    """Latency with a long unexpected-message queue (Figure 2 of Underwood & Brightwell).
+
+    After Underwood & Brightwell, The Impact of MPI Queue Usage on Message Latency, Figure 2.
 
     Per point and iteration: both ranks send the unexpected messages; sync
     (rank 1 leaves first); rank 0 times Isend(ping) + Irecv(pong) + Waitall,

@@ -17,14 +17,16 @@ from hpcvar.cli.common import INT_LIST, emit_run, option, output_options, stderr
 @click.option("--synthetic", "synthetics", multiple=True,
               help="Synthetic trace instead: sources like '250Hz:2us,10Hz:100us,poisson:0.1Hz:1ms'; repeatable.")
 @option("--duration", "trace_length", default="1h", show_default=True, aliases=("--trace-length",),
-        help="Length of a --synthetic trace (a time with its unit: 10s, 1h).")
+        metavar="DURATION", help="Length of a --synthetic trace (a time with its unit: 10s, 1h).")
 @click.option("--freq", default=None, help="Cycles per second of the trace (2.4GHz); needed for text traces; "
                                             "default 2.4GHz for --synthetic.")
 @click.option("--align", default="unsync", show_default=True,
               help="Offsets: unsync, sync, cosched, or measured (a multi-node recording's own cross-node "
                    "alignment); a comma list compares them.")
-@click.option("--window", default=None, help="Co-scheduler window C (cycles or time) for --align cosched.")
-@click.option("--window-origin", default=None, help="Start C0 of one co-scheduler window (cycles or time).")
+@click.option("--window", default=None,
+              metavar="CYCLES|DURATION", help="Co-scheduler window C (cycles or time) for --align cosched.")
+@click.option("--window-origin", default=None,
+              metavar="CYCLES|DURATION", help="Start C0 of one co-scheduler window (cycles or time).")
 @click.option("--offsets", "offsets_file", type=click.Path(dir_okay=False), default=None,
               help="File of explicit offsets, one trace position (cycles) per task.")
 @click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=1, show_default=True, help="Seed of the offsets.")
@@ -33,15 +35,19 @@ from hpcvar.cli.common import INT_LIST, emit_run, option, output_options, stderr
 @click.option("--cores-per-node", type=int, default=None,
               help="K: task i runs on core i mod K (its trace: CPU (i mod K) mod C of the trace); "
                    "default: the trace's CPU count.")
-@click.option("--work", default=None, help="Work quantum W per phase in cycles.")
-@click.option("--quantum", default=None, help="Work quantum per phase as a time (1ms); default 1ms.")
+@click.option("--work", default=None, metavar="CYCLES", help="Work quantum W per phase in cycles.")
+@click.option("--quantum", default=None,
+              metavar="DURATION", help="Work quantum per phase as a time (1ms); default 1ms.")
 @click.option("--barrier", type=click.Choice(["tree", "none"]), default="tree", show_default=True)
 @click.option("--arity", type=int, default=2, show_default=True, help="k of the k-ary barrier tree.")
-@click.option("--send-cycles", default="0", show_default=True, help="S: CPU cost of a send (cycles, time, run:REF).")
-@click.option("--recv-cycles", default="0", show_default=True, help="R: CPU cost of a receive.")
+@click.option("--send-cycles", default="0", show_default=True,
+              metavar="CYCLES|DURATION|run:REF", help="S: CPU cost of a send (cycles, time, run:REF).")
+@click.option("--recv-cycles", default="0", show_default=True,
+              metavar="CYCLES|DURATION|run:REF", help="R: CPU cost of a receive.")
 @click.option("--latency-intra", default="0", show_default=True,
-              help="Wire time inside a node (cycles, time, run:REF).")
-@click.option("--latency-inter", default="0", show_default=True, help="Wire time between nodes.")
+              metavar="CYCLES|DURATION|run:REF", help="Wire time inside a node (cycles, time, run:REF).")
+@click.option("--latency-inter", default="0", show_default=True,
+              metavar="CYCLES|DURATION|run:REF", help="Wire time between nodes.")
 @click.option("--phases", type=int, default=10, show_default=True, help="N phases of compute + barrier.")
 @click.option("--tasks", "task_list", type=INT_LIST, default="1..1K", show_default=True,
               help="Task counts (ranges: 1..1M doubles).")
