@@ -86,7 +86,8 @@ def penalties_cmd(scheme, model, beta, gamma_in, gamma_out, params_file, method,
     """Penalty (slowdown >= 1) of every communication of SCHEME under a sharing model.
 
     SCHEME is a scheme file or inline text such as 'a: 0->1; b: 0->2; c: 3->2'. The models (gige, myrinet)
-    are those of Vienne, Martinasso, Vincent, Mehaut, Predictive models for bandwidth sharing in high performance clusters; maxmin is max-min fair sharing.
+    are those of Vienne, Martinasso, Vincent, Mehaut, Predictive models for bandwidth sharing in high
+    performance clusters; maxmin is max-min fair sharing.
     """
     from hpcvar.models.scheme import load_scheme
     from hpcvar.models.sharing import explain

@@ -110,7 +110,8 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
     time, conflicts met, average penalty, and E_abs against the measured trace, for each mapping x model.
     The run is stored (tables replay.runs, replay.tasks, replay.replicas; plots) like the other commands.
 
-    The application simulator (cluster, mapping, sharing model) of Vienne, Martinasso, Vincent, Mehaut, Predictive models for bandwidth sharing in high performance clusters."""
+    The application simulator (cluster, mapping, sharing model) of Vienne, Martinasso, Vincent, Mehaut,
+    Predictive models for bandwidth sharing in high performance clusters."""
     from hpcvar.sim.app_job import Params, run_job
 
     p = Params(trace=trace_file, fmt=fmt, cluster_file=cluster_file, nodes=nodes, cores_per_node=cores_per_node,
