@@ -182,6 +182,9 @@ def test_out_into_a_missing_directory_is_an_error(runs_dir, tmp_path):
                     "does not exist", "(--out)", "mkdir -p")
     assert not (tmp_path / "nodir").exists()
     _one_line_error(run_cli(["report", str(run), "-o", str(tmp_path)]), "is a directory")
+    _one_line_error(run_cli([*JITTER, "--tasks", "2", "--per-task", str(tmp_path / "nodir" / "t.csv")]),
+                    "does not exist", "(--per-task)")
+    assert not (tmp_path / "nodir").exists()
 
 
 def test_full_disk_on_out_is_one_line(runs_dir, tmp_path, monkeypatch, capsys):

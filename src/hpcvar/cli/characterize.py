@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import click
 
 from hpcvar.cli.common import OUT_PATH, launch_options, option, output_options
@@ -25,7 +27,7 @@ def cli(quick, steps, list_steps, report, as_json, **kw):
     self-contained HTML report. --resume RUN continues an interrupted
     characterization."""
     from hpcvar import characterize as ch
-    from hpcvar.cli.common import bench_context, emit, stderr_console
+    from hpcvar.cli.common import bench_context, emit, stderr_console, writing_out
 
     if list_steps:
         emit({"steps": [{"name": s.name, "title": s.title, "needs": ", ".join(sorted(s.needs)) or "nothing"}
@@ -33,8 +35,9 @@ def cli(quick, steps, list_steps, report, as_json, **kw):
         return 0
     resume = kw.get("resume")
     ctx = bench_context(kw)
-    result = ch.run_characterization(ctx, quick=quick, only=steps, resume=resume, report=report,
-                                     console=stderr_console())
+    with writing_out(report) if report else contextlib.nullcontext():
+        result = ch.run_characterization(ctx, quick=quick, only=steps, resume=resume, report=report,
+                                         console=stderr_console())
     emit(result, as_json, _render_result)
     return 0 if all(s["status"] in ("complete", "skipped") for s in result["steps"]) else 1
 

@@ -140,6 +140,8 @@ def writing_out(path: Any, flag: str = "-o"):
         raise ResultsError(e.what.replace(f"cannot write {Path(path).name}", f"cannot write '{path}'"), flag,
                            todo) from None
     except OSError as e:
+        if e.filename is not None and Path(e.filename).resolve() != Path(path).resolve():
+            raise  # another file: the boundary names it
         raise ResultsError(f"cannot write '{path}': {e.strerror or e}", flag, f"Give another {flag}") from None
 
 FORMATS = ("table", "csv", "md", "json")

@@ -7,7 +7,16 @@ import sys
 
 import click
 
-from hpcvar.cli.common import DURATION, SIZE, emit_run, format_options, option, runs_dir_option, stderr_console
+from hpcvar.cli.common import (
+    DURATION,
+    OUT_PATH,
+    SIZE,
+    emit_run,
+    format_options,
+    option,
+    runs_dir_option,
+    stderr_console,
+)
 from hpcvar.errors import UsageError
 
 # bytes per second: a capital B (a lower-case b is bits: tc rates, 1gbit)
@@ -95,9 +104,9 @@ def _split(text: str) -> list[str]:
 @click.option("--engine", type=click.Choice(["auto", "native", "python"]), default="auto", show_default=True,
               help="Replay engine: the C core (every model, jitter), the Python reference, or auto (the core if "
                    "built).")
-@click.option("--chrome", "chrome_file", type=click.Path(dir_okay=False), default=None,
+@click.option("--chrome", "chrome_file", type=OUT_PATH, default=None,
               help="Write the first simulated timeline as Chrome/Perfetto JSON.")
-@click.option("--plot", "plot_stem", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot", "plot_stem", type=OUT_PATH, default=None,
               help="Also write the per-task comparison figure (PNG+SVG) at this stem (the run's plots/ always "
                    "gets it).")
 @option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")

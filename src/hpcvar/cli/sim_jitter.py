@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from hpcvar.cli.common import INT_LIST, emit_run, option, output_options, stderr_console
+from hpcvar.cli.common import INT_LIST, OUT_PATH, emit_run, option, output_options, stderr_console
 
 
 @click.command("jitter")
@@ -51,7 +51,7 @@ from hpcvar.cli.common import INT_LIST, emit_run, option, output_options, stderr
 @click.option("--phases", type=int, default=10, show_default=True, help="N phases of compute + barrier.")
 @click.option("--tasks", "task_list", type=INT_LIST, default="1..1K", show_default=True,
               help="Task counts (ranges: 1..1M doubles).")
-@click.option("--per-task", "per_task", type=click.Path(dir_okay=False), default=None,
+@click.option("--per-task", "per_task", type=OUT_PATH, default=None,
               help="Write CSV task,phase,compute_end,next_start (cycles) of replica 0 (one task count).")
 @option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
 @click.option("--threads", type=int, default=1, show_default=True,
