@@ -165,6 +165,30 @@ def check_range(value: float, flag: str, lo: float | None = None, hi: float | No
         raise UsageError(f"{value}{unit} is outside {bounds}", flag, f"Give a value in {bounds}")
 
 
+# bytes per second: a capital B (a lower-case b is bits: tc rates, 1gbit)
+_BYTE_RATES = {"B/s": 1.0, "kB/s": 1e3, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9}
+
+
+def parse_byte_rate(text: str, flag: str = "bandwidth") -> float:
+    """Bytes/s from a tc rate ('1gbit' = 1.25e8 bytes/s) or bytes per second with their unit ('125MB/s'); a bare
+    number is refused (bits or bytes per second would be a guess)."""
+    t = text.strip()
+    if re.search(r"bit$", t.lower()):
+        v = parse_rate(t, flag) / 8.0
+    else:
+        m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKMG]?B/s)?", t)
+        if not m:
+            raise UsageError(f"'{text}' is not a bandwidth", flag, "Give a tc rate (1gbit) or bytes per second "
+                                                                  "with a capital B (125MB/s)")
+        if not m.group(2):
+            raise no_unit(text, flag, "B/s")
+        v = float(m.group(1)) * _BYTE_RATES[m.group(2)]
+    if not 0 < v <= 1.25e14:
+        raise UsageError(f"bandwidth must be positive (and at most 1 Pbit/s), got {text}", flag,
+                         "Give e.g. 1gbit or 125MB/s")
+    return v
+
+
 def format_size(n: float) -> str:
     """1048576 -> '1MiB', 1000 -> '1000B', 1536 -> '1.5KiB'."""
     for unit, mult in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):

@@ -34,9 +34,26 @@ class Cluster:
         return self.links.get((a, b)) or self.links.get((b, a)) or (self.bandwidth, self.latency)
 
 
+def _value(key: str, text: str, path: str, line: int) -> float:
+    """A cluster file value: counts bare; bandwidths as tc rates or bytes/s with a capital B (1gbit, 125MB/s);
+    latencies as times with their unit (50us). A bare rate or time is refused (its unit would be a guess)."""
+    from hpcvar import units
+
+    where = f"{path}:{line}"
+    if key in ("nodes", "cores_per_node"):
+        return float(int(text))
+    try:
+        if key.endswith("bandwidth"):
+            return units.parse_byte_rate(text, where)
+        return units.parse_time(text, where)
+    except UsageError as e:
+        raise InputFileError(f"{key}: {e.what}", path, line, todo=e.todo) from None
+
+
 def load_cluster(path: str) -> Cluster:
     """A cluster file: 'key value' lines (nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
-    shm_latency) and 'link A B BANDWIDTH LATENCY' lines; '#' starts a comment. Units: bytes/s, s."""
+    shm_latency) and 'link A B BANDWIDTH LATENCY' lines; '#' starts a comment. Bandwidths and latencies take
+    their unit (1gbit or 125MB/s, 50us)."""
     from pathlib import Path
 
     p = Path(path)
@@ -50,16 +67,17 @@ def load_cluster(path: str) -> Cluster:
             continue
         try:
             if line[0] == "link" and len(line) == 5:
-                links[(int(line[1]), int(line[2]))] = (float(line[3]), float(line[4]))
+                links[(int(line[1]), int(line[2]))] = (_value("bandwidth", line[3], path, i),
+                                                       _value("latency", line[4], path, i))
             elif line[0] in ("nodes", "cores_per_node", "bandwidth", "latency", "shm_bandwidth", "shm_latency") \
                     and len(line) == 2:
-                kv[line[0]] = float(line[1])
+                kv[line[0]] = _value(line[0], line[1], path, i)
             else:
                 raise ValueError
         except ValueError:
             raise InputFileError(f"cannot read '{raw.strip()}'", path, i,
-                                 todo="Write 'nodes 4', 'bandwidth 1.25e8', 'latency 5e-5', "
-                                      "'link 0 1 1.25e8 5e-5' (bytes/s and seconds)") from None
+                                 todo="Write 'nodes 4', 'bandwidth 1gbit', 'latency 50us', "
+                                      "'link 0 1 1gbit 50us' (rates and times take their unit)") from None
     for k in ("nodes", "cores_per_node", "bandwidth", "latency"):
         if k not in kv:
             raise InputFileError(f"the cluster file lacks '{k}'", path, todo=f"Add a line '{k} VALUE'")
