@@ -50,8 +50,9 @@ from hpcvar.cli.common import (
 @click.option("--max-samples", type=int, default=20000, show_default=True,
               help="Chatter round trips recorded per client and point (beyond, every 2nd, 4th, ... is kept).")
 @click.option("--wait", default="auto", show_default=True,
-              help="How ranks wait for MPI: spin (MPI's busy wait), yield, sleep or sleep:N (test, then sleep N us; "
-                   "default 50). auto: spin, or sleep when ranks outnumber the cores they share.")
+              help="How ranks wait for MPI: spin (MPI's busy wait), yield, sleep or sleep:TIME (test, then sleep "
+                   "TIME, with its unit: sleep:20us; default 50us). auto: spin, or sleep when ranks outnumber the "
+                   "cores they share.")
 @launch_options(default_np=None)
 @output_options
 def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messages, queues, depth, match_, bin_,
