@@ -40,6 +40,8 @@ class Kind:
     metrics: str | None = None
     cli: str | None = None
     cli_help: str = ""
+    # the main summary table(s) (declared in hpcvar.results.schema): what --format csv/md prints of a run
+    summary: tuple[str, ...] = ()
 
     def view(self, name: str) -> Callable[..., Any] | None:
         """The function of one view (``job``, ``render``, ``section`` or ``metrics``; not ``cli``), or None."""
@@ -63,41 +65,44 @@ KINDS: dict[str, Kind] = {k.command: k for k in [
     Kind("bench latency", "Ping-pong latency and bandwidth",
          job="hpcvar.bench.jobs:latency", render=f"{_R}.terminal:render_latency",
          section=f"{_R}.sec_latency:latency_section", metrics=f"{_R}.sec_latency:latency_metrics",
-         cli="bench_latency:cli", cli_help="Ping-pong latency and bandwidth between ranks 0 and 1."),
+         cli="bench_latency:cli", cli_help="Ping-pong latency and bandwidth between ranks 0 and 1.",
+         summary=("latency.summary",)),
     Kind("bench queues posted", "Latency against the posted-receive queue",
          job="hpcvar.bench.jobs:queues_posted", render=f"{_R}.sec_queues:render_queues_posted",
          section=f"{_R}.sec_queues:posted_section", metrics=f"{_R}.metrics:queues_posted_metrics",
-         cli="bench_queues:cli",
+         cli="bench_queues:cli", summary=("queues_posted.summary", "queues_posted.fit"),
          cli_help="Latency under long MPI queues: posted receives and unexpected messages."),
     Kind("bench queues unexpected", "Latency against the unexpected-message queue",
          job="hpcvar.bench.jobs:queues_unexpected", render=f"{_R}.sec_queues:render_queues_unexpected",
          section=f"{_R}.sec_queues:unexpected_section", metrics=f"{_R}.metrics:queues_unexpected_metrics",
-         cli="bench_queues:cli",
+         cli="bench_queues:cli", summary=("queues_unexpected.summary",),
          cli_help="Latency under long MPI queues: posted receives and unexpected messages."),
     Kind("bench ace", "ACE: emulated applications",
          job="hpcvar.bench.jobs:ace", render=f"{_R}.sec_ace:render_ace", section=f"{_R}.sec_ace:ace_section",
-         metrics=f"{_R}.metrics:ace_metrics", cli="bench_ace:cli",
+         metrics=f"{_R}.metrics:ace_metrics", cli="bench_ace:cli", summary=("ace.summary",),
          cli_help="Emulate applications: cycles of busy-wait compute and communication, predicted vs measured."),
     Kind("bench sharing", "Bandwidth-sharing penalties",
          job="hpcvar.bench.jobs:sharing", render=f"{_R}.sharing_render:render_sharing",
          section=f"{_R}.sec_sharing:sharing_section", metrics=f"{_R}.metrics:sharing_metrics",
-         cli="bench_sharing:cli",
-         cli_help="Penalties of concurrent communications: the table of the paper's Figure 2 for this machine."),
+         cli="bench_sharing:cli", summary=("sharing.summary",),
+         cli_help="Penalties of concurrent communications: the table of Figure 2 of Vienne et al. for this machine."),
     Kind("bench fanin", "Fan-in",
          job="hpcvar.bench.jobs:fanin", render=f"{_R}.fanin:render_fanin", section=f"{_R}.fanin:fanin_section",
-         metrics=f"{_R}.metrics:fanin_metrics", cli="bench_fanin:cli",
+         metrics=f"{_R}.metrics:fanin_metrics", cli="bench_fanin:cli", summary=("fanin.points",),
          cli_help="Fan-in: large-buffer clients and chatter clients into one root."),
     Kind("bench bsp", "Bulk-synchronous phases",
          job="hpcvar.bench.jobs:bsp", render=f"{_R}.bsp:render_bsp", section=f"{_R}.bsp:bsp_section",
-         metrics=f"{_R}.metrics:bsp_metrics", cli="bench_bsp:cli",
+         metrics=f"{_R}.metrics:bsp_metrics", cli="bench_bsp:cli", summary=("bsp.reps",),
          cli_help="Bulk-synchronous phases: fixed CPU work, then a barrier, on every rank."),
     Kind("noise record", "OS jitter recording", job="hpcvar.noise.jobs:record",
          render="hpcvar.noise.render:render_noise", section="hpcvar.noise.render:noise_section",
-         metrics=f"{_R}.metrics:noise_metrics"),
+         metrics=f"{_R}.metrics:noise_metrics", summary=("noise.summary",)),
     Kind("sim jitter", "jitSim prediction", job="hpcvar.sim.jitter_job:run_job",
-         render="hpcvar.sim.jitter_report:render_jitter", section="hpcvar.sim.jitter_report:jitter_section"),
+         render="hpcvar.sim.jitter_report:render_jitter", section="hpcvar.sim.jitter_report:jitter_section",
+         summary=("jitter.points",)),
     Kind("sim app", "Application replay", job="hpcvar.sim.app_job:run_job",
-         render="hpcvar.sim.app_report:render_app", section="hpcvar.sim.app_report:app_section"),
+         render="hpcvar.sim.app_report:render_app", section="hpcvar.sim.app_report:app_section",
+         summary=("replay.runs",)),
 ]}
 
 

@@ -6,7 +6,9 @@ that ``1MiB``, ``2us``, ``200mbit`` and ``1..1M`` mean the same everywhere.
 Sizes (bytes): plain integers, ``KiB MiB GiB TiB`` (powers of 1024), ``kB MB GB``
 (powers of 1000), and the short forms ``K M G`` (``k`` too), which are powers of
 1024 as in the usual MPI benchmarks (``-m 4M``). ``B`` is optional.
-Times: ``ns us ms s m h`` (``µs`` too); a plain number is in the unit the caller says.
+Times: ``ns us ms s m h`` (``µs`` too). A time takes its unit: a bare number other than 0 is refused
+(``75.9`` could be seconds or microseconds), with the remedy ``give a unit: 75.9us``. The one rule of every flag
+and key=value spec: a bare number only where the unit cannot be ambiguous (counts, sizes in bytes, and 0).
 Rates (bits per second, tc style): ``bit kbit mbit gbit`` (powers of 1000) and
 ``bps`` / ``Bps`` families are not accepted, to avoid the bits/bytes trap.
 Lists: comma separated items; an item ``a..b`` is a doubling range from a to b
@@ -59,9 +61,23 @@ def parse_size(text: str, flag: str = "size") -> int:
     return int(value)
 
 
-def parse_time(text: str, flag: str = "time", default_unit: str = "s") -> float:
-    """Seconds from '2us', '10s', '1h', '50ms'; a plain number is in ``default_unit``."""
+def no_unit(text: str, flag: str, example_unit: str = "us") -> UsageError:
+    """The error of a time or rate given without its unit."""
+    t = text.strip()
+    alt = {"us": "s", "mbit": "gbit", "B/s": "gbit", "us/B": "ns/B"}.get(example_unit, "")
+    return UsageError(f"'{t}' has no unit", flag,
+                      f"Give the unit it is in, e.g. {t}{example_unit}" + (f" or {t}{alt}" if alt else "")
+                      + " (a bare number is taken only for counts and 0)")
+
+
+def parse_time(text: str, flag: str = "time", default_unit: str | None = None) -> float:
+    """Seconds from '2us', '10s', '1h', '50ms'. A bare number is refused (its unit would be a guess) unless it
+    is 0 or the caller names ``default_unit`` for a quantity whose unit is fixed by its syntax."""
     m = re.fullmatch(_NUM + r"\s*([a-zµ]*)", text.strip())
+    if m and not m.group(2) and default_unit is None:
+        if float(m.group(1)) == 0:
+            return 0.0
+        raise no_unit(text, flag)
     unit = (m.group(2) or default_unit) if m else None
     if not m or unit not in _TIME_UNITS_S:
         raise UsageError(f"'{text}' is not a time", flag, "Use a number with a unit: 500ns, 2us, 1ms, 10s, 1h")
@@ -70,7 +86,11 @@ def parse_time(text: str, flag: str = "time", default_unit: str = "s") -> float:
 
 def parse_rate(text: str, flag: str = "rate") -> float:
     """Bits per second from '200mbit', '1gbit' (tc units, powers of 1000)."""
-    m = re.fullmatch(_NUM + r"\s*([a-z]+)", text.strip().lower())
+    m = re.fullmatch(_NUM + r"\s*([a-z]*)", text.strip().lower())
+    if m and not m.group(2):
+        if float(m.group(1)) == 0:
+            return 0.0
+        raise no_unit(text, flag, "mbit")
     if not m or m.group(2) not in _RATE_UNITS:
         raise UsageError(f"'{text}' is not a rate", flag, "Use tc units: 100mbit, 1gbit, 500kbit")
     return _bounded(float(m.group(1)) * _RATE_UNITS[m.group(2)], MAX_RATE_BPS, text, flag, "rate", "bit/s")
@@ -145,6 +165,30 @@ def check_range(value: float, flag: str, lo: float | None = None, hi: float | No
     if (lo is not None and value < lo) or (hi is not None and value > hi):
         bounds = f"[{lo if lo is not None else '-inf'}, {hi if hi is not None else 'inf'}]{unit}"
         raise UsageError(f"{value}{unit} is outside {bounds}", flag, f"Give a value in {bounds}")
+
+
+# bytes per second: a capital B (a lower-case b is bits: tc rates, 1gbit)
+_BYTE_RATES = {"B/s": 1.0, "kB/s": 1e3, "KB/s": 1e3, "MB/s": 1e6, "GB/s": 1e9}
+
+
+def parse_byte_rate(text: str, flag: str = "bandwidth") -> float:
+    """Bytes/s from a tc rate ('1gbit' = 1.25e8 bytes/s) or bytes per second with their unit ('125MB/s'); a bare
+    number is refused (bits or bytes per second would be a guess)."""
+    t = text.strip()
+    if re.search(r"bit$", t.lower()):
+        v = parse_rate(t, flag) / 8.0
+    else:
+        m = re.fullmatch(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKMG]?B/s)?", t)
+        if not m:
+            raise UsageError(f"'{text}' is not a bandwidth", flag, "Give a tc rate (1gbit) or bytes per second "
+                                                                  "with a capital B (125MB/s)")
+        if not m.group(2):
+            raise no_unit(text, flag, "B/s")
+        v = float(m.group(1)) * _BYTE_RATES[m.group(2)]
+    if not 0 < v <= 1.25e14:
+        raise UsageError(f"bandwidth must be positive (and at most 1 Pbit/s), got {text}", flag,
+                         "Give e.g. 1gbit or 125MB/s")
+    return v
 
 
 def format_size(n: float) -> str:

@@ -58,8 +58,8 @@ def test_scheme(data):
     outcome(parse_scheme, data.decode("utf-8", "replace"), "fuzz.scheme", where="fuzz.scheme")
 
 
-CLUSTER = b"nodes 4\ncores_per_node 2\nbandwidth 1.25e9\nlatency 2e-6\nshm_bandwidth 1e10\nshm_latency 3e-7\n" \
-          b"link 0 1 1e9 5e-6  # a slower link\n"
+CLUSTER = b"nodes 4\ncores_per_node 2\nbandwidth 1.25GB/s\nlatency 2us\nshm_bandwidth 10GB/s\nshm_latency 300ns\n" \
+          b"link 0 1 1GB/s 5us  # a slower link\n"
 MAPPING = b"# task node\n0 0\n1 0\n2 1\n3 1\n4 2\n5 3\n"
 
 

@@ -70,13 +70,13 @@ def test_messages_mode_counts_every_byte_and_repeats_with_shuffle(runs_dir):
     assert all(len(h.split("=")[1].split(",")) == 4 for h in heads)
 
 
-@pytest.mark.parametrize("wait, us", [("spin", 0), ("yield", -1), ("sleep:20", 20)])
+@pytest.mark.parametrize("wait, us", [("spin", 0), ("yield", -1), ("sleep:20us", 20)])
 def test_each_way_of_waiting_runs_and_is_recorded(runs_dir, wait, us):
     res = run_cli(["bench", "fanin", "--np", "3", "--clients", "1", "--chatter", "1", "--large", "64KiB",
                    "--small", "1KiB", "--duration", "100ms", "--wait", wait, "--json", "--timeout", "120s"],
                   check=True, timeout=180)
     out = json.loads(res.stdout)
-    assert out["wait"] == wait
+    assert out["wait"] == wait.removesuffix("us")  # stored as sleep:N, N in microseconds
     (p,) = out["points"]
     assert p["wait_us"] == us
     assert p["aggregate_bytes_per_s"] > 0 and p["chatter_rtt_n"] > 0
@@ -96,7 +96,7 @@ def test_raw_layout_matches_a_file_from_before_the_split(runs_dir):
     old = Path(__file__).resolve().parents[1] / "data" / "fanin_ba3e1d1" / "launch-001.raw"
     run_cli(["bench", "fanin", "--np", "3", "--clients", "1", "--chatter", "1", "--large", "4KiB", "--small", "256",
              "--messages", "5", "--queues", "single,dual", "--depth", "deep", "--match", "exact",
-             "--wait", "sleep:50", "--timeout", "120s"], check=True, timeout=200)  # the file's wait_us
+             "--wait", "sleep:50us", "--timeout", "120s"], check=True, timeout=200)  # the file's wait_us
     (new,) = sorted((Run.open(resolve_run("latest")).path / "raw").glob("launch-*.raw"))
     old_head, old_rows = layout(old)
     new_head, new_rows = layout(new)

@@ -156,11 +156,14 @@ def test_config_file(tmp_path):
     cfg = tmp_path / "eas.toml"
     cfg.write_text('[[ea]]\nname = "run3"\npattern = "pairs"\nsize = "1MiB"\nload = 20\ncycles = 1000\n'
                    'alpha = "75.9us"\nbeta = "0.01057us/B"\n\n[[ea]]\nname = "coll"\npattern = "alltoall"\n'
-                   'ranks = 0.5\nsize = 1024\nalpha = 1e-5\nbeta = 1e-9\n')
+                   'ranks = 0.5\nsize = 1024\nalpha = "10us"\nbeta = "1ns/B"\n')
     run3, coll = _predict("--np", "4", "--config", str(cfg))
     assert round(run3["t_comm_s"] * 1e3, 1) == 22.3
     assert coll["ranks"] == 2 and coll["messages_per_cycle"] == 1
     assert coll["t_comm_s"] == pytest.approx(1e-5 + 1e-9 * 1024)
+    # a bare time is refused (seconds? microseconds?), with the remedy
+    cfg.write_text('[[ea]]\npattern = "pairs"\nalpha = 1e-5\nbeta = "1ns/B"\n')
+    assert "'1e-05' has no unit" in _err(["--config", str(cfg)])
     cfg.write_text('[[ea]]\npattern = "pairs"\nload = 0\n')
     assert f"({cfg}: ea[0].load)" in _err(["--config", str(cfg)])
     cfg.write_text('[[ea]]\npattern = "pairs"\nspeed = 3\n')

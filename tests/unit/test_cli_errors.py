@@ -87,7 +87,7 @@ def test_missing_option_and_argument_are_named():
     res = run_cli(["report"])
     assert res.returncode == 2 and res.stderr.strip() == "error: missing argument (RUNS). See --help"
     res = run_cli(["trace", "run", "--", "true"])
-    assert res.returncode == 2 and "error: missing option (--output)" in res.stderr
+    assert res.returncode == 2 and "error: missing option (--out)" in res.stderr
 
 
 def test_sigterm_stops_helper_programs(tmp_path):

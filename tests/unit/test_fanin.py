@@ -224,7 +224,10 @@ def test_cli_refuses_before_launch(runs_dir, args, flag):
 def test_wait_modes():
     assert parse_wait("AUTO") == "auto" and parse_wait("spin") == "spin" and parse_wait("yield") == "yield"
     assert parse_wait("sleep") == "sleep:50" and parse_wait("sleep:200us") == "sleep:200"
-    for bad in ("sleep:0", "sleep:-1", "sleep:x", "sleep:2000000", "poll"):
+    assert parse_wait("sleep:1ms") == "sleep:1000"
+    with pytest.raises(UsageError, match="has no unit"):
+        parse_wait("sleep:20")  # microseconds or seconds would be a guess
+    for bad in ("sleep:0us", "sleep:-1us", "sleep:x", "sleep:2s", "sleep:1.5us", "poll"):
         with pytest.raises(UsageError) as e:
             parse_wait(bad)
         assert e.value.where == "--wait"

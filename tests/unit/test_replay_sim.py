@@ -188,10 +188,17 @@ def test_mappings(tmp_path):
 
 def test_cluster_file(tmp_path):
     f = tmp_path / "c.txt"
-    f.write_text("nodes 2\ncores_per_node 4\nbandwidth 1e9\nlatency 1e-5\nshm_latency 1e-7\nlink 0 1 5e8 2e-5\n")
+    f.write_text("nodes 2\ncores_per_node 4\nbandwidth 1GB/s\nlatency 10us\nshm_latency 100ns\nlink 0 1 500MB/s 20us\n")
     c = load_cluster(str(f))
-    assert (c.nodes, c.cores_per_node, c.shm_latency) == (2, 4, 1e-7)
-    assert c.link(1, 0) == (5e8, 2e-5)
+    assert (c.nodes, c.cores_per_node) == (2, 4) and c.shm_latency == pytest.approx(1e-7)
+    assert c.link(1, 0) == pytest.approx((5e8, 2e-5))
+    # a bare bandwidth or latency is refused with the remedy (bits or bytes? seconds or microseconds?)
+    for bad, what in (("bandwidth 1e9", "'1e9' has no unit"), ("latency 5", "'5' has no unit"),
+                      ("link 0 1 1gbit 2", "'2' has no unit")):
+        f.write_text(f"nodes 2\ncores_per_node 1\nbandwidth 1gbit\nlatency 1us\n{bad}\n")
+        with pytest.raises(InputFileError) as e:
+            load_cluster(str(f))
+        assert what in e.value.what and e.value.line == 5 and "e.g." in e.value.todo
     f.write_text("nodes 2\nbandwidth fast\n")
     with pytest.raises(InputFileError) as e:
         load_cluster(str(f))

@@ -27,7 +27,7 @@ FANOUT += [dict(task=0, op="init", t_start_ns=0, t_end_ns=0),
 
 def test_sim_app_stores_a_run_with_tables_plots_and_section(tmp_path, runs_dir):
     p = write_parquet(Trace(make_events(FANOUT), 3), tmp_path / "fan.trace")
-    res = run_cli(["sim", "app", str(p), "--bandwidth", "1e9", "--latency", "0", "--eager", "0",
+    res = run_cli(["sim", "app", str(p), "--bandwidth", "1GB/s", "--latency", "0", "--eager", "0",
                    "--model", "none,maxmin", "--mapping", "rrn", "--json"])
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)

@@ -172,7 +172,7 @@ def test_chrome_events():
 
 def test_cli_sim_app_json_and_chrome(tmp_path, runs_dir):
     p = write_parquet(Trace(make_events(PINGPONG), 2), tmp_path / "pp.trace")
-    res = run_cli(["sim", "app", str(p), "--bandwidth", "1e9", "--latency", "0", "--model", "none,maxmin",
+    res = run_cli(["sim", "app", str(p), "--bandwidth", "1GB/s", "--latency", "0", "--model", "none,maxmin",
                    "--mapping", "rrn,rrp", "--nodes", "2", "--cores-per-node", "2", "--json",
                    "--chrome", str(tmp_path / "t.json")])
     assert res.returncode == 0, res.stderr

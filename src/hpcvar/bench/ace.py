@@ -91,16 +91,19 @@ class EA:
 
 
 def _beta(text: str, where: str) -> float:
-    """Seconds per byte from '0.01057us/B' or '10.57ns/B' (a bare number is in s/B)."""
+    """Seconds per byte from '0.01057us/B' or '10.57ns/B' (a bare number is refused: its unit is a guess)."""
     t = text.strip()
     m = re.fullmatch(r"(.+?)\s*/\s*(B|byte)", t)
     if m:
         return units.parse_time(m.group(1), where)
     try:
-        return float(t)
+        v = float(t)
     except ValueError:
         raise UsageError(f"'{text}' is not a per-byte time", where,
                          "Write beta as a time per byte, e.g. beta=0.01057us/B") from None
+    if v != 0:
+        raise units.no_unit(t, where, "us/B")
+    return v
 
 
 def _bool(text, where: str) -> bool:
@@ -175,10 +178,10 @@ def _make_spec(values: dict, where: str, key_where) -> EASpec:
         spec.ranks = _ranks(values["ranks"], key_where("ranks"))
     if "alpha" in values:
         v = values["alpha"]
-        spec.alpha_s = float(v) if isinstance(v, (int, float)) else units.parse_time(str(v), key_where("alpha"))
+        spec.alpha_s = units.parse_time(str(v), key_where("alpha"))
     if "beta" in values:
         v = values["beta"]
-        spec.beta_s_per_byte = float(v) if isinstance(v, (int, float)) else _beta(str(v), key_where("beta"))
+        spec.beta_s_per_byte = _beta(str(v), key_where("beta"))
     if (spec.alpha_s is None) != (spec.beta_s_per_byte is None):
         raise UsageError("alpha and beta go together", where,
                          "Give both (to skip phase 1) or neither (to measure them)")
@@ -240,7 +243,8 @@ def load_config(path) -> list[EASpec]:
         with open(path, "rb") as f:
             doc = tomllib.load(f)
     except OSError as e:
-        raise InputFileError(f"cannot read the config: {e.strerror}", str(path)) from None
+        what = "no such config file" if isinstance(e, FileNotFoundError) else f"cannot read the config: {e.strerror}"
+        raise InputFileError(what, str(path), todo="Check the path of --config") from None
     except UnicodeDecodeError as e:
         raise InputFileError(f"byte {e.start} is not UTF-8 text", str(path), todo="Give a TOML text file") from None
     except tomllib.TOMLDecodeError as e:

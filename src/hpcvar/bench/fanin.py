@@ -33,7 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hpcvar import metadata
+from hpcvar import metadata, units
 from hpcvar.bench.runner import BenchContext, Benchmark, Params
 from hpcvar.errors import UsageError
 from hpcvar.results import RawFile
@@ -111,18 +111,26 @@ DEFAULT_SLEEP_US = 50
 
 
 def parse_wait(text: str) -> str:
-    """Normalize --wait: auto, spin, yield, sleep (50 us) or sleep:N (N microseconds, 1..1000000)."""
+    """Normalize --wait: auto, spin, yield, sleep (50 us) or sleep:TIME (a whole number of microseconds, 1us..1s,
+    with its unit: sleep:20us). The normalized form, stored with the run, is sleep:N with N in microseconds."""
     t = text.strip().lower()
     if t in ("auto", "spin", "yield"):
         return t
     if t == "sleep":
         return f"sleep:{DEFAULT_SLEEP_US}"
     if t.startswith("sleep:"):
-        num = t[len("sleep:"):].removesuffix("us")
-        if num.isdigit() and 1 <= int(num) <= 1_000_000:
-            return f"sleep:{int(num)}"
+        num = t[len("sleep:"):]
+        if num.isdigit():
+            # a bare number: microseconds or seconds would be a guess
+            raise units.no_unit(num, "--wait", "us")
+        try:
+            us = units.parse_time(num, "--wait") * 1e6
+        except UsageError:
+            us = 0.0
+        if abs(us - round(us)) < 1e-6 and 1 <= round(us) <= 1_000_000:
+            return f"sleep:{round(us)}"
     raise UsageError(f"'{text}' is not a way to wait", "--wait",
-                     "Give auto, spin, yield, sleep or sleep:N (N microseconds between tests, 1 to 1000000)")
+                     "Give auto, spin, yield, sleep or sleep:TIME (between tests, 1us to 1s, e.g. sleep:20us)")
 
 
 def resolve_wait(wait: str, np_: int, slots: int | None) -> str:

@@ -55,6 +55,21 @@ def _flag_of(e: click.ClickException) -> str | None:
     return getattr(e, "param_hint", None)
 
 
+def _os_error(e: OSError) -> str:
+    """One line for a refused file operation that reached the boundary (no traceback)."""
+    import errno
+
+    name = f" '{e.filename}'" if e.filename else ""
+    what = {errno.ENOENT: f"no such file or directory{name}", errno.EACCES: f"permission denied{name}",
+            errno.ENOSPC: f"no space left on the device{name}", errno.EROFS: f"read-only file system{name}",
+            errno.EISDIR: f"{name.strip()} is a directory", errno.ENOTDIR: f"not a directory{name}"}.get(
+        e.errno or 0, f"{e.strerror or e}{name}")
+    todo = {errno.ENOENT: "Check the path", errno.ENOSPC: "Free some space or write elsewhere",
+            errno.EACCES: "Give a path you may write (or read)", errno.EROFS: "Write elsewhere"}.get(
+        e.errno or 0, "Check the path and try again")
+    return f"error: {what.strip()} ({e.filename or 'file'}). {todo}"
+
+
 def _terminated(signum, frame):
     """SIGTERM behaves like Ctrl-C: running jobs and helper programs are stopped, finished points kept."""
     raise KeyboardInterrupt
@@ -90,4 +105,12 @@ def main(argv: list[str] | None = None) -> None:
     except click.ClickException as e:
         click.echo(f"error: {e.format_message()}.", err=True)
         sys.exit(e.exit_code)
+    except UnicodeDecodeError as e:
+        # a file read as text that is not UTF-8 (the readers that know the file name say it themselves)
+        click.echo(f"error: an input file is not UTF-8 text (byte 0x{e.object[e.start]:02x} at offset {e.start}). "
+                   "Give a UTF-8 text file, or convert it (iconv -t UTF-8)", err=True)
+        sys.exit(2)
+    except OSError as e:
+        click.echo(_os_error(e), err=True)
+        sys.exit(2 if isinstance(e, (FileNotFoundError, IsADirectoryError, NotADirectoryError)) else 1)
     sys.exit(rv if isinstance(rv, int) else 0)

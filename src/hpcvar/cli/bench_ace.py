@@ -1,4 +1,5 @@
-"""hpcvar bench ace: the application communication emulator (paper section 4)."""
+"""hpcvar bench ace: the application communication emulator (Evans & Hood, Network Performance Variability in NOW
+Clusters, section 4)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,8 @@ if TYPE_CHECKING:
 @click.command("ace")
 @click.option("--ea", "ea_texts", multiple=True, metavar="KEY=VALUE,...",
               help="An emulated application (repeatable), e.g. 'pattern=pairs,mode=blocking,size=1MiB,load=20,"
-                   "cycles=1000' plus optional ranks=N|0.5, name=, alpha=75.9us, beta=0.01057us/B (skip phase 1), "
+                   "cycles=1000' plus optional ranks=N|0.5, name=, alpha=75.9us, beta=0.01057us/B (skip phase 1; "
+                   "alpha and beta take their unit), "
                    "dims=4x2, periodic=yes, bench_sizes=0:512KiB:1MiB. Patterns: pairs, ring, cart2d, cart3d, "
                    "alltoall, allreduce, bcast.")
 @click.option("--config", type=click.Path(dir_okay=False), default=None,
@@ -38,6 +40,8 @@ if TYPE_CHECKING:
 @output_options
 def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predict_only, as_json, **kw):
     """Emulate applications: cycles of busy-wait compute and communication, predicted vs measured.
+
+    The Application Communication Emulator of Evans & Hood, Network Performance Variability in NOW Clusters.
 
     Per EA and sweep point: phase 1 fits alpha and beta (per message, least squares, averaged over
     the EA's processes) unless both are given; then T_comm = m (alpha + beta n) per cycle (m: the

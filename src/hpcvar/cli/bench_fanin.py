@@ -50,13 +50,16 @@ from hpcvar.cli.common import (
 @click.option("--max-samples", type=int, default=20000, show_default=True,
               help="Chatter round trips recorded per client and point (beyond, every 2nd, 4th, ... is kept).")
 @click.option("--wait", default="auto", show_default=True,
-              help="How ranks wait for MPI: spin (MPI's busy wait), yield, sleep or sleep:N (test, then sleep N us; "
-                   "default 50). auto: spin, or sleep when ranks outnumber the cores they share.")
+              help="How ranks wait for MPI: spin (MPI's busy wait), yield, sleep or sleep:TIME (test, then sleep "
+                   "TIME, with its unit: sleep:20us; default 50us). auto: spin, or sleep when ranks outnumber the "
+                   "cores they share.")
 @launch_options(default_np=None)
 @output_options
 def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messages, queues, depth, match_, bin_,
         repeat, placement, seed, max_samples, wait, as_json, **kw):
     """Fan-in: large-buffer clients and chatter clients into one root.
+
+    The "Reservation" benchmark of Jones & Settlemyer, Fan-In Communications On A Cray Gemini Interconnect.
 
     Ranks take roles by position: servers first, then large-buffer clients,
     then chatter clients; the rest idle (--np defaults to the largest point's

@@ -24,7 +24,8 @@ SIGNED_INT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: _signed_i
 def _common(f):
     opts = [
         click.option("--iters", type=click.IntRange(1), default=1000, show_default=True,
-                     help="Maximum measured iterations per point (the paper's inner loop: 1000); every one is kept."),
+                     help="Maximum measured iterations per point (the inner loop of Underwood & Brightwell, The Impact "
+                          "of MPI Queue Usage on Message Latency: 1000); every one is kept."),
         click.option("--min-iters", type=click.IntRange(1), default=20, show_default=True,
                      help="Minimum measured iterations per point, whatever --time-per-point says."),
         click.option("--warmup", type=click.IntRange(0), default=10, show_default=True,
@@ -49,7 +50,8 @@ def cli() -> None:
     """Latency under long MPI queues: posted receives and unexpected messages.
 
     Ping-pong latency as applications pay it when the MPI must search its
-    matching queues (Underwood & Brightwell, Figures 1 and 2). Reports
+    matching queues (Underwood & Brightwell, The Impact of MPI Queue Usage on
+    Message Latency, Figures 1 and 2). Reports
     one-way latency (round trip / 2) per point, and the cost per queue entry
     (least-squares slope with a 95% CI) against the length-0 baseline.
     """
@@ -70,7 +72,9 @@ def cli() -> None:
 @output_options
 def posted(lengths, traversed, sizes, any_source, iters, min_iters, warmup, time_per_point, pin, fit_stat,
            as_json, **kw):
-    """Latency with a long posted-receive queue (Figure 1).
+    """Latency with a long posted-receive queue (Figure 1 of Underwood & Brightwell).
+
+    After Underwood & Brightwell, The Impact of MPI Queue Usage on Message Latency, Figure 1.
 
     Per point and iteration, on both ranks: post the receives that will be
     traversed (non-matching tags), the matching receive, the rest of the
@@ -98,7 +102,9 @@ def posted(lengths, traversed, sizes, any_source, iters, min_iters, warmup, time
 @launch_options(default_np=2)
 @output_options
 def unexpected(lengths, sizes, iters, min_iters, warmup, time_per_point, pin, fit_stat, as_json, **kw):
-    """Latency with a long unexpected-message queue (Figure 2).
+    """Latency with a long unexpected-message queue (Figure 2 of Underwood & Brightwell).
+
+    After Underwood & Brightwell, The Impact of MPI Queue Usage on Message Latency, Figure 2.
 
     Per point and iteration: both ranks send the unexpected messages; sync
     (rank 1 leaves first); rank 0 times Isend(ping) + Irecv(pong) + Waitall,

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
+
 import click
 
-from hpcvar.cli.common import launch_options, output_options
+from hpcvar.cli.common import OUT_PATH, launch_options, option, output_options
 
 
 @click.command("characterize")
@@ -15,8 +17,8 @@ from hpcvar.cli.common import launch_options, output_options
 @click.option("--baseline", default=None, metavar="RUN",
               help="An earlier characterization: the report's verdict lists what degraded against it and the "
                    "plots overlay it (hpcvar compare's tests).")
-@click.option("-o", "--output", "report", default=None, type=click.Path(dir_okay=False),
-              help="Also write the HTML (.html) or Markdown (.md) report here; it is always written "
+@option("-o", "--out", "report", default=None, type=OUT_PATH, aliases=("--output",),
+        help="Also write the HTML (.html) or Markdown (.md) report here; it is always written "
                    "into the run directory as report.html.")
 @launch_options(default_np=2)
 @output_options
@@ -28,22 +30,29 @@ def cli(quick, steps, list_steps, baseline, report, as_json, **kw):
     self-contained HTML report. --resume RUN continues an interrupted
     characterization."""
     from hpcvar import characterize as ch
-    from hpcvar.cli.common import bench_context, print_json, stderr_console
+    from hpcvar.cli.common import bench_context, emit, stderr_console, writing_out
 
     if list_steps:
-        for s in ch.STEPS:
-            click.echo(f"{s.name:16s} {s.title}  (needs: {', '.join(sorted(s.needs)) or 'nothing'})")
+        emit({"steps": [{"name": s.name, "title": s.title, "needs": ", ".join(sorted(s.needs)) or "nothing"}
+                        for s in ch.STEPS]}, as_json, _render_list)
         return 0
     resume = kw.get("resume")
     ctx = bench_context(kw)
-    result = ch.run_characterization(ctx, quick=quick, only=steps, resume=resume, report=report,
-                                     console=stderr_console(), baseline=baseline)
-    if as_json:
-        print_json(result)
-    else:
-        click.echo(f"characterization stored in {result['run']}")
-        for s in result["steps"]:
-            detail = s.get("run") or s.get("error") or s.get("reason", "")
-            click.echo(f"  {s['name']:17s} {s['status']:9s} {detail}")
-        click.echo(f"report: {result['report']}")
+    with writing_out(report) if report else contextlib.nullcontext():
+        result = ch.run_characterization(ctx, quick=quick, only=steps, resume=resume, report=report,
+                                         console=stderr_console(), baseline=baseline)
+    emit(result, as_json, _render_result)
     return 0 if all(s["status"] in ("complete", "skipped") for s in result["steps"]) else 1
+
+
+def _render_list(console, result: dict) -> None:
+    for s in result["steps"]:
+        console.print(f"{s['name']:16s} {s['title']}  (needs: {s['needs']})", markup=False)
+
+
+def _render_result(console, result: dict) -> None:
+    console.print(f"characterization stored in {result['run']}", markup=False)
+    for s in result["steps"]:
+        detail = s.get("run") or s.get("error") or s.get("reason", "")
+        console.print(f"  {s['name']:17s} {s['status']:9s} {detail}", markup=False)
+    console.print(f"report: {result['report']}", markup=False)

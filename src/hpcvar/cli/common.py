@@ -6,8 +6,12 @@ so every bad value ends at the one error boundary in hpcvar.cli.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import shlex
 import sys
+from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -52,23 +56,212 @@ def _float(text: str, flag: str) -> float:
 
 
 def stderr_console() -> Console:
-    return Console(stderr=True, highlight=False)
+    from hpcvar.report.terminal import make_console
+
+    return make_console(stderr=True)
 
 
 def stdout_console() -> Console:
-    return Console(highlight=False)
+    from hpcvar.report.terminal import make_console
+
+    return make_console()
 
 
 def print_json(obj) -> None:
     sys.stdout.write(dumps(obj) + "\n")
 
 
+# ---- one vocabulary of flags (docs/cli.md): old names stay as hidden aliases ----------------------------------
+class AliasOption(click.Option):
+    """An option whose old names (``aliases``) still work but are not shown by --help."""
+
+    def __init__(self, *args: Any, aliases: tuple[str, ...] = (), **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self.aliases = set(aliases)
+
+    def get_help_record(self, ctx):
+        saved = self.opts, self.secondary_opts
+        self.opts = [o for o in self.opts if o not in self.aliases]
+        self.secondary_opts = [o for o in self.secondary_opts if o not in self.aliases]
+        try:
+            return super().get_help_record(ctx)
+        finally:
+            self.opts, self.secondary_opts = saved
+
+
+def option(*decls: str, aliases: tuple[str, ...] = (), **kwargs: Any):
+    """``click.option`` with hidden old names: ``option("--repeat", "repeat", aliases=("--reps",))``. An old
+    name of the negative side of a boolean flag is given as ``" /--no-plot"``."""
+    names = [a if a.startswith(" /") else a for a in aliases]
+    hidden = tuple(a.strip(" /") for a in aliases)
+    return click.option(*decls, *names, cls=AliasOption, aliases=hidden, **kwargs)
+
+
+class _OutPath(click.ParamType):
+    """An output file (-o/--out): its directory must exist and be writable; nothing is created silently."""
+
+    name = "file"
+
+    def convert(self, value, param, ctx):
+        from hpcvar.errors import UsageError
+
+        if not isinstance(value, str):
+            return value
+        flag = flag_name(param)
+        p = Path(value)
+        if p.is_dir():
+            raise UsageError(f"'{value}' is a directory", flag, "Give a file name")
+        parent = p.parent if str(p.parent) else Path(".")
+        if not parent.is_dir():
+            raise UsageError(f"the directory '{parent}' does not exist", flag,
+                             f"Create it first (mkdir -p {parent}) or give another {flag}")
+        import os
+
+        if not os.access(parent, os.W_OK | os.X_OK) or (p.exists() and not os.access(p, os.W_OK)):
+            raise UsageError(f"cannot write '{value}': permission denied", flag, f"Give a writable {flag}")
+        return value
+
+
+OUT_PATH = _OutPath()
+
+
+@contextlib.contextmanager
+def writing_out(path: Any, flag: str = "-o"):
+    """Around the write of an output file the user named: a refused write (full disk, read-only, permission)
+    is one error naming ``flag`` (``error: cannot write 'x.html': No space left on device (-o). ...``)."""
+    from hpcvar.errors import ResultsError
+
+    try:
+        yield
+    except ResultsError as e:
+        if e.where != str(path):
+            raise
+        todo = (e.todo or "").replace("--runs-dir", flag)
+        raise ResultsError(e.what.replace(f"cannot write {Path(path).name}", f"cannot write '{path}'"), flag,
+                           todo) from None
+    except OSError as e:
+        if e.filename is not None and Path(e.filename).resolve() != Path(path).resolve():
+            raise  # another file: the boundary names it
+        raise ResultsError(f"cannot write '{path}': {e.strerror or e}", flag, f"Give another {flag}") from None
+
+FORMATS = ("table", "csv", "md", "json")
+_FORMAT_KEY = "hpcvar.format"
+
+
+def current_format() -> str:
+    """The --format of the running command (table when none)."""
+    ctx = click.get_current_context(silent=True)
+    return ctx.meta.get(_FORMAT_KEY, "table") if ctx is not None else "table"
+
+
+def format_options(f=None, *, pass_json: bool = True, legacy: tuple[str, tuple[str, ...]] | None = None):
+    """--format table|csv|md|json and --json (= --format json) on a command that shows results. The command
+    receives ``as_json`` (True for json) when ``pass_json``; ``emit``, ``emit_run`` and ``emit_tables`` read the
+    format itself (``current_format``). ``legacy = (dest, values)``: a command whose --format used to name its
+    input format (now --from) still takes those values, passed to ``dest``."""
+
+    def deco(fn):
+        @functools.wraps(fn)
+        def wrapper(*args, out_format, json_flag, **kw):
+            fmt = "json" if json_flag else out_format
+            if legacy and out_format in legacy[1]:
+                kw[legacy[0]] = out_format
+                fmt = "json" if json_flag else "table"
+            click.get_current_context().meta[_FORMAT_KEY] = fmt
+            if pass_json:
+                kw["as_json"] = fmt == "json"
+            return fn(*args, **kw)
+
+        wrapper = click.option("--json", "json_flag", is_flag=True, help="The same as --format json.")(wrapper)
+        choices = FORMATS + tuple(v for v in (legacy[1] if legacy else ()) if v not in FORMATS)
+        wrapper = click.option("--format", "out_format", type=click.Choice(choices), default="table",
+                               show_default=True, metavar="[" + "|".join(FORMATS) + "]",
+                               help="Output: table (for people; whole and plain when piped), csv or md (the "
+                                    "result's summary tables, units in the column names), json (everything).")(
+            wrapper)
+        return wrapper
+
+    return deco(f) if f is not None else deco
+
+
+def runs_dir_option(f):
+    return click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
+                        help="Root of the results store (default: $HPCVAR_RUNS or ./hpcvar-runs).")(f)
+
+
 def output_options(f):
-    """--json and --runs-dir, on every command that reads or writes runs."""
-    f = click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")(f)
-    f = click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
-                     help="Root of the results store (default: $HPCVAR_RUNS or ./hpcvar-runs).")(f)
-    return f
+    """--format/--json and --runs-dir, on every command that reads or writes runs."""
+    return runs_dir_option(format_options(f))
+
+
+# ---- csv and md: the result's tables -------------------------------------------------------------------------
+def _flat(d: dict, prefix: str = "") -> dict:
+    import json
+
+    out: dict = {}
+    for k, v in d.items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(_flat(v, key + "."))
+        elif isinstance(v, (list, tuple)):
+            out[key] = json.dumps(v, default=str)
+        else:
+            out[key] = v
+    return out
+
+
+def result_tables(result: Any, name: str = "result") -> list[tuple[str, Any]]:
+    """The tables of a result that is no stored run: each list of records in it is a table (named by its key);
+    a result without one is one row of its (flattened) values."""
+    import pandas as pd
+
+    if isinstance(result, list):
+        result = {name: result}
+    tables = [(k, pd.DataFrame([_flat(x) for x in v])) for k, v in result.items()
+              if isinstance(v, list) and v and all(isinstance(x, dict) for x in v)]
+    return tables or [(name, pd.DataFrame([_flat(result)]))]
+
+
+def run_tables(run) -> list[tuple[str, Any]]:
+    """A stored run's summary tables (its kind's ``summary`` in hpcvar.kinds, read from the run), else the
+    tables of its result."""
+    from hpcvar.kinds import kind_of
+
+    kind = kind_of(run.info.get("command"))
+    names = [n for n in (kind.summary if kind else ()) if run.has_table(n)]
+    if names:
+        return [(n, run.read_table(n)) for n in names]
+    return result_tables(run.info.get("result") or {}, run.info.get("command", "result").replace(" ", "_"))
+
+
+def _md_cell(v: Any) -> str:
+    import math
+
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    text = repr(v) if isinstance(v, float) else str(v)
+    return text.replace("\\", "\\\\").replace("|", "\\|").replace("\n", " ")
+
+
+def tables_text(tables: list[tuple[str, Any]], fmt: str) -> str:
+    """csv: one table is plain CSV; several are each preceded by a '# name' line and separated by a blank line.
+    md: each table under a '### name' heading. Numbers are written in full (they read back exactly)."""
+    parts = []
+    for name, df in tables:
+        if fmt == "csv":
+            body = df.to_csv(index=False, lineterminator="\n")
+            parts.append(body if len(tables) == 1 else f"# {name}\n{body}")
+        else:
+            cols = [str(c) for c in df.columns]
+            lines = [f"### {name}", "", "| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+            for row in df.itertuples(index=False):
+                lines.append("| " + " | ".join(_md_cell(v.item() if hasattr(v, "item") else v) for v in row) + " |")
+            parts.append("\n".join(lines) + "\n")
+    return "\n".join(parts)
+
+
+def emit_tables(tables: list[tuple[str, Any]]) -> None:
+    sys.stdout.write(tables_text(tables, current_format()))
 
 
 def launch_options(default_np: int | None = 2):
@@ -138,11 +331,14 @@ def bench_context(kw: dict, argv: list[str] | None = None):
                         console=stderr_console(), argv=argv or ["hpcvar", *sys.argv[1:]])
 
 
-def emit(result: dict, as_json: bool, render) -> None:
-    """Print ``result`` as JSON or through ``render(console, result)``: for output that is no stored run (model
-    penalties, ace --predict-only); a command that stores a run prints it with ``emit_run``."""
-    if as_json:
+def emit(result: Any, as_json: bool, render) -> None:
+    """Print ``result`` as JSON, as its tables (--format csv/md) or through ``render(console, result)``: for
+    output that is no stored run (model penalties, ace --predict-only); a stored run is printed by ``emit_run``."""
+    fmt = "json" if as_json else current_format()
+    if fmt == "json":
         print_json(result)
+    elif fmt in ("csv", "md"):
+        emit_tables(result_tables(result))
     else:
         render(stdout_console(), result)
 
@@ -150,14 +346,23 @@ def emit(result: dict, as_json: bool, render) -> None:
 def emit_run(run, result: dict, as_json: bool) -> None:
     """A command's output once its run is stored: ``result`` as JSON, or the run read back from its directory
     through its kind's renderer (``hpcvar.report.terminal.render_run``), the view ``hpcvar runs show`` ends with."""
-    if as_json:
+    fmt = "json" if as_json else current_format()
+    if fmt == "json":
         print_json(result)
         return
     from hpcvar.report.terminal import render_run
     from hpcvar.results.store import Run
 
-    render_run(stdout_console(), Run.open(run.path))
+    stored = Run.open(run.path)
+    if fmt in ("csv", "md"):
+        emit_tables(run_tables(stored))
+    else:
+        render_run(stdout_console(), stored)
 
 
-__all__ = ["DURATION", "FLOAT_LIST", "INT_LIST", "RATE", "SIZE", "SIZE_LIST", "bench_context", "emit", "emit_run",
-           "launch_options", "output_options", "print_json", "stderr_console", "stdout_console"]
+__all__ = [
+    "DURATION", "FLOAT_LIST", "INT_LIST", "OUT_PATH", "RATE", "SIZE", "SIZE_LIST", "bench_context", "emit",
+    "emit_run", "emit_tables", "format_options", "launch_options", "option", "output_options", "print_json",
+    "result_tables", "run_tables", "runs_dir_option", "stderr_console", "stdout_console", "tables_text",
+    "writing_out",
+]

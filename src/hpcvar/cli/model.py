@@ -6,7 +6,17 @@ from pathlib import Path
 
 import click
 
-from hpcvar.cli.common import DURATION, RATE, SIZE, emit, output_options, print_json, stdout_console
+from hpcvar.cli.common import (
+    DURATION,
+    OUT_PATH,
+    RATE,
+    SIZE,
+    emit,
+    format_options,
+    option,
+    output_options,
+    writing_out,
+)
 from hpcvar.errors import ResultsError, UsageError
 
 
@@ -40,9 +50,12 @@ def _model_params(model: str, beta, gamma_in, gamma_out, params_file, method, ma
 def _param_options(f):
     opts = [
         click.option("--beta", type=float, default=None,
-                     help="gige: penalty per concurrent communication (paper 0.75)."),
-        click.option("--gamma-in", type=float, default=None, help="gige: incoming correction (paper 0.036)."),
-        click.option("--gamma-out", type=float, default=None, help="gige: outgoing correction (paper 0.115)."),
+                     help="gige: penalty per concurrent communication, a number (Vienne et al., Predictive models "
+                          "for bandwidth sharing in high performance clusters: 0.75)."),
+        click.option("--gamma-in", type=float, default=None,
+                     help="gige: incoming correction, a number (Vienne et al.: 0.036)."),
+        click.option("--gamma-out", type=float, default=None,
+                     help="gige: outgoing correction, a number (Vienne et al.: 0.115)."),
         click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
                      help="Parameter file written by 'hpcvar model fit'."),
         click.option("--myrinet-method", "method", type=click.Choice(["exact", "sample"]), default="exact",
@@ -62,16 +75,19 @@ def _param_options(f):
 @click.argument("scheme")
 @click.option("--model", type=click.Choice(["gige", "myrinet", "maxmin"]), required=True, help="Sharing model.")
 @_param_options
-@click.option("--t-ref", type=DURATION, default=None, help="Time of one communication alone: predicts T = p x t_ref.")
+@click.option("--t-ref", type=DURATION, default=None,
+              help="Time of one communication alone, with its unit (e.g. 84us): predicts T = p x t_ref.")
 @click.option("--size", type=SIZE, default=None, help="Bytes per communication (with --bandwidth).")
 @click.option("--bandwidth", type=RATE, default=None,
               help="Link rate alone, e.g. 200mbit: predicts T = p x size / rate.")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+@format_options
 def penalties_cmd(scheme, model, beta, gamma_in, gamma_out, params_file, method, max_states, samples, seed,
                   t_ref, size, bandwidth, as_json):
     """Penalty (slowdown >= 1) of every communication of SCHEME under a sharing model.
 
-    SCHEME is a scheme file or inline text such as 'a: 0->1; b: 0->2; c: 3->2'.
+    SCHEME is a scheme file or inline text such as 'a: 0->1; b: 0->2; c: 3->2'. The models (gige, myrinet)
+    are those of Vienne, Martinasso, Vincent, Mehaut, Predictive models for bandwidth sharing in high
+    performance clusters; maxmin is max-min fair sharing.
     """
     from hpcvar.models.scheme import load_scheme
     from hpcvar.models.sharing import explain
@@ -118,8 +134,8 @@ def _load_sharing_run(ref: str, runs_dir):
 @click.argument("runs", nargs=-1, required=True)
 @click.option("--model", type=click.Choice(["gige"]), default="gige", show_default=True,
               help="Model to fit (myrinet and maxmin have no parameters).")
-@click.option("--out", "out_path", type=click.Path(dir_okay=False), default="gige-params.json", show_default=True,
-              help="Parameter file to write (read by 'model penalties --params' and the simulator).")
+@option("-o", "--out", "out_path", type=OUT_PATH, default="gige-params.json", show_default=True,
+        help="Parameter file to write (read by 'model penalties --params' and the simulator).")
 @output_options
 def fit_cmd(runs, model, out_path, as_json, runs_dir):
     """Fit beta, gamma_in, gamma_out of the gige model to 'bench sharing' RUNS.
@@ -136,19 +152,22 @@ def fit_cmd(runs, model, out_path, as_json, runs_dir):
         obs.append(Observation(run.id, list(zip(summ.src.astype(str), summ.dst.astype(str), strict=True)),
                                list(summ.comm), [float(x) for x in summ.penalty]))
     fit = fit_gige(obs)
-    write_params(Path(out_path), model, fit["params"], {"quality": fit["quality"], "identifiable": fit["identifiable"],
-                                                        "runs": [o.label for o in obs]})
+    with writing_out(out_path):
+        write_params(Path(out_path), model, fit["params"],
+                     {"quality": fit["quality"], "identifiable": fit["identifiable"], "runs": [o.label for o in obs]})
     result = {"model": model, "out": str(out_path), **fit}
-    if as_json:
-        print_json(result)
-        return
-    con = stdout_console()
+    emit(result, as_json, _render_fit)
+
+
+def _render_fit(con, result: dict) -> None:
+    fit, out_path = result, result["out"]
+    obs_n = len(result["per_scheme"]) if "per_scheme" in result else 0
     p, q = fit["params"], fit["quality"]
-    con.print(f"gige fit from {len(obs)} runs ({q['communications']} communications):")
+    con.print(f"gige fit from {obs_n} runs ({q['communications']} communications):")
     con.print(f"  beta      = {p['beta']:.4f}  (from {q['beta_points']} pure-conflict communications, "
               f"rms relative error {q['beta_rms_rel_pct']:.1f}%)")
     for g in ("gamma_out", "gamma_in"):
-        note = "" if fit["identifiable"][g] else "  (no run depends on it: paper's value kept)"
+        note = "" if fit["identifiable"][g] else "  (no run depends on it: the value of Vienne et al. kept)"
         con.print(f"  {g:9} = {p[g]:.4f}{note}")
     con.print(f"  E_abs over all runs = {q['e_abs_pct']:.1f}%")
     for s in fit["per_scheme"]:
@@ -161,14 +180,17 @@ def fit_cmd(runs, model, out_path, as_json, runs_dir):
 @click.option("--model", "models", type=click.Choice(["gige", "myrinet", "maxmin"]), multiple=True,
               help="Models to compare (repeatable; default: all three side by side).")
 @click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
-              help="gige parameter file from 'model fit' (default: the paper's values).")
-@click.option("--no-plot", is_flag=True, help="Do not write the figure.")
+              help="gige parameter file from 'model fit' (default: the values of Vienne et al., Predictive models "
+                   "for bandwidth sharing in high performance clusters).")
+@option("--plots/--no-plots", "plots", default=True, show_default=True, aliases=(" /--no-plot",),
+        help="Write the figure (PNG+SVG) into each run's plots/.")
 @output_options
-def evaluate_cmd(runs, models, params_file, no_plot, as_json, runs_dir):
+def evaluate_cmd(runs, models, params_file, plots, as_json, runs_dir):
     """Predicted vs measured times of 'bench sharing' RUNS: E_rel per communication, E_abs per scheme.
 
     T_p = model penalty x measured T_ref; E_rel = (T_p - T_m) / T_m x 100; E_abs = mean |E_rel|
-    (Vienne et al. section VI-B), as in the paper's Figure 7, every model side by side.
+    (Vienne et al., Predictive models for bandwidth sharing in high performance clusters, section VI-B), as in
+    its Figure 7, every model side by side.
     """
     from hpcvar.models.evaluate import evaluate_run
     from hpcvar.models.sharing import load_params
@@ -185,11 +207,11 @@ def evaluate_cmd(runs, models, params_file, no_plot, as_json, runs_dir):
     for ref in runs:
         run, summ = _load_sharing_run(ref, runs_dir)
         res = evaluate_run(run, summ, models, gparams)
-        if not no_plot:
+        if plots:
             res["plots"] = [str(p) for p in plot_evaluation(run, res)]
         results.append(res)
-    if as_json:
-        print_json(results[0] if len(results) == 1 else {"runs": results})
+    if as_json or len(results) == 1:
+        emit(results[0] if len(results) == 1 else {"runs": results}, as_json, render_evaluation)
         return
     for res in results:
         emit(res, False, render_evaluation)

@@ -7,7 +7,17 @@ from pathlib import Path
 
 import click
 
-from hpcvar.cli.common import DURATION, emit_run, output_options, print_json, stderr_console, stdout_console
+from hpcvar.cli.common import (
+    DURATION,
+    OUT_PATH,
+    emit,
+    emit_run,
+    format_options,
+    option,
+    output_options,
+    stderr_console,
+    writing_out,
+)
 
 FORMAT_CHOICE = click.Choice(["jtr", "text", "loggopsim", "csv"])
 
@@ -34,8 +44,8 @@ def cli() -> None:
 @cli.command("record")
 @click.option("--cpus", default="all", show_default=True, help="CPUs to record on: all, 0,1 or 0-3.")
 @click.option("--duration", type=DURATION, default="10s", show_default=True, help="Recording time (e.g. 2s, 10m, 1h).")
-@click.option("--threshold", default=None,
-              help="Detour threshold (e.g. 200ns); default max(9 x t_min, 100 ns) per CPU.")
+@click.option("--threshold", type=DURATION, default=None,
+              help="Detour threshold, a time with its unit (e.g. 200ns); default max(9 x t_min, 100 ns) per CPU.")
 @click.option("--max-rate", type=click.FloatRange(1), default=200000, show_default=True,
               help="Event buffer per CPU, in events per second of --duration (16 bytes each, locked in RAM).")
 @click.option("--rt-prio", type=click.IntRange(0, 99), default=0, show_default=True,
@@ -66,12 +76,12 @@ def cli() -> None:
               help="Multi-node: detours at least this long are compared across nodes.")
 @click.option("--window", type=DURATION, default="10ms", show_default=True,
               help="Multi-node: window of the per-window noise fraction correlated across nodes.")
-@click.option("--out", type=click.Path(dir_okay=False), default=None, help="Also copy the .jtr trace here (local).")
+@option("-o", "--out", type=OUT_PATH, default=None, help="Also copy the .jtr trace here (local).")
 @click.option("--plots/--no-plots", default=True, show_default=True, help="Draw the PNG/SVG figures.")
 @output_options
 def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, interval, launcher, nodes, srun_mpi,
            template, launcher_args, timeout, min_detour, window, out, plots, as_json, runs_dir):
-    """Record OS jitter: one pinned TSC-reading thread per CPU (the paper's TraceCollector).
+    """Record OS jitter: one pinned TSC-reading thread per CPU (the TraceCollector of De & Mann, jitSim).
 
     Stores the trace (trace.jtr), per-CPU statistics, periodic sources and /proc attribution in a run.
     With --attribute (root), a private tracefs instance records the kernel events on those CPUs during the
@@ -84,11 +94,9 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, inte
 
     from hpcvar.errors import UsageError
     from hpcvar.noise import collector
-    from hpcvar.units import parse_time
-
     if duration <= 0:
         raise UsageError("the duration must be positive", "--duration", "Give e.g. 10s")
-    thr_ns = parse_time(threshold, "--threshold", default_unit="ns") * 1e9 if threshold else 0.0
+    thr_ns = threshold * 1e9 if threshold else 0.0
     if launcher != "local":
         if attribute:
             raise UsageError("--attribute records one node", "--attribute", "Drop it, or use --launcher local")
@@ -112,7 +120,8 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, inte
     err = stderr_console()
     run, result = jobs.record_local(params, runs_dir, ["hpcvar", *sys.argv[1:]], say=err.print)
     if out:
-        shutil.copyfile(run.path / "trace.jtr", out)
+        with writing_out(out):
+            shutil.copyfile(run.path / "trace.jtr", out)
     emit_run(run, result, as_json)
 
 
@@ -145,8 +154,8 @@ def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, l
 @click.argument("source")
 @click.option("--freq", default=None, help="Cycles per second, for text/CSV traces without a freq_hz header.")
 @click.option("--from", "fmt", type=FORMAT_CHOICE, default=None, help="Input format (default: extension/content).")
-@click.option("--plots", "plots_dir", type=click.Path(file_okay=False), default=None,
-              help="Write the figures (PNG+SVG) here; for a run, default its plots/ directory.")
+@option("--plots-dir", "plots_dir", type=click.Path(file_okay=False), default=None, aliases=("--plots",),
+        help="Write the figures (PNG+SVG) here; for a run, default its plots/ directory.")
 @click.option("--top", type=click.IntRange(1, 50), default=5, show_default=True, help="Periodic sources per CPU.")
 @output_options
 def report(source, freq, fmt, plots_dir, top, as_json, runs_dir):
@@ -209,8 +218,10 @@ def convert(src, dst, src_fmt, dst_fmt, freq, cpu):
 @click.option("--periodic", multiple=True, metavar="FREQ:DUR[:PHASE]",
               help="A periodic source, e.g. 250Hz:5us or 10Hz:2.5ms:1ms (repeatable).")
 @click.option("--poisson", multiple=True, metavar="RATE:DUR", help="A Poisson source, e.g. 100/s:20us (repeatable).")
-@click.option("--length", type=DURATION, default="10s", show_default=True, help="Trace length.")
-@click.option("--cpus", type=click.IntRange(1, 4096), default=1, show_default=True, help="Number of CPUs.")
+@option("--duration", "length", type=DURATION, default="10s", show_default=True, aliases=("--length",),
+        help="Trace length.")
+@option("--ncpus", "cpus", type=click.IntRange(1, 4096), default=1, show_default=True, aliases=("--cpus",),
+        help="Number of CPUs (a count).")
 @click.option("--freq", default="1GHz", show_default=True, help="Cycles per second of the trace.")
 @click.option("--random-phase", is_flag=True, help="Give each CPU a random phase for the periodic sources.")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the random generator.")
@@ -239,14 +250,15 @@ def synth(dst, periodic, poisson, length, cpus, freq, random_phase, seed, dst_fm
 @click.option("--at-clock", is_flag=True,
               help="Burst at multiples of --period of the wall clock (CLOCK_REALTIME), plus --phase: injectors "
                    "started separately on nodes with synchronised clocks (NTP/PTP) burst at the same instants.")
-@click.option("--time", "time_s", type=DURATION, default="10s", show_default=True, help="How long to inject.")
+@option("--duration", "time_s", type=DURATION, default="10s", show_default=True, aliases=("--time",),
+        help="How long to inject.")
 @click.option("--trace", "trace_path", type=click.Path(dir_okay=False, exists=True), default=None,
-              help="Replay this trace's detours instead (its CPU --trace-cpu, looped until --time).")
+              help="Replay this trace's detours instead (its CPU --trace-cpu, looped until --duration).")
 @click.option("--trace-cpu", type=click.IntRange(0), default=None, help="CPU of --trace to replay (default: first).")
 @click.option("--freq", default=None, help="Cycles per second of --trace (text/CSV without freq_hz).")
 @click.option("--rt-prio", type=click.IntRange(0, 99), default=50, show_default=True,
               help="SCHED_FIFO priority of the burner (0: normal scheduler).")
-@click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON on stdout.")
+@format_options
 def inject(cpus, period, burn, phase, at_clock, time_s, trace_path, trace_cpu, freq, rt_prio, as_json):
     """Inject noise: wake every --period and take the CPU for --burn on each CPU, or replay a trace.
 
@@ -298,22 +310,20 @@ def inject(cpus, period, burn, phase, at_clock, time_s, trace_path, trace_cpu, f
                 f"than the whole burst (median wake-up {r['late_ns_p50'] / 1e3:.1f} us late), so those detours "
                 "were as long as the wake-up, longer than promised. Give bursts well above the wake-up time "
                 "(docs/noise.md)")
-    if as_json:
-        print_json({"cpus": res})
-    else:
-        for r in res:
-            stdout_console().print(f"CPU {r['cpu']}: {r['bursts']} bursts, {r['burned_ns'] / 1e6:.1f} ms burned, "
-                                   f"wake-ups {r['late_ns_p50'] / 1e3:.1f} us late (median) "
-                                   f"(latest {r['late_ns_max'] / 1e3:.1f} us), {r['overruns']} overran, "
-                                   f"{'SCHED_FIFO' if r['realtime'] else 'normal scheduler'}")
+    emit({"cpus": res}, as_json, _render_inject)
+
+
+def _render_inject(console, result: dict) -> None:
+    for r in result["cpus"]:
+        console.print(f"CPU {r['cpu']}: {r['bursts']} bursts, {r['burned_ns'] / 1e6:.1f} ms burned, "
+                      f"wake-ups {r['late_ns_p50'] / 1e3:.1f} us late (median) "
+                      f"(latest {r['late_ns_max'] / 1e3:.1f} us), {r['overruns']} overran, "
+                      f"{'SCHED_FIFO' if r['realtime'] else 'normal scheduler'}")
 
 
 def _emit(result: dict, as_json: bool) -> None:
     """'noise report': an analysis computed now (from a trace file, or again from a run's trace with this --top),
     not a stored result, so it is rendered from the result itself."""
-    if as_json:
-        print_json(result)
-    else:
-        from hpcvar.noise.render import render_noise_result
+    from hpcvar.noise.render import render_noise_result
 
-        render_noise_result(stdout_console(), result)
+    emit(result, as_json, render_noise_result)

@@ -4,18 +4,20 @@ from __future__ import annotations
 
 import click
 
+from hpcvar.cli.common import OUT_PATH, emit, format_options, option, runs_dir_option, writing_out
+
 
 @click.command("report")
 @click.argument("runs", nargs=-1, required=True)
-@click.option("-o", "--output", "output", default="report.html", show_default=True, type=click.Path(dir_okay=False),
-              help="Output file; the format follows the extension: .html (self-contained) or .md.")
+@option("-o", "--out", "output", default="report.html", show_default=True, type=OUT_PATH, aliases=("--output",),
+        help="Output file; the format follows the extension: .html (self-contained) or .md.")
 @click.option("--title", default="hpcvar report", show_default=True, help="Title of the report.")
-@click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
-              help="Root of the results store (default: $HPCVAR_RUNS or ./hpcvar-runs).")
+@format_options
+@runs_dir_option
 @click.option("--baseline", default=None, metavar="RUN",
               help="A run (or characterization) to compare against: the verdict lists what degraded or improved "
                    "(the tests of 'hpcvar compare') and the plots overlay the baseline.")
-def cli(runs, output, title, runs_dir, baseline):
+def cli(runs, output, title, as_json, runs_dir, baseline):
     """Write one self-contained HTML (or Markdown) report of RUNS.
 
     RUNS are run directories, names, or 'latest'; a characterization includes
@@ -34,5 +36,8 @@ def cli(runs, output, title, runs_dir, baseline):
         tops.append(run)
         loaded.extend(run.children() if run.info.get("command") == "characterize" else [run])
     base = Run.open(resolve_run(baseline, runs_dir)) if baseline else None
-    out = write_report(loaded, output, title, tops=tops, baseline=base)
-    click.echo(f"report written to {out}")
+    with writing_out(output):
+        out = write_report(loaded, output, title, tops=tops, baseline=base)
+    # --format json/csv/md: what was written
+    emit({"report": str(out), "runs": [r.id for r in loaded]}, as_json,
+         lambda console, r: console.print(f"report written to {r['report']}", markup=False))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from hpcvar.cli.common import output_options, print_json, stdout_console
-from hpcvar.results.store import Run, list_runs, resolve_run, runs_root
+from hpcvar.cli.common import emit, emit_run, output_options, stderr_console, stdout_console
+from hpcvar.results.store import Run, list_runs, resolve_run, run_ref, runs_root
 
 
 @click.group("runs")
@@ -15,25 +15,38 @@ def cli() -> None:
 
 
 @cli.command("list")
+@click.option("--all", "all_", is_flag=True,
+              help="Also list the steps of each characterization (as PARENT/steps/CHILD; 'runs show' takes them).")
 @output_options
-def list_cmd(as_json, runs_dir):
-    """One line per run: name, command, status, start time (UTC), host."""
-    runs = list_runs(runs_dir)
-    rows = [{"id": r.id, "command": r.info.get("command"), "status": r.info.get("status"),
+def list_cmd(all_, as_json, runs_dir):
+    """One line per run: id, command, status, start time (UTC), host. Every id can be given to 'runs show'."""
+    root = runs_root(runs_dir)
+    broken: list = []
+    runs = list_runs(runs_dir, steps=all_, broken=broken)
+    rows = [{"id": run_ref(r.path, root), "command": r.info.get("command"), "status": r.info.get("status"),
              "started_utc": r.info.get("started_utc"), "host": r.info.get("metadata", {}).get("host"),
              "path": str(r.path)} for r in runs]
-    if as_json:
-        print_json({"runs_dir": str(runs_root(runs_dir)), "runs": rows})
-        return
-    console = stdout_console()
+    for path, err in broken:
+        # a damaged run is listed (and named on stderr), never hidden
+        stderr_console().print(f"warning: {run_ref(path, root)} cannot be read: {err.what}. {err.todo or ''}",
+                               markup=False)
+        rows.append({"id": run_ref(path, root), "command": None, "status": "unreadable", "started_utc": None,
+                     "host": None, "path": str(path)})
+    emit({"runs_dir": str(root), "runs": rows}, as_json, _render_list)
+
+
+def _render_list(console, result: dict) -> None:
+    rows = result["runs"]
     if not rows:
-        console.print(f"no runs in {runs_root(runs_dir)}")
+        console.print(f"no runs in {result['runs_dir']}", markup=False)
         return
-    t = Table(title=f"Runs in {runs_root(runs_dir)}", title_justify="left")
-    for c in ("id", "command", "status", "started (UTC)", "host"):
+    t = Table(title=f"Runs in {result['runs_dir']}", title_justify="left")
+    # the id is what 'runs show' takes back: never wrapped or cut
+    t.add_column("id", no_wrap=True, min_width=max(len(r["id"]) for r in rows))
+    for c in ("command", "status", "started (UTC)", "host"):
         t.add_column(c)
     for r in rows:
-        t.add_row(r["id"], r["command"], r["status"], r["started_utc"], r["host"] or "")
+        t.add_row(r["id"], r["command"] or "", r["status"] or "", r["started_utc"] or "", r["host"] or "")
     console.print(t)
 
 
@@ -41,17 +54,23 @@ def list_cmd(as_json, runs_dir):
 @click.argument("run")
 @output_options
 def show_cmd(run, as_json, runs_dir):
-    """Parameters, metadata, status, tables and result of RUN (a path, a name, or 'latest')."""
+    """Parameters, metadata, status, tables and result of RUN (a path, a name, PARENT/steps/CHILD, or 'latest')."""
     r = Run.open(resolve_run(run, runs_dir))
     if as_json:
-        print_json(r.info)
+        emit(r.info, True, None)
+        return
+    from hpcvar.cli.common import current_format
+
+    if current_format() != "table":
+        emit_run(r, r.info.get("result"), False)
         return
     console = stdout_console()
     info = r.info
-    console.print(f"[bold]{r.id}[/]  {info.get('command')}  status: {info.get('status')}")
-    console.print(f"path: {r.path}")
+    console.print(f"[bold]{run_ref(r.path, runs_root(runs_dir))}[/]  {info.get('command')}  status: "
+                  f"{info.get('status')}")
+    console.print(f"path: {r.path}", markup=False)
     console.print(f"started {info.get('started_utc')}  ended {info.get('ended_utc')}")
-    console.print(f"command line: {' '.join(info.get('argv', []))}")
+    console.print(f"command line: {' '.join(info.get('argv', []))}", markup=False)
     meta = info.get("metadata", {})
     t = Table(title="Metadata", title_justify="left", show_header=False)
     for k in ("host", "cpu_model", "cores", "kernel", "governor", "virtualized", "clocksource", "git_sha"):
@@ -62,13 +81,16 @@ def show_cmd(run, as_json, runs_dir):
     native = meta.get("native") or {}
     for k in ("mpi_library", "timer", "timer_resolution_ns", "timer_cost_ns", "timer_tsc_hz", "hosts"):
         if k in native:
-            t.add_row(f"native.{k}", native[k][:100])
+            t.add_row(f"native.{k}", str(native[k])[:100])
     console.print(t)
     p = Table(title="Parameters", title_justify="left", show_header=False)
     for k, v in (info.get("params") or {}).items():
         p.add_row(k, str(v))
     console.print(p)
     console.print(f"tables: {', '.join(info.get('tables', [])) or 'none'}")
+    steps = r.children()
+    if steps:
+        console.print("steps: " + ", ".join(run_ref(c.path, runs_root(runs_dir)) for c in steps), markup=False)
     for w in info.get("warnings", []):
         console.print(f"[yellow]warning:[/] {w}")
     if info.get("result"):

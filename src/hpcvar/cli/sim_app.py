@@ -2,30 +2,26 @@
 
 from __future__ import annotations
 
-import re
 import sys
 
 import click
 
-from hpcvar.cli.common import DURATION, SIZE, emit_run, output_options, stderr_console
-from hpcvar.errors import UsageError
+from hpcvar.cli.common import (
+    DURATION,
+    OUT_PATH,
+    SIZE,
+    emit_run,
+    format_options,
+    option,
+    runs_dir_option,
+    stderr_console,
+)
 
 
 def _bandwidth(text: str, flag: str) -> float:
-    """Bytes/s from a number ('1.25e8') or a tc rate ('1gbit' = 1.25e8 bytes/s)."""
-    t = text.strip().lower()
-    if re.search(r"bit$", t):
-        from hpcvar.units import parse_rate
+    from hpcvar.units import parse_byte_rate
 
-        return parse_rate(t, flag) / 8.0
-    try:
-        v = float(t)
-    except ValueError:
-        raise UsageError(f"'{text}' is not a bandwidth", flag,
-                         "Give bytes per second (1.25e8) or a tc rate (1gbit)") from None
-    if v <= 0:
-        raise UsageError(f"bandwidth must be positive, got {text}", flag, "Give bytes per second, e.g. 1.25e8")
-    return v
+    return parse_byte_rate(text, flag)
 
 
 class _BW(click.ParamType):
@@ -48,17 +44,17 @@ def _split(text: str) -> list[str]:
 
 @click.command("app")
 @click.argument("trace_file", metavar="APP.trace", type=click.Path())
-@click.option("--format", "fmt", type=click.Choice(["auto", "native", "tit", "otf2"]), default="auto",
+@click.option("--from", "fmt", type=click.Choice(["auto", "native", "tit", "otf2"]), default="auto",
               show_default=True, help="Trace format (auto: by extension; .txt/.tit = SimGrid TIT, .otf2 = OTF2).")
 @click.option("--cluster", "cluster_file", type=click.Path(), default=None,
               help="Cluster file (nodes, cores_per_node, bandwidth, latency, shm_*, per-link 'link A B BW LAT').")
 @click.option("--nodes", type=click.IntRange(1), default=None, help="Nodes (default: one per task).")
 @click.option("--cores-per-node", type=click.IntRange(1), default=None, help="Cores per node (default 1).")
-@click.option("--bandwidth", type=BANDWIDTH, default="1.25e8", show_default=True,
-              help="Inter-node link bandwidth: bytes/s or a tc rate (1gbit).")
+@click.option("--bandwidth", type=BANDWIDTH, default="1gbit", show_default=True,
+              help="Inter-node link bandwidth with its unit: a tc rate (1gbit) or bytes per second (125MB/s).")
 @click.option("--latency", type=DURATION, default="50us", show_default=True, help="Inter-node latency per message.")
-@click.option("--shm-bandwidth", type=BANDWIDTH, default="5e9", show_default=True,
-              help="Intra-node (shared-memory) bandwidth, bytes/s.")
+@click.option("--shm-bandwidth", type=BANDWIDTH, default="5GB/s", show_default=True,
+              help="Intra-node (shared-memory) bandwidth with its unit (5GB/s, 40gbit).")
 @click.option("--shm-latency", type=DURATION, default="500ns", show_default=True, help="Intra-node latency.")
 @click.option("--mapping", default="rrn", show_default=True,
               help="Comma list of rrn (round-robin per node), rrp (fill a node first), random, or a file of "
@@ -87,19 +83,23 @@ def _split(text: str) -> list[str]:
 @click.option("--engine", type=click.Choice(["auto", "native", "python"]), default="auto", show_default=True,
               help="Replay engine: the C core (every model, jitter), the Python reference, or auto (the core if "
                    "built).")
-@click.option("--chrome", "chrome_file", type=click.Path(dir_okay=False), default=None,
+@click.option("--chrome", "chrome_file", type=OUT_PATH, default=None,
               help="Write the first simulated timeline as Chrome/Perfetto JSON.")
-@click.option("--plot", "plot_stem", type=click.Path(dir_okay=False), default=None,
+@click.option("--plot", "plot_stem", type=OUT_PATH, default=None,
               help="Also write the per-task comparison figure (PNG+SVG) at this stem (the run's plots/ always "
                    "gets it).")
-@click.option("--no-plots", is_flag=True, help="Do not draw the plots.")
-@output_options
+@option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
+@format_options(legacy=("fmt", ("auto", "native", "tit", "otf2")))
+@runs_dir_option
 def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth, shm_latency,
         mapping, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window, window_origin,
-        replicas, seed, engine, chrome_file, plot_stem, no_plots, as_json, runs_dir):
+        replicas, seed, engine, chrome_file, plot_stem, plots, as_json, runs_dir):
     """Replay APP.trace on a simulated cluster: predicted time per task and per event, communication
     time, conflicts met, average penalty, and E_abs against the measured trace, for each mapping x model.
-    The run is stored (tables replay.runs, replay.tasks, replay.replicas; plots) like the other commands."""
+    The run is stored (tables replay.runs, replay.tasks, replay.replicas; plots) like the other commands.
+
+    The application simulator (cluster, mapping, sharing model) of Vienne, Martinasso, Vincent, Mehaut,
+    Predictive models for bandwidth sharing in high performance clusters."""
     from hpcvar.sim.app_job import Params, run_job
 
     p = Params(trace=trace_file, fmt=fmt, cluster_file=cluster_file, nodes=nodes, cores_per_node=cores_per_node,
@@ -107,7 +107,7 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
                mappings=tuple(_split(mapping)), models=tuple(_split(model)), params_file=params_file,
                collectives=collectives, eager=eager, jitter_file=jitter_file, jitter_freq=jitter_freq, align=align,
                window=window, window_origin=window_origin, replicas=replicas, seed=seed, engine=engine,
-               chrome_file=chrome_file, plot_stem=plot_stem, no_plots=no_plots)
+               chrome_file=chrome_file, plot_stem=plot_stem, no_plots=not plots)
     # a progress bar on long replays, on stderr and only on a terminal: never inside --json output
     run, out = run_job(p, runs_dir, ["hpcvar", *sys.argv[1:]], show_progress=None if not as_json else False)
     if as_json:

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from hpcvar.cli.common import INT_LIST, emit_run, output_options, stderr_console
+from hpcvar.cli.common import INT_LIST, OUT_PATH, emit_run, option, output_options, stderr_console
 
 
 @click.command("jitter")
@@ -16,14 +16,17 @@ from hpcvar.cli.common import INT_LIST, emit_run, output_options, stderr_console
                    "mod N. Repeat to compare configurations.")
 @click.option("--synthetic", "synthetics", multiple=True,
               help="Synthetic trace instead: sources like '250Hz:2us,10Hz:100us,poisson:0.1Hz:1ms'; repeatable.")
-@click.option("--trace-length", default="1h", show_default=True, help="Length of a --synthetic trace.")
+@option("--duration", "trace_length", default="1h", show_default=True, aliases=("--trace-length",),
+        metavar="DURATION", help="Length of a --synthetic trace (a time with its unit: 10s, 1h).")
 @click.option("--freq", default=None, help="Cycles per second of the trace (2.4GHz); needed for text traces; "
                                             "default 2.4GHz for --synthetic.")
 @click.option("--align", default="unsync", show_default=True,
               help="Offsets: unsync, sync, cosched, or measured (a multi-node recording's own cross-node "
                    "alignment); a comma list compares them.")
-@click.option("--window", default=None, help="Co-scheduler window C (cycles or time) for --align cosched.")
-@click.option("--window-origin", default=None, help="Start C0 of one co-scheduler window (cycles or time).")
+@click.option("--window", default=None,
+              metavar="CYCLES|DURATION", help="Co-scheduler window C (cycles or time) for --align cosched.")
+@click.option("--window-origin", default=None,
+              metavar="CYCLES|DURATION", help="Start C0 of one co-scheduler window (cycles or time).")
 @click.option("--offsets", "offsets_file", type=click.Path(dir_okay=False), default=None,
               help="File of explicit offsets, one trace position (cycles) per task.")
 @click.option("--seed", type=click.IntRange(0, 2**64 - 1), default=1, show_default=True, help="Seed of the offsets.")
@@ -32,28 +35,35 @@ from hpcvar.cli.common import INT_LIST, emit_run, output_options, stderr_console
 @click.option("--cores-per-node", type=int, default=None,
               help="K: task i runs on core i mod K (its trace: CPU (i mod K) mod C of the trace); "
                    "default: the trace's CPU count.")
-@click.option("--work", default=None, help="Work quantum W per phase in cycles.")
-@click.option("--quantum", default=None, help="Work quantum per phase as a time (1ms); default 1ms.")
+@click.option("--work", default=None, metavar="CYCLES", help="Work quantum W per phase in cycles.")
+@click.option("--quantum", default=None,
+              metavar="DURATION", help="Work quantum per phase as a time (1ms); default 1ms.")
 @click.option("--barrier", type=click.Choice(["tree", "none"]), default="tree", show_default=True)
 @click.option("--arity", type=int, default=2, show_default=True, help="k of the k-ary barrier tree.")
-@click.option("--send-cycles", default="0", show_default=True, help="S: CPU cost of a send (cycles, time, run:REF).")
-@click.option("--recv-cycles", default="0", show_default=True, help="R: CPU cost of a receive.")
+@click.option("--send-cycles", default="0", show_default=True,
+              metavar="CYCLES|DURATION|run:REF", help="S: CPU cost of a send (cycles, time, run:REF).")
+@click.option("--recv-cycles", default="0", show_default=True,
+              metavar="CYCLES|DURATION|run:REF", help="R: CPU cost of a receive.")
 @click.option("--latency-intra", default="0", show_default=True,
-              help="Wire time inside a node (cycles, time, run:REF).")
-@click.option("--latency-inter", default="0", show_default=True, help="Wire time between nodes.")
+              metavar="CYCLES|DURATION|run:REF", help="Wire time inside a node (cycles, time, run:REF).")
+@click.option("--latency-inter", default="0", show_default=True,
+              metavar="CYCLES|DURATION|run:REF", help="Wire time between nodes.")
 @click.option("--phases", type=int, default=10, show_default=True, help="N phases of compute + barrier.")
 @click.option("--tasks", "task_list", type=INT_LIST, default="1..1K", show_default=True,
               help="Task counts (ranges: 1..1M doubles).")
-@click.option("--per-task", "per_task", type=click.Path(dir_okay=False), default=None,
+@click.option("--per-task", "per_task", type=OUT_PATH, default=None,
               help="Write CSV task,phase,compute_end,next_start (cycles) of replica 0 (one task count).")
-@click.option("--no-plots", is_flag=True, help="Do not draw the plots.")
+@option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
 @click.option("--threads", type=int, default=1, show_default=True,
               help="POSIX threads of the C core (the same results for any count; 2 on a 2-core machine).")
 @output_options
 def cli(traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
         cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
-        phases, task_list, per_task, no_plots, threads, as_json, runs_dir):
+        phases, task_list, per_task, plots, threads, as_json, runs_dir):
     """Simulate N phases of (compute W, barrier) for many tasks on a jitter trace (jitSim).
+
+    After De & Mann, jitSim: A Simulator for Predicting Scalability of Parallel Applications in Presence
+    of OS Jitter.
 
     Every task starts at a position of the trace (--align) and computes W cycles of
     compute-available time; jitter delays it. Reports T, the jitter-free T0 and the
@@ -64,7 +74,7 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
     run, result, warnings = run_job(
         traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
         cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
-        phases, task_list, per_task, no_plots, threads, runs_dir, ["hpcvar", *sys.argv[1:]])
+        phases, task_list, per_task, not plots, threads, runs_dir, ["hpcvar", *sys.argv[1:]])
     if as_json:
         for w in warnings:
             stderr_console().print(f"[yellow]warning:[/] {w}")

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from hpcvar.cli.common import DURATION, print_json, stderr_console, stdout_console
+from hpcvar.cli.common import DURATION, OUT_PATH, emit, format_options, option, stderr_console, writing_out
 from hpcvar.errors import LaunchError, UsageError
 from hpcvar.launch.guard import preexec
 
@@ -50,17 +50,17 @@ def _tracer_lib(lib: str | None) -> Path:
 
 
 @cli.command("run", context_settings={"ignore_unknown_options": True})
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
-              help="Native event trace to write (Parquet), e.g. app.trace.")
+@option("-o", "--out", "output", required=True, type=OUT_PATH, aliases=("--output",),
+        help="Native event trace to write (Parquet), e.g. app.trace.")
 @click.option("--lib", default=None, help="Tracer library to preload (default: the one built with hpcvar; give "
                                           "one built against the application's MPI, see docs/replay.md).")
 @click.option("--raw-dir", type=click.Path(file_okay=False), default=None,
-              help="Directory for the per-rank raw files (default: a temporary directory next to --output; it "
+              help="Directory for the per-rank raw files (default: a temporary directory next to --out; it "
                    "must be visible to every node). Kept when given.")
 @click.option("--clock", type=click.Choice(["auto", "tsc", "mono"]), default="auto", show_default=True,
               help="Tracer clock: the cheaper exact one (auto), rdtsc, or clock_gettime.")
 @click.option("--timeout", type=DURATION, default=None, help="Stop the application after this long (e.g. 10m).")
-@click.option("--json", "as_json", is_flag=True, help="Print a JSON summary on stdout.")
+@format_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
     """Run COMMAND (launcher and MPI application, after --) with the tracer preloaded; merge the ranks'
@@ -79,7 +79,6 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
         raise UsageError(f"command '{command[0]}' not found", "COMMAND",
                          "Give the launcher, e.g. -- mpiexec -n 2 ./app")
     out = Path(output)
-    out.parent.mkdir(parents=True, exist_ok=True)
     keep = raw_dir is not None
     rdir = Path(raw_dir) if keep else Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent.resolve()))
     rdir.mkdir(parents=True, exist_ok=True)
@@ -106,15 +105,12 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
             err.print(f"[yellow]warning: the application exited with status {res.returncode}; merging what the "
                       "ranks wrote[/]")
         trace = merge_raw(rdir, source=" ".join(command))
-        write_parquet(trace, out)
+        with writing_out(out):
+            write_parquet(trace, out)
     finally:
         if not keep:
             shutil.rmtree(rdir, ignore_errors=True)
-    summary = _summary(trace, out)
-    if as_json:
-        print_json(summary)
-    else:
-        _render_summary(summary)
+    emit(_summary(trace, out), as_json, _render_summary)
 
 
 def _summary(trace, path) -> dict:
@@ -130,10 +126,9 @@ def _summary(trace, path) -> dict:
                       for t in range(trace.ntasks) if t in span.index]}
 
 
-def _render_summary(s: dict) -> None:
+def _render_summary(c, s: dict) -> None:
     from rich.table import Table
 
-    c = stdout_console()
     c.print(f"{s['trace']}: {s['ntasks']} tasks, {s['rows']} rows, {s['comms']} communicators"
             + (f", clock {s['clock']}" if s.get("clock") else "") + ("" if s["timed"] else " (time-independent)"))
     c.print("ops: " + ", ".join(f"{k} {v}" for k, v in s["ops"].items()))
@@ -145,12 +140,12 @@ def _render_summary(s: dict) -> None:
 
 @cli.command("import")
 @click.argument("source", type=click.Path(exists=True))
-@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="Native trace to write.")
-@click.option("--format", "fmt", type=click.Choice(["auto", "tit", "otf2"]), default="auto", show_default=True,
+@option("-o", "--out", "output", required=True, type=OUT_PATH, aliases=("--output",), help="Native trace to write.")
+@click.option("--from", "fmt", type=click.Choice(["auto", "tit", "otf2"]), default="auto", show_default=True,
               help="Input format: SimGrid time-independent trace (tit) or OTF2 archive (the .otf2 anchor file).")
 @click.option("--flops-rate", type=float, default=1e9, show_default=True,
               help="TIT: flop/s that turn 'compute FLOPS' into seconds.")
-@click.option("--json", "as_json", is_flag=True)
+@format_options(legacy=("fmt", ("auto", "tit", "otf2")))
 def import_cmd(source, output, fmt, flops_rate, as_json):
     """Convert an OTF2 or SimGrid TIT trace to the native format."""
     from hpcvar.traces import load_trace
@@ -159,23 +154,16 @@ def import_cmd(source, output, fmt, flops_rate, as_json):
     if fmt == "auto":
         fmt = "otf2" if source.endswith(".otf2") else "tit"
     trace = load_trace(source, fmt, flops_rate)
-    write_parquet(trace, output)
-    s = _summary(trace, output)
-    if as_json:
-        print_json(s)
-    else:
-        _render_summary(s)
+    with writing_out(output):
+        write_parquet(trace, output)
+    emit(_summary(trace, output), as_json, _render_summary)
 
 
 @cli.command("show")
 @click.argument("trace_file", type=click.Path())
-@click.option("--json", "as_json", is_flag=True)
+@format_options
 def show_cmd(trace_file, as_json):
     """Summarize a native trace: tasks, rows per op, time in MPI."""
     from hpcvar.traces.native import read_parquet
 
-    s = _summary(read_parquet(trace_file), trace_file)
-    if as_json:
-        print_json(s)
-    else:
-        _render_summary(s)
+    emit(_summary(read_parquet(trace_file), trace_file), as_json, _render_summary)

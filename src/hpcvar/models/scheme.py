@@ -205,8 +205,11 @@ def load_scheme(ref: str) -> Scheme:
         raise UsageError(f"scheme file '{ref}' does not exist", "SCHEME",
                          "Give a scheme file (see examples/schemes/) or an inline scheme such as 'a: 0->1; b: 0->2'")
     try:
-        text = p.read_text()
-    except (OSError, UnicodeDecodeError) as e:
+        text = p.read_text(encoding="utf-8")
+    except UnicodeDecodeError as e:
+        raise UsageError(f"scheme file '{ref}' is not UTF-8 text (byte {e.start})", "SCHEME",
+                         "Give a scheme file in UTF-8 text (see examples/schemes/)") from None
+    except OSError as e:
         raise UsageError(f"cannot read scheme file '{ref}': {e}", "SCHEME", "Check the path and its permissions") \
             from None
     return parse_scheme(text, str(p))

@@ -265,8 +265,8 @@ def parse_component(text: str, flag: str) -> dict:
     if not m or float(m.group(1)) <= 0:
         raise UsageError(f"'{parts[1]}' is not a positive frequency", flag, todo)
     hz = float(m.group(1)) * (1e3 if m.group(2) == "khz" else 1.0)
-    dur = parse_time(parts[2], flag, default_unit="us")
-    phase = parse_time(parts[3], flag, default_unit="us") if len(parts) == 4 else 0.0
+    dur = parse_time(parts[2], flag)
+    phase = parse_time(parts[3], flag) if len(parts) == 4 else 0.0
     if dur <= 0:
         raise UsageError(f"duration '{parts[2]}' is not positive", flag, todo)
     if kind == "periodic" and dur >= 1.0 / hz:

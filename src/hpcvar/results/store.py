@@ -55,6 +55,13 @@ def _write_failed(path: Path, e: OSError) -> ResultsError:
     return ResultsError(f"cannot write {path.name}: {e.strerror or e}", str(path), todo)
 
 
+def _umask() -> int:
+    """The process's umask (read by setting it and putting it back at once)."""
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to a temporary name in the same directory, fsync, rename: a reader sees the old file or
     the whole new one, never a part. A refused write (full disk, read-only) raises ResultsError and leaves the
@@ -64,6 +71,8 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        # mkstemp makes the file 0600; the user's file gets what open() would give it: 0666 minus the umask
+        os.fchmod(fd, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -278,8 +287,15 @@ def run_lifecycle(run: Run) -> Iterator[Run]:
         run.finish("complete")
 
 
+def _step_ref(ref: str) -> tuple[str, str] | None:
+    """'<parent>/steps/<child>' -> (parent, child)."""
+    parent, sep, child = ref.rstrip("/").partition("/steps/")
+    return (parent, child) if sep and parent and child and "/" not in child else None
+
+
 def resolve_run(ref: str, runs_dir: str | os.PathLike[str] | None = None) -> Path:
-    """A run given as a path, a directory name under the runs root, or 'latest'."""
+    """A run given as a path, a name under the runs root (a step of a characterization as
+    '<parent>/steps/<child>' or its bare name), a unique part of a name, or 'latest'."""
     p = Path(ref)
     if (p / "run.json").is_file():
         return p
@@ -291,24 +307,66 @@ def resolve_run(ref: str, runs_dir: str | os.PathLike[str] | None = None) -> Pat
         return runs[-1].path
     if (root / ref / "run.json").is_file():
         return root / ref
-    matches = sorted(d for d in root.glob(f"*{ref}*") if (d / "run.json").is_file()) if root.is_dir() else []
+    if p.is_file():
+        raise UsageError(f"'{ref}' is a file, not a run directory", "RUN",
+                         "Give a run directory or a run name (see 'hpcvar runs list')")
+    if os.sep in ref and not _step_ref(ref):
+        # a path that names no run: say what is missing, not "no run"
+        if p.exists():
+            raise UsageError(f"'{ref}' has no run.json: it is not a run directory", "RUN",
+                             "Give a run directory or a run name (see 'hpcvar runs list')")
+        raise UsageError(f"no such file or directory: '{ref}'", "RUN", "Check the path")
+    step = _step_ref(ref)
+    if step and (root / step[0] / "steps" / step[1] / "run.json").is_file():
+        return root / step[0] / "steps" / step[1]
+    candidates = [r.path for r in list_runs(runs_dir, steps=True)]
+    exact = [c for c in candidates if c.name == ref]
+    if len(exact) == 1:
+        return exact[0]
+    top = [c for c in candidates if c.parent == root and ref in c.name]
+    matches = exact or top or [c for c in candidates if ref in run_ref(c, root)]
     if len(matches) == 1:
         return matches[0]
     if len(matches) > 1:
         raise UsageError(f"'{ref}' matches {len(matches)} runs", "RUN", "Give more of the run's name")
+    if "." in p.name and not p.exists():
+        raise UsageError(f"no such file or run: '{ref}'", "RUN", "Check the file name, or see 'hpcvar runs list'")
     raise UsageError(f"no run '{ref}' in {root}", "RUN", "See 'hpcvar runs list', or pass --runs-dir")
 
 
-def list_runs(runs_dir: str | os.PathLike[str] | None = None) -> list[Run]:
-    """All readable runs under the root, oldest first; unreadable ones are skipped."""
+def run_ref(path: Path, root: Path) -> str:
+    """The name a run is shown by and given back by: its directory name, '<parent>/steps/<child>' for a step."""
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return str(path)
+
+
+def list_runs(runs_dir: str | os.PathLike[str] | None = None, steps: bool = False,
+              broken: list[tuple[Path, ResultsError]] | None = None) -> list[Run]:
+    """All readable runs under the root, oldest first; with ``steps``, each composite run is followed by the runs
+    of its steps. Unreadable ones are skipped, or appended to ``broken`` (path, error) when it is given."""
     root = runs_root(runs_dir)
     out: list[Run] = []
     if not root.is_dir():
         return out
-    for d in sorted(root.iterdir()):
-        if (d / "run.json").is_file():
-            try:
-                out.append(Run.open(d))
-            except ResultsError:
+
+    def scan(d: Path) -> None:
+        try:
+            subs = sorted(x for x in d.iterdir() if x.is_dir() and not x.name.startswith("."))
+        except OSError:
+            return
+        for x in subs:
+            if not (x / "run.json").exists():
                 continue
+            try:
+                out.append(Run.open(x))
+            except ResultsError as e:
+                if broken is not None:
+                    broken.append((x, e))
+                continue
+            if steps and (x / "steps").is_dir():
+                scan(x / "steps")
+
+    scan(root)
     return out

@@ -42,23 +42,26 @@ MAX_CORES_PER_NODE = 1 << 16
 _CLUSTER_KEYS = ("nodes", "cores_per_node", "bandwidth", "latency", "shm_bandwidth", "shm_latency")
 
 
-def _cluster_value(key: str, text: str) -> float:
-    """One value of a cluster file; ValueError (with the reason) when it is not a number or absurd."""
-    from hpcvar.units import MAX_RATE_BPS, MAX_TIME_S
+def _cluster_value(key: str, text: str, path: str, line: int) -> float:
+    """One value of a cluster file: counts bare (whole numbers within bounds); bandwidths as tc rates or
+    bytes/s with a capital B (1gbit, 125MB/s); latencies as times with their unit (50us). A bare rate or time
+    is refused (its unit would be a guess); ValueError (with the reason) for a count that is not a number or
+    absurd, InputFileError for a value without its unit."""
+    from hpcvar import units
 
-    v = float(text)  # ValueError for non-numbers; never OverflowError ('1e999' is inf)
-    if not math.isfinite(v):
-        raise ValueError(f"{key} must be finite")
     if key in ("nodes", "cores_per_node"):
+        v = float(text)  # ValueError for non-numbers; never OverflowError ('1e999' is inf)
         hi = MAX_NODES if key == "nodes" else MAX_CORES_PER_NODE
-        if v != int(v) or not 1 <= v <= hi:
+        if not math.isfinite(v) or v != int(v) or not 1 <= v <= hi:
             raise ValueError(f"{key} must be a whole number in 1..{hi}")
-    elif "bandwidth" in key:
-        if not 0 < v <= MAX_RATE_BPS / 8:
-            raise ValueError(f"{key} must be above 0 and at most {MAX_RATE_BPS / 8:g} bytes/s")
-    elif not 0 <= v <= MAX_TIME_S:  # latencies
-        raise ValueError(f"{key} must be in 0..{MAX_TIME_S:g} s")
-    return v
+        return v
+    where = f"{path}:{line}"
+    try:
+        if key.endswith("bandwidth"):
+            return units.parse_byte_rate(text, where)
+        return units.parse_time(text, where)
+    except UsageError as e:
+        raise InputFileError(f"{key}: {e.what}", path, line, todo=e.todo) from None
 
 
 def _index(text: str, what: str, hi: int) -> int:
@@ -71,7 +74,8 @@ def _index(text: str, what: str, hi: int) -> int:
 
 def load_cluster(path: str) -> Cluster:
     """A cluster file: 'key value' lines (nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
-    shm_latency) and 'link A B BANDWIDTH LATENCY' lines; '#' starts a comment. Units: bytes/s, s."""
+    shm_latency) and 'link A B BANDWIDTH LATENCY' lines; '#' starts a comment. Bandwidths and latencies take
+    their unit (1gbit or 125MB/s, 50us)."""
     from pathlib import Path
 
     p = Path(path)
@@ -87,16 +91,17 @@ def load_cluster(path: str) -> Cluster:
         try:
             if line[0] == "link" and len(line) == 5:
                 key = (_index(line[1], "node", MAX_NODES), _index(line[2], "node", MAX_NODES))
-                links[key] = (_cluster_value("bandwidth", line[3]), _cluster_value("latency", line[4]))
+                links[key] = (_cluster_value("bandwidth", line[3], path, i),
+                              _cluster_value("latency", line[4], path, i))
                 link_lines[key] = i
             elif line[0] in _CLUSTER_KEYS and len(line) == 2:
-                kv[line[0]] = _cluster_value(line[0], line[1])
+                kv[line[0]] = _cluster_value(line[0], line[1], path, i)
             else:
                 raise ValueError
         except ValueError as e:
             raise InputFileError(f"cannot read '{raw.strip()}'{f' ({e})' if str(e) else ''}", path, i,
-                                 todo="Write 'nodes 4', 'bandwidth 1.25e8', 'latency 5e-5', "
-                                      "'link 0 1 1.25e8 5e-5' (bytes/s and seconds)") from None
+                                 todo="Write 'nodes 4', 'bandwidth 1gbit', 'latency 50us', "
+                                      "'link 0 1 1gbit 50us' (rates and times take their unit)") from None
     for k in ("nodes", "cores_per_node", "bandwidth", "latency"):
         if k not in kv:
             raise InputFileError(f"the cluster file lacks '{k}'", path, todo=f"Add a line '{k} VALUE'")

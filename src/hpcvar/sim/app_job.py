@@ -83,11 +83,12 @@ class _Progress:
     """A rich progress bar over all replays (ops replayed / ops to replay), on stderr."""
 
     def __init__(self, total_ops: int):
-        from rich.console import Console
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+        from hpcvar.report.terminal import make_console
+
         self.bar = Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
-                            TimeRemainingColumn(), console=Console(stderr=True, highlight=False),
+                            TimeRemainingColumn(), console=make_console(stderr=True),
                             transient=True)
         self.task = self.bar.add_task("replay", total=total_ops)
         self.base = 0

@@ -197,7 +197,7 @@ def _load_traces(traces, synthetics, freq, trace_length, seed, aligns):
         raise UsageError("--align measured needs a multi-node recording", "--align",
                          "Give --trace RUN_DIR of 'hpcvar noise record --launcher srun|testbed'")
     if synthetics:
-        length_s = units.parse_time(trace_length, "--trace-length")
+        length_s = units.parse_time(trace_length, "--duration")
         for k, spec in enumerate(synthetics):
             loaded.append((spec if len(spec) <= 24 else f"synthetic{k + 1}",
                            synthesize(spec, freq_hz or 2.4e9, length_s, seed=seed + k)))

@@ -64,7 +64,7 @@ def synthesize(spec: str, freq_hz: float, length_s: float, seed: int = 0, flag: 
     sources = parse_spec(spec, flag)
     length = int(round(length_s * freq_hz))
     if length < 1:
-        raise UsageError("the synthetic trace is shorter than one cycle", "--trace-length", "Give e.g. 1h")
+        raise UsageError("the synthetic trace is shorter than one cycle", "--duration", "Give e.g. 1h")
     rng = np.random.default_rng(seed)
     starts, durs = [], []
     for kind, rate, detour in sources:
@@ -83,8 +83,8 @@ def synthesize(spec: str, freq_hz: float, length_s: float, seed: int = 0, flag: 
     s = np.concatenate(starts)
     e = s + np.concatenate(durs)
     if s.size == 0:
-        raise UsageError("the synthetic trace has no detour in its length", "--trace-length",
-                         "Give a longer --trace-length or higher rates")
+        raise UsageError("the synthetic trace has no detour in its length", "--duration",
+                         "Give a longer --duration or higher rates")
     order = np.argsort(s, kind="stable")
     s, e = s[order], e[order]
     # merge overlapping detours: a new interval starts where s exceeds every earlier end
