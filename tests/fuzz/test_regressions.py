@@ -11,7 +11,7 @@ from hpcvar.sim.app import Cluster, load_cluster, load_mapping
 from hpcvar.traces.tit import read_tit
 
 HUGE = "9" * 30
-CLUSTER = "nodes 4\ncores_per_node 2\nbandwidth 1.25e9\nlatency 2e-6\n"
+CLUSTER = "nodes 4\ncores_per_node 2\nbandwidth 1.25GB/s\nlatency 2us\n"
 
 
 def _err(fn, *args) -> HpcvarError:
@@ -25,8 +25,10 @@ def _err(fn, *args) -> HpcvarError:
 @pytest.mark.parametrize("line", [f"nodes {HUGE}", "nodes 1e999", "nodes inf", "nodes nan", "nodes 2.5", "nodes 0",
                                   "cores_per_node -1", "bandwidth 0", "bandwidth inf", "bandwidth -5",
                                   "latency nan", "latency -1e-6", "latency 1e300", "shm_bandwidth 1e999",
-                                  f"link {HUGE} 1 1e9 1e-6", "link 0 1 nan 1e-6", "link 0 1 1e9 -1",
-                                  "link -1 0 1e9 1e-6"])
+                                  "bandwidth 0B/s", "bandwidth -5GB/s", "bandwidth infGB/s", "latency -1us",
+                                  "latency 1e300s", "latency nans", "shm_bandwidth 1e999B/s",
+                                  f"link {HUGE} 1 1GB/s 1us", "link 0 1 nanB/s 1us", "link 0 1 1GB/s -1us",
+                                  "link -1 0 1GB/s 1us", "link 0 1 1e9 1e-6"])
 def test_cluster_absurd_values(tmp_path, line):
     f = tmp_path / "c.cluster"
     f.write_text(CLUSTER + line + "\n")
@@ -36,7 +38,7 @@ def test_cluster_absurd_values(tmp_path, line):
 
 def test_cluster_link_outside_names_its_line(tmp_path):
     f = tmp_path / "c.cluster"
-    f.write_text(CLUSTER + "link 0 7 1e9 1e-6\n")
+    f.write_text(CLUSTER + "link 0 7 1GB/s 1us\n")
     assert _err(load_cluster, str(f)).where == f"{f}:5"
 
 
