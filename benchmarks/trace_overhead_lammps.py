@@ -130,7 +130,7 @@ def replay(trace: Path, native_bin: Path, np_: int, env: dict) -> None:
         print(f"machine (hv_latency): alpha {alpha * 1e6:.2f} us, "
               f"bandwidth {bw / 1e6:.0f} MB/s")
         local = hpcvar(["sim", "app", str(trace), "--nodes", "1", "--cores-per-node", str(np_), "--shm-bandwidth",
-                        f"{bw:.0f}", "--shm-latency", f"{alpha:.9f}", "--mapping", "rrp", "--model", "none",
+                        f"{bw:.0f}B/s", "--shm-latency", f"{alpha:.9f}s", "--mapping", "rrp", "--model", "none",
                         "--no-plots"], e)
         for r in local["runs"]:
             per = ", ".join(f"task {t['task']}: S_m {t['measured_comm_s']:.3f} s, S_p {t['comm_s']:.3f} s, "
@@ -140,7 +140,8 @@ def replay(trace: Path, native_bin: Path, np_: int, env: dict) -> None:
         # what-if: the same run on Gigabit Ethernet nodes of 2 cores (rrn spreads the ranks, rrp packs them);
         # the measurement was on shared memory, so only predicted times are printed, no E_abs
         gige = hpcvar(["sim", "app", str(trace), "--nodes", str(np_), "--cores-per-node", "2", "--bandwidth",
-                       "1gbit", "--latency", "50us", "--shm-bandwidth", f"{bw:.0f}", "--shm-latency", f"{alpha:.9f}",
+                       "1gbit", "--latency", "50us", "--shm-bandwidth", f"{bw:.0f}B/s",
+                       "--shm-latency", f"{alpha:.9f}s",
                        "--mapping", "rrn,rrp,random", "--model", "none,gige,myrinet,maxmin", "--replicas", "5",
                        "--no-plots"], e)
         for r in gige["runs"]:

@@ -84,7 +84,7 @@ def test_lammps_replayed_with_this_machines_parameters(traced, ompi_bin):
         alpha_s = by[8]["median_ns"] * 1e-9
         bw = (4 << 20) / (by[4 << 20]["median_ns"] * 1e-9)
         sim = _hpcvar(["sim", "app", str(path), "--nodes", "1", "--cores-per-node", "2", "--shm-bandwidth",
-                       f"{bw:.0f}", "--shm-latency", f"{alpha_s:.9f}", "--mapping", "rrp", "--model", "none",
+                       f"{bw:.0f}B/s", "--shm-latency", f"{alpha_s:.9f}s", "--mapping", "rrp", "--model", "none",
                        "--no-plots"], env)
         (run,) = sim["runs"]
         print(f"LAMMPS {STEPS} steps, 2 ranks: alpha {alpha_s * 1e6:.2f} us, bandwidth {bw / 1e6:.0f} MB/s; "

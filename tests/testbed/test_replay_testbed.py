@@ -79,8 +79,8 @@ def test_trace_on_testbed_and_replay_with_gige_and_maxmin(testbed, tmp_path, run
         # measured network parameters of the testbed: 8 B latency and 4 MiB bandwidth between two hosts
         alpha, bw = _measure(env, 1)
         out = _trace(env, testbed["HPCVAR_TESTBED_STATE"], exe, tmp_path, 1)
-        args = ["sim", "app", str(out), "--nodes", "4", "--cores-per-node", "1", "--bandwidth", f"{bw:.6g}",
-                "--latency", f"{alpha:.6g}", "--mapping", "rrn", "--json"]
+        args = ["sim", "app", str(out), "--nodes", "4", "--cores-per-node", "1", "--bandwidth", f"{bw:.6g}B/s",
+                "--latency", f"{alpha:.6g}s", "--mapping", "rrn", "--json"]
         gige_params = os.environ.get("HPCVAR_GIGE_PARAMS")
         res = run_cli(args + ["--model", "none,gige,maxmin"] + (["--params", gige_params] if gige_params else []),
                       env=env, timeout=120)
@@ -121,9 +121,9 @@ def test_replay_with_the_placement_that_ran_beats_the_other(testbed, tmp_path, r
         alpha, bw = _measure(env, 1)
         shm_alpha, shm_bw = _measure(env, 2)  # both ranks on h1: shared memory, as ranks 0 and 1 of the trace
         out = _trace(env, testbed["HPCVAR_TESTBED_STATE"], exe, tmp_path, 2)
-        res = run_cli(["sim", "app", str(out), "--nodes", "2", "--cores-per-node", "2", "--bandwidth", f"{bw:.6g}",
-                       "--latency", f"{alpha:.6g}", "--shm-bandwidth", f"{shm_bw:.6g}", "--shm-latency",
-                       f"{shm_alpha:.6g}", "--mapping", "rrp,rrn", "--model", "maxmin", "--json"], env=env,
+        res = run_cli(["sim", "app", str(out), "--nodes", "2", "--cores-per-node", "2", "--bandwidth", f"{bw:.6g}B/s",
+                       "--latency", f"{alpha:.6g}s", "--shm-bandwidth", f"{shm_bw:.6g}B/s", "--shm-latency",
+                       f"{shm_alpha:.6g}s", "--mapping", "rrp,rrn", "--model", "maxmin", "--json"], env=env,
                       timeout=120)
         assert res.returncode == 0, res.stderr
         runs = json.loads(res.stdout)["runs"]
