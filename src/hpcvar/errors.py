@@ -72,6 +72,12 @@ class ResultsError(HpcvarError):
 def read_user_text(path: str | os.PathLike[str], todo: str | None = None) -> str:
     """The text of a file the user gave; a file that is not UTF-8 (binary, damaged) or cannot be read is an
     InputFileError naming the file and the line of the first bad byte, never a UnicodeDecodeError."""
+    return read_user_bytes(path, todo).decode()
+
+
+def read_user_bytes(path: str | os.PathLike[str], todo: str | None = None) -> bytes:
+    """The bytes of a text file the user gave, checked as read_user_text checks them (UTF-8, readable)
+    without keeping a decoded copy: parsers in C take the bytes."""
     from pathlib import Path
 
     p = Path(path)
@@ -79,6 +85,15 @@ def read_user_text(path: str | os.PathLike[str], todo: str | None = None) -> str
         data = p.read_bytes()
     except OSError as e:
         raise InputFileError(f"cannot read the file: {e.strerror or e}", str(p), todo=todo) from None
+    if data.isascii():
+        return data
+    try:
+        data.decode()
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise InputFileError(f"byte {e.start} (0x{data[e.start]:02x}) is not UTF-8 text", str(p), line,
+                             todo=todo or "Give a text file (UTF-8)") from None
+    return data
     try:
         return data.decode()
     except UnicodeDecodeError as e:

@@ -117,14 +117,28 @@ TIT = b"p0 init\np1 init\np0 compute 1000000\np0 send p1 1024\np1 recv p0 1024\n
 @FUZZ
 @given(mutated(TIT))
 def test_tit(data):
+    """Both parsers (native/sim/tit.c and the Python reference) on the same bytes: the same rows or the same
+    error."""
+    import pandas as pd
+
+    from hpcvar.traces import tit_native
     from hpcvar.traces.tit import read_tit
 
-    tr, _ = outcome(read_tit, _file("t.tit", data), where="t.tit")
-    if tr is not None:
-        ev = tr.events
-        for col in [c for c in ev.columns if c.endswith("_ns") or c.endswith("bytes")]:
-            vals = ev[col].to_numpy(dtype=float)
-            assert np.isfinite(vals).all() and (vals >= 0).all(), col
+    results = []
+    for engine in ("python", "native") if tit_native.available() else ("python",):
+        tr, err = outcome(read_tit, _file("t.tit", data), engine=engine, where="t.tit")
+        results.append((tr, err))
+        if tr is not None:
+            ev = tr.events
+            for col in [c for c in ev.columns if c.endswith("_ns") or c.endswith("bytes")]:
+                vals = ev[col].to_numpy(dtype=float)
+                assert np.isfinite(vals).all() and (vals >= 0).all(), col
+    (tr0, e0), (tr1, e1) = results[0], results[-1]
+    assert (tr0 is None) == (tr1 is None), (e0, e1)
+    if tr0 is not None:
+        pd.testing.assert_frame_equal(tr0.events, tr1.events, check_exact=True)
+    else:
+        assert (e0.what, e0.where, e0.todo) == (e1.what, e1.where, e1.todo)
 
 
 RAW = (b"#@program=hv_latency\n#@nranks=2\n#@timer=mono\n#@columns=rank,rep,t_start_ns,t_end_ns\n"

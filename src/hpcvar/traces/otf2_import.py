@@ -22,7 +22,7 @@ _COLL = {"BARRIER": "barrier", "BCAST": "bcast", "REDUCE": "reduce", "ALLREDUCE"
          "ALLGATHERV": "allgatherv", "ALLTOALL": "alltoall", "ALLTOALLV": "alltoallv"}
 
 
-def read_otf2(path: str | Path) -> Trace:
+def read_otf2(path: str | Path, engine: str | None = None) -> Trace:
     try:
         import otf2.reader
     except ImportError:

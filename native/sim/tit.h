@@ -1,0 +1,54 @@
+/* SimGrid TIT traces into column arrays (native/sim/tit.c), called from Python through ctypes
+ * (hpcvar.traces.tit_native; the struct is mirrored there and its size checked). */
+#ifndef HV_TIT_H
+#define HV_TIT_H
+
+#include <stdint.h>
+
+/* error kinds; the message of each is written by hpcvar.traces.tit (the reference's words) */
+enum {
+    HV_TIT_OK = 0,
+    HV_TIT_E_RANK,      /* token err_tok is not a rank (Python: _rank) */
+    HV_TIT_E_SIZE,      /* token err_tok is not a size (_size) */
+    HV_TIT_E_COMPUTE,   /* token err_tok: flops that are not a duration (_ns of float / flops_rate) */
+    HV_TIT_E_SLEEP,     /* token err_tok: seconds that are not a duration */
+    HV_TIT_E_MISSING,   /* a missing argument (Python's IndexError) */
+    HV_TIT_E_WAIT_EMPTY,/* wait without a pending request */
+    HV_TIT_E_WAIT_NONE, /* wait SRC DST (err_a, err_b) without a pending request between them */
+    HV_TIT_E_BEYOND,    /* rank err_a runs beyond MAX_NS */
+    HV_TIT_E_UNKNOWN,   /* unknown action (token 1) */
+    HV_TIT_E_NO_ACTION, /* no line names a rank */
+    HV_TIT_E_PEER,      /* peer or root err_a >= ntasks, first named at err_file:err_line */
+    HV_TIT_E_ALLTOALL,  /* an allToAll of err_a bytes per peer sends beyond MAX_BYTES on ntasks ranks */
+    HV_TIT_E_NOT_ASCII, /* a byte >= 0x80 (Python reads such text with the reference) */
+    HV_TIT_E_MEMORY
+};
+
+typedef struct {
+    int64_t nfiles;
+    const char *const *buf; /* the files' bytes, in order */
+    const int64_t *len;
+    double flops_rate;
+    int64_t max_digits; /* Python's int() digit limit (sys.get_int_max_str_digits()), 0: none */
+    /* set by hv_tit_parse */
+    int64_t nrows, ntasks;
+    int32_t err, err_tok;
+    int64_t err_file, err_line, err_start, err_end; /* the failing line: file index, number, bytes */
+    int64_t err_a, err_b;
+    /* filled by hv_tit_fill: nrows entries each */
+    int32_t *task;
+    int64_t *seq;
+    int8_t *op;
+    int32_t *peer;
+    int64_t *bytes, *req, *t;
+    void *state;
+} hv_tit_config;
+
+int hv_tit_config_size(void);
+/* parse every file; 0 (c->err says whether the trace is good) or -1 on no memory; c->state is kept for
+ * hv_tit_fill until hv_tit_free */
+int hv_tit_parse(hv_tit_config *c);
+void hv_tit_fill(hv_tit_config *c);
+void hv_tit_free(hv_tit_config *c);
+
+#endif

@@ -1,0 +1,99 @@
+"""The compiled SimGrid TIT parser (native/sim/tit.c, in libhv_replay.so) through ctypes.
+
+``parse(sources, flops_rate)`` reads the files' bytes (ASCII) into column arrays: the same rows, values and
+first error as the Python reference ``hpcvar.traces.tit._Parser``, which writes the error messages from the
+kind, place and token this module returns (tests/unit/test_tit_native.py compares the two).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import sys
+from dataclasses import dataclass
+
+import numpy as np
+
+from hpcvar.errors import HpcvarError
+
+# error kinds of native/sim/tit.h, in order
+(OK, E_RANK, E_SIZE, E_COMPUTE, E_SLEEP, E_MISSING, E_WAIT_EMPTY, E_WAIT_NONE, E_BEYOND, E_UNKNOWN, E_NO_ACTION,
+ E_PEER, E_ALLTOALL, E_NOT_ASCII, E_MEMORY) = range(15)
+_P, _I64, _I32, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_double
+COLUMNS = {"task": np.int32, "seq": np.int64, "op": np.int8, "peer": np.int32, "bytes": np.int64, "req": np.int64,
+           "t": np.int64}
+
+
+class _Config(ctypes.Structure):
+    _fields_ = ([("nfiles", _I64)] + [(n, _P) for n in ("buf", "len")] + [("flops_rate", _F64)]
+                + [(n, _I64) for n in ("max_digits", "nrows", "ntasks")] + [(n, _I32) for n in ("err", "err_tok")]
+                + [(n, _I64) for n in ("err_file", "err_line", "err_start", "err_end", "err_a", "err_b")]
+                + [(n, _P) for n in COLUMNS] + [("state", _P)])
+
+
+@dataclass
+class Parsed:
+    """The columns (COLUMNS, sorted by task then seq, added finalize rows last) and ntasks, or the first
+    error: its kind, file index, line, the line's byte range, the token index and two values."""
+
+    cols: dict[str, np.ndarray] | None
+    ntasks: int
+    err: int = OK
+    file: int = -1
+    line: int = 0
+    span: tuple[int, int] = (0, 0)
+    tok: int = 0
+    a: int = 0
+    b: int = 0
+
+
+@functools.cache
+def lib() -> ctypes.CDLL:
+    from hpcvar._native import find_library
+
+    so = ctypes.CDLL(str(find_library("libhv_replay.so")))
+    size = getattr(so, "hv_tit_config_size", None)
+    if size is None or size() != ctypes.sizeof(_Config):
+        raise HpcvarError("libhv_replay.so does not match this hpcvar (hv_tit_config_size)", None,
+                          "Rebuild hpcvar (make install) so that the library matches the Python code")
+    so.hv_tit_parse.restype = ctypes.c_int
+    for fn in ("hv_tit_parse", "hv_tit_fill", "hv_tit_free"):
+        getattr(so, fn).argtypes = [ctypes.POINTER(_Config)]
+    return so
+
+
+def available() -> bool:
+    from hpcvar.errors import MissingToolError
+
+    try:
+        lib()
+    except (MissingToolError, OSError, HpcvarError):
+        return False
+    return True
+
+
+def parse(datas: list[bytes], flops_rate: float) -> Parsed:
+    """Parse the files' bytes (in order, ASCII) in C."""
+    bufs = (ctypes.c_char_p * len(datas))(*datas)  # pointers to the bytes objects' own buffers, no copy
+    lens = np.array([len(d) for d in datas], np.int64)
+    c = _Config(nfiles=len(datas), buf=ctypes.cast(bufs, _P), len=lens.ctypes.data, flops_rate=flops_rate,
+                max_digits=sys.get_int_max_str_digits())
+    so = lib()
+    try:
+        if so.hv_tit_parse(ctypes.byref(c)) != 0:
+            raise HpcvarError("parsing the TIT trace ran out of memory", None, "Import a smaller trace")
+        if c.err:
+            return Parsed(None, int(c.ntasks), c.err, c.err_file, c.err_line, (c.err_start, c.err_end), c.err_tok,
+                          c.err_a, c.err_b)
+        cols = {name: np.empty(c.nrows, dtype) for name, dtype in COLUMNS.items()}
+        for name, a in cols.items():
+            setattr(c, name, a.ctypes.data)
+        so.hv_tit_fill(ctypes.byref(c))
+        if c.err:
+            raise HpcvarError("parsing the TIT trace ran out of memory", None, "Import a smaller trace")
+        return Parsed(cols, int(c.ntasks))
+    finally:
+        so.hv_tit_free(ctypes.byref(c))
+
+
+__all__ = ["COLUMNS", "Parsed", "available", "lib", "parse"]
