@@ -3,7 +3,7 @@
  * Lines end at \n, \r\n, \r, \v, \f, \x1c, \x1d, \x1e (str.splitlines); fields are separated by space,
  * \t, \x1f (str.split). Numbers follow Python's int() and float() grammars (signs, underscores between
  * digits, inf/nan, the int digit limit) so that the same tokens are accepted with the same values.
- * Rows are kept in file order with their task's seq; hv_tit_fill writes them sorted by task, then the
+ * Rows are kept in file order (a task's rows in seq order); hv_tit_fill writes them sorted by task, then the
  * finalize rows added for tasks that do not end with one (in order of the tasks' first lines). The first
  * error stops the parse: its kind, file, line and token; Python writes the message (hpcvar.traces.tit). */
 #include "hv_ops.h"
@@ -26,7 +26,7 @@ enum { C_TOK = 0, C_SPACE = 1, C_BREAK = 2, C_CR = 3, C_HIGH = 4 };
 typedef struct {
     int64_t rank, clock, nrows;
     int8_t last_op;
-    int64_t *pend; /* file-order row indices of the pending isend/irecv */
+    int64_t *pend; /* the pending isend/irecv: (file-order row index, seq) pairs, oldest first */
     int64_t npend, cappend;
 } task_st;
 
@@ -34,7 +34,7 @@ typedef struct {
     int32_t *tid;
     int8_t *op;
     int32_t *peer;
-    int64_t *bytes, *req, *t, *seq;
+    int64_t *bytes, *req, *t;
     int64_t n, cap;
     task_st *task;
     int64_t ntask, captask;
@@ -86,8 +86,7 @@ static int py_int(const char *s, int64_t n, int64_t max_digits, int64_t *out) {
     return 0;
 }
 
-static int ci_eq(const char *s, int64_t n, const char *word) {
-    int64_t k = (int64_t)strlen(word);
+static int ci_eq(const char *s, int64_t n, const char *word, int64_t k) {
     if (n != k) return 0;
     for (int64_t i = 0; i < n; i++)
         if ((s[i] >= 'A' && s[i] <= 'Z' ? s[i] + 32 : s[i]) != word[i]) return 0;
@@ -139,20 +138,38 @@ static locale_t c_locale(void) {
     return loc;
 }
 
+/* a plain decimal (digits [. digits] [e [sign] digits], no sign, no underscore) whose value one IEEE
+ * operation gives correctly rounded (Clinger's fast path: at most 15 significant digits, an exact power of
+ * ten up to 1e22); 0 if the token is not of that kind */
+static int fast_decimal(const char *s, int64_t n, double *out) {
+    static const double P10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+                                 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    int64_t i = 0, m = 0, nd = 0, frac = 0, e = 0, esign = 1;
+    for (; i < n && isdig(s[i]) && nd <= 15; i++) m = m * 10 + (s[i] - '0'), nd += m > 0;
+    if (i < n && s[i] == '.')
+        for (i++; i < n && isdig(s[i]) && nd <= 15; i++) m = m * 10 + (s[i] - '0'), nd += m > 0, frac++;
+    if (nd > 15 || i == 0 || (i == 1 && s[0] == '.')) return 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        if (++i < n && (s[i] == '+' || s[i] == '-')) esign = s[i++] == '-' ? -1 : 1;
+        if (i >= n) return 0;
+        for (; i < n && isdig(s[i]) && e < 1000; i++) e = e * 10 + (s[i] - '0');
+    }
+    int64_t p = esign * e - frac;
+    if (i != n || p < -22 || p > 22) return 0;
+    *out = p >= 0 ? (double)m * P10[p] : (double)m / P10[-p];
+    return 1;
+}
+
 /* float(tok) of Python: -1 if invalid, else 0 and the correctly rounded value */
 static int py_float(tit_st *S, const char *s, int64_t n, double *out) {
-    if (n > 0 && n <= 15) { /* fast path: plain digits are exact */
-        int64_t v = 0, i = 0;
-        while (i < n && isdig(s[i])) v = v * 10 + (s[i++] - '0');
-        if (i == n) return *out = (double)v, 0;
-    }
+    if (fast_decimal(s, n, out)) return 0;
     int64_t k = strip_underscores(S, s, n);
     if (k < 0) return -1;
     const char *b = S->scratch;
     int64_t j = (k > 0 && (b[0] == '+' || b[0] == '-')) ? 1 : 0;
     double sign = (j && b[0] == '-') ? -1.0 : 1.0;
-    if (ci_eq(b + j, k - j, "inf") || ci_eq(b + j, k - j, "infinity")) return *out = sign * INFINITY, 0;
-    if (ci_eq(b + j, k - j, "nan")) return *out = NAN, 0;
+    if (ci_eq(b + j, k - j, "inf", 3) || ci_eq(b + j, k - j, "infinity", 8)) return *out = sign * INFINITY, 0;
+    if (ci_eq(b + j, k - j, "nan", 3)) return *out = NAN, 0;
     if (!decimal_ok(b + j, k - j)) return -1;
     *out = strtod_l(b, NULL, c_locale());
     return 0;
@@ -207,17 +224,18 @@ static int64_t task_of(tit_st *S, int64_t rank) {
 
 /* ---- rows ------------------------------------------------------------------------------------ */
 
-static int rows_grow(tit_st *S) {
+/* room for at least ``want`` rows (at least twice the current room) */
+static int rows_grow(tit_st *S, int64_t want) {
     int64_t cap = S->cap ? 2 * S->cap : 4096;
-    void *p[7] = {realloc(S->tid, (size_t)cap * 4), NULL, NULL, NULL, NULL, NULL, NULL};
+    if (want > cap) cap = want;
+    void *p[6] = {realloc(S->tid, (size_t)cap * 4), NULL, NULL, NULL, NULL, NULL};
     if (p[0]) S->tid = p[0];
     if ((p[1] = realloc(S->op, (size_t)cap))) S->op = p[1];
     if ((p[2] = realloc(S->peer, (size_t)cap * 4))) S->peer = p[2];
     if ((p[3] = realloc(S->bytes, (size_t)cap * 8))) S->bytes = p[3];
     if ((p[4] = realloc(S->req, (size_t)cap * 8))) S->req = p[4];
     if ((p[5] = realloc(S->t, (size_t)cap * 8))) S->t = p[5];
-    if ((p[6] = realloc(S->seq, (size_t)cap * 8))) S->seq = p[6];
-    for (int i = 0; i < 7; i++)
+    for (int i = 0; i < 6; i++)
         if (!p[i]) return -1;
     S->cap = cap;
     return 0;
@@ -226,11 +244,12 @@ static int rows_grow(tit_st *S) {
 /* a row of task ti at its clock (every TIT row lasts 0 s); the row's index, -1 on no memory */
 static int64_t add_row(tit_st *S, int64_t ti, int op, int64_t peer, int64_t nbytes, int64_t req, int64_t file,
                        int64_t line) {
-    if (S->n == S->cap && rows_grow(S)) return -1;
+    if (S->n == S->cap && rows_grow(S, 0)) return -1;
     task_st *t = &S->task[ti];
     int64_t i = S->n++;
     S->tid[i] = (int32_t)ti, S->op[i] = (int8_t)op, S->peer[i] = (int32_t)peer;
-    S->bytes[i] = nbytes, S->req[i] = req, S->t[i] = t->clock, S->seq[i] = t->nrows++;
+    S->bytes[i] = nbytes, S->req[i] = req, S->t[i] = t->clock;
+    t->nrows++;
     t->last_op = (int8_t)op;
     if (peer > S->peer_max) S->peer_max = peer, S->peer_file = file, S->peer_line = line;
     return i;
@@ -239,11 +258,12 @@ static int64_t add_row(tit_st *S, int64_t ti, int op, int64_t peer, int64_t nbyt
 static int push_pending(task_st *t, int64_t row) {
     if (t->npend == t->cappend) {
         int64_t cap = t->cappend ? 2 * t->cappend : 8;
-        int64_t *p = realloc(t->pend, (size_t)cap * sizeof *p);
+        int64_t *p = realloc(t->pend, (size_t)cap * 2 * sizeof *p);
         if (!p) return -1;
         t->pend = p, t->cappend = cap;
     }
-    t->pend[t->npend++] = row;
+    t->pend[2 * t->npend] = row, t->pend[2 * t->npend + 1] = t->nrows - 1;
+    t->npend++;
     return 0;
 }
 
@@ -255,6 +275,8 @@ typedef struct {
     const char *name;
     int action, op;
 } action_def;
+
+static int64_t action_len[32];
 
 static const action_def ACTIONS[] = {
     {"init", A_INIT, OP_INIT},
@@ -281,10 +303,14 @@ static const action_def ACTIONS[] = {
     {"test", A_IGNORED, -1},
 };
 
+static void init_actions(void) {
+    for (size_t i = 0; i < sizeof ACTIONS / sizeof *ACTIONS; i++) action_len[i] = (int64_t)strlen(ACTIONS[i].name);
+}
+
 static const action_def *action_of(const char *s, int64_t n) {
     static const action_def unknown = {"", A_UNKNOWN, -1};
     for (size_t i = 0; i < sizeof ACTIONS / sizeof *ACTIONS; i++)
-        if (ci_eq(s, n, ACTIONS[i].name)) return &ACTIONS[i];
+        if (action_len[i] == n && ci_eq(s, n, ACTIONS[i].name, n)) return &ACTIONS[i];
     return &unknown;
 }
 
@@ -349,10 +375,10 @@ static int do_p2p(line_ctx *L, int op) {
 /* the wait row of pending request k of the task (removed from its list) */
 static int complete(line_ctx *L, task_st *t, int64_t k) {
     tit_st *S = L->S;
-    int64_t row = t->pend[k];
-    memmove(&t->pend[k], &t->pend[k + 1], (size_t)(t->npend - k - 1) * sizeof *t->pend);
+    int64_t row = t->pend[2 * k], seq = t->pend[2 * k + 1];
+    memmove(&t->pend[2 * k], &t->pend[2 * k + 2], (size_t)(t->npend - k - 1) * 2 * sizeof *t->pend);
     t->npend--;
-    return add(L, OP_WAIT, S->peer[row], S->bytes[row], S->seq[row]);
+    return add(L, OP_WAIT, S->peer[row], S->bytes[row], seq);
 }
 
 /* wait: the most recent pending request, or with ``wait SRC DST`` the oldest one between them */
@@ -363,7 +389,7 @@ static int do_wait(line_ctx *L) {
     if (L->f.n >= 4) {
         if (get_rank(L, 2, &src) || get_rank(L, 3, &dst)) return -1;
         for (pick = 0; pick < t->npend; pick++) {
-            int64_t row = t->pend[pick], op = L->S->op[row], peer = L->S->peer[row];
+            int64_t row = t->pend[2 * pick], op = L->S->op[row], peer = L->S->peer[row];
             if ((op == OP_ISEND && t->rank == src && peer == dst) || (op == OP_IRECV && t->rank == dst && peer == src))
                 break;
         }
@@ -470,6 +496,21 @@ static int cmp_rank(const void *a, const void *b, void *tasks) {
     return (ra > rb) - (ra < rb);
 }
 
+/* the file-order index of the first allToAll (by rank, then seq) of more than ``limit`` bytes per peer, -1 if
+ * none, -2 on no memory */
+static int64_t first_big_alltoall(tit_st *S, int64_t limit) {
+    int64_t best = -1, best_seq = 0, *seq = calloc((size_t)S->ntask, sizeof *seq);
+    if (!seq) return -2;
+    for (int64_t i = 0; i < S->n; i++) {
+        int64_t s = seq[S->tid[i]]++;
+        if (S->op[i] != OP_ALLTOALL || S->bytes[i] <= limit) continue;
+        int64_t r = S->task[S->tid[i]].rank, rb = best < 0 ? 0 : S->task[S->tid[best]].rank;
+        if (best < 0 || r < rb || (r == rb && s < best_seq)) best = i, best_seq = s;
+    }
+    free(seq);
+    return best;
+}
+
 /* the checks after the last line: some action, peers and roots among the ranks, allToAll totals */
 static void check_end(tit_st *S, hv_tit_config *c) {
     line_ctx L = {.S = S, .c = c, .file = -1};
@@ -482,11 +523,8 @@ static void check_end(tit_st *S, hv_tit_config *c) {
         L.file = S->peer_file, L.line = S->peer_line;
         return (void)fail(&L, HV_TIT_E_PEER, 0, S->peer_max, ntasks);
     }
-    for (int64_t i = 0; i < S->n; i++) {
-        if (S->op[i] != OP_ALLTOALL || S->bytes[i] <= MAX_BYTES / ntasks) continue;
-        int64_t r = S->task[S->tid[i]].rank, rb = best < 0 ? 0 : S->task[S->tid[best]].rank;
-        if (best < 0 || r < rb || (r == rb && S->seq[i] < S->seq[best])) best = i;
-    }
+    best = first_big_alltoall(S, MAX_BYTES / ntasks);
+    if (best == -2) return (void)fail(&L, HV_TIT_E_MEMORY, 0, 0, 0);
     if (best >= 0) return (void)fail(&L, HV_TIT_E_ALLTOALL, 0, S->bytes[best], ntasks);
     c->nrows = S->n;
     for (int64_t t = 0; t < S->ntask; t++) c->nrows += S->task[t].last_op != OP_FINALIZE;
@@ -495,8 +533,18 @@ static void check_end(tit_st *S, hv_tit_config *c) {
 static void free_state(tit_st *S) {
     if (!S) return;
     for (int64_t t = 0; t < S->ntask; t++) free(S->task[t].pend);
-    free(S->tid), free(S->op), free(S->peer), free(S->bytes), free(S->req), free(S->t), free(S->seq);
+    free(S->tid), free(S->op), free(S->peer), free(S->bytes), free(S->req), free(S->t);
     free(S->task), free(S->hk), free(S->hv), free(S->scratch), free(S);
+}
+
+/* the \n bytes of every file: the rows are about as many (waitall adds some, comments remove some) */
+static int64_t count_lines(const hv_tit_config *c) {
+    int64_t lines = 0;
+    for (int64_t f = 0; f < c->nfiles; f++) {
+        const char *p = c->buf[f], *end = c->buf[f] + c->len[f];
+        while (p < end && (p = memchr(p, '\n', (size_t)(end - p)))) p++, lines++;
+    }
+    return lines;
 }
 
 int hv_tit_config_size(void) { return (int)sizeof(hv_tit_config); }
@@ -506,7 +554,9 @@ int hv_tit_parse(hv_tit_config *c) {
     c->state = S, c->err = HV_TIT_OK, c->nrows = 0, c->ntasks = 0;
     if (!S || !c_locale()) return -1;
     init_classes();
+    init_actions();
     S->last_rank = -1, S->peer_max = -1;
+    if (rows_grow(S, count_lines(c) + 1)) return -1;
     for (int64_t f = 0; f < c->nfiles && c->err == HV_TIT_OK; f++) parse_file(S, c, f);
     if (c->err == HV_TIT_OK) check_end(S, c);
     return c->err == HV_TIT_E_MEMORY ? -1 : 0;
@@ -516,14 +566,16 @@ int hv_tit_parse(hv_tit_config *c) {
  * each task whose last row is not one, in order of the tasks' first lines */
 void hv_tit_fill(hv_tit_config *c) {
     tit_st *S = c->state;
-    int64_t *order = malloc((size_t)(S->ntask + 1) * sizeof *order), *base = malloc((size_t)(S->ntask + 1) * 8);
-    if (!order || !base) return free(order), free(base), (void)(c->err = HV_TIT_E_MEMORY);
+    size_t nt = (size_t)S->ntask + 1;
+    int64_t *order = malloc(nt * 8), *base = malloc(nt * 8), *start = malloc(nt * 8);
+    if (!order || !base || !start) return free(order), free(base), free(start), (void)(c->err = HV_TIT_E_MEMORY);
     for (int64_t t = 0; t < S->ntask; t++) order[t] = t;
     qsort_r(order, (size_t)S->ntask, sizeof *order, cmp_rank, S->task);
-    for (int64_t k = 0, off = 0; k < S->ntask; k++) base[order[k]] = off, off += S->task[order[k]].nrows;
+    for (int64_t k = 0, off = 0; k < S->ntask; k++)
+        start[order[k]] = base[order[k]] = off, off += S->task[order[k]].nrows;
     for (int64_t i = 0; i < S->n; i++) {
-        int64_t j = base[S->tid[i]] + S->seq[i];
-        c->task[j] = (int32_t)S->task[S->tid[i]].rank, c->seq[j] = S->seq[i], c->op[j] = S->op[i];
+        int64_t ti = S->tid[i], j = base[ti]++;
+        c->task[j] = (int32_t)S->task[ti].rank, c->seq[j] = j - start[ti], c->op[j] = S->op[i];
         c->peer[j] = S->peer[i], c->req[j] = S->req[i], c->t[j] = S->t[i];
         c->bytes[j] = S->op[i] == OP_ALLTOALL ? S->bytes[i] * c->ntasks : S->bytes[i];
     }
@@ -534,7 +586,7 @@ void hv_tit_fill(hv_tit_config *c) {
         c->peer[j] = -1, c->bytes[j] = 0, c->req[j] = -1, c->t[j] = ts->clock;
         j++;
     }
-    free(order), free(base);
+    free(order), free(base), free(start);
 }
 
 void hv_tit_free(hv_tit_config *c) {

@@ -165,10 +165,22 @@ def _index_entries(path: Path, text: str):
 def _events(cols: dict[str, np.ndarray]) -> pd.DataFrame:
     """The native columns (hpcvar.traces.native.COLUMNS) from the parsers' arrays."""
     n = len(cols["task"])
-    ev = {"task": cols["task"], "seq": cols["seq"], "op": np.array(OPS, dtype=object)[cols["op"]],
-          "peer": cols["peer"], "bytes": cols["bytes"], "tag": np.zeros(n, np.int32),
-          "comm": np.zeros(n, np.int32), "t_start_ns": cols["t"], "t_end_ns": cols["t"].copy(), "req": cols["req"]}
-    return pd.DataFrame({c: ev[c] if t == "object" else ev[c].astype(t, copy=False) for c, t in COLUMNS.items()})
+    ev = {"task": cols["task"], "seq": cols["seq"], "op": op_names(cols["op"]), "peer": cols["peer"],
+          "bytes": cols["bytes"], "tag": np.zeros(n, np.int32), "comm": np.zeros(n, np.int32),
+          "t_start_ns": cols["t"], "t_end_ns": cols["t"].copy(), "req": cols["req"]}
+    return pd.DataFrame({c: ev[c] if t == "object" else ev[c].astype(t, copy=False) for c, t in COLUMNS.items()},
+                        copy=False)
+
+
+def op_names(codes: np.ndarray):
+    """The op names of int8 codes (OPS) as the array pandas makes of a column of strings (pandas 3: ``str``,
+    Arrow-backed, built by Arrow's take in C; else objects), without pandas inferring 10M strings."""
+    dtype = pd.Series(OPS).dtype
+    if getattr(dtype, "storage", None) == "pyarrow":
+        import pyarrow as pa
+
+        return pd.array(pa.array(OPS, pa.large_string()).take(pa.array(codes)), dtype=dtype)
+    return pd.Series(np.array(OPS, dtype=object)[codes]).array
 
 
 # ---- the compiled parser ------------------------------------------------------------------------------
