@@ -29,7 +29,8 @@ import pandas as pd
 
 from hpcvar.errors import InputFileError, UsageError, read_user_bytes
 from hpcvar.traces import import_engine
-from hpcvar.traces.native import COLUMNS, MAX_BYTES, MAX_NS, MAX_TASKS, OPS, Trace
+from hpcvar.traces.columns import events_frame
+from hpcvar.traces.native import MAX_BYTES, MAX_NS, MAX_TASKS, OPS, Trace
 from hpcvar.units import MAX_SIZE
 
 _P2P = {"send", "isend", "recv", "irecv"}
@@ -163,24 +164,8 @@ def _index_entries(path: Path, text: str):
 
 
 def _events(cols: dict[str, np.ndarray]) -> pd.DataFrame:
-    """The native columns (hpcvar.traces.native.COLUMNS) from the parsers' arrays."""
-    n = len(cols["task"])
-    ev = {"task": cols["task"], "seq": cols["seq"], "op": op_names(cols["op"]), "peer": cols["peer"],
-          "bytes": cols["bytes"], "tag": np.zeros(n, np.int32), "comm": np.zeros(n, np.int32),
-          "t_start_ns": cols["t"], "t_end_ns": cols["t"].copy(), "req": cols["req"]}
-    return pd.DataFrame({c: ev[c] if t == "object" else ev[c].astype(t, copy=False) for c, t in COLUMNS.items()},
-                        copy=False)
-
-
-def op_names(codes: np.ndarray):
-    """The op names of int8 codes (OPS) as the array pandas makes of a column of strings (pandas 3: ``str``,
-    Arrow-backed, built by Arrow's take in C; else objects), without pandas inferring 10M strings."""
-    dtype = pd.Series(OPS).dtype
-    if getattr(dtype, "storage", None) == "pyarrow":
-        import pyarrow as pa
-
-        return pd.array(pa.array(OPS, pa.large_string()).take(pa.array(codes)), dtype=dtype)
-    return pd.Series(np.array(OPS, dtype=object)[codes]).array
+    """The events frame from the parsers' arrays (every TIT row lasts 0 s)."""
+    return events_frame({**cols, "t_start": cols["t"], "t_end": cols["t"].copy()})
 
 
 # ---- the compiled parser ------------------------------------------------------------------------------
