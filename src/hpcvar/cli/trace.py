@@ -145,15 +145,18 @@ def _render_summary(c, s: dict) -> None:
               help="Input format: SimGrid time-independent trace (tit) or OTF2 archive (the .otf2 anchor file).")
 @click.option("--flops-rate", type=float, default=1e9, show_default=True,
               help="TIT: flop/s that turn 'compute FLOPS' into seconds.")
+@click.option("--engine", type=click.Choice(["auto", "native", "python"]), default=None,
+              help="Importer: C (native/sim/tit.c; OTF2: libotf2, where hpcvar was built with it), the Python "
+                   "reference, or auto (C when installed) [default: $HPCVAR_IMPORT_ENGINE, else auto].")
 @format_options(legacy=("fmt", ("auto", "tit", "otf2")))
-def import_cmd(source, output, fmt, flops_rate, as_json):
+def import_cmd(source, output, fmt, flops_rate, engine, as_json):
     """Convert an OTF2 or SimGrid TIT trace to the native format."""
     from hpcvar.traces import load_trace
     from hpcvar.traces.native import write_parquet
 
     if fmt == "auto":
         fmt = "otf2" if source.endswith(".otf2") else "tit"
-    trace = load_trace(source, fmt, flops_rate)
+    trace = load_trace(source, fmt, flops_rate, engine)
     with writing_out(output):
         write_parquet(trace, output)
     emit(_summary(trace, output), as_json, _render_summary)
