@@ -208,3 +208,22 @@ def test_trace_without_subcommand_means_run(tmp_path):
     assert res.returncode != 0 and "no such trace file" in res.stderr
     res = run_cli(["trace", "bogus"])
     assert res.returncode == 2 and "bogus" in res.stderr
+
+
+def test_otf2_without_the_c_reader_uses_the_package(tmp_path, monkeypatch):
+    """hpcvar built without libotf2: auto reads through the otf2 package, native is an error with the remedy."""
+    from hpcvar.errors import MissingToolError
+    from hpcvar.traces import otf2_native
+    from hpcvar.traces.otf2_import import read_otf2, used_engine
+
+    anchor = _write_otf2(tmp_path / "arch")
+
+    def missing():
+        raise MissingToolError("the native library 'libhv_otf2.so' is not installed", None, "install libotf2")
+
+    monkeypatch.setattr(otf2_native, "available", lambda: False)
+    monkeypatch.setattr(otf2_native, "lib", missing)
+    assert used_engine() == "python"
+    assert read_otf2(anchor).ntasks == 2
+    with pytest.raises(MissingToolError, match="libhv_otf2.so"):
+        read_otf2(anchor, "native")
