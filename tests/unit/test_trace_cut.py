@@ -23,7 +23,7 @@ def _two_sections(cross: str = "") -> Trace:
     for t in (0, 1):
         ts = [0]
 
-        def add(op, dur=1, **kw):
+        def add(op, dur=1, t=t, ts=ts, **kw):
             rows.append({"task": t, "op": op, "t_start_ns": ts[0] * US, "t_end_ns": (ts[0] + dur) * US, **kw})
             ts[0] += dur
 
