@@ -275,10 +275,11 @@ def _summaries_in_place(tasks: np.ndarray, wl: Workload) -> tuple[dict, dict]:
     head[:] = waiting[:m]
     flat = tasks.view(np.int64)
     stride = tasks.dtype.itemsize // 8
-    absorbed = _pack(flat, tasks.dtype.fields["absorbed"][1] // 8, stride, 0, n)
+    fields = tasks.dtype.fields or {}
+    absorbed = _pack(flat, fields["absorbed"][1] // 8, stride, 0, n)
     absorbed_q = quantiles(absorbed, in_place=True)
     flat[: len(head)] = head
-    waiting = _pack(flat, tasks.dtype.fields["t"][1] // 8, stride, len(head), n)
+    waiting = _pack(flat, fields["t"][1] // 8, stride, len(head), n)
     return absorbed_q, quantiles(waiting, in_place=True)
 
 
