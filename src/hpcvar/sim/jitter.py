@@ -275,7 +275,7 @@ def _summaries_in_place(tasks: np.ndarray, wl: Workload) -> tuple[dict, dict]:
     head[:] = waiting[:m]
     flat = tasks.view(np.int64)
     stride = tasks.dtype.itemsize // 8
-    fields = tasks.dtype.fields or {}
+    fields: dict = dict(tasks.dtype.fields or {})
     absorbed = _pack(flat, fields["absorbed"][1] // 8, stride, 0, n)
     absorbed_q = quantiles(absorbed, in_place=True)
     flat[: len(head)] = head
