@@ -125,8 +125,6 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
         nevents_trace = len(trace.events)
         ops, encoded, ops_per_replay, m_total, m_comm = _lower(p, trace, timings)
         timeline_src = trace if p.chrome_file else None
-        if encoded is not None and not p.chrome_file:
-            trace.events = trace.events.iloc[0:0]  # the replays need only the op arrays: free the rows
         nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.mappings) * len(p.models)
         total_ops = nruns * ops_per_replay
         if show_progress is None:
@@ -203,7 +201,8 @@ def _lower(p: Params, trace, timings: dict):
     else:
         from hpcvar.sim.replay_native import lower_native
 
-        encoded = lower_native(trace, p.collectives)
+        # the replays need only the op arrays: the rows go as the lowering consumes them (--chrome keeps them)
+        encoded = lower_native(trace, p.collectives, release_rows=not p.chrome_file)
         ops_per_replay = len(encoded.kind)
     timings["lower_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
