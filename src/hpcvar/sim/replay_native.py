@@ -171,7 +171,7 @@ def op_codes(ops) -> np.ndarray:
 
     cat = ops.dtype if isinstance(ops.dtype, pd.CategoricalDtype) else None
     if cat is not None and list(cat.categories) == OPS:
-        codes = ops.cat.codes.to_numpy()
+        codes = ops.array.codes  # a view
     else:
         codes = pd.Categorical(ops, categories=OPS).codes
     if len(codes) and codes.min() < 0:
@@ -200,7 +200,7 @@ def lower_native(trace, algo: str = "binomial", release_rows: bool = False) -> E
         task, seq = task[order], seq[order]
         if not in_task_seq_order(task, seq):
             return encode(lower(trace, algo)[0])  # seq not 0, 1, 2, ... per task: the reference numbering
-    row_off = np.searchsorted(task, np.arange(trace.ntasks + 1), side="left").astype(np.int64)
+    row_off = np.searchsorted(task, np.arange(trace.ntasks + 1, dtype=task.dtype)).astype(np.int64)  # no cast
     del task, seq
     cols = {name: ev[name] for name in LOWER_COLUMNS}
     if release_rows:
@@ -225,6 +225,8 @@ def _check_algo(algo: str) -> None:
 def _lower_c(cols: dict, row_off: np.ndarray, trace, algo: str) -> Encoded:
     """The two C passes over the sorted columns (count, then fill); ``cols`` is emptied once the second has
     read them."""
+    from hpcvar import _memory
+
     cids = sorted(trace.comms)
     comm = (np.array(cids, np.int32), np.cumsum([0] + [len(trace.comms[c]) for c in cids]).astype(np.int64),
             np.array([w for c in cids for w in trace.comms[c]], np.int32))
@@ -235,9 +237,10 @@ def _lower_c(cols: dict, row_off: np.ndarray, trace, algo: str) -> Encoded:
         setattr(c, "t_start" if name == "t_start_ns" else "t_end" if name == "t_end_ns" else name, a.ctypes.data)
     _lower_pass(c)
     _lower_errors(c, cols, row_off, trace.source or "trace")
-    out = dict(task_off=np.empty(trace.ntasks + 1, np.int64), kind=np.empty(c.nops, np.int8),
-               peer_out=np.empty(c.nops, np.int32), val=np.empty(c.nops, np.float64), key=np.empty(c.nops, np.int32),
-               req_out=np.empty(c.nops, np.int32), wreq=np.empty(c.nwreq, np.int32), row=np.empty(c.nops, np.int32),
+    big = _memory.empty
+    out = dict(task_off=np.empty(trace.ntasks + 1, np.int64), kind=big(c.nops, np.int8),
+               peer_out=big(c.nops, np.int32), val=big(c.nops, np.float64), key=big(c.nops, np.int32),
+               req_out=big(c.nops, np.int32), wreq=big(c.nwreq, np.int32), row=big(c.nops, np.int32),
                mpi_ns=np.empty(trace.ntasks), first_start=np.empty(trace.ntasks, np.int64),
                last_end=np.empty(trace.ntasks, np.int64))
     for name, a in out.items():

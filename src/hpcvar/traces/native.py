@@ -111,7 +111,7 @@ def validate(trace: Trace, where: str) -> None:
 def _check_ops(ev: pd.DataFrame, where: str) -> None:
     op = ev["op"]
     if isinstance(op.dtype, pd.CategoricalDtype) and set(op.cat.categories) <= set(OPS):
-        codes = op.cat.codes.to_numpy()  # a categorical over known ops: only missing values can be bad
+        codes = op.array.codes  # a categorical over known ops: only missing values can be bad
         if not len(codes) or codes.min() >= 0:
             return
         bad = codes < 0
@@ -284,9 +284,11 @@ def _read_row_groups(pf, where: str) -> dict[str, np.ndarray]:
     """The columns (NUMPY_TYPES) of every row group, copied into arrays allocated once for the file."""
     import pyarrow as pa
 
+    from hpcvar import _memory
+
     _check_columns(pf.schema_arrow.names, where)
     n = pf.metadata.num_rows
-    cols = {c: np.empty(n, t) for c, t in NUMPY_TYPES.items()}
+    cols = {c: _memory.empty(n, t) for c, t in NUMPY_TYPES.items()}
     pos = 0
     for i in range(pf.num_row_groups):
         try:
@@ -298,6 +300,7 @@ def _read_row_groups(pf, where: str) -> dict[str, np.ndarray]:
         _fill_columns(cols, pos, table, where)
         pos += table.num_rows
         del table
+    pa.default_memory_pool().release_unused()  # Arrow's allocator keeps a row group's buffers for reuse
     if pos != n:
         raise InputFileError(f"the row groups do not hold the {n} rows the file's footer announces", where,
                              todo="The trace is damaged: record or import it again")
