@@ -263,7 +263,10 @@ def _open_parquet(path: Path):
     if not path.is_file():
         raise InputFileError("no such trace file", str(path), todo="Give a trace written by 'hpcvar trace run'")
     try:
-        return pq.ParquetFile(path, read_dictionary=["op"])
+        try:  # 'op' decoded as a dictionary: the lookup to OPS then runs over its few words
+            return pq.ParquetFile(path, read_dictionary=["op"])
+        except KeyError:  # no 'op' column: the reader names the missing columns
+            return pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as e:
         raise _unreadable(e, str(path)) from None
 
