@@ -165,9 +165,18 @@ def _seq_break(task: np.ndarray, seq: np.ndarray) -> int:
         return -1
     if seq[0] != 0:
         return 0
-    i = _first_true(lambda t, tp, s, sp: np.where(t == tp, s != sp + 1, (t < tp) | (s != 0)),
-                    task[1:], task[:-1], seq[1:], seq[:-1])
+    i = _first_true(_breaks, task[1:], task[:-1], seq[1:], seq[:-1])
     return -1 if i < 0 else i + 1
+
+
+def _breaks(t: np.ndarray, tp: np.ndarray, s: np.ndarray, sp: np.ndarray) -> np.ndarray:
+    """Rows (t, s) that neither continue the previous row's task (tp, sp) by one nor start a later task at 0:
+    the full test runs only where seq does not go on by one or the task changes (a few rows per task)."""
+    hit = np.zeros(len(t), dtype=bool)
+    cand = np.flatnonzero((s - sp != 1) | (t != tp))
+    tc, tpc, sc, spc = t[cand], tp[cand], s[cand], sp[cand]
+    hit[cand] = ~(((tc == tpc) & (sc - spc == 1)) | ((tc > tpc) & (sc == 0)))
+    return hit
 
 
 def in_task_seq_order(task: np.ndarray, seq: np.ndarray) -> bool:
