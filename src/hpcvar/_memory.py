@@ -28,7 +28,11 @@ def empty(n: int, dtype) -> np.ndarray:
     nbytes = n * dtype.itemsize
     if nbytes < MIN_MAPPED_BYTES:
         return np.empty(n, dtype)
-    return np.frombuffer(mmap.mmap(-1, nbytes, flags=_FLAGS), dtype=dtype, count=n)
+    try:
+        buf = mmap.mmap(-1, nbytes, flags=_FLAGS)
+    except OSError as e:  # ENOMEM: the MemoryError numpy's allocator raises
+        raise MemoryError(f"cannot map {nbytes} bytes: {e.strerror}") from None
+    return np.frombuffer(buf, dtype=dtype, count=n)
 
 
 __all__ = ["MIN_MAPPED_BYTES", "empty"]
