@@ -6,7 +6,9 @@ It is built with numpy and written as a native Parquet trace, then:
 
 1. end to end: ``hpcvar sim app TRACE --nodes N --mapping rrp --model none --no-plots`` run as the library
    job in a fresh process (read + measured S_m + lower + simulate + store), trace events per wall second;
-   memory: the peak RSS of that process (getrusage ru_maxrss) minus its RSS just before the job, per event;
+   memory: the peak RSS of that process (VmHWM of /proc/self/status; not getrusage's ru_maxrss, which a
+   process spawned by this one starts at this one's RSS, about 1 GiB with the trace in memory) minus its RSS
+   just before the job, per event;
 2. the C core per model (none, gige, myrinet, maxmin): one replay of the lowered arrays, trace events per
    second (lowering timed apart, once per trace);
 3. with --python-events N, the Python reference engine on a trace of N events, for comparison.
@@ -83,13 +85,16 @@ import hpcvar.sim.replay_native, hpcvar.traces.native, hpcvar.sim.app_report, py
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize()
+def peak_rss():  # VmHWM: this process's own peak (ru_maxrss would start from the parent's RSS at the spawn)
+    with open("/proc/self/status") as f:
+        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
 a = json.loads(sys.argv[1])
 base = rss()
 t0 = time.perf_counter()
 run, out = run_job(Params(trace=a["trace"], nodes=a["nodes"], mappings=("rrp",), models=tuple(a["models"]),
                           no_plots=True), a["runs"], ["bench"], show_progress=False)
 wall = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+peak = peak_rss()
 print(json.dumps({"wall_s": wall, "base_rss": base, "peak_rss": peak, "events": out["events"],
                   "read_s": out["read_s"], "measure_s": out["measure_s"], "lower_s": out["lower_s"],
                   "replay_s": sum(r["replay_s"] for r in out["runs"]), "engine": out["runs"][0]["engine"]}))

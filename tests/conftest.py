@@ -18,12 +18,12 @@ def hpcvar_cmd() -> list[str]:
     return [sys.executable, "-m", "hpcvar"]
 
 
-def run_cli(args: list[str], env: dict | None = None, timeout: float = 300, check: bool = False):
+def run_cli(args: list[str], env: dict | None = None, timeout: float = 300, check: bool = False, cwd=None):
     e = dict(os.environ)
     e.setdefault("COLUMNS", "120")
     if env:
         e.update(env)
-    res = subprocess.run(hpcvar_cmd() + args, capture_output=True, text=True, env=e, timeout=timeout)
+    res = subprocess.run(hpcvar_cmd() + args, capture_output=True, text=True, env=e, timeout=timeout, cwd=cwd)
     if check and res.returncode != 0:
         raise AssertionError(f"hpcvar {' '.join(args)} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
     return res

@@ -366,12 +366,63 @@ static void coll_steps(steps_t *S, int op, int64_t n, int64_t me, int64_t root, 
 /* ---- the lowering ------------------------------------------------------------------------- */
 
 typedef struct {
+    int64_t ts, te;
+} ival;
+
+typedef struct {
     hv_rp_lower_config *c;
     int fill;
     int64_t nops, nwreq, ncreq;
     int oom;
     hmap keys, coll;
+    ival *iv; /* scratch: one task's MPI intervals, when they need a sort (mpi_resorted) */
+    int64_t civ;
 } lw;
+
+/* ---- the measured side: the union of a task's MPI rows' [t_start, t_end] ---------------------------- */
+
+/* the union accumulated row by row with the operations of hpcvar.sim.app.mpi_time_s: covered =
+ * max(0, end - max(start, the latest end so far)) in doubles, summed in row order */
+typedef struct {
+    double sum;
+    int64_t reach, ts, te;
+    int have, unsorted; /* unsorted: a row before its predecessor in (t_start, t_end) order */
+} mpi_acc;
+
+static void mpi_add(mpi_acc *a, int64_t ts, int64_t te) {
+    if (a->have && (ts < a->ts || (ts == a->ts && te < a->te))) a->unsorted = 1;
+    double lo = a->have ? ((double)ts > (double)a->reach ? (double)ts : (double)a->reach) : (double)ts;
+    double cov = (double)te - lo;
+    a->sum += cov > 0.0 ? cov : 0.0;
+    if (!a->have || te > a->reach) a->reach = te;
+    a->ts = ts, a->te = te, a->have = 1;
+}
+
+static int ival_cmp(const void *pa, const void *pb) {
+    const ival *a = pa, *b = pb;
+    if (a->ts != b->ts) return a->ts < b->ts ? -1 : 1;
+    return (a->te > b->te) - (a->te < b->te);
+}
+
+/* the union over rows [lo, hi) of a task whose MPI rows are not in time order: the intervals sorted by
+ * (t_start, t_end) as mpi_time_s's lexsort orders them (equal pairs add equal amounts, so stability does
+ * not matter), then accumulated; -1 if memory runs out */
+static int mpi_resorted(lw *L, int64_t lo, int64_t hi, double *out) {
+    const hv_rp_lower_config *c = L->c;
+    if (hi - lo > L->civ) {
+        ival *p = realloc(L->iv, (size_t)(hi - lo) * sizeof *p);
+        if (!p) return -1;
+        L->iv = p, L->civ = hi - lo;
+    }
+    int64_t n = 0;
+    for (int64_t g = lo; g < hi; g++)
+        if (c->op[g] != OP_INIT && c->op[g] != OP_FINALIZE) L->iv[n++] = (ival){c->t_start[g], c->t_end[g]};
+    qsort(L->iv, (size_t)n, sizeof *L->iv, ival_cmp);
+    mpi_acc a = {0};
+    for (int64_t i = 0; i < n; i++) mpi_add(&a, L->iv[i].ts, L->iv[i].te);
+    *out = a.sum;
+    return 0;
+}
 
 static int emit(lw *L, int kind, int32_t peer, double val, int32_t key, int64_t req, int64_t row) {
     hv_rp_lower_config *c = L->c;
@@ -421,9 +472,9 @@ static int pass(lw *L) {
     L->nops = L->nwreq = L->ncreq = 0;
     for (int64_t t = 0; t < c->ntasks; t++) {
         if (L->fill) c->task_off[t] = L->nops;
-        int have_prev = 0, have_mpi = 0;
-        int64_t prev_end = 0, mpi_ts = 0, mpi_te = 0, reach = 0;
-        double mpi = 0.0;
+        int have_prev = 0;
+        int64_t prev_end = 0;
+        mpi_acc mpi = {0};
         if (L->fill) c->first_start[t] = INT64_MAX, c->last_end[t] = INT64_MIN;
         int64_t base = c->row_off[t], nrow_t = c->row_off[t + 1] - base;
         for (int64_t g = base; g < c->row_off[t + 1]; g++) {
@@ -440,14 +491,7 @@ static int pass(lw *L) {
             if (L->fill) { /* the measured side: span, and the union of the MPI rows' intervals */
                 if (ts < c->first_start[t]) c->first_start[t] = ts;
                 if (te > c->last_end[t]) c->last_end[t] = te;
-                if (op != OP_INIT && op != OP_FINALIZE) {
-                    if (have_mpi && (ts < mpi_ts || (ts == mpi_ts && te < mpi_te))) c->mpi_unsorted = 1;
-                    double lo = have_mpi ? ((double)ts > (double)reach ? (double)ts : (double)reach) : (double)ts;
-                    double cov = (double)te - lo;
-                    mpi += cov > 0.0 ? cov : 0.0;
-                    if (!have_mpi || te > reach) reach = te;
-                    mpi_ts = ts, mpi_te = te, have_mpi = 1;
-                }
+                if (op != OP_INIT && op != OP_FINALIZE) mpi_add(&mpi, ts, te);
             }
             int32_t peer = c->peer[g], tag = c->tag[g], comm = c->comm[g];
             int64_t b = c->bytes[g];
@@ -553,7 +597,10 @@ static int pass(lw *L) {
             }
             if (L->oom) goto out;
         }
-        if (L->fill) c->mpi_ns[t] = mpi;
+        if (L->fill) {
+            c->mpi_ns[t] = mpi.sum;
+            if (mpi.unsorted && mpi_resorted(L, base, c->row_off[t + 1], &c->mpi_ns[t])) goto out;
+        }
     }
     if (L->fill) c->task_off[c->ntasks] = L->nops;
     rc = 0;
@@ -571,7 +618,6 @@ int hv_rp_lower(hv_rp_lower_config *c) {
     L.c = c;
     c->err = 0;
     L.fill = c->kind != NULL;
-    if (L.fill) c->mpi_unsorted = 0;
     int rc = pass(&L);
     if (rc == 0) {
         c->nops = L.nops;
@@ -582,5 +628,6 @@ int hv_rp_lower(hv_rp_lower_config *c) {
     if (c->err) rc = 0; /* reported through err */
     hmap_free(&L.keys);
     hmap_free(&L.coll);
+    free(L.iv);
     return rc;
 }

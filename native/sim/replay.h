@@ -88,11 +88,10 @@ typedef struct {
     int32_t *row;
     /* the measured side, in the same pass (fill pass): per task the union of its MPI rows' [t_start,
      * t_end] (init/finalize excluded; ns, summed as hpcvar.sim.app.mpi_time_s does), the first start and
-     * the last end of all its rows; mpi_unsorted = 1 if some task's MPI rows are not in (t_start, t_end)
-     * order (the union then needs a sort: the caller uses mpi_time_s) */
+     * the last end of all its rows (a task whose MPI rows are not in (t_start, t_end) order has them
+     * sorted first, as mpi_time_s does) */
     double *mpi_ns;
     int64_t *first_start, *last_end;
-    int32_t mpi_unsorted, pad2;
     /* errors: code and row */
     int32_t err, pad1; /* 1 recv from a non-task, 2 comm not described, 3 not a member */
     int64_t err_row;

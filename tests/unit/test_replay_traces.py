@@ -54,6 +54,65 @@ def test_unknown_op_and_gap_in_seq(tmp_path):
         read_parquet(tmp_path / "y.trace")
 
 
+def _foreign_parquet(path, ev, row_group_size=3, **columns):
+    """A native trace as another tool may write it: plain string ops, int64 numbers, small row groups, some
+    columns replaced (``columns``: name -> pyarrow array)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pa.table({c: columns.get(c, pa.array(ev[c].astype(str) if c == "op" else ev[c].astype("int64")))
+                      for c in ev.columns})
+    meta = {"format": "hpcvar-trace", "version": 1, "ntasks": 2}
+    pq.write_table(table.replace_schema_metadata({b"hpcvar.trace": json.dumps(meta).encode()}), path,
+                   row_group_size=row_group_size)
+    return path
+
+
+def test_parquet_row_groups_strings_int64_and_nulls(tmp_path):
+    """Row groups are read one by one into the same columns; string ops become the categorical over OPS,
+    int64 numbers the native types, a missing peer or req -1."""
+    import pyarrow as pa
+
+    ev = make_events(PINGPONG)
+    peer = pa.array([None if p < 0 else p for p in ev["peer"].tolist()], pa.int64())
+    req = pa.array([None] * len(ev), pa.int64())
+    back = read_parquet(_foreign_parquet(tmp_path / "t.trace", ev, peer=peer, req=req))
+    num = [c for c in ev.columns if c != "op"]
+    assert back.events[num].dtypes.tolist() == ev[num].dtypes.tolist()
+    assert back.events.values.tolist() == ev.values.tolist()
+    assert len(back.events) == 8 and back.events["op"].cat.categories.tolist() == OPS
+
+
+@pytest.mark.parametrize("column, values, message", [
+    ("op", ["init", "send", "recv", "finalize", "init", "recv", "bogus", "finalize"],
+     "unknown op 'bogus' at task 1 seq 2"),
+    ("op", ["init", "send", "recv", "finalize", "init", None, "send", "finalize"], "column 'op' has missing"),
+    ("seq", [0, 1, 2, 3, 0, None, 2, 3], "column 'seq' has missing values"),
+    ("bytes", [0, 1000.5, 1000, 0, 0, 1000, 1000, 0], "'bytes' holds values that are not int64 integers"),
+    ("task", [0, 0, 0, 0, 1, 1, 1, 2**32 + 1], "'task' holds values that are not int32 integers"),
+    ("tag", ["0"] * 8, "'tag' holds values that are not int32 integers")])
+def test_parquet_damaged_columns_in_a_later_row_group(tmp_path, column, values, message):
+    """A bad value in the second or third row group is named with its own task and seq."""
+    import pyarrow as pa
+
+    path = _foreign_parquet(tmp_path / "t.trace", make_events(PINGPONG), **{column: pa.array(values)})
+    with pytest.raises(InputFileError, match=message) as e:
+        read_parquet(path)
+    assert str(path) in e.value.where
+
+
+def test_parquet_tasks_interleaved(tmp_path):
+    """Rows need not be grouped by task: seq counts each task's rows in file order (a gap is named by its
+    task and its place in the task)."""
+    ev = make_events(PINGPONG)
+    mixed = ev.iloc[[0, 4, 1, 5, 2, 6, 3, 7]].reset_index(drop=True)
+    back = read_parquet(_foreign_parquet(tmp_path / "t.trace", mixed))
+    assert back.events.values.tolist() == mixed.values.tolist()
+    gap = mixed.drop(index=3).reset_index(drop=True)  # task 1 loses seq 1
+    with pytest.raises(InputFileError, match=r"task 1: seq is not 0,1,2,... \(row 1 has seq 2\)"):
+        read_parquet(_foreign_parquet(tmp_path / "g.trace", gap))
+
+
 def _raw_file(path, rank, size, recs, announced=None, comm_lines=("comm 0 2 0 1",)):
     arr = np.zeros(len(recs), dtype=RAW_RECORD)
     for i, (op, peer, nbytes, t0, t1) in enumerate(recs):

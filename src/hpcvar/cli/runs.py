@@ -77,7 +77,8 @@ def show_cmd(run, as_json, runs_dir):
         t.add_row(k, str(meta.get(k)))
     launcher = meta.get("launcher") or {}
     for k, v in launcher.items():
-        t.add_row(f"launcher.{k}", str(v))
+        text = str(v)  # a nested value (the testbed's hosts) in full would widen every row: --json has it whole
+        t.add_row(f"launcher.{k}", text if len(text) <= 100 else text[:97] + "...")
     native = meta.get("native") or {}
     for k in ("mpi_library", "timer", "timer_resolution_ns", "timer_cost_ns", "timer_tsc_hz", "hosts"):
         if k in native:

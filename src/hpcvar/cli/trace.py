@@ -34,6 +34,7 @@ def cli() -> None:
     hpcvar trace -o APP.trace -- mpiexec -n 4 ./app     (the same as 'hpcvar trace run ...')
     hpcvar trace import SOURCE -o APP.trace             (OTF2 or SimGrid TIT)
     hpcvar trace show APP.trace
+    hpcvar trace cut APP.trace -o PART.trace --after-collective -1
     """
 
 
@@ -117,10 +118,16 @@ def _summary(trace, path) -> dict:
     ev = trace.events
     span = (ev.groupby("task")["t_end_ns"].max() - ev.groupby("task")["t_start_ns"].min()) * 1e-9
     from hpcvar.sim.app import mpi_time_s
+    from hpcvar.traces.cut import world_collectives
 
     comm = mpi_time_s(ev, trace.ntasks)
-    return {"trace": str(path), "ntasks": trace.ntasks, "rows": int(len(ev)), "timed": trace.timed,
-            "ops": {k: int(v) for k, v in ev["op"].value_counts().items()},
+    coll = world_collectives(trace)
+    first = coll[coll["task"] == 0]
+    return {"world_collectives": int(len(first)),
+            "last_world_collective": ({"k": int(first["k"].iloc[-1]), "op": str(first["op"].iloc[-1]),
+                                       "t_end_s": float(first["t_end_ns"].iloc[-1]) * 1e-9} if len(first) else None),
+            "trace": str(path), "ntasks": trace.ntasks, "rows": int(len(ev)), "timed": trace.timed,
+            "ops": {k: int(v) for k, v in ev["op"].value_counts().items() if v},
             "comms": len(trace.comms), "clock": trace.meta.get("clock"),
             "tasks": [{"task": int(t), "span_s": float(span[t]), "mpi_s": float(comm[t])}
                       for t in range(trace.ntasks) if t in span.index]}
@@ -132,6 +139,11 @@ def _render_summary(c, s: dict) -> None:
     c.print(f"{s['trace']}: {s['ntasks']} tasks, {s['rows']} rows, {s['comms']} communicators"
             + (f", clock {s['clock']}" if s.get("clock") else "") + ("" if s["timed"] else " (time-independent)"))
     c.print("ops: " + ", ".join(f"{k} {v}" for k, v in s["ops"].items()))
+    last = s.get("last_world_collective")
+    if last:
+        c.print(f"collectives on MPI_COMM_WORLD per task: {s['world_collectives']} (the last, number "
+                f"{last['k']} or -1, is a {last['op']} ending at {last['t_end_s']:.6f} s on task 0; "
+                "'hpcvar trace cut' cuts at them)")
     t = Table("task", "span", "in MPI", box=None)
     for r in s["tasks"]:
         t.add_row(str(r["task"]), f"{r['span_s']:.6f} s", f"{r['mpi_s']:.6f} s")
@@ -170,3 +182,33 @@ def show_cmd(trace_file, as_json):
     from hpcvar.traces.native import read_parquet
 
     emit(_summary(read_parquet(trace_file), trace_file), as_json, _render_summary)
+
+
+@cli.command("cut")
+@click.argument("trace_file", type=click.Path())
+@option("-o", "--out", "output", required=True, type=OUT_PATH, help="Native trace to write (the section).")
+@click.option("--after-collective", "after", type=int, default=None,
+              help="Keep what each task does after its K-th collective on MPI_COMM_WORLD (0 the first, -1 the "
+                   "last).")
+@click.option("--before-collective", "before", type=int, default=None,
+              help="Keep what each task does before its K-th collective on MPI_COMM_WORLD.")
+@format_options
+def cut_cmd(trace_file, output, after, before, as_json):
+    """Cut one section of a program out of a trace, at collectives on MPI_COMM_WORLD.
+
+    Every rank calls the collectives of a communicator in the same order, so the K-th one is the same
+    point of the program in every task; a message or a request that crosses the cut is refused. The
+    section keeps the compute before its first and after its last call. Example: the HPL section of
+    the HPC Challenge suite (hpcc runs HPL last, after its last world collective):
+
+    \b
+    hpcvar trace cut hpcc.trace -o hpl.trace --after-collective -1
+    """
+    from hpcvar.traces import load_trace
+    from hpcvar.traces.cut import cut
+    from hpcvar.traces.native import write_parquet
+
+    part = cut(load_trace(trace_file), after, before, where=str(trace_file))
+    with writing_out(output):
+        write_parquet(part, output)
+    emit(_summary(part, output), as_json, _render_summary)

@@ -108,25 +108,18 @@ class _Progress:
 def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = None):
     """Replay ``p.trace`` for every mapping x model (x replica); store the run. Returns (run, result).
     ``show_progress``: None = when stderr is a terminal and the replays are long (PROGRESS_MIN_OPS)."""
-    from hpcvar import metadata
     from hpcvar.results.store import Run, run_lifecycle
-    from hpcvar.traces import load_trace
 
     p.check()
-    timings = {}
-    t0 = time.perf_counter()
-    trace = load_trace(p.trace, p.fmt, p.flops_rate)
-    timings["read_s"] = time.perf_counter() - t0
+    timings: dict = {}
+    trace, host = _read(p, timings)
     cl, params_by_model, jit = _prepare(p, trace)
     stored = _stored_params(p, trace, cl, params_by_model)
-    run = Run.create("sim app", stored, runs_dir, argv if argv is not None else ["hpcvar", *sys.argv[1:]],
-                     metadata.collect({}))
+    run = Run.create("sim app", stored, runs_dir, argv if argv is not None else ["hpcvar", *sys.argv[1:]], host)
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
         nevents_trace = len(trace.events)
         ops, encoded, ops_per_replay, m_total, m_comm = _lower(p, trace, timings)
         timeline_src = trace if p.chrome_file else None
-        if encoded is not None and not p.chrome_file:
-            trace.events = trace.events.iloc[0:0]  # the replays need only the op arrays: free the rows
         nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.mappings) * len(p.models)
         total_ops = nruns * ops_per_replay
         if show_progress is None:
@@ -150,6 +143,22 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
                "plots": plots, "warnings": warnings, "run": str(run.path)}
         run.info["result"] = {k: v for k, v in out.items() if k != "tasks"}
     return run, out
+
+
+def _read(p: Params, timings: dict):
+    """(the trace, the host's metadata): the metadata is collected in a thread while the trace is read (its
+    timer probe runs a program for about 0.25 s, mostly on the other core)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hpcvar import metadata
+    from hpcvar.traces import load_trace
+
+    with ThreadPoolExecutor(1) as pool:
+        host = pool.submit(metadata.collect, {})
+        t0 = time.perf_counter()
+        trace = load_trace(p.trace, p.fmt, p.flops_rate)
+        timings["read_s"] = time.perf_counter() - t0
+        return trace, host.result()
 
 
 def _prepare(p: Params, trace):
@@ -203,7 +212,8 @@ def _lower(p: Params, trace, timings: dict):
     else:
         from hpcvar.sim.replay_native import lower_native
 
-        encoded = lower_native(trace, p.collectives)
+        # the replays need only the op arrays: the rows go as the lowering consumes them (--chrome keeps them)
+        encoded = lower_native(trace, p.collectives, release_rows=not p.chrome_file)
         ops_per_replay = len(encoded.kind)
     timings["lower_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()

@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 TASK_DTYPE = np.dtype([("offset", "<i8"), ("t", "<i8"), ("slot", "<i8"), ("absorbed", "<i8"), ("end", "<i8"),
                        ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("lap", "<i4")])
 TASK_BYTES = TASK_DTYPE.itemsize  # 64
-DRIVER_BYTES_PER_TASK = 16  # transient: the waiting times and a sorted copy while summarizing
+DRIVER_BYTES_PER_TASK = 0  # the summaries are computed inside the task array (_summaries_in_place)
 ALIGN_CODES = {"unsync": 0, "sync": 1, "cosched": 2}
 BARRIER_CODES = {"none": 0, "tree": 1}
 
@@ -151,6 +151,19 @@ class Workload:
         per_phase *= self.phases
         return per_phase
 
+    def subtract_busy(self, t: np.ndarray) -> None:
+        """``t -= busy_per_task(len(t))`` in place, without a per-task temporary (the piecewise constant
+        slices of busy_per_task): the summaries of a run stay within the core's memory per task."""
+        n, ph = len(t), self.phases
+        t -= self.work * ph
+        if self.barrier == "tree" and n > 0:
+            k, sr = self.arity, self.send + self.recv
+            t[1:] -= sr * ph
+            full = max(0, (n - 1 - k) // k + 1) if n - 1 >= k else 0
+            t[:full] -= k * sr * ph
+            if full < n:
+                t[full] -= max(0, min(k, n - (k * full + 1))) * sr * ph
+
 
 @dataclass
 class Alignment:
@@ -239,15 +252,44 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
     phase_end = phase_end[: wl.phases]
     out = Outcome(total=int(phase_end[-1]) if wl.phases else 0, phase_end=phase_end, elapsed_s=elapsed,
                   cpu_s=cpu, compute_end=ce, next_start=ns)
-    waiting = tasks["t"] - wl.busy_per_task(ntasks) - tasks["absorbed"]
-    out.absorbed_q = quantiles(tasks["absorbed"])
-    out.waiting_q = quantiles(waiting)
-    del waiting
     if keep_tasks:
         out.absorbed = tasks["absorbed"].copy()
         out.last_start = tasks["t"].copy()
         out.offsets = tasks["offset"].copy() if traces is not None else None
+    out.absorbed_q, out.waiting_q = _summaries_in_place(tasks, wl)
     return out
+
+
+def _summaries_in_place(tasks: np.ndarray, wl: Workload) -> tuple[dict, dict]:
+    """Quantiles of the absorbed jitter and of the waiting per task, computed inside the task array, which
+    is destroyed: numpy selects only on contiguous data (a field of the 64-byte task records is strided and
+    would be copied, 8 more bytes per task), so each field is packed to the front of the array first."""
+    n = len(tasks)
+    waiting = tasks["t"]
+    waiting -= tasks["absorbed"]
+    wl.subtract_busy(waiting)
+    # the waiting of the records that packing the first field overwrites (one in eight) waits in the 'end'
+    # field, unused after the run, of the last records, which that packing does not reach
+    m = n // 8 + 1
+    head = tasks["end"][n - m:] if n >= 4 * m else np.empty(m, np.int64)
+    head[:] = waiting[:m]
+    flat = tasks.view(np.int64)
+    stride = tasks.dtype.itemsize // 8
+    fields: dict = dict(tasks.dtype.fields or {})
+    absorbed = _pack(flat, fields["absorbed"][1] // 8, stride, 0, n)
+    absorbed_q = quantiles(absorbed, in_place=True)
+    flat[: len(head)] = head
+    waiting = _pack(flat, fields["t"][1] // 8, stride, len(head), n)
+    return absorbed_q, quantiles(waiting, in_place=True)
+
+
+def _pack(flat: np.ndarray, field: int, stride: int, start: int, n: int, chunk: int = 1 << 16) -> np.ndarray:
+    """flat[j] = flat[j * stride + field] for j in start..n-1, in ascending chunks: a destination never lies
+    after its source, so nothing is overwritten before it is read. Returns flat[:n]."""
+    for i in range(start, n, chunk):
+        j = min(n, i + chunk)
+        flat[i:j] = flat[i * stride + field: j * stride + field: stride]
+    return flat[:n]
 
 
 # ---- statistics over replicas ----------------------------------------------------------------------
@@ -267,10 +309,11 @@ def mean_ci(values) -> tuple[float, float, float]:
 QUANTILES = (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))
 
 
-def quantiles(x: np.ndarray) -> dict:
+def quantiles(x: np.ndarray, in_place: bool = False) -> dict:
+    """Mean, p50, p90, p99 and max; ``in_place`` lets the percentiles reorder ``x`` instead of copying it."""
     x = np.asarray(x)
     out = {"mean": float(x.mean())}
-    qs = np.percentile(x, [50, 90, 99, 100])
+    qs = np.percentile(x, [50, 90, 99, 100], overwrite_input=in_place)
     out.update({"p50": float(qs[0]), "p90": float(qs[1]), "p99": float(qs[2]), "max": float(qs[3])})
     return out
 

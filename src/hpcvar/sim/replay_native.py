@@ -52,7 +52,7 @@ class _LowerConfig(ctypes.Structure):
                 + [("ncomms", _I64)] + [(n, _P) for n in ("comm_id", "comm_off", "comm_mem")]
                 + [(n, _I64) for n in ("nops", "nwreq", "nkeys", "nreqs")]
                 + [(n, _P) for n in ("task_off", "kind", "peer_out", "val", "key", "req_out", "wreq", "row")]
-                + [(n, _P) for n in ("mpi_ns", "first_start", "last_end")] + [("mpi_unsorted", _I32), ("pad2", _I32)]
+                + [(n, _P) for n in ("mpi_ns", "first_start", "last_end")]
                 + [("err", _I32), ("pad1", _I32), ("err_row", _I64)])
 
 
@@ -171,7 +171,7 @@ def op_codes(ops) -> np.ndarray:
 
     cat = ops.dtype if isinstance(ops.dtype, pd.CategoricalDtype) else None
     if cat is not None and list(cat.categories) == OPS:
-        codes = ops.cat.codes.to_numpy()
+        codes = ops.array.codes  # a view
     else:
         codes = pd.Categorical(ops, categories=OPS).codes
     if len(codes) and codes.min() < 0:
@@ -179,84 +179,106 @@ def op_codes(ops) -> np.ndarray:
     return codes.astype(np.int8, copy=False)
 
 
-def lower_native(trace, algo: str = "binomial") -> Encoded:
+LOWER_COLUMNS = {"op": np.int8, "peer": np.int32, "tag": np.int32, "comm": np.int32, "bytes": np.int64,
+                 "t_start_ns": np.int64, "t_end_ns": np.int64, "req": np.int64}  # the rows' part the C lowering reads
+
+
+def lower_native(trace, algo: str = "binomial", release_rows: bool = False) -> Encoded:
     """The trace lowered into op arrays in C (native/sim/lower.c): the same ops as
-    ``encode(replay_ref.lower(trace, algo)[0])`` up to the numbering of keys and requests."""
-    from hpcvar.errors import InputFileError, UsageError
+    ``encode(replay_ref.lower(trace, algo)[0])`` up to the numbering of keys and requests, and the measured
+    side (``Encoded.measured``) from the same pass. ``release_rows``: the trace's rows are dropped
+    (``trace.events`` emptied) once the lowering holds its columns, each column freed when no longer needed
+    (the peak is the columns plus the op arrays, not a frame besides them)."""
+    from hpcvar.sim.replay_ref import lower
+    from hpcvar.traces.native import in_task_seq_order
+
+    _check_algo(algo)
+    ev = trace.events
+    task, seq = ev["task"].to_numpy(), ev["seq"].to_numpy()
+    order = None if in_task_seq_order(task, seq) else np.lexsort((seq, task))
+    if order is not None:
+        task, seq = task[order], seq[order]
+        if not in_task_seq_order(task, seq):
+            return encode(lower(trace, algo)[0])  # seq not 0, 1, 2, ... per task: the reference numbering
+    row_off = np.searchsorted(task, np.arange(trace.ntasks + 1, dtype=task.dtype)).astype(np.int64)  # no cast
+    del task, seq
+    cols = {name: ev[name] for name in LOWER_COLUMNS}
+    if release_rows:
+        trace.events = ev.iloc[0:0].copy()
+    del ev
+    for name, dtype in LOWER_COLUMNS.items():  # one column at a time: a reordered copy replaces its view
+        a = op_codes(cols[name]) if name == "op" else cols[name].to_numpy()
+        cols[name] = np.ascontiguousarray(a if order is None else a[order], dtype=dtype)
+    del order
+    return _lower_c(cols, row_off, trace, algo)
+
+
+def _check_algo(algo: str) -> None:
+    from hpcvar.errors import UsageError
     from hpcvar.traces import collectives
-    from hpcvar.traces.native import OPS
 
     if algo not in collectives.ALGORITHMS:
         raise UsageError(f"unknown collective algorithm '{algo}'", "--collectives",
                          f"Use one of {', '.join(collectives.ALGORITHMS)}")
-    ev = trace.events
-    task = ev["task"].to_numpy()
-    seq = ev["seq"].to_numpy()
-    ordered = len(task) < 2 or bool(np.all(task[1:] >= task[:-1]) and np.all((seq[1:] > seq[:-1]) |
-                                                                               (task[1:] != task[:-1])))
-    order = None if ordered else np.lexsort((seq, task))
 
-    def col(name, dtype):
-        a = ev[name].to_numpy()
-        if order is not None:
-            a = a[order]
-        return np.ascontiguousarray(a, dtype=dtype)
 
-    task_s = col("task", np.int32)
-    seq_s = col("seq", np.int64)
-    row_off = np.searchsorted(task_s, np.arange(trace.ntasks + 1), side="left").astype(np.int64)
-    if len(seq_s) and not np.array_equal(seq_s, np.arange(len(seq_s)) - np.repeat(row_off[:-1],
-                                                                                  np.diff(row_off))):
-        from hpcvar.sim.replay_ref import lower
+def _lower_c(cols: dict, row_off: np.ndarray, trace, algo: str) -> Encoded:
+    """The two C passes over the sorted columns (count, then fill); ``cols`` is emptied once the second has
+    read them."""
+    from hpcvar import _memory
 
-        return encode(lower(trace, algo)[0])  # seq not 0, 1, 2, ... per task: the reference numbering
-    opc = op_codes(ev["op"] if order is None else ev["op"].iloc[order])
-    cols = dict(op=np.ascontiguousarray(opc), peer=col("peer", np.int32), tag=col("tag", np.int32),
-                comm=col("comm", np.int32), bytes=col("bytes", np.int64), t_start=col("t_start_ns", np.int64),
-                t_end=col("t_end_ns", np.int64), req=col("req", np.int64))
     cids = sorted(trace.comms)
-    comm_id = np.array(cids, np.int32)
-    comm_off = np.cumsum([0] + [len(trace.comms[c]) for c in cids]).astype(np.int64)
-    comm_mem = np.array([w for c in cids for w in trace.comms[c]], np.int32)
-    c = _LowerConfig(nrows=len(task_s), ntasks=trace.ntasks, algo=ALGO_CODES[algo], ncomms=len(cids))
-    keep = [row_off, comm_id, comm_off, comm_mem, *cols.values()]
-    c.row_off, c.comm_id, c.comm_off, c.comm_mem = (a.ctypes.data for a in keep[:4])
+    comm = (np.array(cids, np.int32), np.cumsum([0] + [len(trace.comms[c]) for c in cids]).astype(np.int64),
+            np.array([w for c in cids for w in trace.comms[c]], np.int32))
+    c = _LowerConfig(nrows=int(row_off[-1]), ntasks=trace.ntasks, algo=ALGO_CODES[algo], ncomms=len(cids))
+    c.row_off = row_off.ctypes.data
+    c.comm_id, c.comm_off, c.comm_mem = (a.ctypes.data for a in comm)
     for name, a in cols.items():
+        setattr(c, "t_start" if name == "t_start_ns" else "t_end" if name == "t_end_ns" else name, a.ctypes.data)
+    _lower_pass(c)
+    _lower_errors(c, cols, row_off, trace.source or "trace")
+    big = _memory.empty
+    out = dict(task_off=np.empty(trace.ntasks + 1, np.int64), kind=big(c.nops, np.int8),
+               peer_out=big(c.nops, np.int32), val=big(c.nops, np.float64), key=big(c.nops, np.int32),
+               req_out=big(c.nops, np.int32), wreq=big(c.nwreq, np.int32), row=big(c.nops, np.int32),
+               mpi_ns=np.empty(trace.ntasks), first_start=np.empty(trace.ntasks, np.int64),
+               last_end=np.empty(trace.ntasks, np.int64))
+    for name, a in out.items():
         setattr(c, name, a.ctypes.data)
+    _lower_pass(c)
+    cols.clear()
+    present = out["last_end"] >= out["first_start"]
+    span = np.where(present, out["last_end"] - np.where(present, out["first_start"], 0), 0)
+    return Encoded(trace.ntasks, out["task_off"], out["kind"], out["peer_out"], out["val"], out["key"],
+                   out["req_out"], out["wreq"], out["row"], row_off, int(c.nreqs), int(c.nkeys),
+                   measured=(span * 1e-9, out["mpi_ns"] * 1e-9))
+
+
+def _lower_pass(c: _LowerConfig) -> None:
     if lib().hv_rp_lower(ctypes.byref(c)) != 0:
         raise HpcvarError("lowering the trace ran out of memory", None, "Replay a shorter trace")
+
+
+def _lower_errors(c: _LowerConfig, cols: dict, row_off: np.ndarray, src: str) -> None:
+    """The InputFileError of a row the counting pass refused, or of a trace too long for the core."""
+    from hpcvar.errors import InputFileError
+    from hpcvar.traces.native import OPS
+
     if c.err:
         g = int(c.err_row)
-        t, s, comm, peer = int(task_s[g]), int(seq_s[g]), int(cols["comm"][g]), int(cols["peer"][g])
-        src = trace.source or "trace"
+        t = int(np.searchsorted(row_off, g, side="right") - 1)
+        s, comm, peer = g - int(row_off[t]), int(cols["comm"][g]), int(cols["peer"][g])
         if c.err == 1:
-            raise InputFileError(f"task {t} seq {s}: {OPS[opc[g]]} from peer {peer} (not a task)", src,
+            raise InputFileError(f"task {t} seq {s}: {OPS[cols['op'][g]]} from peer {peer} (not a task)", src,
                                  todo="Record the trace with hpcvar trace (it resolves MPI_ANY_SOURCE)")
         if c.err == 2:
             raise InputFileError(f"task {t} seq {s}: communicator {comm} is not described", src,
                                  todo="Re-merge the trace (its comms metadata is incomplete)")
         raise InputFileError(f"task {t} seq {s}: task is not a member of communicator {comm}", src,
                              todo="Re-merge the trace")
-    if max(c.nops, c.nreqs, c.nwreq, len(task_s)) >= 2**31:
+    if max(c.nops, c.nreqs, c.nwreq, c.nrows) >= 2**31:
         raise HpcvarError(f"the trace lowers to {c.nops} ops: more than the core's 2^31", None,
                           "Replay a shorter trace")
-    out = dict(task_off=np.empty(trace.ntasks + 1, np.int64), kind=np.empty(c.nops, np.int8),
-               peer_out=np.empty(c.nops, np.int32), val=np.empty(c.nops, np.float64), key=np.empty(c.nops, np.int32),
-               req_out=np.empty(c.nops, np.int32), wreq=np.empty(c.nwreq, np.int32), row=np.empty(c.nops, np.int32),
-               mpi_ns=np.empty(trace.ntasks), first_start=np.empty(trace.ntasks, np.int64),
-               last_end=np.empty(trace.ntasks, np.int64))
-    for name, a in out.items():
-        setattr(c, name, a.ctypes.data)
-    if lib().hv_rp_lower(ctypes.byref(c)) != 0:
-        raise HpcvarError("lowering the trace ran out of memory", None, "Replay a shorter trace")
-    del keep, cols, task_s, seq_s
-    measured = None
-    if not c.mpi_unsorted:
-        present = out["last_end"] >= out["first_start"]
-        span = np.where(present, out["last_end"] - np.where(present, out["first_start"], 0), 0)
-        measured = (span * 1e-9, out["mpi_ns"] * 1e-9)
-    return Encoded(trace.ntasks, out["task_off"], out["kind"], out["peer_out"], out["val"], out["key"],
-                   out["req_out"], out["wreq"], out["row"], row_off, int(c.nreqs), int(c.nkeys), measured=measured)
 
 
 class RowTimes(Mapping):

@@ -47,6 +47,12 @@ MAX_TASKS = 1 << 24
 MAX_NS = 10**17  # units.MAX_TIME_S in ns
 MAX_BYTES = 1 << 62
 
+# the columns in memory (numpy): COLUMNS' types, ``op`` as int8 codes into OPS
+NUMPY_TYPES = {"task": np.int32, "seq": np.int64, "op": np.int8, "peer": np.int32, "bytes": np.int64,
+               "tag": np.int32, "comm": np.int32, "t_start_ns": np.int64, "t_end_ns": np.int64, "req": np.int64}
+# what a missing value (a null written by another tool) means; task, seq and the times have no default
+FILL_VALUES = {"peer": -1, "req": -1, "bytes": 0, "tag": 0, "comm": 0}
+
 RAW_RECORD = np.dtype([("t_start_ns", "<i8"), ("t_end_ns", "<i8"), ("bytes", "<i8"), ("req", "<i8"),
                        ("op", "<i4"), ("peer", "<i4"), ("tag", "<i4"), ("comm", "<i4")])
 
@@ -86,41 +92,35 @@ def make_events(rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
 
 
 def validate(trace: Trace, where: str) -> None:
-    """Raise InputFileError on unknown ops, bad task numbers or non-contiguous seq."""
+    """Raise InputFileError on unknown ops, bad task numbers, impossible values or non-contiguous seq.
+    Range checks are reductions (min, max) and the order checks go CHUNK rows at a time: no temporary of
+    the trace's size unless a check fails (or the rows are not grouped by task)."""
     ev = trace.events
     missing = [c for c in COLUMNS if c not in ev.columns]
     if missing:
         raise InputFileError(f"the trace lacks columns {missing}", where, todo="Write it with hpcvar trace")
-    op = ev["op"]
-    if isinstance(op.dtype, pd.CategoricalDtype) and set(op.cat.categories) <= set(OPS):
-        bad = op.cat.codes.to_numpy() < 0  # a categorical over known ops: only missing values can be bad
-    else:
-        bad = ~op.isin(OPS).to_numpy()
-    if bad.any():
-        r = ev[bad].iloc[0]
-        raise InputFileError(f"unknown op '{r['op']}' at task {r['task']} seq {r['seq']}", where,
-                             todo=f"Known ops: {', '.join(OPS)}")
-    if len(ev) and (ev["task"].min() < 0 or ev["task"].max() >= trace.ntasks):
+    _check_ops(ev, where)
+    task = ev["task"].to_numpy()
+    if len(task) and (task.min() < 0 or task.max() >= trace.ntasks):
         raise InputFileError(f"task numbers must be in 0..{trace.ntasks - 1}", where,
                              todo="Fix 'ntasks' in the metadata or the task column")
     _check_values(ev, trace.ntasks, where)
-    task = ev["task"].to_numpy()
-    seq = ev["seq"].to_numpy()
-    if not len(task):
-        return
-    order = None if bool(np.all(task[1:] >= task[:-1])) else np.argsort(task, kind="stable")
-    if order is not None:
-        task, seq = task[order], seq[order]
-    first = np.concatenate(([True], task[1:] != task[:-1]))
-    ok = np.where(first, seq == 0, np.concatenate(([True], seq[1:] - seq[:-1] == 1)))
-    bad = np.flatnonzero(~ok)
-    if len(bad):
-        i = int(bad[0])
-        t = int(task[i])
-        starts = np.flatnonzero(first)
-        expect = np.arange(len(task)) - np.repeat(starts, np.diff(np.append(starts, len(task))))
-        raise InputFileError(f"task {t}: seq is not 0,1,2,... (row {int(expect[i])} has seq {int(seq[i])}); the "
-                             "trace is truncated or was reordered", where, todo="Re-record or re-merge the trace")
+    _check_seq(task, ev["seq"].to_numpy(), where)
+
+
+def _check_ops(ev: pd.DataFrame, where: str) -> None:
+    op = ev["op"]
+    if isinstance(op.dtype, pd.CategoricalDtype) and set(op.cat.categories) <= set(OPS):
+        codes = op.array.codes  # a categorical over known ops: only missing values can be bad
+        if not len(codes) or codes.min() >= 0:
+            return
+        bad = codes < 0
+    else:
+        bad = ~op.isin(OPS).to_numpy()
+    if bad.any():
+        r = ev.iloc[int(np.argmax(bad))]
+        raise InputFileError(f"unknown op '{r['op']}' at task {r['task']} seq {r['seq']}", where,
+                             todo=f"Known ops: {', '.join(OPS)}")
 
 
 def _check_values(ev: pd.DataFrame, ntasks: int, where: str) -> None:
@@ -129,17 +129,77 @@ def _check_values(ev: pd.DataFrame, ntasks: int, where: str) -> None:
     if not len(ev):
         return
     t0, t1 = ev["t_start_ns"].to_numpy(), ev["t_end_ns"].to_numpy()
-    checks = [(ev["peer"].to_numpy(), lambda a: (a < -1) | (a >= ntasks), f"peer outside -1..{ntasks - 1}"),
-              (ev["bytes"].to_numpy(), lambda a: (a < 0) | (a > MAX_BYTES), f"size outside 0..{MAX_BYTES}"),
-              (t0, lambda a: (a < 0) | (a > MAX_NS), f"start time outside 0..{MAX_NS} ns"),
-              (t1, lambda a: (a < t0) | (a > MAX_NS), f"end before its start or beyond {MAX_NS} ns")]
-    for col, bad_of, what in checks:
-        bad = np.flatnonzero(bad_of(col))
-        if len(bad):
-            r = ev.iloc[int(bad[0])]
-            raise InputFileError(f"{what} at task {r['task']} seq {r['seq']} ({r['op']}: peer {r['peer']}, "
-                                 f"bytes {r['bytes']}, t {r['t_start_ns']}..{r['t_end_ns']})", where,
-                                 todo="The trace is damaged: record or import it again")
+    for name, lo, hi, what in (("peer", -1, ntasks - 1, f"peer outside -1..{ntasks - 1}"),
+                               ("bytes", 0, MAX_BYTES, f"size outside 0..{MAX_BYTES}"),
+                               ("t_start_ns", 0, MAX_NS, f"start time outside 0..{MAX_NS} ns")):
+        col = ev[name].to_numpy()
+        if col.min() < lo or col.max() > hi:
+            _value_error(ev, int(np.argmax((col < lo) | (col > hi))), what, where)
+    bad = _first_true(lambda end, start: (end < start) | (end > MAX_NS), t1, t0)
+    if bad >= 0:
+        _value_error(ev, bad, f"end before its start or beyond {MAX_NS} ns", where)
+
+
+def _value_error(ev: pd.DataFrame, i: int, what: str, where: str) -> None:
+    r = ev.iloc[i]
+    raise InputFileError(f"{what} at task {r['task']} seq {r['seq']} ({r['op']}: peer {r['peer']}, "
+                         f"bytes {r['bytes']}, t {r['t_start_ns']}..{r['t_end_ns']})", where,
+                         todo="The trace is damaged: record or import it again")
+
+
+CHUNK = 1 << 20  # rows per step of the order checks: temporaries of a few MiB, not of the trace's size
+
+
+def _first_true(cond, *cols: np.ndarray) -> int:
+    """The first row where ``cond(*slices)`` holds, evaluated CHUNK rows at a time; -1 if none."""
+    for lo in range(0, len(cols[0]), CHUNK):
+        hit = cond(*(c[lo:lo + CHUNK] for c in cols))
+        if hit.any():
+            return lo + int(np.argmax(hit))
+    return -1
+
+
+def _seq_break(task: np.ndarray, seq: np.ndarray) -> int:
+    """The first row that breaks (task ascending, seq = 0, 1, 2, ... within each task); -1 if none."""
+    if not len(task):
+        return -1
+    if seq[0] != 0:
+        return 0
+    i = _first_true(_breaks, task[1:], task[:-1], seq[1:], seq[:-1])
+    return -1 if i < 0 else i + 1
+
+
+def _breaks(t: np.ndarray, tp: np.ndarray, s: np.ndarray, sp: np.ndarray) -> np.ndarray:
+    """Rows (t, s) that neither continue the previous row's task (tp, sp) by one nor start a later task at 0:
+    the full test runs only where seq does not go on by one or the task changes (a few rows per task)."""
+    hit = np.zeros(len(t), dtype=bool)
+    cand = np.flatnonzero((s - sp != 1) | (t != tp))
+    tc, tpc, sc, spc = t[cand], tp[cand], s[cand], sp[cand]
+    hit[cand] = ~(((tc == tpc) & (sc - spc == 1)) | ((tc > tpc) & (sc == 0)))
+    return hit
+
+
+def in_task_seq_order(task: np.ndarray, seq: np.ndarray) -> bool:
+    """Whether the rows are grouped by ascending task with seq = 0, 1, 2, ... in each (the order the C
+    lowering reads; write_parquet writes it)."""
+    return _seq_break(task, seq) < 0
+
+
+def _check_seq(task: np.ndarray, seq: np.ndarray, where: str) -> None:
+    """seq = 0, 1, 2, ... within each task, in the order the task's rows appear (tasks may interleave)."""
+    i = _seq_break(task, seq)
+    if i < 0:
+        return
+    if _first_true(lambda t, tp: t < tp, task[1:], task[:-1]) >= 0:  # not grouped by task: a stable sort
+        order = np.argsort(task, kind="stable")
+        task, seq = task[order], seq[order]
+        i = _seq_break(task, seq)
+        if i < 0:
+            return
+    t = int(task[i])
+    expect = i - int(np.searchsorted(task[:i], t, side="left"))
+    raise InputFileError(f"task {t}: seq is not 0,1,2,... (row {expect} has seq {int(seq[i])}); the "
+                         "trace is truncated or was reordered", where, todo="Re-record or re-merge the trace")
 
 
 def _trace_meta(raw: bytes, where: str) -> dict:
@@ -182,91 +242,186 @@ def write_parquet(trace: Trace, path: str | Path) -> Path:
 
 
 def read_parquet(path: str | Path) -> Trace:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
+    """A native trace: the file read row group by row group into preallocated numpy columns (Arrow holds
+    one row group's decoded buffers at a time, never the whole file's), the events frame built over those
+    columns without a copy, then validated."""
     path = Path(path)
-    if not path.is_file():
-        raise InputFileError("no such trace file", str(path), todo="Give a trace written by 'hpcvar trace run'")
+    pf = _open_parquet(path)
     try:
-        table = pq.read_table(path, read_dictionary=["op"])
-    except (pa.ArrowInvalid, OSError) as e:
-        raise InputFileError(f"cannot read the trace as Parquet ({e}); it may be truncated", str(path),
-                             todo="Re-record it with 'hpcvar trace run', or import it with 'hpcvar trace import'") \
-            from None
-    raw = (table.schema.metadata or {}).get(META_KEY)
-    if raw is None:
-        raise InputFileError("the Parquet file has no 'hpcvar.trace' metadata: not an hpcvar event trace",
-                             str(path), todo="Write it with 'hpcvar trace run' or 'hpcvar trace import'")
-    meta = _trace_meta(raw, str(path))
-    if meta.get("version") != TRACE_VERSION:
-        raise InputFileError(f"trace version {meta.get('version')!r} is not the version this hpcvar reads "
-                             f"({TRACE_VERSION})", str(path), todo="Convert it with the hpcvar that wrote it")
-    trace = Trace(events=events_from_arrow(table, str(path)), ntasks=meta["ntasks"], comms=meta["comms"],
+        meta = _file_meta(pf, str(path))
+        cols = _read_row_groups(pf, str(path))
+    finally:
+        pf.close()
+    trace = Trace(events=events_frame(cols), ntasks=meta["ntasks"], comms=meta["comms"],
                   timed=bool(meta.get("timed", True)), source=str(meta.get("source", "")),
                   meta={k: v for k, v in meta.items() if k not in ("comms", "ntasks", "timed", "source")})
+    del cols
     validate(trace, str(path))
     return trace
 
 
-def events_from_arrow(table, where: str) -> pd.DataFrame:
-    """The events DataFrame from an Arrow table without a per-row step: one pandas block per column
-    (``split_blocks``, no consolidation copy) while Arrow frees what it converted (``self_destruct``: the
-    table is unusable afterwards), numeric columns in the COLUMNS types, ``op`` as a categorical over OPS
-    (one byte per row instead of a Python string)."""
+def _unreadable(e: Exception, where: str) -> InputFileError:
+    return InputFileError(f"cannot read the trace as Parquet ({e}); it may be truncated", where,
+                          todo="Re-record it with 'hpcvar trace run', or import it with 'hpcvar trace import'")
+
+
+def _open_parquet(path: Path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not path.is_file():
+        raise InputFileError("no such trace file", str(path), todo="Give a trace written by 'hpcvar trace run'")
+    try:
+        try:  # 'op' decoded as a dictionary: the lookup to OPS then runs over its few words
+            return pq.ParquetFile(path, read_dictionary=["op"])
+        except KeyError:  # no 'op' column: the reader names the missing columns
+            return pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as e:
+        raise _unreadable(e, str(path)) from None
+
+
+def _file_meta(pf, where: str) -> dict:
+    raw = (pf.schema_arrow.metadata or {}).get(META_KEY)
+    if raw is None:
+        raise InputFileError("the Parquet file has no 'hpcvar.trace' metadata: not an hpcvar event trace",
+                             where, todo="Write it with 'hpcvar trace run' or 'hpcvar trace import'")
+    meta = _trace_meta(raw, where)
+    if meta.get("version") != TRACE_VERSION:
+        raise InputFileError(f"trace version {meta.get('version')!r} is not the version this hpcvar reads "
+                             f"({TRACE_VERSION})", where, todo="Convert it with the hpcvar that wrote it")
+    return meta
+
+
+def _read_row_groups(pf, where: str) -> dict[str, np.ndarray]:
+    """The columns (NUMPY_TYPES) of every row group, copied into arrays allocated once for the file."""
+    import pyarrow as pa
+
+    from hpcvar import _memory
+
+    _check_columns(pf.schema_arrow.names, where)
+    n = pf.metadata.num_rows
+    cols = {c: _memory.empty(n, t) for c, t in NUMPY_TYPES.items()}
+    pos = 0
+    for i in range(pf.num_row_groups):
+        try:
+            table = pf.read_row_group(i, columns=list(COLUMNS))
+        except (pa.ArrowException, OSError) as e:
+            raise _unreadable(e, where) from None
+        if pos + table.num_rows > n:
+            break
+        _fill_columns(cols, pos, table, where)
+        pos += table.num_rows
+        del table
+    pa.default_memory_pool().release_unused()  # Arrow's allocator keeps a row group's buffers for reuse
+    if pos != n:
+        raise InputFileError(f"the row groups do not hold the {n} rows the file's footer announces", where,
+                             todo="The trace is damaged: record or import it again")
+    return cols
+
+
+def _check_columns(names: list[str], where: str) -> None:
+    missing = [c for c in COLUMNS if c not in names]
+    if missing:
+        raise InputFileError(f"the trace lacks columns {missing}", where, todo="Write it with hpcvar trace")
+    twice = sorted({c for c in COLUMNS if names.count(c) > 1})
+    if twice:
+        raise InputFileError(f"the trace has columns {twice} twice", where, todo="The trace is damaged")
+
+
+def _fill_columns(cols: dict[str, np.ndarray], pos: int, table, where: str) -> None:
+    """Rows pos.. of ``cols`` from an Arrow table (one row group): ``op`` as codes into OPS (a lookup over
+    the chunk's dictionary), the numbers as exact integers (nulls: FILL_VALUES)."""
+    for name in COLUMNS:
+        at = pos
+        for chunk in table.column(name).chunks:
+            dst = cols[name][at:at + len(chunk)]
+            if name == "op":
+                dst[:] = _op_codes(chunk, table, at - pos, where)
+            else:
+                _fill_ints(dst, chunk, name, where)
+            at += len(chunk)
+
+
+def _op_codes(chunk, table, first_row: int, where: str) -> np.ndarray:
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    missing = [c for c in COLUMNS if c not in table.column_names]
-    if missing:
-        raise InputFileError(f"the trace lacks columns {missing}", where, todo="Write it with hpcvar trace")
-    table = table.select(list(COLUMNS))
-    op = table.column("op")
-    if not pa.types.is_dictionary(op.type):
-        op = pc.dictionary_encode(op)
-    op = op.unify_dictionaries() if isinstance(op, pa.ChunkedArray) else pa.chunked_array([op])
-    words = op.chunk(0).dictionary.to_pylist() if op.num_chunks else []
-    unknown = [w for w in words if w not in OPS]
-    if unknown:
-        bad = pc.is_in(pc.cast(op, pa.string()), pa.array(unknown, pa.string()))
-        first = int(np.flatnonzero(bad.to_numpy(zero_copy_only=False))[0])
-        raise InputFileError(f"unknown op '{op[first].as_py()}' at task {table.column('task')[first].as_py()} seq "
-                             f"{table.column('seq')[first].as_py()}", where, todo=f"Known ops: {', '.join(OPS)}")
-    remap = np.array([OPS.index(w) for w in words] or [0], np.int8)
-    codes = np.concatenate([remap[c.indices.to_numpy(zero_copy_only=False)] for c in op.chunks]) if op.num_chunks \
-        else np.zeros(0, np.int8)
-    del op
-    table = table.drop_columns(["op"])
-    for name in ("peer", "req"):
-        if table.column(name).null_count:
-            table = table.set_column(table.column_names.index(name), name, pc.fill_null(table.column(name), -1))
-    df = table.to_pandas(split_blocks=True, self_destruct=True)
-    del table
-    df["op"] = pd.Categorical.from_codes(codes, categories=OPS)
-    df = df[list(COLUMNS)]
-    for name, dtype in COLUMNS.items():
-        if name != "op" and df[name].dtype != dtype:
-            df[name] = _exact_cast(df[name], name, dtype, where)
-    return df
-
-
-def _exact_cast(col: pd.Series, name: str, dtype: str, where: str) -> pd.Series:
-    """``col`` in ``dtype`` when every value fits exactly; a value that would wrap (an int64 task 2**32 is
-    not task 0), a fraction or a missing task, seq or time is an InputFileError."""
-    if col.isna().any():
-        if name in ("task", "seq", "t_start_ns", "t_end_ns"):
-            raise InputFileError(f"column '{name}' has missing values", where, todo="The trace is damaged")
-        col = col.fillna(0)
-    info = np.iinfo(dtype)
+    if chunk.null_count:
+        raise InputFileError("column 'op' has missing values", where, todo="The trace is damaged")
     try:
-        vals = col.to_numpy(dtype=np.float64) if col.dtype.kind == "f" else col.to_numpy()
-        ok = (vals >= info.min) & (vals <= info.max) & (vals == np.floor(vals) if col.dtype.kind == "f" else True)
-    except (TypeError, ValueError):
-        ok = np.zeros(1, dtype=bool)
+        if not pa.types.is_dictionary(chunk.type):
+            chunk = pc.dictionary_encode(chunk)
+        words = chunk.dictionary.to_pylist()
+    except pa.ArrowException:
+        raise InputFileError(f"column 'op' holds {chunk.type}, not the names of MPI calls", where,
+                             todo=f"Known ops: {', '.join(OPS)}") from None
+    remap = np.array([OPS.index(w) if w in OPS else -1 for w in words] or [0], np.int8)
+    codes = remap[chunk.indices.to_numpy(zero_copy_only=False)]
+    if len(codes) and codes.min() < 0:
+        i = int(np.argmax(codes < 0))
+        row = first_row + i
+        raise InputFileError(f"unknown op '{words[chunk.indices[i].as_py()]}' at task "
+                             f"{table.column('task')[row].as_py()} seq {table.column('seq')[row].as_py()}", where,
+                             todo=f"Known ops: {', '.join(OPS)}")
+    return codes
+
+
+def _fill_ints(dst: np.ndarray, chunk, name: str, where: str) -> None:
+    """``dst`` = the chunk's values when each is exactly an integer of dst's type; a missing value is
+    FILL_VALUES[name] (an error for task, seq and the times)."""
+    import pyarrow as pa
+
+    t = chunk.type
+    if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
+        raise _not_integers(name, dst.dtype, where)
+    missing = chunk.is_null().to_numpy(zero_copy_only=False) if chunk.null_count else None
+    vals = chunk.fill_null(False if pa.types.is_boolean(t) else 0).to_numpy(zero_copy_only=False) \
+        if missing is not None else chunk.to_numpy(zero_copy_only=False)
+    if vals.dtype.kind == "f":
+        nan = np.isnan(vals)
+        missing = nan if missing is None else missing | nan
+        vals = np.where(nan, 0.0, vals)
+    if missing is not None and missing.any() and name not in FILL_VALUES:
+        raise InputFileError(f"column '{name}' has missing values", where, todo="The trace is damaged")
+    dst[:] = _exact(vals, name, dst.dtype, where)
+    if missing is not None:
+        dst[missing] = FILL_VALUES.get(name, 0)
+
+
+def _exact(vals: np.ndarray, name: str, dtype: np.dtype, where: str) -> np.ndarray:
+    """``vals`` when already ``dtype``; else their cast when every value is an integer in its range (an int64
+    task 2**32 is not task 0, 1.5 is no size)."""
+    if vals.dtype == dtype:
+        return vals
+    info = np.iinfo(dtype)
+    if vals.dtype.kind == "f":  # [min, -min): the bounds exactly representable as doubles
+        ok = (vals >= float(info.min)) & (vals < -float(info.min)) & (vals == np.floor(vals))
+    else:
+        ok = (vals >= info.min) & (vals <= info.max)
     if not np.all(ok):
-        raise InputFileError(f"column '{name}' holds values that are not {dtype} integers", where,
-                             todo="The trace is damaged or was not written by hpcvar")
-    return col.astype(dtype)
+        raise _not_integers(name, dtype, where)
+    return vals.astype(dtype)
+
+
+def _not_integers(name: str, dtype, where: str) -> InputFileError:
+    return InputFileError(f"column '{name}' holds values that are not {np.dtype(dtype).name} integers", where,
+                          todo="The trace is damaged or was not written by hpcvar")
+
+
+def events_frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
+    """The events DataFrame over numpy columns (NUMPY_TYPES; ``op`` as codes into OPS) without a copy: one
+    block per column, ``op`` a categorical over OPS (one byte per row)."""
+    data: dict = {c: cols[c] for c in COLUMNS}
+    data["op"] = pd.Categorical.from_codes(cols["op"], categories=OPS, validate=False)
+    return pd.DataFrame(data, copy=False)
+
+
+def events_from_arrow(table, where: str) -> pd.DataFrame:
+    """The events DataFrame of an Arrow table with the native columns (the conversions of read_parquet)."""
+    _check_columns(table.column_names, where)
+    cols = {c: np.empty(table.num_rows, t) for c, t in NUMPY_TYPES.items()}
+    _fill_columns(cols, 0, table, where)
+    return events_frame(cols)
 
 
 # ---- the tracer's per-rank raw files (native/trace/hv_trace.c) ----
@@ -395,6 +550,6 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
     return trace
 
 
-__all__ = ["COLLECTIVE_OPS", "COLUMNS", "MAX_BYTES", "MAX_NS", "MAX_TASKS", "OPS", "P2P_OPS", "TRACE_VERSION", "Trace",
-           "make_events", "merge_raw",
-           "events_from_arrow", "read_parquet", "read_raw_rank", "validate", "write_parquet"]
+__all__ = ["COLLECTIVE_OPS", "COLUMNS", "MAX_BYTES", "MAX_NS", "MAX_TASKS", "NUMPY_TYPES", "OPS", "P2P_OPS",
+           "TRACE_VERSION", "Trace", "events_frame", "events_from_arrow", "in_task_seq_order", "make_events",
+           "merge_raw", "read_parquet", "read_raw_rank", "validate", "write_parquet"]

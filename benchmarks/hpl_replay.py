@@ -1,0 +1,279 @@
+"""Linpack (HPL in Debian's hpcc) traced on the testbed and replayed as in Vienne et al. (Figures 8-9).
+
+Root only (network namespaces). Steps, each printed:
+1. a testbed of 4 hosts with 2 slots each, links shaped at --rate (hpcvar testbed up, own state file);
+2. the tracer and hv_latency built against Debian's Open MPI (hpcc's MPI) in --build;
+3. the testbed measured with that hv_latency: one-way 8 B latency and 4 MiB bandwidth between two hosts
+   (the network) and between two ranks of one host (shared memory);
+4. for each placement of --placements: hpcc with 4 ranks traced (HPL N x NB on a 1 x 4 grid with the
+   increasing-ring broadcast: task n sends to n + 1), placed as mapping rrn (rank r on host r mod 4) or
+   rrp (rank r on host r div 2) of a 4-node x 2-core cluster; the HPL section cut out of the trace
+   (hpcvar trace cut --after-collective -1);
+5. each HPL trace replayed on 4 nodes x 2 cores with the measured parameters, every mapping (rrn, rrp,
+   random with --replicas) and model (none, gige, myrinet, maxmin). For each placement that ran: E_abs per
+   task of every model's prediction (the trace replayed with the mapping that ran) and, across placements,
+   of a prediction made from the other placement's trace; the mappings ranked by predicted and by
+   measured communication time;
+6. figures in --figures: per placement that ran, per task measured and predicted communication time
+   (bars, one per model) and the best model's E_abs (line); the mappings' predicted and measured times;
+7. with --overhead-reps R: the tracer's overhead on HPL, R pairs of local hpcc runs (2 ranks, N
+   --overhead-n) without and with the tracer in alternating order; HPL's own solve time and the wall time,
+   the paired median overhead with a bootstrap 95% CI (as benchmarks/trace_overhead_lammps.py).
+
+    .venv/bin/python benchmarks/hpl_replay.py [--rate 200mbit] [--n 2000] [--nb 80] [--placements rrn,rrp]
+        [--figures docs/img] [--overhead-reps 8] [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+MODELS = ("none", "gige", "myrinet", "maxmin")
+MAPPINGS = ("rrn", "rrp", "random")
+OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+PLACEMENT = {"rrn": ("host", 1), "rrp": ("slot", 2)}  # testbed launcher: map_by, ranks per host
+
+
+def hpcvar(args: list[str], env: dict, timeout: float = 1800) -> str:
+    res = subprocess.run([sys.executable, "-m", "hpcvar", *args], env=env, capture_output=True, text=True,
+                         timeout=timeout)
+    if res.returncode:
+        raise SystemExit(f"hpcvar {' '.join(args)} failed ({res.returncode}):\n{res.stderr[-3000:]}")
+    return res.stdout
+
+
+def build_ompi(build: Path) -> Path:
+    """The tracer and hv_latency against Debian's Open MPI (/usr/bin/mpicc): hpcc's MPI."""
+    cmake = shutil.which("cmake", path=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    env = dict(os.environ, MPICC="/usr/bin/mpicc")
+    for argv in ([cmake, "-S", str(ROOT), "-B", str(build)],
+                 [cmake, "--build", str(build), "--target", "hv_trace", "hv_latency", "-j2"]):
+        subprocess.run(argv, env=env, check=True, capture_output=True, timeout=900)
+    return build / "bin"
+
+
+def measure(env: dict, ranks_per_node: int) -> tuple[float, float]:
+    """(one-way 8 B latency s, 4 MiB bandwidth B/s) between two ranks on two hosts (1) or on one host (2)."""
+    out = json.loads(hpcvar(["bench", "latency", "--launcher", "testbed", "--np", "2", "--ranks-per-node",
+                             str(ranks_per_node), "--sizes", "8,4MiB", "--iters", "30", "--min-iters", "30",
+                             "--warmup", "3", "--json"], env, timeout=300))
+    by = {s["size"]: s for s in out["sizes"]}
+    alpha = by[8]["median_ns"] * 1e-9
+    data = by[4 << 20]["median_ns"] * 1e-9 - alpha
+    if alpha > 1e-3 or data <= 0:
+        # seen here while other jobs compiled: Open MPI's ranks yield the CPU and each message waited a 4 ms tick
+        raise SystemExit(f"the point-to-point measurement is disturbed ({ranks_per_node} rank(s) per host: 8 B in "
+                         f"{alpha * 1e6:.0f} us, 4 MiB in {by[4 << 20]['median_ns'] / 1e6:.2f} ms; load average "
+                         f"{os.getloadavg()[0]:.1f}): run this on a quiet machine")
+    return alpha, (4 << 20) / data
+
+
+def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, timeout: float) -> tuple[Path, dict]:
+    """hpcc traced on the testbed in one placement; returns the HPL section's trace and HPL's result."""
+    from hpcvar.launch.base import LaunchSpec
+    from hpcvar.testbed.launcher import TestbedLauncher
+    from hpcvar.traces.hpcc import hpl_results
+
+    run = work / placement
+    raw = run / "raw"
+    raw.mkdir(parents=True)
+    shutil.copy(work / "hpccinf.txt", run / "hpccinf.txt")
+    map_by, rph = PLACEMENT[placement]
+    argv, _ = TestbedLauncher(map_by=map_by, ranks_per_host=rph, mpiexec="/usr/bin/mpirun", state_path=state
+                              ).command(LaunchSpec(np=4, exe=Path(shutil.which("hpcc") or "hpcc"), args=[],
+                                                   env={"LD_PRELOAD": str(lib), "HV_TRACE_DIR": str(raw)}))
+    full = run / "hpcc.trace"
+    t0 = time.perf_counter()
+    res = subprocess.run([sys.executable, "-m", "hpcvar", "trace", "-o", str(full), "--raw-dir", str(raw),
+                          "--timeout", f"{timeout:.0f}s", "--json", "--", *argv], env=env, cwd=run,
+                         capture_output=True, text=True, timeout=timeout + 120)
+    if res.returncode:
+        raise SystemExit(f"hpcc under the tracer failed ({res.returncode}):\n{res.stderr[-3000:]}")
+    wall = time.perf_counter() - t0
+    hpl = run / "hpl.trace"
+    hpcvar(["trace", "cut", str(full), "-o", str(hpl), "--after-collective", "-1"], env)
+    result = hpl_results(run / "hpccoutf.txt")[-1]
+    print(f"{placement}: hpcc traced in {wall:.0f} s; HPL N={result.n} NB={result.nb} {result.p}x{result.q}: "
+          f"{result.time_s:.2f} s, {result.gflops:.3g} Gflop/s", flush=True)
+    return hpl, {"hpcc_wall_s": wall, "hpl_time_s": result.time_s, "gflops": result.gflops}
+
+
+def replay(env: dict, trace: Path, net: tuple[float, float], shm: tuple[float, float], replicas: int) -> dict:
+    out = json.loads(hpcvar(["sim", "app", str(trace), "--nodes", "4", "--cores-per-node", "2",
+                             "--bandwidth", f"{net[1]:.6g}B/s", "--latency", f"{net[0]:.6g}s",
+                             "--shm-bandwidth", f"{shm[1]:.6g}B/s", "--shm-latency", f"{shm[0]:.6g}s",
+                             "--mapping", ",".join(MAPPINGS), "--model", ",".join(MODELS),
+                             "--replicas", str(replicas), "--no-plots", "--json"], env))
+    return {(r["mapping"], r["model"]): r for r in out["runs"]}
+
+
+def e_abs(pred: list[float], meas: list[float]) -> list[float]:
+    return [abs(p - m) / m * 100 for p, m in zip(pred, meas, strict=True)]
+
+
+def analyse(replays: dict, placements: list[str]) -> dict:
+    """E_abs per placement that ran, per model and source trace; mean comm per mapping, predicted and measured."""
+    measured = {p: [t["measured_comm_s"] for t in replays[p][(p, "none")]["tasks"]] for p in placements}
+    table = {}
+    for ran in placements:
+        for src in placements:
+            for model in MODELS:
+                pred = [t["comm_s"] for t in replays[src][(ran, model)]["tasks"]]
+                table[(ran, src, model)] = e_abs(pred, measured[ran])
+    ranking = {src: {m: float(np.mean([t["comm_s"] for t in replays[src][(m, "maxmin")]["tasks"]]))
+                     for m in MAPPINGS} for src in placements}
+    return {"measured": measured, "e_abs": table, "ranking": ranking}
+
+
+def report(res: dict, placements: list[str]) -> None:
+    print("\nE_abs per task (%) of the predicted communication time against the measured one")
+    print(f"{'ran':5s} {'trace of':9s} {'model':8s} {'mean':>6s}  per task")
+    for (ran, src, model), ea in res["e_abs"].items():
+        print(f"{ran:5s} {src:9s} {model:8s} {np.mean(ea):6.1f}  " + " ".join(f"{v:5.1f}" for v in ea))
+    for ran in placements:
+        best = min(MODELS, key=lambda m: np.mean(res["e_abs"][(ran, ran, m)]))
+        print(f"placement {ran}: best model {best}, mean E_abs {np.mean(res['e_abs'][(ran, ran, best)]):.1f} % "
+              "(target <= 10 %)")
+    print("\nmean communication time per task by mapping (maxmin; random: median of the replicas)")
+    for src, by in res["ranking"].items():
+        order = sorted(by, key=by.get)
+        print(f"predicted from the {src} trace: " + ", ".join(f"{m} {by[m]:.3f} s" for m in order)
+              + f"  (ranking {' < '.join(order)})")
+    meas = {p: float(np.mean(v)) for p, v in res["measured"].items()}
+    print("measured: " + ", ".join(f"{p} {v:.3f} s" for p, v in sorted(meas.items(), key=lambda kv: kv[1])))
+
+
+def figures(res: dict, replays: dict, placements: list[str], out: Path) -> None:
+    from hpcvar.report.plots import figure, save
+
+    fig, axes = figure(len(placements), 1, figsize=(7.5, 3.0 * len(placements)), squeeze=False)
+    for ax, ran in zip(axes[:, 0], placements, strict=True):
+        meas = res["measured"][ran]
+        x = np.arange(len(meas))
+        w = 0.8 / (1 + len(MODELS))
+        ax.bar(x - 0.4 + w / 2, meas, w, label="measured", color="0.3")
+        for i, model in enumerate(MODELS, start=1):
+            ax.bar(x - 0.4 + w / 2 + i * w, [t["comm_s"] for t in replays[ran][(ran, model)]["tasks"]], w,
+                   label=model)
+        best = min(MODELS, key=lambda m: np.mean(res["e_abs"][(ran, ran, m)]))
+        ax2 = ax.twinx()
+        ax2.plot(x, res["e_abs"][(ran, ran, best)], "k.-", label=f"E_abs ({best})")
+        ax2.set_ylabel("E_abs (%)")
+        ax2.set_ylim(0, max(20.0, 1.2 * max(res["e_abs"][(ran, ran, best)])))
+        ax.set_xticks(x, [str(t) for t in x])
+        ax.set_xlabel("MPI task")
+        ax.set_ylabel("communication time (s)")
+        ax.set_title(f"HPL on the testbed, mapping {ran} (as it ran): measured and predicted")
+        ax.legend(loc="upper left", fontsize=7, ncol=3)
+        ax2.legend(loc="upper right", fontsize=7)
+    paths = save(fig, out / "hpl_comm_per_task")
+    fig, ax = figure(figsize=(6, 3))
+    x = np.arange(len(MAPPINGS))
+    for i, src in enumerate(placements):
+        ax.bar(x - 0.2 + 0.4 * i, [res["ranking"][src][m] for m in MAPPINGS], 0.4,
+               label=f"predicted from the {src} trace")
+    for p in placements:
+        ax.plot([MAPPINGS.index(p)], [np.mean(res["measured"][p])], "k*", markersize=12)
+    ax.plot([], [], "k*", label="measured (placement that ran)")
+    ax.set_xticks(x, MAPPINGS)
+    ax.set_ylabel("mean communication time per task (s)")
+    ax.set_title("HPL: mappings ranked (maxmin)")
+    ax.legend(fontsize=7)
+    paths += save(fig, out / "hpl_mappings")
+    print("figures: " + ", ".join(str(p) for p in paths))
+
+
+def overhead(reps: int, n: int, lib: Path, timeout: float) -> None:
+    """Paired local hpcc runs (2 ranks) without and with the tracer: HPL time and wall time."""
+    from hpcvar.stats import median_ci
+    from hpcvar.traces.hpcc import hpcc_input, hpl_results
+
+    work = Path(tempfile.mkdtemp(prefix="hv_hpl_ovh_"))
+    (work / "hpccinf.txt").write_text(hpcc_input(n, 80, 1, 2))
+    raw = work / "raw"
+    raw.mkdir()
+    cmd = ["/usr/bin/mpirun", "-n", "2", "--bind-to", "none", shutil.which("hpcc") or "hpcc"]
+    res: dict[str, list[tuple[float, float]]] = {"plain": [], "traced": []}
+    try:
+        for r in range(reps):
+            for mode in ("plain", "traced") if r % 2 == 0 else ("traced", "plain"):
+                env = dict(os.environ, **OMPI_ENV)
+                if mode == "traced":
+                    for f in raw.glob("rank.*.hvt"):
+                        f.unlink()
+                    env.update(LD_PRELOAD=str(lib), HV_TRACE_DIR=str(raw))
+                t0 = time.perf_counter()
+                subprocess.run(cmd, env=env, cwd=work, check=True, timeout=timeout, capture_output=True)
+                res[mode].append((hpl_results(work / "hpccoutf.txt")[-1].time_s, time.perf_counter() - t0))
+                print(f"rep {r} {mode:6s}: HPL {res[mode][-1][0]:.2f} s, wall {res[mode][-1][1]:.2f} s", flush=True)
+        for k, name in ((0, "HPL solve time"), (1, "hpcc wall time")):
+            ratios = np.array([t[k] / p[k] for t, p in zip(res["traced"], res["plain"], strict=True)])
+            lo, hi = median_ci(ratios)
+            print(f"{name}: median without {np.median([x[k] for x in res['plain']]):.2f} s, with the tracer "
+                  f"{np.median([x[k] for x in res['traced']]):.2f} s; paired overhead median "
+                  f"{(np.median(ratios) - 1) * 100:+.2f} % (95% CI {(lo - 1) * 100:+.2f} to {(hi - 1) * 100:+.2f} %, "
+                  f"{reps} pairs)")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rate", default="200mbit")
+    ap.add_argument("--n", type=int, default=2000)
+    ap.add_argument("--nb", type=int, default=80)
+    ap.add_argument("--placements", default="rrn,rrp")
+    ap.add_argument("--replicas", type=int, default=5)
+    ap.add_argument("--build", default=str(ROOT / "build/ompi"))
+    ap.add_argument("--figures", default=None, help="directory for the figures (none without)")
+    ap.add_argument("--keep", default=None, help="keep the traces and runs in this directory")
+    ap.add_argument("--timeout", type=float, default=900, help="seconds per hpcc run")
+    ap.add_argument("--overhead-reps", type=int, default=0)
+    ap.add_argument("--overhead-n", type=int, default=4000)
+    a = ap.parse_args()
+    from hpcvar.traces.hpcc import hpcc_input
+
+    if os.geteuid() != 0 or not shutil.which("hpcc") or not Path("/usr/bin/mpicc").exists():
+        raise SystemExit("needs root, hpcc and Debian's Open MPI: apt-get install hpcc libopenmpi-dev")
+    placements = a.placements.split(",")
+    work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="hv_hpl_"))
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "hpccinf.txt").write_text(hpcc_input(a.n, a.nb, 1, 4, "1rg"))
+    bindir = build_ompi(Path(a.build))
+    lib = (bindir / "libhv_trace.so").resolve()
+    state = work / "testbed.json"
+    env = dict(os.environ, **OMPI_ENV, HPCVAR_TESTBED_STATE=str(state), HPCVAR_RUNS=str(work / "runs"),
+               HPCVAR_NATIVE_DIR=str(bindir.resolve()))
+    hpcvar(["testbed", "up", "--hosts", "4", "--rate", a.rate, "--ranks-per-host", "2", "--prefix", "hvhpl-"], env)
+    try:
+        net, shm = measure(env, 1), measure(env, 2)
+        print(f"testbed at {a.rate}: network {net[0] * 1e6:.1f} us, {net[1] / 1e6:.2f} MB/s; shared memory "
+              f"{shm[0] * 1e6:.2f} us, {shm[1] / 1e6:.0f} MB/s (Open MPI hv_latency)", flush=True)
+        traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout) for p in placements}
+    finally:
+        hpcvar(["testbed", "down"], env)
+    replays = {p: replay(env, traces[p][0], net, shm, a.replicas) for p in placements}
+    res = analyse(replays, placements)
+    report(res, placements)
+    if a.figures:
+        Path(a.figures).mkdir(parents=True, exist_ok=True)
+        figures(res, replays, placements, Path(a.figures))
+    if a.overhead_reps:
+        overhead(a.overhead_reps, a.overhead_n, lib, a.timeout)
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
