@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hpcvar._memory import empty
 from hpcvar.errors import HpcvarError
 
 # error kinds of native/sim/otf2_read.h, in order
@@ -70,7 +71,7 @@ def read(anchor: str) -> Read:
             raise HpcvarError("reading the OTF2 archive ran out of memory", None, "Import a smaller archive")
         if c.err:
             return Read(None, int(c.ntasks), c.err, c.msg.decode(errors="replace"), int(c.err_value))
-        cols = {name: np.empty(c.nrows, dtype) for name, dtype in COLUMNS.items()}
+        cols = {name: empty(c.nrows, dtype) for name, dtype in COLUMNS.items()}  # prefaulted (hpcvar._memory)
         for name, a in cols.items():
             setattr(c, name, a.ctypes.data)
         so.hv_otf2_fill(ctypes.byref(c))

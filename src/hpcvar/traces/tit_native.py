@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hpcvar._memory import empty
 from hpcvar.errors import HpcvarError
 
 # error kinds of native/sim/tit.h, in order
@@ -85,7 +86,7 @@ def parse(datas: list[bytes], flops_rate: float) -> Parsed:
         if c.err:
             return Parsed(None, int(c.ntasks), c.err, c.err_file, c.err_line, (c.err_start, c.err_end), c.err_tok,
                           c.err_a, c.err_b)
-        cols = {name: np.empty(c.nrows, dtype) for name, dtype in COLUMNS.items()}
+        cols = {name: empty(c.nrows, dtype) for name, dtype in COLUMNS.items()}  # prefaulted (hpcvar._memory)
         for name, a in cols.items():
             setattr(c, name, a.ctypes.data)
         so.hv_tit_fill(ctypes.byref(c))
