@@ -297,6 +297,14 @@ class RowTimes(Mapping):
             self._d = dict(zip(keys, self._times[idx].tolist(), strict=True))
         return self._d
 
+    def dense(self) -> bool:
+        """Row ids are the trace's rows in (task, seq) order (row_off[t] + seq), as lower_native numbers them."""
+        return self._enc.rows is None
+
+    def times(self) -> np.ndarray:
+        """The core's array: the time of every row id, -1 where the run never reached it."""
+        return self._times
+
     def __getitem__(self, k):
         return self._dict()[k]
 
