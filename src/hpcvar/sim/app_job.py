@@ -30,6 +30,8 @@ class Params:
     latency: float = 50e-6
     shm_bandwidth: float = 5e9
     shm_latency: float = 5e-7
+    rndv_latency: float = 0.0
+    shm_rndv_latency: float = 0.0
     mappings: tuple[str, ...] = ("rrn",)
     models: tuple[str, ...] = ("none",)
     params_file: str | None = None
@@ -88,7 +90,8 @@ def cluster_of(p: Params, ntasks: int):
         return simapp.load_cluster(p.cluster_file)
     n = p.nodes or ntasks
     k = p.cores_per_node or max(1, -(-ntasks // n))
-    return simapp.Cluster(n, k, p.bandwidth, p.latency, p.shm_bandwidth, p.shm_latency)
+    return simapp.Cluster(n, k, p.bandwidth, p.latency, p.shm_bandwidth, p.shm_latency,
+                          rndv_latency=p.rndv_latency, shm_rndv_latency=p.shm_rndv_latency)
 
 
 class _Progress:
@@ -212,6 +215,7 @@ def _stored_params(p: Params, trace, cl, params_by_model: dict) -> dict:
                   cluster={"nodes": cl.nodes, "cores_per_node": cl.cores_per_node,
                            "bandwidth_bytes_per_s": cl.bandwidth, "latency_s": cl.latency,
                            "shm_bandwidth_bytes_per_s": cl.shm_bandwidth, "shm_latency_s": cl.shm_latency,
+                           "rndv_latency_s": cl.rndv_latency, "shm_rndv_latency_s": cl.shm_rndv_latency,
                            "links": [[a, b, bw, lat] for (a, b), (bw, lat) in cl.links.items()]})
     return stored
 
