@@ -79,8 +79,8 @@ def _index(text: str, what: str, hi: int) -> int:
 
 def load_cluster(path: str) -> Cluster:
     """A cluster file: 'key value' lines (nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
-    shm_latency, rndv_latency, shm_rndv_latency) and 'link A B BANDWIDTH LATENCY' lines; '#' starts a comment. Bandwidths and latencies take
-    their unit (1gbit or 125MB/s, 50us)."""
+    shm_latency, rndv_latency, shm_rndv_latency) and 'link A B BANDWIDTH LATENCY' lines; '#' starts a comment.
+    Bandwidths and latencies take their unit (1gbit or 125MB/s, 50us)."""
     from pathlib import Path
 
     p = Path(path)
