@@ -167,6 +167,7 @@ def replay(trace: Path, native_bin: Path, np_: int, env: dict) -> None:
     runs = Path(tempfile.mkdtemp(prefix="hv_lmp_runs_"))
     e = dict(env, HPCVAR_NATIVE_DIR=str(native_bin.resolve()), HPCVAR_RUNS=str(runs))
     try:
+        stalls(trace)
         m = machine_params(e)
         print(f"machine (hv_latency): alpha {m['alpha_s'] * 1e6:.2f} us, bandwidth at 4 MiB {m['bw_4mib'] / 1e6:.0f} "
               f"MB/s; above the eager limit ({m['eager']} B): {m['bw_rndv'] / 1e6:.0f} MB/s, rendezvous latency "
@@ -189,6 +190,35 @@ def replay(trace: Path, native_bin: Path, np_: int, env: dict) -> None:
                   f"comm {comm:.3f} s per task, makespan {r['makespan_s']:.3f} s, mean penalty {pen:.2f}")
     finally:
         shutil.rmtree(runs, ignore_errors=True)
+
+
+LONG_NS = 20_000  # a call this long is not a message of LAMMPS' sizes (70 KB take 11 us one way here)
+
+
+def _inside_ns(a: int, b: int, ps: np.ndarray, pe: np.ndarray) -> int:
+    """ns of [a, b] covered by the intervals [ps, pe] (sorted, disjoint: one rank's calls)."""
+    lo, hi = np.searchsorted(pe, a), np.searchsorted(ps, b)
+    return int(np.clip(np.minimum(pe[lo:hi], b) - np.maximum(ps[lo:hi], a), 0, None).sum())
+
+
+def stalls(trace: Path) -> None:
+    """What no alpha-beta model contains, from the trace alone (ranks on one host share its clock): per task,
+    the time in calls longer than LONG_NS, and how much of it the other rank spent inside MPI too (both
+    stalled together: one of them descheduled, or both) rather than computing (waiting for the other's
+    compute, which the replay does reproduce). One row per call: a Sendrecv's or a Waitall's repeats dropped."""
+    from hpcvar.traces import load_trace
+
+    ev = load_trace(str(trace), "auto", 1e9).events
+    ev = ev[~ev["op"].isin(["init", "finalize"])].drop_duplicates(["task", "t_start_ns", "t_end_ns"])
+    for t in sorted(ev["task"].unique()):
+        mine, other = ev[ev["task"] == t], ev[ev["task"] != t]
+        ps, pe = other["t_start_ns"].to_numpy(), other["t_end_ns"].to_numpy()
+        d = (mine["t_end_ns"] - mine["t_start_ns"]).to_numpy()
+        long = mine[d > LONG_NS]
+        both = sum(_inside_ns(a, b, ps, pe) for a, b in zip(long["t_start_ns"], long["t_end_ns"], strict=True))
+        print(f"task {t}: {len(mine)} calls, {d.sum() / 1e6:.2f} ms (median {np.median(d) / 1e3:.2f} us); "
+              f"{len(long)} over {LONG_NS / 1e3:.0f} us: {d[d > LONG_NS].sum() / 1e6:.2f} ms, of which the other "
+              f"rank was inside MPI too {both / 1e6:.2f} ms")
 
 
 def _print_local(local: dict, np_: int, which: str) -> None:
