@@ -201,24 +201,30 @@ def _inside_ns(a: int, b: int, ps: np.ndarray, pe: np.ndarray) -> int:
     return int(np.clip(np.minimum(pe[lo:hi], b) - np.maximum(ps[lo:hi], a), 0, None).sum())
 
 
-def stalls(trace: Path) -> None:
+def stalls(trace: Path, show: bool = True) -> dict[int, dict]:
     """What no alpha-beta model contains, from the trace alone (ranks on one host share its clock): per task,
     the time in calls longer than LONG_NS, and how much of it the other rank spent inside MPI too (both
     stalled together: one of them descheduled, or both) rather than computing (waiting for the other's
-    compute, which the replay does reproduce). One row per call: a Sendrecv's or a Waitall's repeats dropped."""
+    compute, which the replay does reproduce). One row per call: a Sendrecv's or a Waitall's repeats dropped.
+    Returns {task: {"calls", "mpi_s", "long_s", "both_s"}}."""
     from hpcvar.traces import load_trace
 
     ev = load_trace(str(trace), "auto", 1e9).events
     ev = ev[~ev["op"].isin(["init", "finalize"])].drop_duplicates(["task", "t_start_ns", "t_end_ns"])
+    out = {}
     for t in sorted(ev["task"].unique()):
         mine, other = ev[ev["task"] == t], ev[ev["task"] != t]
         ps, pe = other["t_start_ns"].to_numpy(), other["t_end_ns"].to_numpy()
         d = (mine["t_end_ns"] - mine["t_start_ns"]).to_numpy()
         long = mine[d > LONG_NS]
         both = sum(_inside_ns(a, b, ps, pe) for a, b in zip(long["t_start_ns"], long["t_end_ns"], strict=True))
-        print(f"task {t}: {len(mine)} calls, {d.sum() / 1e6:.2f} ms (median {np.median(d) / 1e3:.2f} us); "
-              f"{len(long)} over {LONG_NS / 1e3:.0f} us: {d[d > LONG_NS].sum() / 1e6:.2f} ms, of which the other "
-              f"rank was inside MPI too {both / 1e6:.2f} ms")
+        out[int(t)] = {"calls": len(mine), "mpi_s": d.sum() * 1e-9, "long_s": d[d > LONG_NS].sum() * 1e-9,
+                       "both_s": both * 1e-9}
+        if show:
+            print(f"task {t}: {len(mine)} calls, {d.sum() / 1e6:.2f} ms (median {np.median(d) / 1e3:.2f} us); "
+                  f"{len(long)} over {LONG_NS / 1e3:.0f} us: {d[d > LONG_NS].sum() / 1e6:.2f} ms, of which the "
+                  f"other rank was inside MPI too {both / 1e6:.2f} ms")
+    return out
 
 
 def _print_local(local: dict, np_: int, which: str) -> None:

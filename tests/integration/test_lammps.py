@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from benchmarks.trace_overhead_lammps import machine_params, run_once, sim_args
+from benchmarks.trace_overhead_lammps import machine_params, run_once, sim_args, stalls
 from tests.conftest import best_of_quiet_attempts, build_native_against, hpcvar_cmd
 
 pytestmark = pytest.mark.mpi
@@ -89,6 +89,7 @@ def test_lammps_replayed_with_this_machines_parameters(traced, ompi_bin):
               + ", ".join(f"task {t['task']}: measured {t['measured_comm_s']:.4f} s, predicted "
                           f"{t['comm_s']:.4f} s, E_abs {t['e_abs_pct']:.1f}%" for t in run["tasks"]))
         run["breakdown"] = sim["breakdown"]["rows"]
+        run["stalls"] = stalls(path)  # printed: the time both ranks sat in MPI at once
         return run
 
     def sound(run):
@@ -102,9 +103,13 @@ def test_lammps_replayed_with_this_machines_parameters(traced, ompi_bin):
             assert {r["kind"] for r in rows} >= {"send", "irecv", "wait", "allreduce"}
 
     def close(run):
-        # the replay follows the application: within a factor of two of what was measured (33% here at 3000
-        # steps); the parameters are re-measured when a busy host spoiled them
-        assert run["mean_e_abs_pct"] < 100, run["tasks"]
+        # with the rendezvous latency the error left is the time both ranks sat stalled in MPI at once (other
+        # jobs on the machine; no network model has it): 1000-step runs here, quiet: E_abs 1-4%, error minus
+        # that time within +-13% of S_m; disturbed (LAMMPS 2-9x slower): E_abs 10-84%, the error within 5 ms or
+        # 16 ms (of 0.2-4 s) of that time (docs/replay.md). Bound: 40% of S_m plus that time
+        for t in run["tasks"]:
+            err = abs(t["comm_s"] - t["measured_comm_s"])
+            assert err < 0.4 * t["measured_comm_s"] + run["stalls"][t["task"]]["both_s"], (t, run["stalls"])
 
     best_of_quiet_attempts(replay, close, always=sound, what="LAMMPS replayed with freshly measured parameters")
 
