@@ -13,10 +13,13 @@ Run (as root, Open MPI needs OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CON
 
 With --replay BIN (a directory with hv_latency built against the same Open MPI, e.g.
 MPICC=/usr/bin/mpicc cmake -S . -B build/ompi && cmake --build build/ompi), the last traced run is then
-replayed: the machine's point-to-point parameters are measured with that hv_latency (2 ranks: alpha =
-median one-way time of 8 B, bandwidth = 4 MiB / its one-way time), the trace is replayed with them on
-the machine as it is (1 node x --np cores, rrp, the measured parameters as shared memory), where the
-E_abs of the predicted communication time per task against the measured one is printed; and on a
+replayed: the machine's point-to-point parameters are measured with that hv_latency (2 ranks,
+``machine_params``), the trace is replayed with them on the machine as it is (1 node x --np cores, rrp,
+the measured parameters as shared memory) with two calibrations, and the E_abs of the predicted
+communication time per task against the measured one and the breakdown by call kind are printed:
+'old' (alpha = median one-way time of 8 B, bandwidth = 4 MiB / its one-way time, hpcvar's default 64 KiB
+eager limit) and 'rndv' (Open MPI's eager limit from ompi_info, and for messages above it the bandwidth
+and rendezvous latency of the line through the one-way times of 8 KiB and 64 KiB); and on a
 what-if cluster of --np Gigabit Ethernet nodes of 2 cores (1gbit, 50us; mappings rrn, rrp, random with
 5 replicas; models none, gige, myrinet, maxmin), where the predicted times are printed.
 """
@@ -119,29 +122,65 @@ def hpcvar(args: list[str], env: dict) -> dict:
     return json.loads(res.stdout)
 
 
+# hv_latency sizes of the calibration: 8 B (eager), then two sizes above Open MPI's shared-memory eager limit
+# (btl_vader_eager_limit, 4 KiB with the headers) that bracket LAMMPS' messages (28-70 KB in the LJ melt)
+RNDV_SIZES = (8192, 65536)
+
+
+def ompi_eager_limit(default: int = 4096) -> int:
+    """Open MPI's shared-memory eager limit (btl_vader_eager_limit, bytes including the headers), or default."""
+    try:
+        out = subprocess.run(["ompi_info", "--param", "btl", "vader", "--level", "9"], capture_output=True,
+                             text=True, timeout=60).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return default
+    m = re.search(r'btl_vader_eager_limit" \(current value: "(\d+)"', out)
+    return int(m.group(1)) if m else default
+
+
+def machine_params(env: dict, time_per_size: str = "2s") -> dict:
+    """This machine's shared-memory parameters, measured with hv_latency (2 ranks; HPCVAR_NATIVE_DIR in env):
+    ``old``: alpha = median one-way time of 8 B, bandwidth = 4 MiB over its one-way time (the two extremes);
+    ``rndv``: the same alpha, and the line through the one-way times at RNDV_SIZES (above the eager limit,
+    the sizes LAMMPS sends): bandwidth = its slope, rendezvous latency = its intercept - alpha."""
+    lo, hi = RNDV_SIZES
+    lat = hpcvar(["bench", "latency", "--np", "2", "--sizes", f"8,{lo},{hi},4MiB", "--time-per-size", time_per_size],
+                 env)
+    t = {s["size"]: s["median_ns"] * 1e-9 for s in lat["sizes"]}
+    alpha = t[8]
+    slope_bw = (hi - lo) / (t[hi] - t[lo])
+    return {"alpha_s": alpha, "bw_4mib": (4 << 20) / t[4 << 20], "bw_rndv": slope_bw,
+            "rndv_s": max(t[lo] - lo / slope_bw - alpha, 0.0), "eager": ompi_eager_limit(), "one_way_s": t}
+
+
+def sim_args(m: dict, which: str) -> list[str]:
+    """sim app's shared-memory options for the parameters ``m`` (machine_params): 'old' (alpha and the 4 MiB
+    bandwidth, hpcvar's default 64 KiB eager limit) or 'rndv' (Open MPI's eager limit, the rendezvous
+    regime's bandwidth and latency)."""
+    if which == "old":
+        return ["--shm-bandwidth", f"{m['bw_4mib']:.0f}B/s", "--shm-latency", f"{m['alpha_s']:.9f}s"]
+    return ["--shm-bandwidth", f"{m['bw_rndv']:.0f}B/s", "--shm-latency", f"{m['alpha_s']:.9f}s",
+            "--shm-rndv-latency", f"{m['rndv_s']:.9f}s", "--eager", f"{m['eager']}B"]
+
+
 def replay(trace: Path, native_bin: Path, np_: int, env: dict) -> None:
     runs = Path(tempfile.mkdtemp(prefix="hv_lmp_runs_"))
     e = dict(env, HPCVAR_NATIVE_DIR=str(native_bin.resolve()), HPCVAR_RUNS=str(runs))
     try:
-        lat = hpcvar(["bench", "latency", "--np", "2", "--sizes", "8,4MiB", "--time-per-size", "2s"], e)
-        by = {s["size"]: s for s in lat["sizes"]}
-        alpha = by[8]["median_ns"] * 1e-9
-        bw = (4 << 20) / (by[4 << 20]["median_ns"] * 1e-9)
-        print(f"machine (hv_latency): alpha {alpha * 1e6:.2f} us, "
-              f"bandwidth {bw / 1e6:.0f} MB/s")
-        local = hpcvar(["sim", "app", str(trace), "--nodes", "1", "--cores-per-node", str(np_), "--shm-bandwidth",
-                        f"{bw:.0f}B/s", "--shm-latency", f"{alpha:.9f}s", "--mapping", "rrp", "--model", "none",
-                        "--no-plots"], e)
-        for r in local["runs"]:
-            per = ", ".join(f"task {t['task']}: S_m {t['measured_comm_s']:.3f} s, S_p {t['comm_s']:.3f} s, "
-                            f"E_abs {t['e_abs_pct']:.1f} %" for t in r["tasks"])
-            print(f"replay on this machine (1 node x {np_}, rrp): mean E_abs {r['mean_e_abs_pct']:.1f} % ({per}); "
-                  f"makespan {r['makespan_s']:.3f} s")
+        stalls(trace)
+        m = machine_params(e)
+        print(f"machine (hv_latency): alpha {m['alpha_s'] * 1e6:.2f} us, bandwidth at 4 MiB {m['bw_4mib'] / 1e6:.0f} "
+              f"MB/s; above the eager limit ({m['eager']} B): {m['bw_rndv'] / 1e6:.0f} MB/s, rendezvous latency "
+              f"{m['rndv_s'] * 1e6:.2f} us; one-way " + ", ".join(f"{k} B {v * 1e6:.2f} us"
+                                                                   for k, v in m["one_way_s"].items()))
+        for which in ("old", "rndv"):
+            local = hpcvar(["sim", "app", str(trace), "--nodes", "1", "--cores-per-node", str(np_), "--mapping", "rrp",
+                            "--model", "none", "--no-plots", "--breakdown", *sim_args(m, which)], e)
+            _print_local(local, np_, which)
         # what-if: the same run on Gigabit Ethernet nodes of 2 cores (rrn spreads the ranks, rrp packs them);
         # the measurement was on shared memory, so only predicted times are printed, no E_abs
         gige = hpcvar(["sim", "app", str(trace), "--nodes", str(np_), "--cores-per-node", "2", "--bandwidth",
-                       "1gbit", "--latency", "50us", "--shm-bandwidth", f"{bw:.0f}B/s",
-                       "--shm-latency", f"{alpha:.9f}s",
+                       "1gbit", "--latency", "50us", *sim_args(m, "rndv"),
                        "--mapping", "rrn,rrp,random", "--model", "none,gige,myrinet,maxmin", "--replicas", "5",
                        "--no-plots"], e)
         for r in gige["runs"]:
@@ -151,6 +190,57 @@ def replay(trace: Path, native_bin: Path, np_: int, env: dict) -> None:
                   f"comm {comm:.3f} s per task, makespan {r['makespan_s']:.3f} s, mean penalty {pen:.2f}")
     finally:
         shutil.rmtree(runs, ignore_errors=True)
+
+
+LONG_NS = 20_000  # a call this long is not a message of LAMMPS' sizes (70 KB take 11 us one way here)
+
+
+def _inside_ns(a: int, b: int, ps: np.ndarray, pe: np.ndarray) -> int:
+    """ns of [a, b] covered by the intervals [ps, pe] (sorted, disjoint: one rank's calls)."""
+    lo, hi = np.searchsorted(pe, a), np.searchsorted(ps, b)
+    return int(np.clip(np.minimum(pe[lo:hi], b) - np.maximum(ps[lo:hi], a), 0, None).sum())
+
+
+def stalls(trace: Path, show: bool = True) -> dict[int, dict]:
+    """What no alpha-beta model contains, from the trace alone (ranks on one host share its clock): per task,
+    the time in calls longer than LONG_NS, and how much of it the other rank spent inside MPI too (both
+    stalled together: one of them descheduled, or both) rather than computing (waiting for the other's
+    compute, which the replay does reproduce). One row per call: a Sendrecv's or a Waitall's repeats dropped.
+    Returns {task: {"calls", "mpi_s", "long_s", "both_s"}}."""
+    from hpcvar.traces import load_trace
+
+    ev = load_trace(str(trace), "auto", 1e9).events
+    ev = ev[~ev["op"].isin(["init", "finalize"])].drop_duplicates(["task", "t_start_ns", "t_end_ns"])
+    out = {}
+    for t in sorted(ev["task"].unique()):
+        mine, other = ev[ev["task"] == t], ev[ev["task"] != t]
+        ps, pe = other["t_start_ns"].to_numpy(), other["t_end_ns"].to_numpy()
+        d = (mine["t_end_ns"] - mine["t_start_ns"]).to_numpy()
+        long = mine[d > LONG_NS]
+        both = sum(_inside_ns(a, b, ps, pe) for a, b in zip(long["t_start_ns"], long["t_end_ns"], strict=True))
+        out[int(t)] = {"calls": len(mine), "mpi_s": d.sum() * 1e-9, "long_s": d[d > LONG_NS].sum() * 1e-9,
+                       "both_s": both * 1e-9}
+        if show:
+            print(f"task {t}: {len(mine)} calls, {d.sum() / 1e6:.2f} ms (median {np.median(d) / 1e3:.2f} us); "
+                  f"{len(long)} over {LONG_NS / 1e3:.0f} us: {d[d > LONG_NS].sum() / 1e6:.2f} ms, of which the "
+                  f"other rank was inside MPI too {both / 1e6:.2f} ms")
+    return out
+
+
+def _print_local(local: dict, np_: int, which: str) -> None:
+    """The replay on this machine: E_abs per task, and the breakdown by call kind (measured / predicted ms)."""
+    import pandas as pd
+
+    (r,) = local["runs"]
+    per = ", ".join(f"task {t['task']}: S_m {t['measured_comm_s']:.4f} s, S_p {t['comm_s']:.4f} s, "
+                    f"E_abs {t['e_abs_pct']:.1f} %" for t in r["tasks"])
+    print(f"replay on this machine (1 node x {np_}, rrp, parameters '{which}'): mean E_abs {r['mean_e_abs_pct']:.1f} % "
+          f"({per}); makespan {r['makespan_s']:.3f} s")
+    bd = pd.DataFrame(local["breakdown"]["rows"])
+    k = bd.groupby(["task", "kind"], sort=False)[["calls", "measured_s", "predicted_s"]].sum()
+    for (task, kind), row in k.iterrows():
+        print(f"  task {task} {kind:9s} {int(row.calls):5d} calls: measured {row.measured_s * 1e3:8.3f} ms, "
+              f"predicted {row.predicted_s * 1e3:8.3f} ms")
 
 
 if __name__ == "__main__":

@@ -696,6 +696,7 @@ static int step(hv_rp *s, int64_t task) {
             if (a == b) x->bw = c->shm_bandwidth, x->lat = c->shm_latency;
             else link_of(c, a, b, &x->bw, &x->lat);
             x->eager = c->val[p] <= c->eager;
+            if (!x->eager) x->lat = x->lat + (a == b ? c->shm_rndv_latency : c->rndv_latency);
             x->next = -1;
             x->end = -1.0;
             int64_t key = c->key[p];

@@ -129,6 +129,17 @@ def test_random_traces_give_identical_results(seed, model):
         exactly(py, nat)
 
 
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("model", ["none", "maxmin"])
+def test_rendezvous_latency_gives_identical_results(seed, model):
+    """Messages above the eager limit pay rndv_latency (shm_rndv_latency inside a node) in both engines."""
+    _, tr, cl, params = random_case(seed, model)
+    cl.rndv_latency, cl.shm_rndv_latency = 3e-6, 1.1e-6
+    for mp in ("rrn", "rrp"):
+        py, nat = both(tr, cl, mapping(mp, tr.ntasks, cl), model, params=params, eager_bytes=65536)
+        exactly(py, nat)
+
+
 def canonical(enc: replay_native.Encoded) -> dict:
     """The arrays with keys and requests renumbered by first use (the two lowerings number them apart)."""
     def renumber(ids):

@@ -248,3 +248,26 @@ def test_measured_mpi_time_is_a_union_of_the_call_intervals():
     total, comm = measured(tr)
     assert list(comm) == pytest.approx([210e-9, 45e-9, 0.0], abs=1e-18)
     assert list(total) == pytest.approx([1000e-9, 50e-9, 0.0], abs=1e-18)
+
+
+def test_rendezvous_latency_is_paid_above_the_eager_limit_only():
+    """A 1 MB message at 1 GB/s with 10 us latency: 1.010 ms when eager; 1.040 ms above the eager limit with a
+    30 us rendezvous latency between nodes; inside a node 2 us + 0.25 ms, plus 5 us when rendezvous."""
+    rows = [dict(task=0, op="init"), dict(task=0, op="send", peer=1, bytes=10**6), dict(task=0, op="finalize"),
+            dict(task=1, op="init"), dict(task=1, op="recv", peer=0, bytes=10**6), dict(task=1, op="finalize")]
+    net = Cluster(nodes=2, cores_per_node=1, bandwidth=1e9, latency=10e-6, rndv_latency=30e-6,
+                  shm_rndv_latency=5e-6)
+    assert _sim(rows, 2, net, eager=2 * 10**6).comm_s[1] == pytest.approx(1.010e-3, rel=1e-12)
+    assert _sim(rows, 2, net, eager=65536).comm_s[1] == pytest.approx(1.040e-3, rel=1e-12)
+    shm = Cluster(nodes=1, cores_per_node=2, bandwidth=1e9, latency=10e-6, shm_bandwidth=4e9, shm_latency=2e-6,
+                  rndv_latency=30e-6, shm_rndv_latency=5e-6)
+    assert _sim(rows, 2, shm, mapping_kind="rrp", eager=2 * 10**6).comm_s[1] == pytest.approx(0.252e-3, rel=1e-12)
+    assert _sim(rows, 2, shm, mapping_kind="rrp", eager=65536).comm_s[1] == pytest.approx(0.257e-3, rel=1e-12)
+
+
+def test_cluster_file_takes_rendezvous_latencies(tmp_path):
+    f = tmp_path / "c.txt"
+    f.write_text("nodes 2\ncores_per_node 1\nbandwidth 1gbit\nlatency 50us\nrndv_latency 12us\n"
+                 "shm_rndv_latency 1.1us\n")
+    c = load_cluster(str(f))
+    assert (c.rndv_latency, c.shm_rndv_latency) == pytest.approx((12e-6, 1.1e-6))

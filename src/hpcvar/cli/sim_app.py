@@ -56,6 +56,10 @@ def _split(text: str) -> list[str]:
 @click.option("--shm-bandwidth", type=BANDWIDTH, default="5GB/s", show_default=True,
               help="Intra-node (shared-memory) bandwidth with its unit (5GB/s, 40gbit).")
 @click.option("--shm-latency", type=DURATION, default="500ns", show_default=True, help="Intra-node latency.")
+@click.option("--rndv-latency", type=DURATION, default="0s", show_default=True,
+              help="Added to the latency of an inter-node message above --eager (the rendezvous handshake).")
+@click.option("--shm-rndv-latency", type=DURATION, default="0s", show_default=True,
+              help="Added to the latency of an intra-node message above --eager (handshake, single-copy set-up).")
 @click.option("--mapping", default="rrn", show_default=True,
               help="Comma list of rrn (round-robin per node), rrp (fill a node first), random, or a file of "
                    "'TASK NODE' lines; several are compared.")
@@ -88,15 +92,23 @@ def _split(text: str) -> list[str]:
 @click.option("--plot", "plot_stem", type=OUT_PATH, default=None,
               help="Also write the per-task comparison figure (PNG+SVG) at this stem (the run's plots/ always "
                    "gets it).")
+@click.option("--breakdown", is_flag=True,
+              help="Also split the measured and predicted communication time of each task by MPI call kind and "
+                   "by phase (table replay.breakdown; shown with the result, in 'runs show' and the report).")
+@click.option("--phases", type=click.IntRange(1), default=None,
+              help="With --breakdown: N equal slices of each task's measured span (default 1); a call belongs "
+                   "to the slice where it starts (a count, no unit).")
 @option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
 @format_options(legacy=("fmt", ("auto", "native", "tit", "otf2")))
 @runs_dir_option
 def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth, shm_latency,
+        rndv_latency, shm_rndv_latency,
         mapping, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window, window_origin,
-        replicas, seed, engine, chrome_file, plot_stem, plots, as_json, runs_dir):
+        replicas, seed, engine, chrome_file, plot_stem, breakdown, phases, plots, as_json, runs_dir):
     """Replay APP.trace on a simulated cluster: predicted time per task and per event, communication
     time, conflicts met, average penalty, and E_abs against the measured trace, for each mapping x model.
-    The run is stored (tables replay.runs, replay.tasks, replay.replicas; plots) like the other commands.
+    The run is stored (tables replay.runs, replay.tasks, replay.replicas, with --breakdown replay.breakdown;
+    plots) like the other commands.
 
     The application simulator (cluster, mapping, sharing model) of Vienne, Martinasso, Vincent, Mehaut,
     Predictive models for bandwidth sharing in high performance clusters."""
@@ -104,10 +116,11 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
 
     p = Params(trace=trace_file, fmt=fmt, cluster_file=cluster_file, nodes=nodes, cores_per_node=cores_per_node,
                bandwidth=bandwidth, latency=latency, shm_bandwidth=shm_bandwidth, shm_latency=shm_latency,
+               rndv_latency=rndv_latency, shm_rndv_latency=shm_rndv_latency,
                mappings=tuple(_split(mapping)), models=tuple(_split(model)), params_file=params_file,
                collectives=collectives, eager=eager, jitter_file=jitter_file, jitter_freq=jitter_freq, align=align,
                window=window, window_origin=window_origin, replicas=replicas, seed=seed, engine=engine,
-               chrome_file=chrome_file, plot_stem=plot_stem, no_plots=not plots)
+               chrome_file=chrome_file, plot_stem=plot_stem, no_plots=not plots, breakdown=breakdown, phases=phases)
     # a progress bar on long replays, on stderr and only on a terminal: never inside --json output
     run, out = run_job(p, runs_dir, ["hpcvar", *sys.argv[1:]], show_progress=None if not as_json else False)
     if as_json:

@@ -528,4 +528,16 @@ TABLES.update({
         "replay_s": "time spent in the replay engine over the replicas (s)",
         "events_per_s": "trace rows replayed per second of engine time",
     },
+    # hpcvar sim app --breakdown (hpcvar.sim.breakdown): where the error comes from
+    "replay.breakdown": {
+        **_REPLAY_KEY, "replica": "replica index", "task": "MPI task",
+        "phase": "phase index: slice 0..N-1 of the task's measured span (--phases N) where the calls start",
+        "phase_start_s": "start of the phase, from the task's first traced row (s)",
+        "phase_end_s": "end of the phase, from the task's first traced row (s)",
+        "kind": "MPI call kind: the trace's op name (a Sendrecv's two rows are one kind, sendrecv)",
+        "calls": "calls of the kind in the phase (a Waitall's requests and a Sendrecv's halves count once)",
+        "measured_s": "measured time inside these calls, their share of the union S_m; kinds x phases sum to "
+                      "S_m (s; NaN without measured times)",
+        "predicted_s": "simulated time inside these calls; kinds x phases sum to S_p (s)",
+    },
 })

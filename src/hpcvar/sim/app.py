@@ -30,6 +30,10 @@ class Cluster:
     shm_bandwidth: float = 5e9     # bytes/s inside a node
     shm_latency: float = 5e-7      # s inside a node
     links: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)  # (a,b) -> (bw, lat)
+    # added to the latency of a message above the eager limit (rendezvous: the RTS/CTS handshake and, on shared
+    # memory, the single-copy set-up that an eager message does not pay), between nodes and inside a node
+    rndv_latency: float = 0.0
+    shm_rndv_latency: float = 0.0
 
     def link(self, a: int, b: int) -> tuple[float, float]:
         return self.links.get((a, b)) or self.links.get((b, a)) or (self.bandwidth, self.latency)
@@ -39,7 +43,8 @@ class Cluster:
 # node number is an index of per-task arrays: 10**22 would fill the memory long before the replay starts).
 MAX_NODES = 1 << 20
 MAX_CORES_PER_NODE = 1 << 16
-_CLUSTER_KEYS = ("nodes", "cores_per_node", "bandwidth", "latency", "shm_bandwidth", "shm_latency")
+_CLUSTER_KEYS = ("nodes", "cores_per_node", "bandwidth", "latency", "shm_bandwidth", "shm_latency", "rndv_latency",
+                 "shm_rndv_latency")
 
 
 def _cluster_value(key: str, text: str, path: str, line: int) -> float:
@@ -74,8 +79,8 @@ def _index(text: str, what: str, hi: int) -> int:
 
 def load_cluster(path: str) -> Cluster:
     """A cluster file: 'key value' lines (nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
-    shm_latency) and 'link A B BANDWIDTH LATENCY' lines; '#' starts a comment. Bandwidths and latencies take
-    their unit (1gbit or 125MB/s, 50us)."""
+    shm_latency, rndv_latency, shm_rndv_latency) and 'link A B BANDWIDTH LATENCY' lines; '#' starts a comment.
+    Bandwidths and latencies take their unit (1gbit or 125MB/s, 50us)."""
     from pathlib import Path
 
     p = Path(path)
@@ -109,8 +114,9 @@ def load_cluster(path: str) -> Cluster:
                 latency=kv["latency"], links=links)
     if "shm_bandwidth" in kv:
         c.shm_bandwidth = kv["shm_bandwidth"]
-    if "shm_latency" in kv:
-        c.shm_latency = kv["shm_latency"]
+    for k in ("shm_latency", "rndv_latency", "shm_rndv_latency"):
+        if k in kv:
+            setattr(c, k, kv[k])
     for (a, b) in links:
         if not (0 <= a < c.nodes and 0 <= b < c.nodes):
             raise InputFileError(f"link {a} {b} names a node outside 0..{c.nodes - 1}", path, link_lines[(a, b)],

@@ -30,6 +30,8 @@ class Params:
     latency: float = 50e-6
     shm_bandwidth: float = 5e9
     shm_latency: float = 5e-7
+    rndv_latency: float = 0.0
+    shm_rndv_latency: float = 0.0
     mappings: tuple[str, ...] = ("rrn",)
     models: tuple[str, ...] = ("none",)
     params_file: str | None = None
@@ -47,6 +49,8 @@ class Params:
     plot_stem: str | None = None
     no_plots: bool = False
     flops_rate: float = 1e9
+    breakdown: bool = False
+    phases: int | None = None
     extra: dict = field(default_factory=dict, compare=False)
 
     def check(self) -> None:
@@ -61,9 +65,19 @@ class Params:
             raise UsageError("--window-origin is only for --align cosched", "--window-origin", "Add --align cosched")
         if self.align != "unsync" and self.jitter_file is None:
             raise UsageError(f"--align {self.align} applies to a jitter trace", "--align", "Give --jitter TRACE")
+        _check_breakdown(self)
         for m in self.models:
             if m not in MODELS:
                 raise UsageError(f"unknown model '{m}'", "--model", f"Use one of {', '.join(MODELS)}")
+
+
+def _check_breakdown(p: Params) -> None:
+    from hpcvar.sim.breakdown import MAX_PHASES
+
+    if p.phases is not None and not p.breakdown:
+        raise UsageError("--phases splits the --breakdown", "--phases", "Add --breakdown")
+    if p.phases is not None and not 1 <= p.phases <= MAX_PHASES:
+        raise UsageError(f"--phases {p.phases} is outside 1..{MAX_PHASES}", "--phases", "Give e.g. --phases 4")
 
 
 def cluster_of(p: Params, ntasks: int):
@@ -76,7 +90,8 @@ def cluster_of(p: Params, ntasks: int):
         return simapp.load_cluster(p.cluster_file)
     n = p.nodes or ntasks
     k = p.cores_per_node or max(1, -(-ntasks // n))
-    return simapp.Cluster(n, k, p.bandwidth, p.latency, p.shm_bandwidth, p.shm_latency)
+    return simapp.Cluster(n, k, p.bandwidth, p.latency, p.shm_bandwidth, p.shm_latency,
+                          rndv_latency=p.rndv_latency, shm_rndv_latency=p.shm_rndv_latency)
 
 
 class _Progress:
@@ -109,6 +124,7 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
     """Replay ``p.trace`` for every mapping x model (x replica); store the run. Returns (run, result).
     ``show_progress``: None = when stderr is a terminal and the replays are long (PROGRESS_MIN_OPS)."""
     from hpcvar.results.store import Run, run_lifecycle
+    from hpcvar.sim import breakdown
 
     p.check()
     timings: dict = {}
@@ -118,6 +134,7 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
     run = Run.create("sim app", stored, runs_dir, argv if argv is not None else ["hpcvar", *sys.argv[1:]], host)
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
         nevents_trace = len(trace.events)
+        grid = breakdown.grid(trace, p.phases or 1) if p.breakdown else None  # before the lowering frees the rows
         ops, encoded, ops_per_replay, m_total, m_comm = _lower(p, trace, timings)
         timeline_src = trace if p.chrome_file else None
         nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.mappings) * len(p.models)
@@ -126,8 +143,8 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
             show_progress = sys.stderr.isatty() and total_ops >= PROGRESS_MIN_OPS
         bar = _Progress(total_ops) if show_progress else None
         try:
-            runs, first = _replay_all(p, run, trace, cl, params_by_model, jit, ops, encoded, ops_per_replay, bar,
-                                      (m_total, m_comm), nevents_trace)
+            runs, first, bd = _replay_all(p, run, trace, cl, params_by_model, jit, ops, encoded, ops_per_replay,
+                                          bar, (m_total, m_comm), nevents_trace, grid)
         finally:
             if bar:
                 bar.stop()
@@ -141,7 +158,10 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
                "replay_rows_per_s": (sum(r["events_per_s"] * r["replay_s"] for r in runs if r["events_per_s"])
                                      / total_replay) if total_replay > 0 else None,
                "plots": plots, "warnings": warnings, "run": str(run.path)}
-        run.info["result"] = {k: v for k, v in out.items() if k != "tasks"}
+        if grid is not None:
+            out["breakdown"] = {"phases": grid.nphases, "rows": bd.to_dict("records")}
+        run.info["result"] = {k: v for k, v in out.items() if k not in ("tasks", "breakdown")}
+        run.info["result"]["breakdown_phases"] = grid.nphases if grid is not None else None
     return run, out
 
 
@@ -195,6 +215,7 @@ def _stored_params(p: Params, trace, cl, params_by_model: dict) -> dict:
                   cluster={"nodes": cl.nodes, "cores_per_node": cl.cores_per_node,
                            "bandwidth_bytes_per_s": cl.bandwidth, "latency_s": cl.latency,
                            "shm_bandwidth_bytes_per_s": cl.shm_bandwidth, "shm_latency_s": cl.shm_latency,
+                           "rndv_latency_s": cl.rndv_latency, "shm_rndv_latency_s": cl.shm_rndv_latency,
                            "links": [[a, b, bw, lat] for (a, b), (bw, lat) in cl.links.items()]})
     return stored
 
@@ -224,15 +245,18 @@ def _lower(p: Params, trace, timings: dict):
 
 
 def _replay_all(p: Params, run, trace, cl, params_by_model, jit, ops, encoded, ops_per_replay, bar, measured,
-                nevents_trace: int):
+                nevents_trace: int, grid=None):
     """Every mapping x model (x replica for random mappings and jitter); the tables are stored after each
-    mapping x model. Returns (one summary per mapping x model, the first replay's result)."""
+    mapping x model. Returns (one summary per mapping x model, the first replay's result, the breakdown rows
+    of every replay when ``grid`` is given, else None)."""
     import pandas as pd
 
     from hpcvar.sim import app as simapp
+    from hpcvar.sim import breakdown
 
     runs: list[dict] = []
     rep_rows: list = []
+    bd_rows: list = []
     first = None
     for mp in p.mappings:
         for m in p.models:
@@ -243,7 +267,7 @@ def _replay_all(p: Params, run, trace, cl, params_by_model, jit, ops, encoded, o
                 jf = jit(trace.ntasks, p.seed, r) if jit is not None else None
                 sim = simapp.Simulator(trace, cl, node_of, m, params_by_model.get(m), p.collectives, p.eager, jf,
                                        ops, engine=p.engine, encoded=encoded,
-                                       keep_rows=first is None and bool(p.chrome_file),
+                                       keep_rows=(first is None and bool(p.chrome_file)) or grid is not None,
                                        progress=bar.callback if bar else None)
                 if sim.engine == "python" and ops is None:
                     raise UsageError("the trace was lowered for the C core only", "--engine", "Use --engine auto")
@@ -260,6 +284,8 @@ def _replay_all(p: Params, run, trace, cl, params_by_model, jit, ops, encoded, o
                     "avg_penalty": res.avg_penalty}))
                 if first is None:
                     first = res
+                if grid is not None:
+                    bd_rows.append(breakdown.rows(grid, res, mp, m, r))
             one = combine(mp, m, reps, measured[0], measured[1], trace.timed)
             one.update(engine=eng, replay_s=t_sim,
                        events_per_s=nevents_trace * len(reps) / t_sim if t_sim > 0 else None)
@@ -267,7 +293,9 @@ def _replay_all(p: Params, run, trace, cl, params_by_model, jit, ops, encoded, o
             run.write_table("replay.replicas", pd.concat(rep_rows, ignore_index=True))
             run.write_table("replay.tasks", pd.DataFrame(task_rows(runs)))
             run.write_table("replay.runs", pd.DataFrame(run_rows(runs)))
-    return runs, first
+            if grid is not None:
+                run.write_table("replay.breakdown", pd.concat(bd_rows, ignore_index=True))
+    return runs, first, (pd.concat(bd_rows, ignore_index=True) if grid is not None else None)
 
 
 def _outputs(p: Params, run, runs: list[dict], first, timeline_src, timed: bool) -> tuple[list[str], list[str]]:

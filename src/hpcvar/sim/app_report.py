@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -18,7 +19,8 @@ def _conflicts(c: dict) -> str:
 
 
 def render_app(console: Console, run) -> None:
-    """A stored 'sim app' run: per mapping x model, the tasks; then the comparison."""
+    """A stored 'sim app' run: per mapping x model, the tasks; then the comparison (and the breakdown)."""
+    stored = run
     out = run.info["result"]
     cl = out["cluster"]
     console.print(f"{out['trace']}: {out['ntasks']} tasks on {cl['nodes']} nodes x {cl['cores_per_node']} cores; "
@@ -52,12 +54,73 @@ def render_app(console: Console, run) -> None:
         cells += [str(run.get("engine", "-")), "-" if not eps else f"{eps:,.0f}"]
         s.add_row(*cells)
     console.print(s)
+    if "replay.breakdown" in stored.info.get("tables", []):
+        render_breakdown(console, stored.read_table("replay.breakdown"))
     for w in out.get("warnings", []):
         console.print(f"[yellow]warning:[/] {w}")
     if out.get("plots"):
         console.print("plots: " + ", ".join(out["plots"]))
     if out.get("run"):
         console.print(f"stored in {out['run']}")
+
+
+BREAKDOWN_TASKS = 8  # beyond this many tasks the breakdown views sum over tasks (the table keeps every task)
+
+
+def breakdown_views(bd) -> tuple:
+    """(by kind, by phase) of a replay.breakdown table: replica 0 of each mapping x model, per task (summed over
+    tasks beyond BREAKDOWN_TASKS), with the error (predicted - measured) and the times per call."""
+    import pandas as pd
+
+    bd = bd[bd["replica"] == 0].copy()
+    if bd["task"].nunique() > BREAKDOWN_TASKS:
+        bd["task"] = "all"
+    bd["error_s"] = bd["predicted_s"] - bd["measured_s"]
+    sums = {"calls": "sum", "measured_s": "sum", "predicted_s": "sum", "error_s": "sum"}
+    kind = bd.groupby(["mapping", "model", "task", "kind"], sort=False, as_index=False).agg(sums)
+    kind["measured_per_call_s"] = kind["measured_s"] / kind["calls"].where(kind["calls"] > 0)
+    kind["predicted_per_call_s"] = kind["predicted_s"] / kind["calls"].where(kind["calls"] > 0)
+    keys = ["mapping", "model", "task", "phase", "phase_start_s", "phase_end_s"]
+    phase = bd.groupby(keys, sort=False, as_index=False).agg(sums)
+    worst = bd.loc[bd["error_s"].abs().groupby([bd[k] for k in keys], sort=False).idxmax().to_numpy()]
+    phase["largest_error_kind"] = worst["kind"].to_numpy()
+    return kind, pd.DataFrame(phase)
+
+
+def _timer(values) -> Callable[[float], str]:
+    """A formatter of seconds in one unit for a whole column (the unit of its largest value): '12.3 ms'."""
+    a = np.abs(np.asarray(values, float))
+    big = float(np.nanmax(a)) if np.isfinite(a).any() else 0.0
+    scale, unit = next(((f, u) for f, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")) if big >= f), (1e-9, "ns"))
+    return lambda v: "-" if v != v else f"{v / scale:.4g} {unit}"
+
+
+def render_breakdown(console: Console, bd) -> None:
+    """The breakdown in the terminal: per mapping x model (replica 0), by call kind, then by phase."""
+    kind, phase = breakdown_views(bd)
+    for (mp, m), k in kind.groupby(["mapping", "model"], sort=False):
+        t = Table(title=f"breakdown by call kind: mapping {mp}, model {m} (replica 0); error = predicted - "
+                        "measured", title_justify="left", box=None)
+        for c in ("task", "kind", "calls", "measured", "predicted", "error", "measured/call", "predicted/call"):
+            t.add_column(c, justify="left" if c == "kind" else "right")
+        f = {c: _timer(k[c]) for c in ("measured_s", "predicted_s", "error_s")}
+        per = _timer(np.concatenate([k["measured_per_call_s"], k["predicted_per_call_s"]]))
+        for r in k.itertuples():
+            t.add_row(str(r.task), r.kind, str(r.calls), f["measured_s"](r.measured_s), f["predicted_s"](r.predicted_s),
+                      f["error_s"](r.error_s), per(r.measured_per_call_s), per(r.predicted_per_call_s))
+        console.print(t)
+        p = phase[(phase["mapping"] == mp) & (phase["model"] == m)]
+        t = Table(title=f"breakdown by phase (slices of each task's measured span): mapping {mp}, model {m}",
+                  title_justify="left", box=None)
+        for c in ("task", "phase", "from", "to", "calls", "measured", "predicted", "error", "largest error"):
+            t.add_column(c, justify="left" if c == "largest error" else "right")
+        edge = _timer(p["phase_end_s"])
+        f = {c: _timer(p[c]) for c in ("measured_s", "predicted_s", "error_s")}
+        for r in p.itertuples():
+            t.add_row(str(r.task), str(r.phase), edge(r.phase_start_s), edge(r.phase_end_s), str(r.calls),
+                      f["measured_s"](r.measured_s), f["predicted_s"](r.predicted_s), f["error_s"](r.error_s),
+                      r.largest_error_kind)
+        console.print(t)
 
 
 def plot_comparison(runs: list[dict], stem) -> list[Path]:
@@ -137,6 +200,12 @@ def app_section(run) -> Section:
             "conflicts_out", "conflicts_in", "conflicts_in_out"]
     sec.tables.append(("Per task: predicted and measured communication time, E_abs, penalties, conflicts met",
                        tasks[cols]))
+    if "replay.breakdown" in run.info.get("tables", []):
+        kind, phase = breakdown_views(run.read_table("replay.breakdown"))
+        sec.tables.append(("Where the error comes from, by MPI call kind (replica 0; error = predicted - measured; "
+                           "the kinds of a task sum to its S_m and S_p)", kind))
+        sec.tables.append(("By phase: equal slices of each task's measured span, a call in the slice where it "
+                           "starts", phase))
     plots = run.path / "plots"
     for stem, caption in (("comm_per_task", "Measured and predicted communication time per task, with E_abs "
                                             "(the paper's Figures 8-9)"),
@@ -158,4 +227,4 @@ def _fmt(v) -> str:
     return "?" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
 
 
-__all__ = ["app_section", "plot_comparison", "plot_e_abs", "render_app"]
+__all__ = ["app_section", "breakdown_views", "plot_comparison", "plot_e_abs", "render_app", "render_breakdown"]

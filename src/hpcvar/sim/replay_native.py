@@ -36,7 +36,8 @@ class _Config(ctypes.Structure):
                 + [("model", _I32), ("myr_method", _I32)]
                 + [(n, _F64) for n in ("beta", "gamma_in", "gamma_out")]
                 + [(n, _I64) for n in ("myr_max_states", "myr_samples", "myr_seed")]
-                + [(n, _F64) for n in ("eager", "bandwidth", "latency", "shm_bandwidth", "shm_latency")]
+                + [(n, _F64) for n in ("eager", "bandwidth", "latency", "shm_bandwidth", "shm_latency", "rndv_latency",
+                                       "shm_rndv_latency")]
                 + [("nlinks", _I64)] + [(n, _P) for n in ("link_key", "link_bw", "link_lat")]
                 + [(n, _P) for n in ("task_off", "kind", "peer", "val", "key", "req", "wreq", "row", "node_of")]
                 + [("njtr", _I64)] + [(n, _P) for n in ("jtr_off", "jtr_d", "jtr_g", "jtr_S", "jtr_pos")]
@@ -297,6 +298,14 @@ class RowTimes(Mapping):
             self._d = dict(zip(keys, self._times[idx].tolist(), strict=True))
         return self._d
 
+    def dense(self) -> bool:
+        """Row ids are the trace's rows in (task, seq) order (row_off[t] + seq), as lower_native numbers them."""
+        return self._enc.rows is None
+
+    def times(self) -> np.ndarray:
+        """The core's array: the time of every row id, -1 where the run never reached it."""
+        return self._times
+
     def __getitem__(self, k):
         return self._dict()[k]
 
@@ -337,6 +346,7 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
     c = _Config(ntasks=ntasks, nops=len(enc.kind), nreqs=enc.nreqs, nkeys=enc.nkeys, nrows=nrows, nnodes=nnodes,
                 model=MODEL_CODES[sim.model], eager=float(sim.eager), bandwidth=float(cl.bandwidth),
                 latency=float(cl.latency), shm_bandwidth=float(cl.shm_bandwidth), shm_latency=float(cl.shm_latency),
+                rndv_latency=float(cl.rndv_latency), shm_rndv_latency=float(cl.shm_rndv_latency),
                 nlinks=len(links))
     if sim.model == "gige":
         p = check_params("gige", sim.params)

@@ -16,6 +16,8 @@ Semantics (docs/replay.md, our reading of Vienne et al. 2008, section VI-A):
   ones are recomputed with ``hpcvar.models.sharing.penalties`` (model gige, myrinet or maxmin; ``none`` = no
   sharing) and each progresses at link bandwidth / penalty.
 * Intra-node messages take shm_latency + b / shm_bandwidth and never enter the conflict graph.
+* A message above the eager limit adds the cluster's rendezvous latency (rndv_latency between nodes,
+  shm_rndv_latency inside one; default 0) to its latency phase: the handshake an eager message skips.
 * Matching is MPI's: per (source, destination, communicator, tag) in order.
 """
 
@@ -272,6 +274,8 @@ class RefEngine:
         a, b = self.node_of[task], self.node_of[dst]
         bw, lat = (self.cl.shm_bandwidth, self.cl.shm_latency) if a == b else self.cl.link(a, b)
         eager = nb <= self.eager
+        if not eager:
+            lat = lat + (self.cl.shm_rndv_latency if a == b else self.cl.rndv_latency)
         x = Xfer(task, dst, float(nb), rq, row, a != b, bw, lat, eager)
         q = self.unrecv.get(key)
         if q:
