@@ -85,8 +85,8 @@ def _split(text: str) -> list[str]:
               help="Replicas with seeds seed, seed+1, ... where randomness enters (random mapping, jitter).")
 @click.option("--seed", type=int, default=1, show_default=True, help="Seed of the first replica.")
 @click.option("--engine", type=click.Choice(["auto", "native", "python"]), default="auto", show_default=True,
-              help="Replay engine: the C core (every model, jitter), the Python reference, or auto (the core if "
-                   "built).")
+              help="Replay engine: the C core (every model, jitter), the Python reference (with the Python TIT and "
+                   "OTF2 importers), or auto (the core if built).")
 @click.option("--chrome", "chrome_file", type=OUT_PATH, default=None,
               help="Write the first simulated timeline as Chrome/Perfetto JSON.")
 @click.option("--plot", "plot_stem", type=OUT_PATH, default=None,

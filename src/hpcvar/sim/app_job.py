@@ -176,7 +176,9 @@ def _read(p: Params, timings: dict):
     with ThreadPoolExecutor(1) as pool:
         host = pool.submit(metadata.collect, {})
         t0 = time.perf_counter()
-        trace = load_trace(p.trace, p.fmt, p.flops_rate)
+        # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
+        # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
+        trace = load_trace(p.trace, p.fmt, p.flops_rate, "python" if p.engine == "python" else None)
         timings["read_s"] = time.perf_counter() - t0
         return trace, host.result()
 
