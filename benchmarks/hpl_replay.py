@@ -157,7 +157,7 @@ def report(res: dict, placements: list[str]) -> None:
 def figures(res: dict, replays: dict, placements: list[str], out: Path) -> None:
     from hpcvar.report.plots import figure, save
 
-    fig, axes = figure(len(placements), 1, figsize=(7.5, 3.0 * len(placements)), squeeze=False)
+    fig, axes = figure(len(placements), 1, figsize=(7.5, 3.4 * len(placements)), squeeze=False)
     for ax, ran in zip(axes[:, 0], placements, strict=True):
         meas = res["measured"][ran]
         x = np.arange(len(meas))
@@ -175,8 +175,9 @@ def figures(res: dict, replays: dict, placements: list[str], out: Path) -> None:
         ax.set_xlabel("MPI task")
         ax.set_ylabel("communication time (s)")
         ax.set_title(f"HPL on the testbed, mapping {ran} (as it ran): measured and predicted")
-        ax.legend(loc="upper left", fontsize=7, ncol=3)
-        ax2.legend(loc="upper right", fontsize=7)
+        handles = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+        ax.legend(handles, [str(h.get_label()) for h in handles], loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                  ncol=6, fontsize=7, frameon=False)
     paths = save(fig, out / "hpl_comm_per_task")
     fig, ax = figure(figsize=(6, 3))
     x = np.arange(len(MAPPINGS))
@@ -189,7 +190,7 @@ def figures(res: dict, replays: dict, placements: list[str], out: Path) -> None:
     ax.set_xticks(x, MAPPINGS)
     ax.set_ylabel("mean communication time per task (s)")
     ax.set_title("HPL: mappings ranked (maxmin)")
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.12), ncol=3, frameon=False)
     paths += save(fig, out / "hpl_mappings")
     print("figures: " + ", ".join(str(p) for p in paths))
 
@@ -241,12 +242,20 @@ def main() -> None:
     ap.add_argument("--timeout", type=float, default=900, help="seconds per hpcc run")
     ap.add_argument("--overhead-reps", type=int, default=0)
     ap.add_argument("--overhead-n", type=int, default=4000)
+    ap.add_argument("--analyse", default=None, metavar="DIR",
+                    help="only replay and draw: the traces and measured parameters a --keep DIR run left")
     a = ap.parse_args()
+    placements = a.placements.split(",")
+    if a.analyse:
+        saved = json.loads((Path(a.analyse) / "params.json").read_text())
+        env = dict(os.environ, HPCVAR_RUNS=str(Path(a.analyse) / "runs"))
+        finish(a, env, {p: Path(a.analyse) / p / "hpl.trace" for p in placements}, tuple(saved["network"]),
+               tuple(saved["shm"]), placements)
+        return
     from hpcvar.traces.hpcc import hpcc_input
 
     if os.geteuid() != 0 or not shutil.which("hpcc") or not Path("/usr/bin/mpicc").exists():
         raise SystemExit("needs root, hpcc and Debian's Open MPI: apt-get install hpcc libopenmpi-dev")
-    placements = a.placements.split(",")
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="hv_hpl_"))
     work.mkdir(parents=True, exist_ok=True)
     (work / "hpccinf.txt").write_text(hpcc_input(a.n, a.nb, 1, 4, "1rg"))
@@ -260,19 +269,25 @@ def main() -> None:
         net, shm = measure(env, 1), measure(env, 2)
         print(f"testbed at {a.rate}: network {net[0] * 1e6:.1f} us, {net[1] / 1e6:.2f} MB/s; shared memory "
               f"{shm[0] * 1e6:.2f} us, {shm[1] / 1e6:.0f} MB/s (Open MPI hv_latency)", flush=True)
-        traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout) for p in placements}
+        (work / "params.json").write_text(json.dumps({"rate": a.rate, "network": net, "shm": shm}))
+        traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout)[0] for p in placements}
     finally:
         hpcvar(["testbed", "down"], env)
-    replays = {p: replay(env, traces[p][0], net, shm, a.replicas) for p in placements}
+    finish(a, env, traces, net, shm, placements)
+    if a.overhead_reps:
+        overhead(a.overhead_reps, a.overhead_n, lib, a.timeout)
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def finish(a, env: dict, traces: dict, net: tuple, shm: tuple, placements: list[str]) -> None:
+    """Replay every placement's HPL trace, print the E_abs tables and the ranking, draw the figures."""
+    replays = {p: replay(env, traces[p], net, shm, a.replicas) for p in placements}
     res = analyse(replays, placements)
     report(res, placements)
     if a.figures:
         Path(a.figures).mkdir(parents=True, exist_ok=True)
         figures(res, replays, placements, Path(a.figures))
-    if a.overhead_reps:
-        overhead(a.overhead_reps, a.overhead_n, lib, a.timeout)
-    if not a.keep:
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":
