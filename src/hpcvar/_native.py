@@ -7,6 +7,7 @@ directory, e.g. ``build/dev/bin``).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
 import os
@@ -65,3 +66,33 @@ def find_library(name: str) -> Path:
             return p
     raise MissingToolError(f"the native library '{name}' is not installed", None,
                            "Reinstall hpcvar (make install), or set HPCVAR_NATIVE_DIR to a CMake build's bin/")
+
+
+def config_library(name: str, calls: dict[str, type], sizes: dict[str, type]) -> ctypes.CDLL:
+    """A native library called through ctypes the house's way: each function of ``calls`` takes a pointer
+    to its config struct and returns an int; each function of ``sizes`` returns the size of its struct as
+    the library was compiled, and a library built from other sources than this Python code is refused."""
+    from hpcvar.errors import HpcvarError
+
+    so = ctypes.CDLL(str(find_library(name)))
+    for size_fn, cfg in sizes.items():
+        f = getattr(so, size_fn, None)
+        if f is None or f() != ctypes.sizeof(cfg):
+            raise HpcvarError(f"{name} does not match this hpcvar ({size_fn})", None,
+                              "Rebuild hpcvar (make install) so that the library matches the Python code")
+    for fn, cfg in calls.items():
+        getattr(so, fn).restype = ctypes.c_int
+        getattr(so, fn).argtypes = [ctypes.POINTER(cfg)]
+    return so
+
+
+def loads(loader) -> bool:
+    """Whether ``loader()`` (a cached library loader) finds a usable library: not installed, not loadable
+    and built from other sources all count as no."""
+    from hpcvar.errors import HpcvarError
+
+    try:
+        loader()
+    except (MissingToolError, OSError, HpcvarError):
+        return False
+    return True

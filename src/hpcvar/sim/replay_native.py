@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hpcvar._native import config_library, loads
 from hpcvar.errors import HpcvarError
 
 MODEL_CODES = {"none": 0, "maxmin": 1, "gige": 2, "myrinet": 3}
@@ -59,28 +60,12 @@ class _LowerConfig(ctypes.Structure):
 
 @functools.cache
 def lib() -> ctypes.CDLL:
-    from hpcvar._native import find_library
-
-    so = ctypes.CDLL(str(find_library("libhv_replay.so")))
-    for fn, cfg in (("hv_rp_run", _Config), ("hv_rp_lower", _LowerConfig)):
-        getattr(so, fn).restype = ctypes.c_int
-        getattr(so, fn).argtypes = [ctypes.POINTER(cfg)]
-    for size_fn, cfg in (("hv_rp_config_size", _Config), ("hv_rp_lower_config_size", _LowerConfig)):
-        f = getattr(so, size_fn, None)
-        if f is None or f() != ctypes.sizeof(cfg):
-            raise HpcvarError(f"libhv_replay.so does not match this hpcvar ({size_fn})", None,
-                              "Rebuild hpcvar (make install) so that the library matches the Python code")
-    return so
+    return config_library("libhv_replay.so", {"hv_rp_run": _Config, "hv_rp_lower": _LowerConfig},
+                          {"hv_rp_config_size": _Config, "hv_rp_lower_config_size": _LowerConfig})
 
 
 def available() -> bool:
-    from hpcvar.errors import MissingToolError
-
-    try:
-        lib()
-    except (MissingToolError, OSError, HpcvarError):
-        return False
-    return True
+    return loads(lib)
 
 
 @dataclass

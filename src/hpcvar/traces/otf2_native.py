@@ -11,6 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hpcvar._memory import empty
+from hpcvar._native import config_library, loads
 from hpcvar.errors import HpcvarError
 
 # error kinds of native/sim/otf2_read.h, in order
@@ -39,27 +40,12 @@ class Read:
 
 @functools.cache
 def lib() -> ctypes.CDLL:
-    from hpcvar._native import find_library
-
-    so = ctypes.CDLL(str(find_library("libhv_otf2.so")))
-    size = getattr(so, "hv_otf2_config_size", None)
-    if size is None or size() != ctypes.sizeof(_Config):
-        raise HpcvarError("libhv_otf2.so does not match this hpcvar (hv_otf2_config_size)", None,
-                          "Rebuild hpcvar (make install) so that the library matches the Python code")
-    so.hv_otf2_read.restype = ctypes.c_int
-    for fn in ("hv_otf2_read", "hv_otf2_fill", "hv_otf2_free"):
-        getattr(so, fn).argtypes = [ctypes.POINTER(_Config)]
-    return so
+    return config_library("libhv_otf2.so", dict.fromkeys(("hv_otf2_read", "hv_otf2_fill", "hv_otf2_free"), _Config),
+                          {"hv_otf2_config_size": _Config})
 
 
 def available() -> bool:
-    from hpcvar.errors import MissingToolError
-
-    try:
-        lib()
-    except (MissingToolError, OSError, HpcvarError):
-        return False
-    return True
+    return loads(lib)
 
 
 def read(anchor: str) -> Read:

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from hpcvar._memory import empty
+from hpcvar._native import config_library, loads
 from hpcvar.errors import HpcvarError
 
 # error kinds of native/sim/tit.h, in order
@@ -50,27 +51,12 @@ class Parsed:
 
 @functools.cache
 def lib() -> ctypes.CDLL:
-    from hpcvar._native import find_library
-
-    so = ctypes.CDLL(str(find_library("libhv_replay.so")))
-    size = getattr(so, "hv_tit_config_size", None)
-    if size is None or size() != ctypes.sizeof(_Config):
-        raise HpcvarError("libhv_replay.so does not match this hpcvar (hv_tit_config_size)", None,
-                          "Rebuild hpcvar (make install) so that the library matches the Python code")
-    so.hv_tit_parse.restype = ctypes.c_int
-    for fn in ("hv_tit_parse", "hv_tit_fill", "hv_tit_free"):
-        getattr(so, fn).argtypes = [ctypes.POINTER(_Config)]
-    return so
+    return config_library("libhv_replay.so", dict.fromkeys(("hv_tit_parse", "hv_tit_fill", "hv_tit_free"), _Config),
+                          {"hv_tit_config_size": _Config})
 
 
 def available() -> bool:
-    from hpcvar.errors import MissingToolError
-
-    try:
-        lib()
-    except (MissingToolError, OSError, HpcvarError):
-        return False
-    return True
+    return loads(lib)
 
 
 def parse(datas: list[bytes], flops_rate: float) -> Parsed:
