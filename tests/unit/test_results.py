@@ -116,3 +116,11 @@ def test_raw_reader_errors_name_file_and_line(tmp_path):
     q.write_text("hello\n")
     with pytest.raises(InputFileError):
         read_raw(q)
+
+
+def test_a_runs_directory_that_is_a_file_is_named(tmp_path):
+    f = tmp_path / "runs"
+    f.write_text("not a directory")
+    with pytest.raises(ResultsError, match="the runs directory is not a directory") as e:
+        Run.create("bench latency", {}, runs_dir=f)
+    assert e.value.where == str(f) and "HPCVAR_RUNS" in (e.value.todo or "")

@@ -128,6 +128,9 @@ class Run:
         # a script running several benchmarks at once) get <stamp>-<command> and <stamp>-<command>-2
         path = root / base
         k = 2
+        if root.exists() and not root.is_dir():
+            raise ResultsError("the runs directory is not a directory", str(root),
+                               f"Give a directory with --runs-dir or {RUNS_ENV} (or move the file away)")
         try:
             root.mkdir(parents=True, exist_ok=True)
             while True:
