@@ -260,7 +260,7 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
         parent = Run.open(resolve_run(resume, ctx.runs_dir))
         if parent.info.get("command") != "characterize":
             raise UsageError(f"run {parent.id} is not a characterization", "--resume", "Give a characterize run")
-        parent.info["status"] = "running"
+        parent.claim()
         parent.save()
     else:
         parent = Run.create("characterize", params, ctx.runs_dir, ctx.argv,

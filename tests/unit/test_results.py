@@ -8,6 +8,7 @@ import pytest
 from hpcvar.errors import InputFileError, ResultsError, UsageError
 from hpcvar.results import SCHEMA_VERSION, Run, atomic_write_text, list_runs, read_raw, resolve_run
 from hpcvar.results.schema import check_table
+from tests.conftest import run_cli
 
 
 def _latency_frames():
@@ -124,3 +125,27 @@ def test_a_runs_directory_that_is_a_file_is_named(tmp_path):
     with pytest.raises(ResultsError, match="the runs directory is not a directory") as e:
         Run.create("bench latency", {}, runs_dir=f)
     assert e.value.where == str(f) and "HPCVAR_RUNS" in (e.value.todo or "")
+
+
+def test_a_running_run_whose_process_is_gone_is_lost(runs_dir):
+    """A run stored 'running' by a process killed with SIGKILL (which no handler sees) lists as 'lost'; a live
+    writer's run stays 'running', and a resumed run belongs to its new process."""
+    import signal
+    import subprocess
+    import sys
+
+    code = ("import sys, time; from hpcvar.results import Run; r = Run.create('bench latency', {}, sys.argv[1]); "
+            "print(r.path, flush=True); time.sleep(60)")
+    p = subprocess.Popen([sys.executable, "-c", code, str(runs_dir)], stdout=subprocess.PIPE, text=True)
+    path = p.stdout.readline().strip()
+    try:
+        assert Run.open(path).status == "running"
+    finally:
+        p.send_signal(signal.SIGKILL)
+        p.wait(timeout=30)
+    run = Run.open(path)
+    assert run.info["status"] == "running" and run.status == "lost"
+    res = run_cli(["runs", "list"], env={"HPCVAR_RUNS": str(runs_dir)})
+    assert "lost" in res.stdout, res.stdout
+    run.claim()
+    assert run.status == "running" and run.info["owner"]["pid"] == os.getpid()

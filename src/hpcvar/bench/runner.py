@@ -257,7 +257,7 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
         if stored_params.to_json() != params.to_json():
             raise UsageError(f"the parameters differ from those of run {run.id}", "--resume",
                              "Repeat the original command line with --resume, or start a new run")
-        run.info["status"] = "running"
+        run.claim()
         run.save()
     else:
         meta = metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np,

@@ -23,7 +23,7 @@ def list_cmd(all_, as_json, runs_dir):
     root = runs_root(runs_dir)
     broken: list = []
     runs = list_runs(runs_dir, steps=all_, broken=broken)
-    rows = [{"id": run_ref(r.path, root), "command": r.info.get("command"), "status": r.info.get("status"),
+    rows = [{"id": run_ref(r.path, root), "command": r.info.get("command"), "status": r.status,
              "started_utc": r.info.get("started_utc"), "host": r.info.get("metadata", {}).get("host"),
              "path": str(r.path)} for r in runs]
     for path, err in broken:
@@ -67,7 +67,10 @@ def show_cmd(run, as_json, runs_dir):
     console = stdout_console()
     info = r.info
     console.print(f"[bold]{run_ref(r.path, runs_root(runs_dir))}[/]  {info.get('command')}  status: "
-                  f"{info.get('status')}")
+                  f"{r.status}")
+    if r.status == "lost":
+        console.print("[yellow]its process is gone: it was killed before it could end the run (--resume RUN "
+                      "continues a resumable benchmark)[/]")
     console.print(f"path: {r.path}", markup=False)
     console.print(f"started {info.get('started_utc')}  ended {info.get('ended_utc')}")
     console.print(f"command line: {' '.join(info.get('argv', []))}", markup=False)

@@ -17,6 +17,7 @@ import datetime as _dt
 import errno
 import json
 import os
+import socket
 import sys
 import tempfile
 from collections.abc import Iterator
@@ -53,6 +54,17 @@ def _write_failed(path: Path, e: OSError) -> ResultsError:
             errno.EPERM: "No permission to write there: give a writable --runs-dir"}.get(
         e.errno or 0, "Check the directory and free space, or give another --runs-dir")
     return ResultsError(f"cannot write {path.name}: {e.strerror or e}", str(path), todo)
+
+
+def _owner() -> dict[str, object]:
+    return {"pid": os.getpid(), "host": socket.gethostname(), "boot_id": _boot_id()}
+
+
+def _boot_id() -> str | None:
+    try:
+        return Path("/proc/sys/kernel/random/boot_id").read_text().strip()
+    except OSError:
+        return None
 
 
 def _umask() -> int:
@@ -158,10 +170,33 @@ class Run:
             "result": None,
             "warnings": [],
             "launches": [],
+            # who writes this run: a run still 'running' whose process is gone was killed (SIGKILL, power)
+            "owner": _owner(),
         }
         run = cls(path, info)
         run.save()
         return run
+
+    def claim(self) -> None:
+        """Mark the run running again, written by this process (a resumed run)."""
+        self.info["status"] = "running"
+        self.info["owner"] = _owner()
+
+    @property
+    def status(self) -> str:
+        """The stored status, except 'lost' for a run stored as running whose process, on this machine since
+        its last boot, no longer exists (it was killed before it could mark itself failed or interrupted)."""
+        status = str(self.info.get("status"))
+        owner = self.info.get("owner") or {}
+        if status != "running" or owner.get("host") != socket.gethostname() or owner.get("boot_id") != _boot_id():
+            return status
+        try:
+            os.kill(int(owner["pid"]), 0)
+        except ProcessLookupError:
+            return "lost"
+        except (PermissionError, KeyError, TypeError, ValueError):
+            pass  # another user's live process, or no pid recorded
+        return status
 
     @classmethod
     def open(cls, path: str | os.PathLike[str]) -> Run:
