@@ -79,8 +79,8 @@ def measure(env: dict, ranks_per_node: int) -> tuple[float, float]:
     return alpha, (4 << 20) / data
 
 
-def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, timeout: float) -> tuple[Path, dict]:
-    """hpcc traced on the testbed in one placement; returns the HPL section's trace and HPL's result."""
+def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, timeout: float) -> Path:
+    """hpcc traced on the testbed in one placement (HPL's result printed); returns the HPL section's trace."""
     from hpcvar.launch.base import LaunchSpec
     from hpcvar.testbed.launcher import TestbedLauncher
     from hpcvar.traces.hpcc import hpl_results
@@ -106,7 +106,7 @@ def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, ti
     result = hpl_results(run / "hpccoutf.txt")[-1]
     print(f"{placement}: hpcc traced in {wall:.0f} s; HPL N={result.n} NB={result.nb} {result.p}x{result.q}: "
           f"{result.time_s:.2f} s, {result.gflops:.3g} Gflop/s", flush=True)
-    return hpl, {"hpcc_wall_s": wall, "hpl_time_s": result.time_s, "gflops": result.gflops}
+    return hpl
 
 
 def replay(env: dict, trace: Path, net: tuple[float, float], shm: tuple[float, float], replicas: int) -> dict:
@@ -270,7 +270,7 @@ def main() -> None:
         print(f"testbed at {a.rate}: network {net[0] * 1e6:.1f} us, {net[1] / 1e6:.2f} MB/s; shared memory "
               f"{shm[0] * 1e6:.2f} us, {shm[1] / 1e6:.0f} MB/s (Open MPI hv_latency)", flush=True)
         (work / "params.json").write_text(json.dumps({"rate": a.rate, "network": net, "shm": shm}))
-        traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout)[0] for p in placements}
+        traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout) for p in placements}
     finally:
         hpcvar(["testbed", "down"], env)
     finish(a, env, traces, net, shm, placements)

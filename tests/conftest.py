@@ -128,3 +128,30 @@ def build_native_against(mpicc: str, targets: list[str], build) -> Path:
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     assert json.loads((Path(build) / "build_info.json").read_text())["mpicc"] == mpicc
     return Path(build) / "bin"
+
+
+def import_outcome(read, *args):
+    """``read(*args)`` as ("ok", events, ntasks), or ("error", type, what, where, todo) for an HpcvarError:
+    what the reference and the C importers are compared on."""
+    from hpcvar.errors import HpcvarError
+
+    try:
+        tr = read(*args)
+    except HpcvarError as e:
+        return ("error", type(e).__name__, e.what, e.where, e.todo)
+    return ("ok", tr.events, tr.ntasks)
+
+
+def assert_same_import(read, *args):
+    """The Python reference and the C importer (the last argument of ``read`` is the engine) give the same
+    frame (exactly) and task count, or the same error; returns the reference's outcome."""
+    import pandas as pd
+
+    py, c = import_outcome(read, *args, "python"), import_outcome(read, *args, "native")
+    assert py[0] == c[0], (py, c)
+    if py[0] == "ok":
+        pd.testing.assert_frame_equal(py[1], c[1], check_exact=True)
+        assert py[2] == c[2]
+    else:
+        assert py == c
+    return py

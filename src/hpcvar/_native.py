@@ -96,3 +96,16 @@ def loads(loader) -> bool:
     except (MissingToolError, OSError, HpcvarError):
         return False
     return True
+
+
+def fill_columns(so_fill, cfg, columns: dict) -> dict:
+    """The second step of the count-then-fill calls (the TIT parser, the OTF2 reader): one array per column
+    of ``cfg.nrows`` rows on prefaulted memory (hpcvar._memory), their addresses set in the config struct
+    under the column names, then ``so_fill(cfg)`` writes them. Returns the arrays."""
+    from hpcvar._memory import empty
+
+    cols = {name: empty(cfg.nrows, dtype) for name, dtype in columns.items()}
+    for name, a in cols.items():
+        setattr(cfg, name, a.ctypes.data)
+    so_fill(ctypes.byref(cfg))
+    return cols

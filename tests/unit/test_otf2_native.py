@@ -7,14 +7,14 @@ apt-get install libotf2-trace-dev, then make install) or without the otf2 packag
 
 from __future__ import annotations
 
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hpcvar.errors import HpcvarError, InputFileError
+from hpcvar.errors import InputFileError
 from hpcvar.traces import otf2_native
 from hpcvar.traces.otf2_import import read_otf2
+from tests.conftest import assert_same_import
 
 otf2 = pytest.importorskip("otf2", reason="the optional otf2 package is not installed (pip install 'hpcvar[otf2]')")
 pytestmark = pytest.mark.skipif(not otf2_native.available(),
@@ -22,23 +22,8 @@ pytestmark = pytest.mark.skipif(not otf2_native.available(),
                                        "libotf2-trace-dev, then make install)")
 
 
-def outcome(anchor, engine: str):
-    try:
-        tr = read_otf2(anchor, engine)
-    except HpcvarError as e:
-        return ("error", type(e).__name__, e.what, e.where)
-    return ("ok", tr.events, tr.ntasks)
-
-
 def assert_same(anchor):
-    py, c = outcome(anchor, "python"), outcome(anchor, "native")
-    assert py[0] == c[0], (py, c)
-    if py[0] == "ok":
-        pd.testing.assert_frame_equal(py[1], c[1], check_exact=True)
-        assert py[2] == c[2]
-    else:
-        assert py == c
-    return py
+    return assert_same_import(read_otf2, anchor)
 
 
 def test_the_unit_test_archive(tmp_path):

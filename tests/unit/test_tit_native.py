@@ -6,7 +6,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pandas as pd
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -14,6 +13,7 @@ from hypothesis import strategies as st
 from hpcvar.errors import HpcvarError
 from hpcvar.traces import tit_native
 from hpcvar.traces.tit import read_tit, used_engine
+from tests.conftest import assert_same_import
 
 pytestmark = pytest.mark.skipif(not tit_native.available(), reason="libhv_replay.so is not built (make install)")
 DATA = Path(__file__).resolve().parents[1] / "data" / "tit"
@@ -22,24 +22,8 @@ SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, database=
                     suppress_health_check=list(HealthCheck))
 
 
-def outcome(path, engine: str, flops_rate: float = 1e9):
-    """("ok", events, ntasks) or ("error", type, what, where, todo)."""
-    try:
-        tr = read_tit(path, flops_rate, engine)
-    except HpcvarError as e:
-        return ("error", type(e).__name__, e.what, e.where, e.todo)
-    return ("ok", tr.events, tr.ntasks)
-
-
 def assert_same(path, flops_rate: float = 1e9):
-    py, c = outcome(path, "python", flops_rate), outcome(path, "native", flops_rate)
-    assert py[0] == c[0], (py, c)
-    if py[0] == "ok":
-        pd.testing.assert_frame_equal(py[1], c[1], check_exact=True)
-        assert py[2] == c[2]
-    else:
-        assert py == c
-    return py
+    return assert_same_import(read_tit, path, flops_rate)
 
 
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)

@@ -139,27 +139,21 @@ class Workload:
 
     def busy_per_task(self, ntasks: int) -> np.ndarray:
         """CPU work each task executes over the run (W, S and R; no jitter, no waiting)."""
-        per_phase = np.full(ntasks, self.work, dtype=np.int64)
-        if self.barrier == "tree" and ntasks > 0:
-            # piecewise constant: task i has min(k, max(0, n - (k i + 1))) children, and a parent if i > 0
-            k, sr = self.arity, self.send + self.recv
-            per_phase[1:] += sr
-            full = max(0, (ntasks - 1 - k) // k + 1) if ntasks - 1 >= k else 0  # tasks with k children
-            per_phase[:full] += k * sr
-            if full < ntasks:
-                per_phase[full] += max(0, min(k, ntasks - (k * full + 1))) * sr
-        per_phase *= self.phases
-        return per_phase
+        busy = np.zeros(ntasks, dtype=np.int64)
+        self.subtract_busy(busy)
+        busy *= -1
+        return busy
 
     def subtract_busy(self, t: np.ndarray) -> None:
-        """``t -= busy_per_task(len(t))`` in place, without a per-task temporary (the piecewise constant
-        slices of busy_per_task): the summaries of a run stay within the core's memory per task."""
+        """``t -= busy_per_task(len(t))`` in place, by piecewise constant slices (no per-task temporary: the
+        summaries of a run stay within the core's memory per task)."""
         n, ph = len(t), self.phases
         t -= self.work * ph
         if self.barrier == "tree" and n > 0:
+            # task i has min(k, max(0, n - (k i + 1))) children, and a parent if i > 0
             k, sr = self.arity, self.send + self.recv
             t[1:] -= sr * ph
-            full = max(0, (n - 1 - k) // k + 1) if n - 1 >= k else 0
+            full = max(0, (n - 1 - k) // k + 1) if n - 1 >= k else 0  # tasks with k children
             t[:full] -= k * sr * ph
             if full < n:
                 t[full] -= max(0, min(k, n - (k * full + 1))) * sr * ph

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hpcvar._memory import empty
-from hpcvar._native import config_library, loads
+from hpcvar._native import config_library, fill_columns, loads
 from hpcvar.errors import HpcvarError
 
 # error kinds of native/sim/otf2_read.h, in order
@@ -57,10 +56,7 @@ def read(anchor: str) -> Read:
             raise HpcvarError("reading the OTF2 archive ran out of memory", None, "Import a smaller archive")
         if c.err:
             return Read(None, int(c.ntasks), c.err, c.msg.decode(errors="replace"), int(c.err_value))
-        cols = {name: empty(c.nrows, dtype) for name, dtype in COLUMNS.items()}  # prefaulted (hpcvar._memory)
-        for name, a in cols.items():
-            setattr(c, name, a.ctypes.data)
-        so.hv_otf2_fill(ctypes.byref(c))
+        cols = fill_columns(so.hv_otf2_fill, c, COLUMNS)
         if c.err:
             raise HpcvarError("reading the OTF2 archive ran out of memory", None, "Import a smaller archive")
         return Read(cols, int(c.ntasks))

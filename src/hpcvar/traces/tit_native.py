@@ -14,8 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hpcvar._memory import empty
-from hpcvar._native import config_library, loads
+from hpcvar._native import config_library, fill_columns, loads
 from hpcvar.errors import HpcvarError
 
 # error kinds of native/sim/tit.h, in order
@@ -72,10 +71,7 @@ def parse(datas: list[bytes], flops_rate: float) -> Parsed:
         if c.err:
             return Parsed(None, int(c.ntasks), c.err, c.err_file, c.err_line, (c.err_start, c.err_end), c.err_tok,
                           c.err_a, c.err_b)
-        cols = {name: empty(c.nrows, dtype) for name, dtype in COLUMNS.items()}  # prefaulted (hpcvar._memory)
-        for name, a in cols.items():
-            setattr(c, name, a.ctypes.data)
-        so.hv_tit_fill(ctypes.byref(c))
+        cols = fill_columns(so.hv_tit_fill, c, COLUMNS)
         if c.err:
             raise HpcvarError("parsing the TIT trace ran out of memory", None, "Import a smaller trace")
         return Parsed(cols, int(c.ntasks))
