@@ -4,7 +4,8 @@ Root only (network namespaces). Steps, each printed:
 1. a testbed of 4 hosts with 2 slots each, links shaped at --rate (hpcvar testbed up, own state file);
 2. the tracer and hv_latency built against Debian's Open MPI (hpcc's MPI) in --build;
 3. the testbed measured with that hv_latency: one-way 8 B latency and 4 MiB bandwidth between two hosts
-   (the network) and between two ranks of one host (shared memory);
+   (the network) and between two ranks of one host (shared memory), and between two hosts the bytes a 1 MiB
+   MPI_Send leaves in flight when it returns (the TCP send buffer: `--send-buffer` of the replay);
 4. for each placement of --placements: hpcc with 4 ranks traced (HPL N x NB on a 1 x 4 grid with the
    increasing-ring broadcast: task n sends to n + 1), placed as mapping rrn (rank r on host r mod 4) or
    rrp (rank r on host r div 2) of a 4-node x 2-core cluster; the HPL section cut out of the trace
@@ -63,10 +64,11 @@ def build_ompi(build: Path) -> Path:
     return build / "bin"
 
 
-def measure(env: dict, ranks_per_node: int) -> tuple[float, float]:
-    """(one-way 8 B latency s, 4 MiB bandwidth B/s) between two ranks on two hosts (1) or on one host (2)."""
+def measure(env: dict, ranks_per_node: int) -> tuple[float, float, float]:
+    """(one-way 8 B latency s, 4 MiB bandwidth B/s, bytes still in flight when a 1 MiB MPI_Send returned)
+    between two ranks on two hosts (1) or on one host (2)."""
     out = json.loads(hpcvar(["bench", "latency", "--launcher", "testbed", "--np", "2", "--ranks-per-node",
-                             str(ranks_per_node), "--sizes", "8,4MiB", "--iters", "30", "--min-iters", "30",
+                             str(ranks_per_node), "--sizes", "8,1MiB,4MiB", "--iters", "30", "--min-iters", "30",
                              "--warmup", "3", "--json"], env, timeout=300))
     by = {s["size"]: s for s in out["sizes"]}
     alpha = by[8]["median_ns"] * 1e-9
@@ -76,7 +78,7 @@ def measure(env: dict, ranks_per_node: int) -> tuple[float, float]:
         raise SystemExit(f"the point-to-point measurement is disturbed ({ranks_per_node} rank(s) per host: 8 B in "
                          f"{alpha * 1e6:.0f} us, 4 MiB in {by[4 << 20]['median_ns'] / 1e6:.2f} ms; load average "
                          f"{os.getloadavg()[0]:.1f}): run this on a quiet machine")
-    return alpha, (4 << 20) / data
+    return alpha, (4 << 20) / data, float(by[1 << 20]["buffered_bytes"])
 
 
 def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, timeout: float) -> Path:
@@ -109,9 +111,11 @@ def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, ti
     return hpl
 
 
-def replay(env: dict, trace: Path, net: tuple[float, float], shm: tuple[float, float], replicas: int) -> dict:
+def replay(env: dict, trace: Path, net: tuple, shm: tuple, replicas: int) -> dict:
+    buf = int(round(net[2])) if len(net) > 2 else 0  # runs kept before the send buffer was measured: 0
     out = json.loads(hpcvar(["sim", "app", str(trace), "--nodes", "4", "--cores-per-node", "2",
                              "--bandwidth", f"{net[1]:.6g}B/s", "--latency", f"{net[0]:.6g}s",
+                             "--send-buffer", str(buf),
                              "--shm-bandwidth", f"{shm[1]:.6g}B/s", "--shm-latency", f"{shm[0]:.6g}s",
                              "--mapping", ",".join(MAPPINGS), "--model", ",".join(MODELS),
                              "--replicas", str(replicas), "--no-plots", "--json"], env))
@@ -267,8 +271,9 @@ def main() -> None:
     hpcvar(["testbed", "up", "--hosts", "4", "--rate", a.rate, "--ranks-per-host", "2", "--prefix", "hvhpl-"], env)
     try:
         net, shm = measure(env, 1), measure(env, 2)
-        print(f"testbed at {a.rate}: network {net[0] * 1e6:.1f} us, {net[1] / 1e6:.2f} MB/s; shared memory "
-              f"{shm[0] * 1e6:.2f} us, {shm[1] / 1e6:.0f} MB/s (Open MPI hv_latency)", flush=True)
+        print(f"testbed at {a.rate}: network {net[0] * 1e6:.1f} us, {net[1] / 1e6:.2f} MB/s, send buffer "
+              f"{net[2] / 1024:.0f} KiB; shared memory {shm[0] * 1e6:.2f} us, {shm[1] / 1e6:.0f} MB/s (Open MPI "
+              "hv_latency)", flush=True)
         (work / "params.json").write_text(json.dumps({"rate": a.rate, "network": net, "shm": shm}))
         traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout) for p in placements}
     finally:

@@ -4,9 +4,12 @@
  * fewer when the warm-up shows that --iters would exceed --time-per-size
  * seconds (never fewer than --min-iters). Rank 0 keeps every round trip's
  * duration in a preallocated buffer; the timed loop is read clock, send,
- * receive, read clock, store. Other ranks (if any) only take part in the
- * barriers. One point per size is written after its loop:
- *   columns: iter, rtt_ns      point: size=<bytes> iters=<n> */
+ * read clock, receive, read clock, store. Other ranks (if any) only take part
+ * in the barriers. One point per size is written after its loop:
+ *   columns: iter, rtt_ns, send_ns      point: size=<bytes> iters=<n>
+ * send_ns is how long rank 0's MPI_Send took inside the round trip: with the
+ * one-way time rtt/2 it tells how much of a message the transport buffers
+ * when MPI_Send returns (hpcvar.bench.latency, "buffered_bytes"). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,10 +46,10 @@ int main(int argc, char **argv) {
         if (sizes[i] > maxsize) maxsize = sizes[i];
     if (maxsize > 0x7fffffff) HV_DIE("message size %lld is above the MPI count limit", (long long)maxsize);
     char *buf = hv_malloc_touched((size_t)maxsize);
-    double *rows = hv_malloc_touched((size_t)iters * 2 * sizeof *rows);
-    uint64_t *t = hv_malloc_touched((size_t)iters * sizeof *t);
-    const char *cols[] = {"iter", "rtt_ns"};
-    if (ctx.rank == 0) hv_out_columns(&ctx.out, 2, cols);
+    double *rows = hv_malloc_touched((size_t)iters * 3 * sizeof *rows);
+    uint64_t *t = hv_malloc_touched((size_t)iters * sizeof *t), *ts = hv_malloc_touched((size_t)iters * sizeof *ts);
+    const char *cols[] = {"iter", "rtt_ns", "send_ns"};
+    if (ctx.rank == 0) hv_out_columns(&ctx.out, 3, cols);
 
     const int peer = ctx.rank == 0 ? 1 : 0;
     const int active = ctx.rank < 2;
@@ -78,8 +81,10 @@ int main(int argc, char **argv) {
             for (long i = 0; i < count; i++) {
                 uint64_t a = hv_ticks(&ctx.timer);
                 HV_MPI_CHECK(MPI_Send(buf, n, MPI_BYTE, peer, 2, ctx.comm));
+                uint64_t b = hv_ticks(&ctx.timer);
                 HV_MPI_CHECK(MPI_Recv(buf, n, MPI_BYTE, peer, 2, ctx.comm, MPI_STATUS_IGNORE));
                 t[i] = hv_ticks(&ctx.timer) - a;
+                ts[i] = b - a;
             }
         } else if (active) {
             for (long i = 0; i < count; i++) {
@@ -90,8 +95,9 @@ int main(int argc, char **argv) {
         size_t nrows = 0;
         if (ctx.rank == 0) {
             for (long i = 0; i < count; i++) {
-                rows[2 * i] = (double)i;
-                rows[2 * i + 1] = hv_ticks_to_ns(&ctx.timer, t[i]);
+                rows[3 * i] = (double)i;
+                rows[3 * i + 1] = hv_ticks_to_ns(&ctx.timer, t[i]);
+                rows[3 * i + 2] = hv_ticks_to_ns(&ctx.timer, ts[i]);
             }
             nrows = (size_t)count;
         }
@@ -102,6 +108,7 @@ int main(int argc, char **argv) {
     free(buf);
     free(rows);
     free(t);
+    free(ts);
     free(sizes);
     hv_ctx_finish(&ctx);
     return 0;

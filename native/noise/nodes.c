@@ -11,7 +11,8 @@
  *      its clock and every rank sends T0 + offset_i (its own clock) to its collector's stdin
  *      (hv_noise_collect --start-from-stdin), so that a node slow to start cannot miss the start.
  *   3. The rank then sleeps in waitpid, so it takes no CPU from the recording. The child dies with this
- *      rank (PR_SET_PDEATHSIG).
+ *      rank (PR_SET_PDEATHSIG). Waits for the other nodes (their collectors getting ready, finishing) sleep
+ *      too (sleepy_wait): MPI's blocking calls spin, on a CPU that another "node" of the testbed records.
  *   4. Clock offsets after, the same way; drift_i = (offset_after - offset_before) / (t_after - t_before).
  * Each collector writes <--out-dir>/<host>.jtr; rank 0 writes one raw point "sync" (--out), one row per
  * rank: rank, offset_before_ns, rtt_before_ns, t_before_ns, offset_after_ns, rtt_after_ns, t_after_ns,
@@ -25,6 +26,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 #include "hv_mpi.h"
 
@@ -61,6 +63,19 @@ static void sync_clocks(hv_ctx *ctx, long rounds, hv_sync *out) {
         }
     }
     if (ctx->rank == 0) out[0] = (hv_sync){0, 0, (double)hv_mono_ns()};
+}
+
+/* Wait for a nonblocking collective while sleeping: MPI_Wait busy-polls, and a rank that waits for the other
+ * nodes' collectors to calibrate or to finish would take a CPU from them (the testbed's "nodes" share one
+ * machine) and show up in their recordings. Polls every millisecond. */
+static void sleepy_wait(MPI_Request *rq) {
+    const struct timespec ms = {0, 1000000};
+    for (;;) {
+        int done = 0;
+        HV_MPI_CHECK(MPI_Test(rq, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        nanosleep(&ms, NULL);
+    }
 }
 
 /* The CPUs this rank may run on, as a comma list (what "all" means on this node). */
@@ -212,7 +227,9 @@ int main(int argc, char **argv) {
     char line[32];
     int ready = fgets(line, sizeof line, child.from) != NULL && strncmp(line, "ready", 5) == 0, all_ready = 0;
     /* every collector calibrated: only then is the start agreed (a slow node cannot miss it) */
-    HV_MPI_CHECK(MPI_Allreduce(&ready, &all_ready, 1, MPI_INT, MPI_MIN, ctx.comm));
+    MPI_Request rq;
+    HV_MPI_CHECK(MPI_Iallreduce(&ready, &all_ready, 1, MPI_INT, MPI_MIN, ctx.comm, &rq));
+    sleepy_wait(&rq);
     if (!all_ready) {
         fclose(child.to); /* a collector that did get ready stops on the missing start time */
         if (!ready) wait_collector(&child);
@@ -232,7 +249,8 @@ int main(int argc, char **argv) {
     wait_collector(&child);
     fclose(child.from);
 
-    HV_MPI_CHECK(MPI_Barrier(ctx.comm));
+    HV_MPI_CHECK(MPI_Ibarrier(ctx.comm, &rq));
+    sleepy_wait(&rq);
     sync_clocks(&ctx, rounds, after);
 
     const char *cols[] = {"rank",         "offset_before_ns", "rtt_before_ns", "t_before_ns", "offset_after_ns",

@@ -9,13 +9,13 @@
 
 /* ---- the event heap: ordered by (time, insertion counter) like Python's heapq of tuples ------ */
 
-enum { EV_TASK = 0, EV_LATENCY = 1, EV_DATA_END = 2, EV_FINISH = 3 };
+enum { EV_TASK = 0, EV_LATENCY = 1, EV_DATA_END = 2, EV_FINISH = 3, EV_SEND_DONE = 4 };
 
 typedef struct {
     double t;
     int64_t cnt;
     int64_t obj; /* task or transfer */
-    int64_t ver; /* EV_DATA_END: the transfer's rate version */
+    int64_t ver; /* EV_DATA_END, EV_SEND_DONE: the transfer's rate version */
     int32_t kind, pad;
 } hv_ev;
 
@@ -68,8 +68,8 @@ typedef struct {
     double nbytes, bw, lat, remaining, rate, last, data_start, end;
     int64_t op, sreq, rreq, version, next; /* next: FIFO link in the unsent queue of its key, or free list */
     int32_t src, dst;
-    int8_t inter, eager, started, done, kind, pad[3];
-} hv_xfer;
+    int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
+} hv_xfer;                                                           /* ... and the send completed */
 
 static const int KIND_RANK[4] = {0, 1, 1, 2}; /* none, out, in, in-out */
 
@@ -521,6 +521,10 @@ static int recompute(hv_rp *s, double now) {
             x->version = ++s->vcounter;
             double rem = x->remaining > 0.0 ? x->remaining : 0.0;
             if (push(s, now + rem / rate, EV_DATA_END, xi, x->version)) return HV_RP_ENOMEM;
+            if (x->buffered && !x->sdone) {
+                double rs = x->remaining - s->c->send_buffer;
+                if (push(s, now + (rs > 0.0 ? rs : 0.0) / rate, EV_SEND_DONE, xi, x->version)) return HV_RP_ENOMEM;
+            }
         }
     }
     return 0;
@@ -550,9 +554,9 @@ static int finish(hv_rp *s, int64_t xi, double now) {
         c->kinds[4 * x->src + x->kind] += 1;
     }
     int64_t sreq = x->sreq, rreq = x->rreq;
-    int eager = x->eager;
+    int send_open = !x->eager && !x->sdone;
     if (rreq >= 0) xfree(s, xi); /* matched and done: nothing refers to it any more */
-    if (!eager && complete(s, sreq, now)) return -1;
+    if (send_open && complete(s, sreq, now)) return -1;
     if (rreq >= 0 && complete(s, rreq, now)) return -1;
     return 0;
 }
@@ -697,6 +701,7 @@ static int step(hv_rp *s, int64_t task) {
             else link_of(c, a, b, &x->bw, &x->lat);
             x->eager = c->val[p] <= c->eager;
             if (!x->eager) x->lat = x->lat + (a == b ? c->shm_rndv_latency : c->rndv_latency);
+            x->buffered = a != b && !x->eager && c->send_buffer > 0;
             x->next = -1;
             x->end = -1.0;
             int64_t key = c->key[p];
@@ -848,8 +853,12 @@ int hv_rp_run(hv_rp_config *c) {
                 x->rate = 0.0;
                 s.active[s.nactive++] = ev.obj;
                 if ((e = recompute(&s, now))) goto fail;
-            } else if (push(&s, now + x->nbytes / x->bw, EV_FINISH, ev.obj, 0)) {
-                goto oom;
+            } else {
+                if (x->buffered) {
+                    double rs = x->nbytes - c->send_buffer;
+                    if (push(&s, now + (rs > 0.0 ? rs : 0.0) / x->bw, EV_SEND_DONE, ev.obj, x->version)) goto oom;
+                }
+                if (push(&s, now + x->nbytes / x->bw, EV_FINISH, ev.obj, 0)) goto oom;
             }
         } else if (ev.kind == EV_DATA_END) {
             hv_xfer *x = &s.x[ev.obj];
@@ -860,6 +869,11 @@ int hv_rp_run(hv_rp_config *c) {
             s.nactive--;
             if (finish(&s, ev.obj, now)) goto oom;
             if ((e = recompute(&s, now))) goto fail;
+        } else if (ev.kind == EV_SEND_DONE) { /* at most the send buffer left: the send completes */
+            hv_xfer *x = &s.x[ev.obj];
+            if (ev.ver != x->version || x->sdone || x->done) continue;
+            x->sdone = 1;
+            if (complete(&s, x->sreq, now)) goto oom;
         } else if (finish(&s, ev.obj, now)) {
             goto oom;
         }

@@ -28,6 +28,7 @@ typedef struct {
     /* cluster: Cluster.link semantics (links[(a, b)] first, then links[(b, a)], then the defaults) */
     double bandwidth, latency, shm_bandwidth, shm_latency;
     double rndv_latency, shm_rndv_latency; /* added to the latency of a message above the eager limit */
+    double send_buffer; /* > 0: a rendezvous send between nodes completes when at most this many bytes are left */
     int64_t nlinks;
     const int64_t *link_key; /* a * nnodes + b, sorted ascending */
     const double *link_bw, *link_lat;

@@ -31,6 +31,10 @@ def test_latency_json_and_stored_run(runs_dir):
     assert run.info["metadata"]["native"]["timer"] in ("tsc", "mono", "wtime")
     samples = run.read_table("latency.samples")
     assert (samples["oneway_ns"] * 2 == samples["rtt_ns"]).all()
+    # rank 0's send is part of its round trip
+    assert ((samples["send_ns"] > 0) & (samples["send_ns"] < samples["rtt_ns"])).all()
+    for s in sizes.values():
+        assert 0 < s["send_median_ns"] and 0 <= s["buffered_bytes"] <= s["size"]
     # every iteration is kept: the summary's n equals the number of samples per size
     summary = run.read_table("latency.summary")
     counts = samples.groupby("size_bytes").size()

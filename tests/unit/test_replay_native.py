@@ -280,6 +280,61 @@ def test_myrinet_state_limit_is_the_same_error():
     assert msgs[0] == msgs[1]
 
 
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("model", ["none", "maxmin", "gige", "myrinet"])
+def test_send_buffer_gives_identical_results(seed, model):
+    """A send buffer (sends between nodes complete with at most S bytes left) in both engines, bit for bit; S
+    below, around and above the messages' sizes."""
+    _, tr, cl, params = random_case(seed, model)
+    cl.send_buffer = float((1000, 50_000, 300_000, 1 << 22)[seed % 4])
+    for mp in ("rrn", "rrp", "random"):
+        for eager in (0, 4096):
+            exactly(*both(tr, cl, mapping(mp, tr.ntasks, cl, seed), model, params=params, eager_bytes=eager))
+
+
+def test_send_buffer_changes_the_random_cases():
+    """The random cases above do reach the send buffer: most predictions change with it."""
+    changed = 0
+    for seed in range(8):
+        _, tr, cl, params = random_case(seed, "maxmin")
+        node_of = mapping("rrn", tr.ntasks, cl, seed)
+        base = Simulator(tr, cl, node_of, model="maxmin", engine="native", eager_bytes=0, params=params).run()
+        cl.send_buffer = 1000.0
+        buf = Simulator(tr, cl, node_of, model="maxmin", engine="native", eager_bytes=0, params=params).run()
+        changed += base.comm_s.tolist() != buf.comm_s.tolist()
+    assert changed >= 4, changed
+
+
+def test_hand_worked_send_buffer():
+    """1 MB from task 0 to 1 at 1 GB/s (1 ms) then 0 computes 1 ms: with S = 250 kB the send returns at 0.75 ms,
+    with S >= 1 MB at the start of the data; the receive always at 1 ms. Under maxmin a second transfer halves
+    the rate: 0's send ends when 250 kB are left, at 1.5 ms."""
+    rows = [dict(task=0, op="init"), dict(task=0, op="send", peer=1, bytes=10**6), dict(task=0, op="finalize")]
+    rows += [dict(task=1, op="init"), dict(task=1, op="recv", peer=0, bytes=10**6), dict(task=1, op="finalize")]
+    tr = Trace(make_events(rows), 2)
+    for s_buf, want in ((0.0, 1e-3), (250e3, 0.75e-3), (1e6, 0.0), (4e6, 0.0)):
+        cl = Cluster(2, 1, 1e9, 0.0, send_buffer=s_buf)
+        py, nat = both(tr, cl, [0, 1], "none", eager_bytes=0)
+        exactly(py, nat)
+        assert nat.comm_s.tolist() == pytest.approx([want, 1e-3], rel=1e-12, abs=1e-15)
+    # inside a node the buffer does not apply: shared memory copies from the sender's buffer
+    cl = Cluster(1, 2, 1e9, 0.0, shm_bandwidth=1e9, shm_latency=0.0, send_buffer=250e3)
+    py, nat = both(tr, cl, [0, 0], "none", eager_bytes=0)
+    exactly(py, nat)
+    assert nat.comm_s.tolist() == pytest.approx([1e-3, 1e-3], rel=1e-12)
+    # two senders into one receiver share its link (maxmin): each at 0.5 GB/s
+    rows = [dict(task=t, op=o, peer=2, bytes=10**6) if o == "send" else dict(task=t, op=o)
+            for t in (0, 1) for o in ("init", "send", "finalize")]
+    rows += [dict(task=2, op="init"), dict(task=2, op="irecv", peer=0, bytes=10**6, req=1),
+             dict(task=2, op="irecv", peer=1, bytes=10**6, req=2), dict(task=2, op="wait", req=1),
+             dict(task=2, op="wait", req=2), dict(task=2, op="finalize")]
+    tr = Trace(make_events(rows), 3)
+    cl = Cluster(3, 1, 1e9, 0.0, send_buffer=250e3)
+    py, nat = both(tr, cl, [0, 1, 2], "maxmin", eager_bytes=0)
+    exactly(py, nat)
+    assert nat.comm_s.tolist() == pytest.approx([1.5e-3, 1.5e-3, 2e-3], rel=1e-12)
+
+
 def test_property_random_traces_agree():
     """hypothesis: random traces, clusters, mappings, models and jitter; both engines bit for bit."""
     hyp = pytest.importorskip("hypothesis")
@@ -289,9 +344,11 @@ def test_property_random_traces_agree():
     @hyp.given(seed=st.integers(0, 2**31), model=st.sampled_from(["none", "maxmin", "gige", "myrinet"]),
                mp=st.sampled_from(["rrn", "rrp", "random"]), algo=st.sampled_from(["binomial", "recdoub", "ring"]),
                eager=st.sampled_from([0, 4096, 65536, 1 << 30]),
-               align=st.sampled_from([None, "unsync", "sync", "cosched"]), rounds=st.integers(1, 10))
-    def check(seed, model, mp, algo, eager, align, rounds):
+               align=st.sampled_from([None, "unsync", "sync", "cosched"]), rounds=st.integers(1, 10),
+               send_buffer=st.sampled_from([0.0, 1000.0, 100_000.0, 1e9]))
+    def check(seed, model, mp, algo, eager, align, rounds, send_buffer):
         rng, tr, cl, params = random_case(seed, model, rounds)
+        cl.send_buffer = send_buffer
         node_of = mapping(mp, tr.ntasks, cl, seed)
         jit = random_jitter(rng, tr.ntasks, align, seed, 0) if align else None
         exactly(*both(tr, cl, node_of, model, algo=algo, eager_bytes=eager, params=params, jitter=jit))

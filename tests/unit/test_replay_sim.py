@@ -271,3 +271,10 @@ def test_cluster_file_takes_rendezvous_latencies(tmp_path):
                  "shm_rndv_latency 1.1us\n")
     c = load_cluster(str(f))
     assert (c.rndv_latency, c.shm_rndv_latency) == pytest.approx((12e-6, 1.1e-6))
+    assert c.send_buffer == 0.0
+    f.write_text("nodes 2\ncores_per_node 1\nbandwidth 1gbit\nlatency 50us\nsend_buffer 512KiB\n")
+    assert load_cluster(str(f)).send_buffer == 512 * 1024
+    f.write_text("nodes 2\ncores_per_node 1\nbandwidth 1gbit\nlatency 50us\nsend_buffer 1.5\n")
+    with pytest.raises(InputFileError, match=r"send_buffer: '1.5' is not a whole number of bytes") as e:
+        load_cluster(str(f))
+    assert e.value.line == 5

@@ -134,14 +134,25 @@ def format_interval_ns(lo: float, hi: float) -> str:
 def render_latency(console: Console, run: Run) -> None:
     result = run.info["result"]
     t = Table(title="Ping-pong, one-way latency", title_justify="left")
-    for col in ("size", "n", "median", "95% CI", "p99", "p99.9", "max", "bandwidth"):
+    sends = any(r.get("send_median_ns") is not None for r in result["sizes"])  # runs before send times: none
+    cols: tuple[str, ...] = ("size", "n", "median", "95% CI", "p99", "p99.9", "max", "bandwidth")
+    cols += ("send", "buffered") if sends else ()
+    for col in cols:
         t.add_column(col, justify="right", no_wrap=True)
     for r in result["sizes"]:
-        t.add_row(format_size(r["size"]), str(r["n"]), format_time_ns(r["median_ns"]),
-                  format_interval_ns(*r["median_ci_ns"]), format_time_ns(r["p99_ns"]),
-                  format_time_ns(r["p99_9_ns"]), format_time_ns(r["max_ns"]),
-                  format_rate_bytes(r["bw_bytes_per_s"]) if r["size"] else "-")
+        row = [format_size(r["size"]), str(r["n"]), format_time_ns(r["median_ns"]),
+               format_interval_ns(*r["median_ci_ns"]), format_time_ns(r["p99_ns"]),
+               format_time_ns(r["p99_9_ns"]), format_time_ns(r["max_ns"]),
+               format_rate_bytes(r["bw_bytes_per_s"]) if r["size"] else "-"]
+        if sends:
+            send, buf = r.get("send_median_ns"), r.get("buffered_bytes")
+            row += [format_time_ns(send) if send is not None else "-",
+                    format_size(int(round(buf))) if buf is not None and r["size"] else "-"]
+        t.add_row(*row)
     console.print(t)
+    if sends:
+        console.print("send: median time of rank 0's MPI_Send; buffered: bytes still on their way when it returned "
+                      "(hpcvar sim app --send-buffer)")
     if result.get("run"):
         console.print(f"stored in {result['run']}")
 

@@ -27,6 +27,7 @@ TABLES: dict[str, dict[str, str]] = {
         "iter": "iteration index within the size",
         "rtt_ns": "round-trip time of one ping-pong (ns)",
         "oneway_ns": "one-way latency = rtt_ns / 2 (ns)",
+        "send_ns": "how long rank 0's MPI_Send took inside the round trip (ns; NaN in runs before it was kept)",
     },
     "latency.summary": {
         "size_bytes": "message size (bytes)",
@@ -44,6 +45,9 @@ TABLES: dict[str, dict[str, str]] = {
         "median_ci_hi_ns": "95% CI of the median, high (ns)",
         "outliers": "samples flagged by the modified z-score > 3.5",
         "bw_bytes_per_s": "size / median one-way latency (bytes/s)",
+        "send_median_ns": "median time rank 0's MPI_Send took (ns)",
+        "buffered_bytes": "bytes of the message still on their way when MPI_Send returned: "
+                          "size x (1 - send_median_ns / median_ns), within [0, size]",
     },
 }
 

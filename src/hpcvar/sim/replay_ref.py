@@ -18,6 +18,10 @@ Semantics (docs/replay.md, our reading of Vienne et al. 2008, section VI-A):
 * Intra-node messages take shm_latency + b / shm_bandwidth and never enter the conflict graph.
 * A message above the eager limit adds the cluster's rendezvous latency (rndv_latency between nodes,
   shm_rndv_latency inside one; default 0) to its latency phase: the handshake an eager message skips.
+* With a send buffer of S > 0 bytes (the cluster's ``send_buffer``), the send of a rendezvous message between
+  nodes completes once at most S of its bytes are left to deliver (at the start of its data phase when it has
+  at most S bytes), not with the transfer: a TCP transport's MPI_Send returns when the last bytes are in the
+  socket's send buffer. The receive still completes with the transfer.
 * Matching is MPI's: per (source, destination, communicator, tag) in order.
 """
 
@@ -146,6 +150,8 @@ class Xfer:
     last: float = 0.0
     version: int = 0
     data_start: float = 0.0
+    buffered: bool = False  # its send completes when at most the send buffer is left (send_buffer > 0)
+    sdone: bool = False     # ... and it has
     kind: str = "none"
     end: float = -1.0
 
@@ -165,7 +171,7 @@ class Result:
 
 
 _RANK = {"none": 0, "out": 1, "in": 1, "in-out": 2}
-EV_TASK, EV_LATENCY, EV_DATA_END, EV_FINISH = 0, 1, 2, 3
+EV_TASK, EV_LATENCY, EV_DATA_END, EV_FINISH, EV_SEND_DONE = 0, 1, 2, 3, 4
 
 
 class RefEngine:
@@ -249,6 +255,9 @@ class RefEngine:
                 x.rate = rate
                 x.version += 1
                 self.push(now + max(x.remaining, 0.0) / rate, EV_DATA_END, (x, x.version))
+                if x.buffered and not x.sdone:
+                    self.push(now + max(x.remaining - self.cl.send_buffer, 0.0) / rate, EV_SEND_DONE,
+                              (x, x.version))
 
     def start(self, x: Xfer, now):
         x.started = True
@@ -263,7 +272,7 @@ class RefEngine:
                 self.pen_sum[x.src] += (now - x.data_start) / nominal
                 self.pen_n[x.src] += 1
             self.kinds[x.src][x.kind] = self.kinds[x.src].get(x.kind, 0) + 1
-        if not x.send_done_at_post:
+        if not x.send_done_at_post and not x.sdone:
             self.complete(x.sreq, now)
         if x.rreq is not None:
             self.complete(x.rreq, now)
@@ -277,6 +286,7 @@ class RefEngine:
         if not eager:
             lat = lat + (self.cl.shm_rndv_latency if a == b else self.cl.rndv_latency)
         x = Xfer(task, dst, float(nb), rq, row, a != b, bw, lat, eager)
+        x.buffered = a != b and not eager and self.cl.send_buffer > 0
         q = self.unrecv.get(key)
         if q:
             x.rreq = q.pop(0)
@@ -372,6 +382,9 @@ class RefEngine:
                     self.active.append(x)
                     self.recompute(now)
                 else:
+                    if x.buffered:
+                        self.push(now + max(x.nbytes - self.cl.send_buffer, 0.0) / x.bw, EV_SEND_DONE,
+                                  (x, x.version))
                     self.push(now + x.nbytes / x.bw, EV_FINISH, x)
             elif kind == EV_DATA_END:
                 x, ver = obj
@@ -380,6 +393,12 @@ class RefEngine:
                 self.active.remove(x)
                 self.finish(x, now)
                 self.recompute(now)
+            elif kind == EV_SEND_DONE:  # at most the send buffer left: the send completes
+                x, ver = obj
+                if ver != x.version or x.sdone or x.done:
+                    continue
+                x.sdone = True
+                self.complete(x.sreq, now)
             else:
                 self.finish(obj, now)
         self.check_complete()
