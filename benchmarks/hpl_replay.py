@@ -43,6 +43,12 @@ ROOT = Path(__file__).resolve().parents[1]
 MODELS = ("none", "gige", "myrinet", "maxmin")
 MAPPINGS = ("rrn", "rrp", "random")
 OMPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1"}
+# The testbed's 4 hosts share this machine's 2 cores. Open MPI's idle ranks busy-poll unless it knows the node is
+# oversubscribed, and it does not (each testbed host offers 2 slots): then a rank whose message has arrived waits
+# for a scheduler tick (4 ms here) to get a core from a spinning one, and HPL's small messages cost 4-12 ms
+# instead of microseconds (measured; docs/replay.md, "Linpack"). Real nodes have their own cores: make idle
+# ranks yield, as Open MPI does by itself when it knows it is oversubscribed (--no-yield: as before).
+YIELD_ENV = {"OMPI_MCA_mpi_yield_when_idle": "1"}
 PLACEMENT = {"rrn": ("host", 1), "rrp": ("slot", 2)}  # testbed launcher: map_by, ranks per host
 
 
@@ -244,6 +250,8 @@ def main() -> None:
     ap.add_argument("--figures", default=None, help="directory for the figures (none without)")
     ap.add_argument("--keep", default=None, help="keep the traces and runs in this directory")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per hpcc run")
+    ap.add_argument("--no-yield", action="store_true",
+                    help="let Open MPI's idle ranks busy-poll (4 ranks on 2 cores then wait for scheduler ticks)")
     ap.add_argument("--overhead-reps", type=int, default=0)
     ap.add_argument("--overhead-n", type=int, default=4000)
     ap.add_argument("--analyse", default=None, metavar="DIR",
@@ -266,15 +274,16 @@ def main() -> None:
     bindir = build_ompi(Path(a.build))
     lib = (bindir / "libhv_trace.so").resolve()
     state = work / "testbed.json"
-    env = dict(os.environ, **OMPI_ENV, HPCVAR_TESTBED_STATE=str(state), HPCVAR_RUNS=str(work / "runs"),
-               HPCVAR_NATIVE_DIR=str(bindir.resolve()))
+    env = dict(os.environ, **OMPI_ENV, **({} if a.no_yield else YIELD_ENV), HPCVAR_TESTBED_STATE=str(state),
+               HPCVAR_RUNS=str(work / "runs"), HPCVAR_NATIVE_DIR=str(bindir.resolve()))
     hpcvar(["testbed", "up", "--hosts", "4", "--rate", a.rate, "--ranks-per-host", "2", "--prefix", "hvhpl-"], env)
     try:
         net, shm = measure(env, 1), measure(env, 2)
         print(f"testbed at {a.rate}: network {net[0] * 1e6:.1f} us, {net[1] / 1e6:.2f} MB/s, send buffer "
               f"{net[2] / 1024:.0f} KiB; shared memory {shm[0] * 1e6:.2f} us, {shm[1] / 1e6:.0f} MB/s (Open MPI "
               "hv_latency)", flush=True)
-        (work / "params.json").write_text(json.dumps({"rate": a.rate, "network": net, "shm": shm}))
+        (work / "params.json").write_text(json.dumps({"rate": a.rate, "network": net, "shm": shm,
+                                                      "yield_when_idle": not a.no_yield}))
         traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout) for p in placements}
     finally:
         hpcvar(["testbed", "down"], env)

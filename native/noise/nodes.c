@@ -38,6 +38,22 @@ typedef struct {
     double offset_ns, rtt_ns, t_ns; /* t_ns: midpoint of the best exchange, rank 0's clock */
 } hv_sync;
 
+/* Wait for a nonblocking call while sleeping. MPI's blocking calls busy-poll (MPICH calls sched_yield in a
+ * loop): a rank that waits for the other nodes' collectors would take a CPU from them when "nodes" share one
+ * machine (the testbed) and show up in their recordings, and with more waiting ranks than cores the
+ * yielding ranks starved everything else on this 6.18 kernel for a minute at a time (RCU stall and
+ * workqueue lockup reports; the agreed start missed by 60 s). So every wait here that can be long sleeps,
+ * polling every millisecond; only the two partners of a clock ping-pong spin. */
+static void sleepy_wait(MPI_Request *rq) {
+    const struct timespec ms = {0, 1000000};
+    for (;;) {
+        int done = 0;
+        HV_MPI_CHECK(MPI_Test(rq, &done, MPI_STATUS_IGNORE));
+        if (done) return;
+        nanosleep(&ms, NULL);
+    }
+}
+
 /* Rank 0 against every other rank; returns (on rank 0) one hv_sync per rank (rank 0's is zeros). */
 static void sync_clocks(hv_ctx *ctx, long rounds, hv_sync *out) {
     for (int peer = 1; peer < ctx->size; peer++) {
@@ -56,26 +72,19 @@ static void sync_clocks(hv_ctx *ctx, long rounds, hv_sync *out) {
         } else if (ctx->rank == peer) {
             for (long k = 0; k < rounds; k++) {
                 double t = 0;
-                HV_MPI_CHECK(MPI_Recv(&t, 1, MPI_DOUBLE, 0, TAG_PING, ctx->comm, MPI_STATUS_IGNORE));
+                if (k == 0) { /* rank 0 may be busy with the ranks before this one: wait asleep */
+                    MPI_Request rq;
+                    HV_MPI_CHECK(MPI_Irecv(&t, 1, MPI_DOUBLE, 0, TAG_PING, ctx->comm, &rq));
+                    sleepy_wait(&rq);
+                } else {
+                    HV_MPI_CHECK(MPI_Recv(&t, 1, MPI_DOUBLE, 0, TAG_PING, ctx->comm, MPI_STATUS_IGNORE));
+                }
                 t = (double)hv_mono_ns();
                 HV_MPI_CHECK(MPI_Send(&t, 1, MPI_DOUBLE, 0, TAG_PONG, ctx->comm));
             }
         }
     }
     if (ctx->rank == 0) out[0] = (hv_sync){0, 0, (double)hv_mono_ns()};
-}
-
-/* Wait for a nonblocking collective while sleeping: MPI_Wait busy-polls, and a rank that waits for the other
- * nodes' collectors to calibrate or to finish would take a CPU from them (the testbed's "nodes" share one
- * machine) and show up in their recordings. Polls every millisecond. */
-static void sleepy_wait(MPI_Request *rq) {
-    const struct timespec ms = {0, 1000000};
-    for (;;) {
-        int done = 0;
-        HV_MPI_CHECK(MPI_Test(rq, &done, MPI_STATUS_IGNORE));
-        if (done) return;
-        nanosleep(&ms, NULL);
-    }
 }
 
 /* The CPUs this rank may run on, as a comma list (what "all" means on this node). */
@@ -183,12 +192,15 @@ int main(int argc, char **argv) {
     boot[strcspn(boot, "\n")] = 0;
     char *boots = ctx.rank == 0 ? calloc((size_t)ctx.size, BOOTID) : NULL;
     if (ctx.rank == 0) HV_ALLOC_CHECK(boots);
-    HV_MPI_CHECK(MPI_Gather(boot, BOOTID, MPI_CHAR, boots, BOOTID, MPI_CHAR, 0, ctx.comm));
+    MPI_Request rq;
+    HV_MPI_CHECK(MPI_Igather(boot, BOOTID, MPI_CHAR, boots, BOOTID, MPI_CHAR, 0, ctx.comm, &rq));
+    sleepy_wait(&rq);
 
     hv_sync *before = calloc((size_t)ctx.size, sizeof *before), *after = calloc((size_t)ctx.size, sizeof *after);
     HV_ALLOC_CHECK(before);
     HV_ALLOC_CHECK(after);
-    HV_MPI_CHECK(MPI_Barrier(ctx.comm));
+    HV_MPI_CHECK(MPI_Ibarrier(ctx.comm, &rq));
+    sleepy_wait(&rq);
     sync_clocks(&ctx, rounds, before);
 
     char host[256] = {0}, out[PATH_MAX + 320], cpulist[4096], a_dur[64], a_thr[64], a_max[64], a_iv[64], a_rt[32];
@@ -227,7 +239,6 @@ int main(int argc, char **argv) {
     char line[32];
     int ready = fgets(line, sizeof line, child.from) != NULL && strncmp(line, "ready", 5) == 0, all_ready = 0;
     /* every collector calibrated: only then is the start agreed (a slow node cannot miss it) */
-    MPI_Request rq;
     HV_MPI_CHECK(MPI_Iallreduce(&ready, &all_ready, 1, MPI_INT, MPI_MIN, ctx.comm, &rq));
     sleepy_wait(&rq);
     if (!all_ready) {
@@ -237,13 +248,15 @@ int main(int argc, char **argv) {
     }
     /* the common start, in every rank's own clock */
     double t0 = ctx.rank == 0 ? (double)hv_mono_ns() + margin * 1e9 : 0, mine = 0;
-    HV_MPI_CHECK(MPI_Bcast(&t0, 1, MPI_DOUBLE, 0, ctx.comm));
+    HV_MPI_CHECK(MPI_Ibcast(&t0, 1, MPI_DOUBLE, 0, ctx.comm, &rq));
+    sleepy_wait(&rq);
     double *offs = ctx.rank == 0 ? malloc((size_t)ctx.size * sizeof *offs) : NULL;
     if (ctx.rank == 0) {
         HV_ALLOC_CHECK(offs);
         for (int r = 0; r < ctx.size; r++) offs[r] = before[r].offset_ns;
     }
-    HV_MPI_CHECK(MPI_Scatter(offs, 1, MPI_DOUBLE, &mine, 1, MPI_DOUBLE, 0, ctx.comm));
+    HV_MPI_CHECK(MPI_Iscatter(offs, 1, MPI_DOUBLE, &mine, 1, MPI_DOUBLE, 0, ctx.comm, &rq));
+    sleepy_wait(&rq);
     fprintf(child.to, "%.0f\n", t0 + mine);
     fclose(child.to);
     wait_collector(&child);
@@ -252,6 +265,8 @@ int main(int argc, char **argv) {
     HV_MPI_CHECK(MPI_Ibarrier(ctx.comm, &rq));
     sleepy_wait(&rq);
     sync_clocks(&ctx, rounds, after);
+    HV_MPI_CHECK(MPI_Ibarrier(ctx.comm, &rq)); /* rank 0 syncs with the last ranks: the others wait asleep */
+    sleepy_wait(&rq);
 
     const char *cols[] = {"rank",         "offset_before_ns", "rtt_before_ns", "t_before_ns", "offset_after_ns",
                           "rtt_after_ns", "t_after_ns",       "start_local_ns"};
