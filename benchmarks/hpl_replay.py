@@ -5,7 +5,8 @@ Root only (network namespaces). Steps, each printed:
 2. the tracer and hv_latency built against Debian's Open MPI (hpcc's MPI) in --build;
 3. the testbed measured with that hv_latency: one-way 8 B latency and 4 MiB bandwidth between two hosts
    (the network) and between two ranks of one host (shared memory), and between two hosts the bytes a 1 MiB
-   MPI_Send leaves in flight when it returns (the TCP send buffer: `--send-buffer` of the replay);
+   MPI_Send leaves in flight when it returns (the TCP send buffer: `--send-buffer` of the replay); the bytes
+   Open MPI's TCP transport sends with a rendezvous request come from ompi_info (`--rndv-first`);
 4. for each placement of --placements: hpcc with 4 ranks traced (HPL N x NB on a 1 x 4 grid with the
    increasing-ring broadcast: task n sends to n + 1), placed as mapping rrn (rank r on host r mod 4) or
    rrp (rank r on host r div 2) of a 4-node x 2-core cluster; the HPL section cut out of the trace
@@ -117,11 +118,22 @@ def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, ti
     return hpl
 
 
-def replay(env: dict, trace: Path, net: tuple, shm: tuple, replicas: int) -> dict:
+def rndv_first() -> int:
+    """Bytes Open MPI's TCP transport sends with a rendezvous request (btl_tcp_rndv_eager_limit), from
+    ompi_info: the replay's --rndv-first."""
+    res = subprocess.run(["ompi_info", "--parsable", "--param", "btl", "tcp", "--level", "9"], capture_output=True,
+                         text=True, timeout=60)
+    for line in res.stdout.splitlines():
+        if line.startswith("mca:btl:tcp:param:btl_tcp_rndv_eager_limit:value:"):
+            return int(line.rsplit(":", 1)[1])
+    raise SystemExit("ompi_info does not show btl_tcp_rndv_eager_limit: is Debian's Open MPI installed?")
+
+
+def replay(env: dict, trace: Path, net: tuple, shm: tuple, replicas: int, first: int) -> dict:
     buf = int(round(net[2])) if len(net) > 2 else 0  # runs kept before the send buffer was measured: 0
     out = json.loads(hpcvar(["sim", "app", str(trace), "--nodes", "4", "--cores-per-node", "2",
                              "--bandwidth", f"{net[1]:.6g}B/s", "--latency", f"{net[0]:.6g}s",
-                             "--send-buffer", str(buf),
+                             "--send-buffer", str(buf), "--rndv-first", str(first),
                              "--shm-bandwidth", f"{shm[1]:.6g}B/s", "--shm-latency", f"{shm[0]:.6g}s",
                              "--mapping", ",".join(MAPPINGS), "--model", ",".join(MODELS),
                              "--replicas", str(replicas), "--no-plots", "--json"], env))
@@ -296,7 +308,10 @@ def main() -> None:
 
 def finish(a, env: dict, traces: dict, net: tuple, shm: tuple, placements: list[str]) -> None:
     """Replay every placement's HPL trace, print the E_abs tables and the ranking, draw the figures."""
-    replays = {p: replay(env, traces[p], net, shm, a.replicas) for p in placements}
+    first = rndv_first()
+    print(f"replayed with --send-buffer {int(round(net[2])) if len(net) > 2 else 0} --rndv-first {first} "
+          "(Open MPI's btl_tcp_rndv_eager_limit)", flush=True)
+    replays = {p: replay(env, traces[p], net, shm, a.replicas, first) for p in placements}
     res = analyse(replays, placements)
     report(res, placements)
     if a.figures:

@@ -65,7 +65,7 @@ static hv_ev heap_pop(hv_heap *h) {
 /* ---- transfers: slots reused once a transfer is done and matched -------------------------- */
 
 typedef struct {
-    double nbytes, bw, lat, remaining, rate, last, data_start, end;
+    double nbytes, bw, lat, remaining, rate, last, data_start, end, posted;
     int64_t op, sreq, rreq, version, next; /* next: FIFO link in the unsent queue of its key, or free list */
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
@@ -531,7 +531,14 @@ static int recompute(hv_rp *s, double now) {
 }
 
 static int start(hv_rp *s, int64_t xi, double now) {
-    s->x[xi].started = 1;
+    hv_xfer *x = &s->x[xi];
+    x->started = 1;
+    if (!x->eager && x->inter && s->c->rndv_first > 0) { /* the first bytes went with the request */
+        double pre = s->c->rndv_first < x->nbytes ? s->c->rndv_first : x->nbytes;
+        double w = now - x->posted;
+        double sent = (w > 0.0 ? w : 0.0) * x->bw;
+        x->nbytes = x->nbytes - (sent < pre ? sent : pre);
+    }
     return push(s, now + s->x[xi].lat, EV_LATENCY, xi, 0);
 }
 
@@ -702,6 +709,7 @@ static int step(hv_rp *s, int64_t task) {
             x->eager = c->val[p] <= c->eager;
             if (!x->eager) x->lat = x->lat + (a == b ? c->shm_rndv_latency : c->rndv_latency);
             x->buffered = a != b && !x->eager && c->send_buffer > 0;
+            x->posted = t;
             x->next = -1;
             x->end = -1.0;
             int64_t key = c->key[p];

@@ -29,18 +29,19 @@ typedef struct {
     double bandwidth, latency, shm_bandwidth, shm_latency;
     double rndv_latency, shm_rndv_latency; /* added to the latency of a message above the eager limit */
     double send_buffer; /* > 0: a rendezvous send between nodes completes when at most this many bytes are left */
+    double rndv_first; /* > 0: bytes of a rendezvous message between nodes sent with its request (before the match) */
     int64_t nlinks;
     const int64_t *link_key; /* a * nnodes + b, sorted ascending */
     const double *link_bw, *link_lat;
     /* ops of task t: [task_off[t], task_off[t+1]) */
     const int64_t *task_off;
-    const int8_t *kind;   /* HV_RP_* per op */
-    const int32_t *peer;  /* send: destination task; recv: source task; wait: number of requests */
-    const double *val;    /* compute: seconds; send/recv: bytes */
-    const int32_t *key;   /* send/recv: match key id in [0, nkeys) */
-    const int32_t *req;   /* send/recv: request id in [0, nreqs); wait: offset into wreq */
-    const int32_t *wreq;  /* request ids of the waits */
-    const int32_t *row;   /* trace row id in [0, nrows) or -1 */
+    const int8_t *kind; /* HV_RP_* per op */
+    const int32_t *peer; /* send: destination task; recv: source task; wait: number of requests */
+    const double *val; /* compute: seconds; send/recv: bytes */
+    const int32_t *key; /* send/recv: match key id in [0, nkeys) */
+    const int32_t *req; /* send/recv: request id in [0, nreqs); wait: offset into wreq */
+    const int32_t *wreq; /* request ids of the waits */
+    const int32_t *row; /* trace row id in [0, nrows) or -1 */
     const int32_t *node_of; /* node of each task */
     /* OS jitter (njtr = 0: none): trace j has events [jtr_off[j], jtr_off[j+1]) of d (jitter) and g
      * (gap) in ns, starts S at jtr_off[j] + j .. jtr_off[j+1] + j (S[0] = 0, last = the length);
@@ -48,14 +49,14 @@ typedef struct {
     int64_t njtr;
     const int64_t *jtr_off, *jtr_d, *jtr_g, *jtr_S, *jtr_pos;
     /* outputs (arrays given by the caller) */
-    double *clock;     /* ntasks: time each task ends */
-    double *comm;      /* ntasks: simulated time inside the task's MPI rows */
+    double *clock; /* ntasks: time each task ends */
+    double *comm; /* ntasks: simulated time inside the task's MPI rows */
     double *row_start; /* nrows or NULL: -1 if the row was never reached */
-    double *row_end;   /* nrows or NULL: -1 if never ended */
+    double *row_end; /* nrows or NULL: -1 if never ended */
     double *pen_sum, *pen_n; /* ntasks */
-    int64_t *kinds;    /* ntasks x 4: conflicts met by the task's inter-node sends: none, out, in, in-out */
-    int64_t *pc;       /* ntasks: next op (diagnostics) */
-    int64_t *blocked;  /* ntasks: requests a blocked task still waits for */
+    int64_t *kinds; /* ntasks x 4: conflicts met by the task's inter-node sends: none, out, in, in-out */
+    int64_t *pc; /* ntasks: next op (diagnostics) */
+    int64_t *blocked; /* ntasks: requests a blocked task still waits for */
     int64_t nevents, finished, unmatched, first_unmatched_op, error_size;
     hv_rp_progress_fn progress; /* or NULL: called every 2^20 events */
 } hv_rp_config;
@@ -72,13 +73,13 @@ typedef struct {
     int64_t nrows, ntasks;
     int32_t algo, pad0; /* 0 binomial, 1 recdoub, 2 ring */
     const int64_t *row_off; /* ntasks + 1: rows of task t */
-    const int8_t *op;       /* op codes of hpcvar.traces.native.OPS */
+    const int8_t *op; /* op codes of hpcvar.traces.native.OPS */
     const int32_t *peer, *tag, *comm;
     const int64_t *bytes, *t_start, *t_end, *req;
     int64_t ncomms;
-    const int32_t *comm_id;   /* sorted ascending */
-    const int64_t *comm_off;  /* ncomms + 1 into comm_mem */
-    const int32_t *comm_mem;  /* world ranks of the members */
+    const int32_t *comm_id; /* sorted ascending */
+    const int64_t *comm_off; /* ncomms + 1 into comm_mem */
+    const int32_t *comm_mem; /* world ranks of the members */
     /* outputs: counted by the first pass (ops == NULL), filled by the second */
     int64_t nops, nwreq, nkeys, nreqs;
     int64_t *task_off;

@@ -121,3 +121,17 @@ def test_sigterm_stops_helper_programs(tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+@pytest.mark.parametrize("flag", ["--send-buffer", "--rndv-first"])
+def test_sim_app_transport_sizes_name_the_flag(flag, tmp_path, runs_dir):
+    """A size that is not one, and a size given beside a cluster file (which has its own key), name the flag."""
+    trace = tmp_path / "t.tit"
+    trace.write_text("0 init\n1 init\n0 send 1 100000\n1 recv 0 100000\n0 finalize\n1 finalize\n")
+    res = run_cli(["sim", "app", str(trace), flag, "lots"])
+    assert res.returncode == 2 and f"({flag})" in res.stderr.splitlines()[0], res.stderr
+    cluster = tmp_path / "c.txt"
+    cluster.write_text("nodes 2\ncores_per_node 1\nbandwidth 1gbit\nlatency 50us\n")
+    res = run_cli(["sim", "app", str(trace), "--cluster", str(cluster), flag, "64KiB"])
+    assert res.returncode == 2 and f"({flag})" in res.stderr.splitlines()[0], res.stderr
+    assert f"'{flag[2:].replace('-', '_')} SIZE'" in res.stderr

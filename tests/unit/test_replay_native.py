@@ -287,22 +287,45 @@ def test_send_buffer_gives_identical_results(seed, model):
     below, around and above the messages' sizes."""
     _, tr, cl, params = random_case(seed, model)
     cl.send_buffer = float((1000, 50_000, 300_000, 1 << 22)[seed % 4])
+    cl.rndv_first = float((0, 4096, 65536, 1 << 30)[(seed // 2) % 4])
     for mp in ("rrn", "rrp", "random"):
         for eager in (0, 4096):
             exactly(*both(tr, cl, mapping(mp, tr.ntasks, cl, seed), model, params=params, eager_bytes=eager))
 
 
-def test_send_buffer_changes_the_random_cases():
-    """The random cases above do reach the send buffer: most predictions change with it."""
+@pytest.mark.parametrize("knob", ["send_buffer", "rndv_first"])
+def test_send_buffer_and_rndv_first_change_the_random_cases(knob):
+    """The random cases above do reach the send buffer and the early bytes: most predictions change."""
     changed = 0
     for seed in range(8):
         _, tr, cl, params = random_case(seed, "maxmin")
         node_of = mapping("rrn", tr.ntasks, cl, seed)
         base = Simulator(tr, cl, node_of, model="maxmin", engine="native", eager_bytes=0, params=params).run()
-        cl.send_buffer = 1000.0
+        setattr(cl, knob, 1000.0)
         buf = Simulator(tr, cl, node_of, model="maxmin", engine="native", eager_bytes=0, params=params).run()
         changed += base.comm_s.tolist() != buf.comm_s.tolist()
     assert changed >= 4, changed
+
+
+def test_hand_worked_rndv_first():
+    """1 MB at 1 GB/s from 0 to 1; 1 posts its receive 0.3 ms after 0's send. With 64 kB sent with the request,
+    the first 64 kB were delivered in the wait (0.064 ms of it), the data phase after the match carries
+    936 kB: the receive ends at 0.3 + 0.936 ms; with 500 kB, 0.3 ms' worth (300 kB) went early: 0.3 + 0.7 ms.
+    A receive posted first waits for the whole message."""
+    rows = [dict(task=0, op="init"), dict(task=0, op="send", peer=1, bytes=10**6), dict(task=0, op="finalize"),
+            dict(task=1, op="init", t_start_ns=0, t_end_ns=0),
+            dict(task=1, op="recv", peer=0, bytes=10**6, t_start_ns=300_000, t_end_ns=400_000),
+            dict(task=1, op="finalize", t_start_ns=500_000, t_end_ns=500_000)]
+    tr = Trace(make_events(rows), 2)
+    for first, want in ((0.0, 1.0e-3), (64e3, 0.936e-3), (500e3, 0.7e-3)):
+        cl = Cluster(2, 1, 1e9, 0.0, rndv_first=first)
+        py, nat = both(tr, cl, [0, 1], "none", eager_bytes=0)
+        exactly(py, nat)
+        assert nat.comm_s[1] == pytest.approx(want, rel=1e-9)
+    cl = Cluster(1, 2, 1e9, 0.0, shm_bandwidth=1e9, shm_latency=0.0, rndv_first=500e3)  # not inside a node
+    py, nat = both(tr, cl, [0, 0], "none", eager_bytes=0)
+    exactly(py, nat)
+    assert nat.comm_s[1] == pytest.approx(1e-3, rel=1e-9)
 
 
 def test_hand_worked_send_buffer():
@@ -345,10 +368,11 @@ def test_property_random_traces_agree():
                mp=st.sampled_from(["rrn", "rrp", "random"]), algo=st.sampled_from(["binomial", "recdoub", "ring"]),
                eager=st.sampled_from([0, 4096, 65536, 1 << 30]),
                align=st.sampled_from([None, "unsync", "sync", "cosched"]), rounds=st.integers(1, 10),
-               send_buffer=st.sampled_from([0.0, 1000.0, 100_000.0, 1e9]))
-    def check(seed, model, mp, algo, eager, align, rounds, send_buffer):
+               send_buffer=st.sampled_from([0.0, 1000.0, 100_000.0, 1e9]),
+               rndv_first=st.sampled_from([0.0, 1000.0, 65536.0, 1e9]))
+    def check(seed, model, mp, algo, eager, align, rounds, send_buffer, rndv_first):
         rng, tr, cl, params = random_case(seed, model, rounds)
-        cl.send_buffer = send_buffer
+        cl.send_buffer, cl.rndv_first = send_buffer, rndv_first
         node_of = mapping(mp, tr.ntasks, cl, seed)
         jit = random_jitter(rng, tr.ntasks, align, seed, 0) if align else None
         exactly(*both(tr, cl, node_of, model, algo=algo, eager_bytes=eager, params=params, jitter=jit))

@@ -64,6 +64,9 @@ def _split(text: str) -> list[str]:
               help="Bytes a transport holds when a send between nodes returns (a TCP socket's send buffer; "
                    "'buffered' in hpcvar bench latency): a send above --eager completes once at most this many of "
                    "its bytes are left to deliver. 0: with its transfer.")
+@click.option("--rndv-first", type=SIZE, default="0", show_default=True,
+              help="Bytes of a message above --eager between nodes sent with its request, before the receive is "
+                   "posted (Open MPI's TCP transport sends its eager limit, 64KiB, with the rendezvous request).")
 @click.option("--mapping", default="rrn", show_default=True,
               help="Comma list of rrn (round-robin per node), rrp (fill a node first), random, or a file of "
                    "'TASK NODE' lines; several are compared.")
@@ -106,7 +109,7 @@ def _split(text: str) -> list[str]:
 @format_options(legacy=("fmt", ("auto", "native", "tit", "otf2")))
 @runs_dir_option
 def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth, shm_latency,
-        rndv_latency, shm_rndv_latency, send_buffer,
+        rndv_latency, shm_rndv_latency, send_buffer, rndv_first,
         mapping, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window, window_origin,
         replicas, seed, engine, chrome_file, plot_stem, breakdown, phases, plots, as_json, runs_dir):
     """Replay APP.trace on a simulated cluster: predicted time per task and per event, communication
@@ -121,7 +124,8 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
     p = Params(trace=trace_file, fmt=fmt, cluster_file=cluster_file, nodes=nodes, cores_per_node=cores_per_node,
                bandwidth=bandwidth, latency=latency, shm_bandwidth=shm_bandwidth, shm_latency=shm_latency,
                rndv_latency=rndv_latency, shm_rndv_latency=shm_rndv_latency, send_buffer=send_buffer,
-               mappings=tuple(_split(mapping)), models=tuple(_split(model)), params_file=params_file,
+               rndv_first=rndv_first, mappings=tuple(_split(mapping)), models=tuple(_split(model)),
+               params_file=params_file,
                collectives=collectives, eager=eager, jitter_file=jitter_file, jitter_freq=jitter_freq, align=align,
                window=window, window_origin=window_origin, replicas=replicas, seed=seed, engine=engine,
                chrome_file=chrome_file, plot_stem=plot_stem, no_plots=not plots, breakdown=breakdown, phases=phases)

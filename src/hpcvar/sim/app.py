@@ -38,6 +38,9 @@ class Cluster:
     # TCP socket's send buffer): such a send completes once at most this many of its bytes are left to deliver,
     # not with its transfer; 0 = with the transfer. Measured by hpcvar bench latency ("buffered").
     send_buffer: float = 0.0
+    # bytes of a rendezvous message between nodes sent with its request, before the receive is posted (Open MPI's
+    # ob1 sends the first eager-limit bytes with the RTS); 0 = none
+    rndv_first: float = 0.0
 
     def link(self, a: int, b: int) -> tuple[float, float]:
         return self.links.get((a, b)) or self.links.get((b, a)) or (self.bandwidth, self.latency)
@@ -48,7 +51,7 @@ class Cluster:
 MAX_NODES = 1 << 20
 MAX_CORES_PER_NODE = 1 << 16
 _CLUSTER_KEYS = ("nodes", "cores_per_node", "bandwidth", "latency", "shm_bandwidth", "shm_latency", "rndv_latency",
-                 "shm_rndv_latency", "send_buffer")
+                 "shm_rndv_latency", "send_buffer", "rndv_first")
 
 
 def _cluster_value(key: str, text: str, path: str, line: int) -> float:
@@ -66,7 +69,7 @@ def _cluster_value(key: str, text: str, path: str, line: int) -> float:
         return v
     where = f"{path}:{line}"
     try:
-        if key == "send_buffer":
+        if key in ("send_buffer", "rndv_first"):
             return float(units.parse_size(text, where))
         if key.endswith("bandwidth"):
             return units.parse_byte_rate(text, where)
@@ -85,8 +88,9 @@ def _index(text: str, what: str, hi: int) -> int:
 
 def load_cluster(path: str) -> Cluster:
     """A cluster file: 'key value' lines (nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
-    shm_latency, rndv_latency, shm_rndv_latency, send_buffer) and 'link A B BANDWIDTH LATENCY' lines; '#' starts
-    a comment. Bandwidths and latencies take their unit (1gbit or 125MB/s, 50us); send_buffer is a size (512KiB)."""
+    shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first) and 'link A B BANDWIDTH LATENCY' lines;
+    '#' starts a comment. Bandwidths and latencies take their unit (1gbit or 125MB/s, 50us); send_buffer and
+    rndv_first are sizes (512KiB)."""
     from pathlib import Path
 
     p = Path(path)
@@ -120,7 +124,7 @@ def load_cluster(path: str) -> Cluster:
                 latency=kv["latency"], links=links)
     if "shm_bandwidth" in kv:
         c.shm_bandwidth = kv["shm_bandwidth"]
-    for k in ("shm_latency", "rndv_latency", "shm_rndv_latency", "send_buffer"):
+    for k in ("shm_latency", "rndv_latency", "shm_rndv_latency", "send_buffer", "rndv_first"):
         if k in kv:
             setattr(c, k, kv[k])
     for (a, b) in links:

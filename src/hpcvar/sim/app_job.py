@@ -33,6 +33,7 @@ class Params:
     rndv_latency: float = 0.0
     shm_rndv_latency: float = 0.0
     send_buffer: int = 0
+    rndv_first: int = 0
     mappings: tuple[str, ...] = ("rrn",)
     models: tuple[str, ...] = ("none",)
     params_file: str | None = None
@@ -88,15 +89,16 @@ def cluster_of(p: Params, ntasks: int):
         if p.nodes or p.cores_per_node:
             raise UsageError("--nodes/--cores-per-node and --cluster both given", "--cluster",
                              "Put the node counts in the cluster file")
-        if p.send_buffer:
-            raise UsageError("--send-buffer and --cluster both given", "--send-buffer",
-                             "Put 'send_buffer SIZE' in the cluster file")
+        for flag, key, v in (("--send-buffer", "send_buffer", p.send_buffer), ("--rndv-first", "rndv_first",
+                                                                              p.rndv_first)):
+            if v:
+                raise UsageError(f"{flag} and --cluster both given", flag, f"Put '{key} SIZE' in the cluster file")
         return simapp.load_cluster(p.cluster_file)
     n = p.nodes or ntasks
     k = p.cores_per_node or max(1, -(-ntasks // n))
     return simapp.Cluster(n, k, p.bandwidth, p.latency, p.shm_bandwidth, p.shm_latency,
                           rndv_latency=p.rndv_latency, shm_rndv_latency=p.shm_rndv_latency,
-                          send_buffer=float(p.send_buffer))
+                          send_buffer=float(p.send_buffer), rndv_first=float(p.rndv_first))
 
 
 class _Progress:
@@ -223,7 +225,7 @@ def _stored_params(p: Params, trace, cl, params_by_model: dict) -> dict:
                            "bandwidth_bytes_per_s": cl.bandwidth, "latency_s": cl.latency,
                            "shm_bandwidth_bytes_per_s": cl.shm_bandwidth, "shm_latency_s": cl.shm_latency,
                            "rndv_latency_s": cl.rndv_latency, "shm_rndv_latency_s": cl.shm_rndv_latency,
-                           "send_buffer_bytes": cl.send_buffer,
+                           "send_buffer_bytes": cl.send_buffer, "rndv_first_bytes": cl.rndv_first,
                            "links": [[a, b, bw, lat] for (a, b), (bw, lat) in cl.links.items()]})
     return stored
 

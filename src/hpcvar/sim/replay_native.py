@@ -38,7 +38,7 @@ class _Config(ctypes.Structure):
                 + [(n, _F64) for n in ("beta", "gamma_in", "gamma_out")]
                 + [(n, _I64) for n in ("myr_max_states", "myr_samples", "myr_seed")]
                 + [(n, _F64) for n in ("eager", "bandwidth", "latency", "shm_bandwidth", "shm_latency", "rndv_latency",
-                                       "shm_rndv_latency", "send_buffer")]
+                                       "shm_rndv_latency", "send_buffer", "rndv_first")]
                 + [("nlinks", _I64)] + [(n, _P) for n in ("link_key", "link_bw", "link_lat")]
                 + [(n, _P) for n in ("task_off", "kind", "peer", "val", "key", "req", "wreq", "row", "node_of")]
                 + [("njtr", _I64)] + [(n, _P) for n in ("jtr_off", "jtr_d", "jtr_g", "jtr_S", "jtr_pos")]
@@ -332,7 +332,7 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
                 model=MODEL_CODES[sim.model], eager=float(sim.eager), bandwidth=float(cl.bandwidth),
                 latency=float(cl.latency), shm_bandwidth=float(cl.shm_bandwidth), shm_latency=float(cl.shm_latency),
                 rndv_latency=float(cl.rndv_latency), shm_rndv_latency=float(cl.shm_rndv_latency),
-                send_buffer=float(cl.send_buffer), nlinks=len(links))
+                send_buffer=float(cl.send_buffer), rndv_first=float(cl.rndv_first), nlinks=len(links))
     if sim.model == "gige":
         p = check_params("gige", sim.params)
         c.beta, c.gamma_in, c.gamma_out = p["beta"], p["gamma_in"], p["gamma_out"]

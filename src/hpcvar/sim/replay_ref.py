@@ -22,6 +22,10 @@ Semantics (docs/replay.md, our reading of Vienne et al. 2008, section VI-A):
   nodes completes once at most S of its bytes are left to deliver (at the start of its data phase when it has
   at most S bytes), not with the transfer: a TCP transport's MPI_Send returns when the last bytes are in the
   socket's send buffer. The receive still completes with the transfer.
+* With ``rndv_first`` = F > 0 bytes, a rendezvous message between nodes sends its first F bytes with its
+  request, before the receive is posted (Open MPI's ob1 sends the first eager-limit bytes with the RTS): of
+  the time between the send's post and the match, up to F bytes' worth at the link's bandwidth is already
+  delivered, and the data phase after the match carries the rest.
 * Matching is MPI's: per (source, destination, communicator, tag) in order.
 """
 
@@ -150,6 +154,7 @@ class Xfer:
     last: float = 0.0
     version: int = 0
     data_start: float = 0.0
+    posted: float = 0.0     # when the send was posted
     buffered: bool = False  # its send completes when at most the send buffer is left (send_buffer > 0)
     sdone: bool = False     # ... and it has
     kind: str = "none"
@@ -261,6 +266,9 @@ class RefEngine:
 
     def start(self, x: Xfer, now):
         x.started = True
+        if not x.send_done_at_post and x.inter and self.cl.rndv_first > 0:  # the first bytes went with the request
+            pre = min(self.cl.rndv_first, x.nbytes)
+            x.nbytes = x.nbytes - min(pre, max(now - x.posted, 0.0) * x.bw)
         self.push(now + x.lat, EV_LATENCY, x)
 
     def finish(self, x: Xfer, now):
@@ -287,6 +295,7 @@ class RefEngine:
             lat = lat + (self.cl.shm_rndv_latency if a == b else self.cl.rndv_latency)
         x = Xfer(task, dst, float(nb), rq, row, a != b, bw, lat, eager)
         x.buffered = a != b and not eager and self.cl.send_buffer > 0
+        x.posted = t
         q = self.unrecv.get(key)
         if q:
             x.rreq = q.pop(0)
