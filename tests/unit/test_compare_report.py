@@ -21,12 +21,14 @@ def fake_latency_run(scale: float, seed: int, meta=META) -> Run:
     frames, rows = [], []
     for size, base in ((8, 2000.0), (1024, 2500.0)):
         v = base * scale * (1 + rng.exponential(0.05, 800))
-        frames.append(pd.DataFrame({"size_bytes": size, "iter": np.arange(v.size), "rtt_ns": 2 * v, "oneway_ns": v}))
+        frames.append(pd.DataFrame({"size_bytes": size, "iter": np.arange(v.size), "rtt_ns": 2 * v, "oneway_ns": v,
+                                    "send_ns": np.nan}))  # as a run recorded before send times were kept
         rows.append({"size_bytes": size, "n": v.size, "median_ns": np.median(v), "mean_ns": v.mean(), "min_ns": v.min(),
                      "max_ns": v.max(), "p90_ns": np.percentile(v, 90), "p99_ns": np.percentile(v, 99),
                      "p99_9_ns": np.percentile(v, 99.9), "mad_ns": 0.0, "cv": 0.0,
                      "median_ci_lo_ns": np.median(v) * .99, "median_ci_hi_ns": np.median(v) * 1.01, "outliers": 0,
-                     "bw_bytes_per_s": size / np.median(v) * 1e9})
+                     "bw_bytes_per_s": size / np.median(v) * 1e9, "send_median_ns": np.nan,
+                     "buffered_bytes": np.nan})
     run.write_table("latency.samples", pd.concat(frames, ignore_index=True))
     run.write_table("latency.summary", pd.DataFrame(rows))
     run.finish("complete", {"sizes": []})

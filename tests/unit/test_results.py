@@ -12,7 +12,8 @@ from tests.conftest import run_cli
 
 
 def _latency_frames():
-    s = pd.DataFrame({"size_bytes": [8, 8], "iter": [0, 1], "rtt_ns": [2.0, 4.0], "oneway_ns": [1.0, 2.0]})
+    s = pd.DataFrame({"size_bytes": [8, 8], "iter": [0, 1], "rtt_ns": [2.0, 4.0], "oneway_ns": [1.0, 2.0],
+                      "send_ns": [0.5, 0.7]})
     return s
 
 
