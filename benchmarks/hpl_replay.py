@@ -129,8 +129,7 @@ def rndv_first() -> int:
     raise SystemExit("ompi_info does not show btl_tcp_rndv_eager_limit: is Debian's Open MPI installed?")
 
 
-def replay(env: dict, trace: Path, net: tuple, shm: tuple, replicas: int, first: int) -> dict:
-    buf = int(round(net[2])) if len(net) > 2 else 0  # runs kept before the send buffer was measured: 0
+def replay(env: dict, trace: Path, net: tuple, shm: tuple, replicas: int, buf: int, first: int) -> dict:
     out = json.loads(hpcvar(["sim", "app", str(trace), "--nodes", "4", "--cores-per-node", "2",
                              "--bandwidth", f"{net[1]:.6g}B/s", "--latency", f"{net[0]:.6g}s",
                              "--send-buffer", str(buf), "--rndv-first", str(first),
@@ -309,9 +308,10 @@ def main() -> None:
 def finish(a, env: dict, traces: dict, net: tuple, shm: tuple, placements: list[str]) -> None:
     """Replay every placement's HPL trace, print the E_abs tables and the ranking, draw the figures."""
     first = rndv_first()
-    print(f"replayed with --send-buffer {int(round(net[2])) if len(net) > 2 else 0} --rndv-first {first} "
+    buf = int(round(net[2])) if len(net) > 2 else 0  # runs kept before the send buffer was measured: 0
+    print(f"replayed with --send-buffer {buf} --rndv-first {first} "
           "(Open MPI's btl_tcp_rndv_eager_limit)", flush=True)
-    replays = {p: replay(env, traces[p], net, shm, a.replicas, first) for p in placements}
+    replays = {p: replay(env, traces[p], net, shm, a.replicas, buf, first) for p in placements}
     res = analyse(replays, placements)
     report(res, placements)
     if a.figures:

@@ -539,7 +539,7 @@ static int start(hv_rp *s, int64_t xi, double now) {
         double sent = (w > 0.0 ? w : 0.0) * x->bw;
         x->nbytes = x->nbytes - (sent < pre ? sent : pre);
     }
-    return push(s, now + s->x[xi].lat, EV_LATENCY, xi, 0);
+    return push(s, now + x->lat, EV_LATENCY, xi, 0);
 }
 
 static void xfree(hv_rp *s, int64_t xi) {

@@ -2,7 +2,8 @@
 
 One-way latency = round trip / 2; bandwidth = size / one-way median.
 Every iteration's round trip is kept; the summary is robust (hpcvar.stats).
-Each round trip also keeps how long rank 0's MPI_Send took (``send_ns``): a send that returns before its
+From 64 KiB up, each round trip also keeps how long rank 0's MPI_Send took (``send_ns``; NaN below, where the
+extra clock read would weigh on the round trip): a send that returns before its
 message has arrived leaves ``buffered_bytes = size x (1 - send / one-way)`` to the transport (a TCP
 socket's send buffer, for instance), which ``hpcvar sim app --send-buffer`` takes (docs/replay.md).
 This is also the "latency micro-experiment" of the jitter simulator (same-node

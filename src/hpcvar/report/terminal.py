@@ -151,8 +151,8 @@ def render_latency(console: Console, run: Run) -> None:
         t.add_row(*row)
     console.print(t)
     if sends:
-        console.print("send: median time of rank 0's MPI_Send; buffered: bytes still on their way when it returned "
-                      "(hpcvar sim app --send-buffer)")
+        console.print("send: median time of rank 0's MPI_Send (timed from 64 KiB up); buffered: bytes still on "
+                      "their way when it returned (hpcvar sim app --send-buffer)")
     if result.get("run"):
         console.print(f"stored in {result['run']}")
 

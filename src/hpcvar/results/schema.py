@@ -27,7 +27,8 @@ TABLES: dict[str, dict[str, str]] = {
         "iter": "iteration index within the size",
         "rtt_ns": "round-trip time of one ping-pong (ns)",
         "oneway_ns": "one-way latency = rtt_ns / 2 (ns)",
-        "send_ns": "how long rank 0's MPI_Send took inside the round trip (ns; NaN in runs before it was kept)",
+        "send_ns": "how long rank 0's MPI_Send took inside the round trip (ns; NaN below 64 KiB, where the extra "
+                   "clock read would weigh on the round trip, and in runs before it was kept)",
     },
     "latency.summary": {
         "size_bytes": "message size (bytes)",
