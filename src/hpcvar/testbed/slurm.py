@@ -41,8 +41,10 @@ READY_TIMEOUT_S = 30.0
 MIN_NODE_CPUS = 4
 MUNGE_SOCKET_ROOT = "/run/hpcvar-munge"
 # run by sh inside the host's network namespace and new UTS and mount namespaces: $0 node, $1 slurm.conf,
-# $2 an empty directory that holds the cgroup tree while /sys is mounted afresh for this network namespace
-SLURMD_SH = ('set -e; mount --make-rslave /; mount --rbind /sys/fs/cgroup "$2"; umount -l /sys; '
+# $2 an empty directory that holds the cgroup tree while /sys is mounted afresh for this network namespace,
+# $3 the cgroup.procs of the host's cpu cgroup when it has a CPU fault (empty otherwise): slurmd joins it, so
+# every step it starts runs there (testbed.cgroups)
+SLURMD_SH = ('set -e; [ -z "$3" ] || echo $$ > "$3"; mount --make-rslave /; mount --rbind /sys/fs/cgroup "$2"; umount -l /sys; '
              'mount -t sysfs sysfs /sys; mount --move "$2" /sys/fs/cgroup; hostname "$0"; '
              'exec slurmd -f "$1" -N "$0"')
 
@@ -192,7 +194,7 @@ def start(plan: Plan, sh, say) -> None:
         cg = d / "mnt" / h.ns
         cg.mkdir(parents=True, exist_ok=True)
         res = _run(["nsenter", f"--net=/run/netns/{h.ns}", "unshare", "--uts", "--mount", "--", "sh", "-c",
-                    SLURMD_SH, h.ns, s["conf"], str(cg)], conf)
+                    SLURMD_SH, h.ns, s["conf"], str(cg), f"{h.cgroup}/cgroup.procs" if h.cgroup else ""], conf)
         if res.returncode != 0:
             raise SlurmError(f"slurmd of {h.name} did not start: {res.stderr.strip()}\n"
                              f"{_tail(d / 'log' / f'slurmd-{h.ns}.log')}")
