@@ -44,7 +44,8 @@ MUNGE_SOCKET_ROOT = "/run/hpcvar-munge"
 # $2 an empty directory that holds the cgroup tree while /sys is mounted afresh for this network namespace,
 # $3 the cgroup.procs of the host's cpu cgroup when it has a CPU fault (empty otherwise): slurmd joins it, so
 # every step it starts runs there (testbed.cgroups)
-SLURMD_SH = ('set -e; [ -z "$3" ] || echo $$ > "$3"; mount --make-rslave /; mount --rbind /sys/fs/cgroup "$2"; umount -l /sys; '
+SLURMD_SH = ('set -e; [ -z "$3" ] || echo $$ > "$3"; '
+             'mount --make-rslave /; mount --rbind /sys/fs/cgroup "$2"; umount -l /sys; '
              'mount -t sysfs sysfs /sys; mount --move "$2" /sys/fs/cgroup; hostname "$0"; '
              'exec slurmd -f "$1" -N "$0"')
 
