@@ -1,0 +1,350 @@
+"""From the screen's tables to figures per node and per link, outliers, their attribution and what they cost.
+
+Per node (``node_metrics``): OS noise (the CPU time the collector lost, in 100 ms windows over every CPU and
+round: the mean and its bootstrap CI), the longest detour, the compute kernel's speed (iterations per second of
+the mean call, which counts the calls a throttled CPU stretched), the cost of a clock read and the 8-byte
+latency inside the node (medians with their CIs). Per link (``link_metrics``): the bandwidth of each direction
+and the 8-byte one-way latency of each pair (medians with their CIs).
+
+Validity, apart from the values: while a node was measured, what other processes used of its CPUs
+(``/proc/stat`` user+nice+system minus the screen's own CPU time) and the hypervisor's steal. Above
+``LOAD_PCT`` or ``STEAL_PCT`` of the CPUs the measurement is disturbed: a finding on it is *suspect*, never
+*degraded*.
+
+Outliers by hpcvar.stats.outliers (threshold 3.5, each metric's floor below). Links are attributed
+(``link_findings``): a node's links, per direction for bandwidth, are summarised by their median; a node whose
+summary is an outlier, and all of whose links are outliers against the links of the other nodes, is the fault
+("hv-h2's link"); otherwise the links that are outliers are reported as pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hpcvar.stats import mean_ci, median_ci
+from hpcvar.stats.outliers import MIN_ITEMS, flag, modified_z, rest_interval
+from hpcvar.stats.summary import MODIFIED_Z_THRESHOLD
+
+LOAD_PCT = 10.0  # other processes' share of the CPUs while a node or pair was measured: above, disturbed
+STEAL_PCT = 10.0  # the hypervisor's steal: the same threshold as every bench run's warning (metadata)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One screened quantity: its unit, its bad side and the smallest spread assumed (stats.outliers)."""
+
+    name: str
+    label: str
+    unit: str  # "%", "ns", "B/s", "op/s"
+    higher_is_worse: bool
+    floor: float = 0.0  # relative MAD floor
+    abs_floor: float = 0.0  # absolute MAD floor, in ``unit``
+    outliers: bool = True  # judged by the outlier rule (else by expectations only)
+    scope: str = "node"
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in [
+    # 0.5 percentage point: an outlier is at least 2.6 points above the median
+    Metric("noise_fraction", "OS noise (CPU time lost)", "%", True, abs_floor=0.5),
+    Metric("longest_detour", "longest detour", "ns", True, outliers=False),
+    # 1%: a node 5.2% slower stands out
+    Metric("compute_rate", "compute kernel speed", "op/s", False, floor=0.01),
+    Metric("timer_cost", "cost of a clock read", "ns", True, floor=0.05, abs_floor=0.5),
+    Metric("shm_latency", "8-byte latency inside the node", "ns", True, floor=0.05),
+    # 2%: a link 10.4% slower than the median stands out
+    Metric("link_bandwidth", "link bandwidth", "B/s", False, floor=0.02, scope="link"),
+    # 5%: latency varies more; 26% above the median stands out
+    Metric("link_latency", "8-byte one-way latency", "ns", True, floor=0.05, scope="link"),
+]}
+
+NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "outlier", "rest_median", "valid", "why"]
+LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "valid", "why"]
+FINDING_COLS = ["scope", "where", "hosts", "metric", "side", "value", "reference", "ratio", "z", "threshold",
+                "links", "status", "why", "cost", "cost_text"]
+
+
+# ---- validity ------------------------------------------------------------------------------------------------
+def _others_pct(rows: pd.DataFrame, boot: dict[str, str]) -> tuple[float, float]:
+    """(other processes' %, steal %) of the CPUs of the machines in ``rows`` (load rows of one or more items):
+    per item and machine, the busiest reading minus the screen's own CPU time of every rank there."""
+    busy = own = cap = steal = 0.0
+    keys = ["item", "a", "b", "round"]
+    for _, g in rows.assign(machine=rows["host"].map(boot)).groupby([*keys, "machine"]):
+        busy += float(g["busy_ns"].max())
+        own += float(g["own_ns"].sum())
+        cap += float(g["cap_ns"].max())
+        steal += float(g["steal_ns"].max())
+    if cap <= 0:
+        return float("nan"), float("nan")
+    return max(0.0, 100.0 * (busy - own) / cap), 100.0 * steal / cap
+
+
+def _why(others: float, steal: float) -> str:
+    parts = []
+    if np.isfinite(others) and others > LOAD_PCT:
+        parts.append(f"other processes used {others:.0f}% of the CPUs meanwhile (over {LOAD_PCT:g}%)")
+    if np.isfinite(steal) and steal > STEAL_PCT:
+        parts.append(f"the hypervisor stole {steal:.0f}% of the CPUs (over {STEAL_PCT:g}%)")
+    return "; ".join(parts)
+
+
+def node_validity(tables: dict[str, pd.DataFrame]) -> dict[str, tuple[float, float, str]]:
+    """host -> (others %, steal %, why it is disturbed or '') over the node's measurement items."""
+    load, nodes = tables["screen.load"], tables["screen.nodes"]
+    boot = dict(zip(nodes["host"], nodes["boot_id"], strict=True))
+    out = {}
+    for host in nodes["host"]:
+        rows = load[(load["item"] == "node") & (load["host"] == host)]
+        o, s = _others_pct(rows, boot) if len(rows) else (float("nan"), float("nan"))
+        out[host] = (o, s, _why(o, s))
+    return out
+
+
+def check_load(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    """The load check before measuring: per node, other processes' and the hypervisor's share of its CPUs."""
+    load, nodes = tables["screen.load"], tables["screen.nodes"]
+    boot = dict(zip(nodes["host"], nodes["boot_id"], strict=True))
+    out = []
+    for host in nodes["host"]:
+        rows = load[(load["item"] == "check") & (load["host"] == host)]
+        if len(rows):
+            o, s = _others_pct(rows, boot)
+            out.append({"host": host, "others_pct": o, "steal_pct": s, "why": _why(o, s)})
+    return out
+
+
+# ---- per node ------------------------------------------------------------------------------------------------
+def _row(host, metric, value, lo, hi, n, validity) -> dict:
+    m = METRICS[metric]
+    o, s, why = validity
+    return {"host": host, "metric": metric, "value": float(value), "ci_lo": float(lo), "ci_hi": float(hi),
+            "n": int(n), "unit": m.unit, "z": float("nan"), "outlier": False, "rest_median": float("nan"),
+            "valid": not why, "why": why}
+
+
+def _noise_rows(host, t, validity) -> list[dict]:
+    w = t["screen.noise_windows"]
+    w = w[w["host"] == host]["lost_fraction"].to_numpy() * 100.0
+    per = t["screen.noise"][t["screen.noise"]["host"] == host]
+    if not len(per):
+        return []
+    x = w if w.size else per["noise_fraction"].to_numpy() * 100.0
+    lo, hi = mean_ci(x)
+    v = validity
+    if per["overflow"].any():
+        v = (v[0], v[1], "; ".join(p for p in (v[2], "the collector's event buffer filled") if p))
+    return [_row(host, "noise_fraction", float(np.mean(x)), lo, hi, x.size, v),
+            _row(host, "longest_detour", float(per["max_detour_ns"].max()), float("nan"), float("nan"), len(per), v)]
+
+
+def _kernel_row(host, t, iters: int, validity) -> list[dict]:
+    k = t["screen.kernel"]
+    x = k[k["host"] == host]["call_ns"].to_numpy()
+    if not x.size or not iters:
+        return []
+    lo, hi = mean_ci(x)
+    rate = iters / (np.mean(x) * 1e-9)
+    return [_row(host, "compute_rate", rate, iters / (hi * 1e-9), iters / (lo * 1e-9), x.size, validity)]
+
+
+def _median_row(host, metric, x, validity) -> list[dict]:
+    if not len(x):
+        return []
+    lo, hi = median_ci(x)
+    return [_row(host, metric, float(np.median(x)), lo, hi, len(x), validity)]
+
+
+def node_metrics(t: dict[str, pd.DataFrame], kernel_iters: int) -> pd.DataFrame:
+    """One row per node and metric, judged by the outlier rule among the nodes."""
+    valid = node_validity(t)
+    rows = []
+    for host in t["screen.nodes"]["host"]:
+        v = valid[host]
+        rows += _noise_rows(host, t, v)
+        rows += _kernel_row(host, t, kernel_iters, v)
+        rows += _median_row(host, "timer_cost", t["screen.timer"][t["screen.timer"]["host"] == host]["read_ns"], v)
+        rows += _median_row(host, "shm_latency", t["screen.shm"][t["screen.shm"]["host"] == host]["oneway_ns"], v)
+    df = pd.DataFrame(rows, columns=NODE_COLS)
+    for name, idx in df.groupby("metric").groups.items():
+        m = METRICS[str(name)]
+        if not m.outliers:
+            continue
+        g = df.loc[idx]
+        flags = flag(g["value"], g["ci_lo"], g["ci_hi"], m.higher_is_worse, m.floor, m.abs_floor)
+        df.loc[idx, "z"] = [f.z for f in flags]
+        df.loc[idx, "outlier"] = [f.outlier for f in flags]
+        df.loc[idx, "rest_median"] = [f.rest_median for f in flags]
+    return df
+
+
+# ---- per link ------------------------------------------------------------------------------------------------
+def pair_validity(t: dict[str, pd.DataFrame]) -> dict[frozenset, tuple[float, float, str]]:
+    load, nodes = t["screen.load"], t["screen.nodes"]
+    boot = dict(zip(nodes["host"], nodes["boot_id"], strict=True))
+    host = dict(zip(nodes["node"], nodes["host"], strict=True))
+    out = {}
+    pairs = load[load["item"] == "pair"]
+    for (a, b), g in pairs.groupby(["a", "b"]):
+        o, s = _others_pct(g, boot)
+        out[frozenset((host[a], host[b]))] = (o, s, _why(o, s))
+    return out
+
+
+def link_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per direction (bandwidth) and per pair (latency, src < dst in node order)."""
+    valid = pair_validity(t)
+    none = (float("nan"), float("nan"), "")
+    rows = []
+    for (src, dst), g in t["screen.bw"].groupby(["src", "dst"], sort=False):
+        x = g["bw_bytes_per_s"].dropna().to_numpy()
+        if x.size:
+            lo, hi = median_ci(x)
+            _, _, why = valid.get(frozenset((src, dst)), none)
+            rows.append({"src": src, "dst": dst, "metric": "link_bandwidth", "value": float(np.median(x)),
+                         "ci_lo": lo, "ci_hi": hi, "n": int(x.size), "unit": "B/s", "valid": not why, "why": why})
+    for (a, b), g in t["screen.lat"].groupby(["host_a", "host_b"], sort=False):
+        x = g["oneway_ns"].to_numpy()
+        lo, hi = median_ci(x)
+        _, _, why = valid.get(frozenset((a, b)), none)
+        rows.append({"src": a, "dst": b, "metric": "link_latency", "value": float(np.median(x)), "ci_lo": lo,
+                     "ci_hi": hi, "n": int(x.size), "unit": "ns", "valid": not why, "why": why})
+    return pd.DataFrame(rows, columns=LINK_COLS)
+
+
+@dataclass
+class _Judge:
+    """The outlier rule of one link metric against a reference set of links."""
+
+    metric: Metric
+    med: float
+    spread: float
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, m: Metric, ref: pd.DataFrame) -> _Judge:
+        v = ref["value"].to_numpy()
+        med = float(np.median(v))
+        spread = max(float(np.median(np.abs(v - med))), m.floor * abs(med), m.abs_floor)
+        lo, hi = rest_interval(v, ref["ci_lo"].to_numpy(), ref["ci_hi"].to_numpy())
+        return cls(m, med, spread, lo, hi)
+
+    def z(self, value: float) -> float:
+        return 0.6745 * (value - self.med) / self.spread if self.spread > 0 else 0.0
+
+    def bad(self, row) -> bool:
+        sign = 1.0 if self.metric.higher_is_worse else -1.0
+        return sign * self.z(row.value) > MODIFIED_Z_THRESHOLD and not (row.ci_lo <= self.hi and row.ci_hi >= self.lo)
+
+
+SIDES = {"link_bandwidth": ("send", "receive"), "link_latency": ("any",)}
+
+
+def _links_of(df: pd.DataFrame, host: str, side: str) -> pd.DataFrame:
+    if side == "send":
+        return df[df["src"] == host]
+    if side == "receive":
+        return df[df["dst"] == host]
+    return df[(df["src"] == host) | (df["dst"] == host)]
+
+
+def _node_summary(df: pd.DataFrame, hosts: list[str], side: str) -> pd.DataFrame:
+    rows = []
+    for h in hosts:
+        g = _links_of(df, h, side)
+        if len(g):
+            rows.append({"host": h, "value": float(np.median(g["value"])), "ci_lo": float(np.median(g["ci_lo"])),
+                         "ci_hi": float(np.median(g["ci_hi"])), "links": len(g),
+                         "valid": bool(g["valid"].mean() >= 0.5),
+                         "why": "; ".join(sorted({w for w in g["why"] if w}))})
+    return pd.DataFrame(rows)
+
+
+def _finding(scope, where, hosts, m: Metric, side, value, j: _Judge, links, valid, why) -> dict:
+    return {"scope": scope, "where": where, "hosts": ",".join(hosts), "metric": m.name, "side": side,
+            "value": float(value), "reference": j.med, "ratio": float(value) / j.med if j.med else float("nan"),
+            "z": j.z(value), "threshold": MODIFIED_Z_THRESHOLD, "links": int(links),
+            "status": "degraded" if valid else "suspect", "why": why, "cost": float("nan"), "cost_text": ""}
+
+
+def _blamed_nodes(df: pd.DataFrame, hosts: list[str], m: Metric) -> dict[tuple[str, str], pd.DataFrame]:
+    """(host, side) -> its links, for nodes whose link summary is an outlier among the nodes."""
+    out = {}
+    for side in SIDES[m.name]:
+        s = _node_summary(df, hosts, side)
+        if len(s) < MIN_ITEMS:
+            continue
+        for f, row in zip(flag(s["value"], s["ci_lo"], s["ci_hi"], m.higher_is_worse, m.floor, m.abs_floor),
+                          s.itertuples(index=False), strict=True):
+            if f.outlier:
+                out[(row.host, side)] = _links_of(df, row.host, side)
+    return out
+
+
+def _one_metric_findings(df: pd.DataFrame, hosts: list[str], m: Metric) -> list[dict]:
+    if len(df) < MIN_ITEMS:
+        return []
+    blamed = _blamed_nodes(df, hosts, m)
+    suspects = {h for h, _ in blamed}
+    ref = df[~df["src"].isin(suspects) & ~df["dst"].isin(suspects)]
+    judge = _Judge.of(m, ref if len(ref) >= MIN_ITEMS else df)
+    found, explained = [], set()
+    by_host: dict[str, list[str]] = {}
+    for (h, side), links in blamed.items():
+        if all(judge.bad(r) for r in links.itertuples(index=False)):
+            by_host.setdefault(h, []).append(side)
+            explained.update(links.index)
+    for h, sides in by_host.items():
+        side = "both" if len(sides) == 2 else sides[0]
+        links = pd.concat([_links_of(df, h, s) for s in sides]).drop_duplicates()
+        valid = bool(links["valid"].mean() >= 0.5)
+        found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, len(links), valid,
+                              "; ".join(sorted({w for w in links["why"] if w}))))
+    for idx, r in df.iterrows():
+        if idx in explained or not judge.bad(r):
+            continue
+        where = f"{r['src']}->{r['dst']}" if m.name == "link_bandwidth" else f"{r['src']}-{r['dst']}"
+        found.append(_finding("pair", where, [r["src"], r["dst"]], m, "", r["value"], judge, 1, bool(r["valid"]),
+                              r["why"]))
+    return found
+
+
+def link_findings(links: pd.DataFrame, hosts: list[str]) -> list[dict]:
+    out = []
+    for name in ("link_bandwidth", "link_latency"):
+        out += _one_metric_findings(links[links["metric"] == name].reset_index(drop=True), hosts, METRICS[name])
+    return out
+
+
+def node_findings(nm: pd.DataFrame) -> list[dict]:
+    out = []
+    for r in nm[nm["outlier"]].itertuples(index=False):
+        ratio = r.value / r.rest_median if r.rest_median else float("nan")
+        out.append({"scope": "node", "where": r.host, "hosts": r.host, "metric": r.metric, "side": "",
+                    "value": r.value, "reference": r.rest_median, "ratio": ratio, "z": r.z,
+                    "threshold": MODIFIED_Z_THRESHOLD, "links": 0, "status": "degraded" if r.valid else "suspect",
+                    "why": r.why, "cost": float("nan"), "cost_text": ""})
+    return out
+
+
+def largest_z(nm: pd.DataFrame, links: pd.DataFrame) -> dict:
+    """The largest |z| on the bad side of any judged item (how far the cleanest run was from a finding)."""
+    best = {"z": 0.0, "metric": "", "where": ""}
+    for r in nm.itertuples(index=False):
+        m = METRICS[r.metric]
+        bad = r.z if m.higher_is_worse else -r.z
+        if m.outliers and np.isfinite(bad) and bad > best["z"]:
+            best = {"z": float(bad), "metric": r.metric, "where": r.host}
+    for name in ("link_bandwidth", "link_latency"):
+        g = links[links["metric"] == name]
+        if len(g) < MIN_ITEMS:
+            continue
+        m = METRICS[name]
+        z = modified_z(g["value"].to_numpy(), m.floor, m.abs_floor) * (1 if m.higher_is_worse else -1)
+        i = int(np.argmax(z))
+        if z[i] > best["z"]:
+            best = {"z": float(z[i]), "metric": name, "where": f"{g['src'].iloc[i]}->{g['dst'].iloc[i]}"}
+    return best
