@@ -17,7 +17,7 @@ from hpcvar.bench.queues import PostedParams, UnexpectedParams
 from hpcvar.bench.runner import BenchContext, Params, run_benchmark
 from hpcvar.bench.sharing import SharingParams
 from hpcvar.errors import ResultsError, UsageError
-from hpcvar.kinds import KINDS
+from hpcvar.results.kinds import KINDS
 from hpcvar.launch import get_launcher
 from hpcvar.models.scheme import load_scheme
 from hpcvar.results import Run

@@ -225,7 +225,7 @@ def result_tables(result: Any, name: str = "result") -> list[tuple[str, Any]]:
 def run_tables(run) -> list[tuple[str, Any]]:
     """A stored run's summary tables (its kind's ``summary`` in hpcvar.kinds, read from the run), else the
     tables of its result."""
-    from hpcvar.kinds import kind_of
+    from hpcvar.results.kinds import kind_of
 
     kind = kind_of(run.info.get("command"))
     names = [n for n in (kind.summary if kind else ()) if run.has_table(n)]

@@ -160,7 +160,7 @@ def render_latency(console: Console, run: Run) -> None:
 def render_run(console: Console, run: Run) -> None:
     """A stored run through its kind's renderer (hpcvar.kinds); the result of a kind without one is printed as
     data."""
-    from hpcvar.kinds import kind_of
+    from hpcvar.results.kinds import kind_of
 
     kind = kind_of(run.info.get("command"))
     fn = kind.view("render") if kind else None
