@@ -103,8 +103,8 @@ MODULES = {_module_name(p): p for p in SRC.rglob("*.py")}
 def test_every_view_of_every_kind_resolves(command):
     kind = KINDS[command]
     assert kind.section or kind.render, f"{command} has neither a report section nor a terminal renderer"
-    for view in ("job", "render", "section", "metrics"):
-        if getattr(kind, view):
+    for view in ("job", "render", "section", "metrics", "plots"):
+        if kind.ref(view):
             assert callable(kind.view(view)), (command, view)
     if kind.cli:  # relative to the command-line package, which alone resolves it
         assert callable(resolve(command_ref(kind.cli))), (command, "cli")
