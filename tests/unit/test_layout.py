@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpcvar.cli.bench import command_ref
-from hpcvar.kinds import KINDS, bench_commands, resolve
+from hpcvar.results.kinds import KINDS, bench_commands, resolve
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "hpcvar"
 
@@ -103,8 +103,8 @@ MODULES = {_module_name(p): p for p in SRC.rglob("*.py")}
 def test_every_view_of_every_kind_resolves(command):
     kind = KINDS[command]
     assert kind.section or kind.render, f"{command} has neither a report section nor a terminal renderer"
-    for view in ("job", "render", "section", "metrics"):
-        if getattr(kind, view):
+    for view in ("job", "render", "section", "metrics", "plots"):
+        if kind.ref(view):
             assert callable(kind.view(view)), (command, view)
     if kind.cli:  # relative to the command-line package, which alone resolves it
         assert callable(resolve(command_ref(kind.cli))), (command, "cli")
@@ -211,7 +211,7 @@ def test_module_import_graph_has_no_cycles():
 def test_the_layout_checks_see_what_they_claim():
     """The parsing above on known cases: deferred and importlib references count for the command-line check,
     TYPE_CHECKING and function-level imports do not count for the cycle check."""
-    kinds = _imports(MODULES["hpcvar.kinds"], False)
+    kinds = _imports(MODULES["hpcvar.results.kinds"], False)
     assert "hpcvar.bench.jobs" in kinds and "hpcvar.report.terminal" in kinds  # strings of the table, f-strings too
     assert not any(m.startswith("hpcvar.cli") for m in kinds)
     assert "hpcvar.testbed.launcher" in _imports(MODULES["hpcvar.launch"], False)

@@ -17,10 +17,10 @@ from hpcvar.bench.queues import PostedParams, UnexpectedParams
 from hpcvar.bench.runner import BenchContext, Params, run_benchmark
 from hpcvar.bench.sharing import SharingParams
 from hpcvar.errors import ResultsError, UsageError
-from hpcvar.kinds import KINDS
 from hpcvar.launch import get_launcher
 from hpcvar.models.scheme import load_scheme
 from hpcvar.results import Run
+from hpcvar.results.kinds import KINDS
 
 # What the command lines of the dict era stored in run.json, key for key (cli/bench_*.py before the change)
 OLD_DICTS: list[tuple[type[Params], dict]] = [

@@ -70,7 +70,7 @@ def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predi
     from hpcvar.bench import jobs
 
     run, result = jobs.ace(params, bench_context(kw))
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)
 
 
 def predict(params: AceParams) -> dict:

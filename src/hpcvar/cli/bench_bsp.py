@@ -50,4 +50,4 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
     params = BspParams(quantum_s=quantum, phases=phases, warmup=warmup, repeat=repeat, barrier=barrier, arity=arity,
                        work_iters=work_iters, pin=pin, rt_prio=rt_prio, baseline=base)
     run, result = jobs.bsp(params, ctx)
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)

@@ -78,4 +78,4 @@ def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messag
     from hpcvar.bench import jobs
 
     run, result = jobs.fanin(params, bench_context(kw), by_ratio=chatter is None)
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)

@@ -35,4 +35,4 @@ def cli(sizes, iters, min_iters, warmup, time_per_size, as_json, **kw):
     params = LatencyParams(sizes=tuple(sizes), iters=iters, min_iters=min_iters, warmup=warmup,
                            time_per_size_s=time_per_size)
     run, result = jobs.latency(params, ctx)
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)

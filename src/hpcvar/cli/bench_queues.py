@@ -90,7 +90,7 @@ def posted(lengths, traversed, sizes, any_source, iters, min_iters, warmup, time
                           time_per_point_s=time_per_point, pin=pin, fit_stat=fit_stat)
 
     run, result = jobs.queues_posted(params, ctx)
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)
 
 
 @cli.command("unexpected")
@@ -119,4 +119,4 @@ def unexpected(lengths, sizes, iters, min_iters, warmup, time_per_point, pin, fi
                               warmup=warmup, time_per_point_s=time_per_point, pin=pin, fit_stat=fit_stat)
 
     run, result = jobs.queues_unexpected(params, ctx)
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)

@@ -34,4 +34,4 @@ def cli(scheme, size, reps, warmup, as_json, **kw):
     sch = load_scheme(scheme)
     ctx = bench_context(kw)
     run, result = jobs.sharing(SharingParams(scheme=sch, size=size, reps=reps, warmup=warmup), ctx)
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)

@@ -122,7 +122,7 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, inte
     if out:
         with writing_out(out):
             shutil.copyfile(run.path / "trace.jtr", out)
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)
 
 
 def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, launcher_name, nodes, srun_mpi,
@@ -147,7 +147,7 @@ def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, l
                                  window_s=window, nodes=nodes, plots=plots)
     run, result = jobs.record_nodes(params, launcher, runs_dir, ["hpcvar", *sys.argv[1:]], timeout_s=timeout,
                                     launcher_args=extra, say=stderr_console().print)
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)
 
 
 @cli.command("report")
@@ -324,6 +324,12 @@ def _render_inject(console, result: dict) -> None:
 def _emit(result: dict, as_json: bool) -> None:
     """'noise report': an analysis computed now (from a trace file, or again from a run's trace with this --top),
     not a stored result, so it is rendered from the result itself."""
+    emit(result, as_json, _render_report)
+
+
+def _render_report(console, result: dict) -> None:
     from hpcvar.noise.render import render_noise_result
 
-    emit(result, as_json, render_noise_result)
+    render_noise_result(console, result)
+    if result.get("run"):
+        console.print(f"stored in {result['run']}", markup=False)

@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from hpcvar.cli.common import INT_LIST, OUT_PATH, emit_run, option, output_options, stderr_console
+from hpcvar.cli.common import INT_LIST, OUT_PATH, emit_run, option, output_options
 
 
 @click.command("jitter")
@@ -75,7 +75,4 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
         traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
         cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
         phases, task_list, per_task, not plots, threads, runs_dir, ["hpcvar", *sys.argv[1:]])
-    if as_json:
-        for w in warnings:
-            stderr_console().print(f"[yellow]warning:[/] {w}")
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)

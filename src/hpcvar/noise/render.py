@@ -83,8 +83,6 @@ def render_nodes(console: Console, result: dict) -> None:
                                                                                        "right: use --align measured")
     console.print(f"{mode}; rule: {a['rule']} (long detours >= {a['min_detour_s'] * 1e6:g} us, windows "
                   f"{a['window_s'] * 1e3:g} ms)")
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
 def render_noise(console: Console, run) -> None:
@@ -134,8 +132,6 @@ def render_noise_result(console: Console, result: dict) -> None:
                       + (", in a VM" if q.get("in_vm") else ""))
     for line in tracing_notes(q):
         console.print(line)
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
 def _pct(x: float | None) -> str:

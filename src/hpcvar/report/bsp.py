@@ -70,12 +70,6 @@ def render_bsp(console: Console, run) -> None:
                       f"95% CI {_ci_pct(result['slowdown_ci'])} (T0/N0 = "
                       f"{format_time_ns(result['baseline']['per_phase_ns'])}, {result['baseline']['run']})",
                       soft_wrap=True)
-    if result.get("warning"):
-        console.print(f"[yellow]warning:[/] {result['warning']}")
-    for p in result.get("plots", []):
-        console.print(f"plot: {p}", soft_wrap=True)
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
 def bsp_section(run) -> Section:

@@ -170,10 +170,6 @@ def render_fanin(console: Console, run) -> None:
                       format_rate_bytes(r["without_bytes_per_s"]), format_rate_bytes(r["with_bytes_per_s"]),
                       f"{r['drop_pct']:.1f}%")
         console.print(e)
-    for p in result.get("plots", []):
-        console.print(f"plot: {p}", soft_wrap=True)
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
 def fanin_section(run) -> Section:

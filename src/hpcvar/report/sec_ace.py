@@ -68,8 +68,6 @@ def render_ace_result(console: Console, result: dict) -> None:
             console.print(f"{v['name']} {format_size(v['size_bytes'])} {v['load_pct']:g}%: {v['runs']} runs, "
                           f"run-time CV {v['run_cv']:.3%}; T_comm variance between runs "
                           f"{v['comm_between_var_ns2']:.4g} ns^2 vs within {v['comm_within_var_ns2']:.4g} ns^2")
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
 def plot_ace(run) -> list[tuple[str, Path]]:

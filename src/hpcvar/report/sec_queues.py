@@ -212,8 +212,6 @@ def _render(console, result: dict, title: str, posted: bool) -> None:
         if posted and f.get("untraversed_slope_ns_per_entry") is not None:
             line += f"; per untraversed entry {f['untraversed_slope_ns_per_entry']:.3g} ns"
         console.print(line)
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
 def render_queues_posted(console, run) -> None:

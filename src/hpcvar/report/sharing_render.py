@@ -20,8 +20,6 @@ def render_sharing(console: Console, run) -> None:
         t.add_row(c["name"], f"{c['src']} -> {c['dst']}", format_size(c["size_bytes"]), format_time_ns(c["t_ns"]),
                   f"{c['penalty']:.2f}", f"{lo:.2f}-{hi:.2f}", f"{c['penalty_min']:.2f}", f"{c['penalty_max']:.2f}")
     console.print(t)
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
 def render_penalties(console: Console, result: dict) -> None:

@@ -12,6 +12,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -153,20 +154,55 @@ def render_latency(console: Console, run: Run) -> None:
     if sends:
         console.print("send: median time of rank 0's MPI_Send (timed from 64 KiB up); buffered: bytes still on "
                       "their way when it returned (hpcvar sim app --send-buffer)")
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
 def render_run(console: Console, run: Run) -> None:
-    """A stored run through its kind's renderer (hpcvar.kinds); the result of a kind without one is printed as
-    data."""
-    from hpcvar.kinds import kind_of
+    """A stored run through its kind's renderer (hpcvar.results.kinds; the result of a kind without one is
+    printed as data), then what every view says, here once: the run's warnings, its figures and where it is
+    stored."""
+    from hpcvar.results.kinds import kind_of
 
     kind = kind_of(run.info.get("command"))
     fn = kind.view("render") if kind else None
-    if fn:
+    if run.info.get("result") is None:
+        console.print(f"no result: the run is {run.status}", markup=False)
+    elif fn:
         fn(console, run)
     else:
         from rich.pretty import Pretty
 
         console.print(Pretty(run.info.get("result")))
+    for w in run_warnings(run):
+        console.print(f"[yellow]warning:[/] {escape(w)}")
+    plots = run_plots(run)
+    if plots:
+        console.print("plots: " + ", ".join(plots), markup=False, soft_wrap=True)
+    console.print(f"stored in {run.path}", markup=False, soft_wrap=True)
+
+
+def run_warnings(run: Run) -> list[str]:
+    """The run's warnings (run.json ``warnings``), and those that runs of earlier versions kept only in their
+    result (``warning``, ``warnings``), each once."""
+    result = _result(run)
+    out = [str(w) for w in run.info.get("warnings") or []]
+    legacy = list(result.get("warnings") or []) + ([result["warning"]] if result.get("warning") else [])
+    return out + [str(w) for w in dict.fromkeys(legacy) if str(w) not in out]
+
+
+def _result(run: Run) -> dict[str, Any]:
+    result = run.info.get("result")
+    return result if isinstance(result, dict) else {}
+
+
+def run_plots(run: Run) -> list[str]:
+    """The figures a run's result lists (``plots``), those of its own ``plots/`` directory found where the run
+    is now (a run directory moved or copied elsewhere keeps its figures)."""
+    result = _result(run)
+    made_in = str(result.get("run") or run.path)
+    out = []
+    for p in result.get("plots") or []:
+        p = str(p)
+        if p.startswith(made_in + "/"):
+            p = str(run.path / p[len(made_in) + 1:])
+        out.append(p)
+    return out
