@@ -53,6 +53,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -70,7 +71,8 @@ typedef struct { /* the validated options */
     long rounds, timer_samples, timer_reads, shm_iters, shm_warmup, lat_iters, lat_warmup, bw_iters, bw_warmup;
     long bw_size, wait_us, max_events;
     double check_s, noise_s, kernel_s, quantum_ns, threshold_ns;
-    const char *noise_dir;
+    const char *out;
+    const char *noise_dir; /* NULL: traces/ beside the directory of --out (the run's raw/) */
     int64_t *todo_node, *todo_round, *pair_a, *pair_b, *pair_round;
     size_t ntodo, npairs;
 } screen_config;
@@ -148,7 +150,7 @@ static void parse_config(const hv_opt *opts, size_t nopts, screen_config *c) {
         hv_args_long(opts, nopts, "wait-us", -1, 1000000, &c->wait_us, err, sizeof err))
         HV_DIE("hv_screen: %s", err);
     c->noise_dir = hv_args_get(opts, nopts, "noise-dir");
-    if (!c->noise_dir) HV_DIE("hv_screen: --noise-dir is required");
+    c->out = hv_args_get(opts, nopts, "out");
     size_t nr, nb, npr;
     opt_list(opts, nopts, "todo-nodes", &c->todo_node, &c->ntodo);
     opt_list(opts, nopts, "todo-rounds", &c->todo_round, &nr);
@@ -280,7 +282,7 @@ static void describe(const screen_world *w, const item *it, char *desc, size_t l
 }
 
 /* Collective: every rank's rows to rank 0, which writes one point per item (rows tagged with the item's index
- * in ``items``). Waits asleep (--wait-us). Clears ``b``. */
+ * in ``items``); ends with a barrier, so that it separates turns. Waits asleep (--wait-us). Clears ``b``. */
 static void flush_items(hv_ctx *ctx, const screen_world *w, const item *items, int nitems, row_buf *b) {
     int count = (int)(b->n * GCOLS), *counts = NULL, *displs = NULL, total = 0;
     if (ctx->rank == 0) {
@@ -312,6 +314,10 @@ static void flush_items(hv_ctx *ctx, const screen_world *w, const item *items, i
     free(all);
     free(counts);
     free(displs);
+    /* a gather does not synchronise (a rank's part may complete before the others'): the next turn must not
+     * start while this one is measured */
+    HV_MPI_CHECK(MPI_Ibarrier(ctx->comm, &rq));
+    hv_wait(ctx, &rq);
 }
 
 /* ---- load: /proc/stat and our own CPU time ---------------------------------------------------------------- */
@@ -369,6 +375,22 @@ static void load_check(hv_ctx *ctx, const screen_world *w, const screen_config *
 
 /* ---- node measurements -------------------------------------------------------------------------------- */
 
+/* --noise-dir, or traces/ beside the directory of --out (the run's raw/): <run>/traces. */
+static void noise_dir(const screen_config *c, char *dir, size_t len) {
+    if (c->noise_dir) {
+        snprintf(dir, len, "%s", c->noise_dir);
+        return;
+    }
+    snprintf(dir, len, "%s", c->out ? c->out : "-");
+    for (int up = 0; up < 2; up++) { /* the file's directory, then its parent */
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = 0;
+        else snprintf(dir, len, "%s", strcmp(dir, ".") == 0 ? ".." : ".");
+    }
+    size_t n = strlen(dir);
+    snprintf(dir + n, len - n, "/traces");
+}
+
 static void run_collector(const screen_config *c, const screen_world *w, long round, row_buf *b, int it) {
     char exe[PATH_MAX], out[PATH_MAX + 128], cpus[MAXCPUS * 5] = "", dur[32], thr[32], maxev[32];
     ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
@@ -379,7 +401,11 @@ static void run_collector(const screen_config *c, const screen_world *w, long ro
     size_t k = 0;
     for (int i = 0; i < w->mycpus; i++)
         k += (size_t)snprintf(cpus + k, sizeof cpus - k, "%s%d", i ? "," : "", w->cpus[i]);
-    snprintf(out, sizeof out, "%s/%s-r%ld.jtr", c->noise_dir, w->node[w->my_node].host, round);
+    char dir[PATH_MAX];
+    noise_dir(c, dir, sizeof dir);
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+        HV_DIE("cannot create the trace directory %s: %s", dir, strerror(errno));
+    snprintf(out, sizeof out, "%s/%s-r%ld.jtr", dir, w->node[w->my_node].host, round);
     snprintf(dur, sizeof dur, "%.9g", c->noise_s);
     snprintf(thr, sizeof thr, "%.3f", c->threshold_ns);
     snprintf(maxev, sizeof maxev, "%ld", c->max_events);
@@ -676,7 +702,8 @@ int main(int argc, char **argv) {
         {"rounds", NULL, 0, "node measurement rounds (the nodes take turns within each)"},
         {"check-s", NULL, 0, "load check before measuring, seconds (0: none)"},
         {"noise-s", NULL, 0, "noise recording per node and round, seconds (0: none)"},
-        {"noise-dir", NULL, 0, "directory of the traces <host>-r<round>.jtr, seen by every node"},
+        {"noise-dir", NULL, 0,
+         "directory of the traces <host>-r<round>.jtr, seen by every node (default: traces/ beside the directory of --out)"},
         {"threshold-ns", NULL, 0, "collector threshold in ns (0: its default)"},
         {"max-events", NULL, 0, "collector buffer per CPU"},
         {"kernel-s", NULL, 0, "compute kernel time per node and round, seconds (0: none)"},

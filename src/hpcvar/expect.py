@@ -253,6 +253,9 @@ def fmt(metric: str, v: float | None) -> str:
         return units.format_time_ns(v)
     if u == "%":
         return f"{v:.3g}%"
+    for unit, mult in (("Gop/s", 1e9), ("Mop/s", 1e6), ("kop/s", 1e3)):
+        if abs(v) >= mult:
+            return f"{v / mult:.4g} {unit}"
     return f"{v:.4g} op/s"
 
 
@@ -348,14 +351,18 @@ def observations_of(run) -> list[Observation]:
 
 
 def _screen_obs(run) -> list[Observation]:
+    nm = run.read_table("screen.node_metrics") if run.has_table("screen.node_metrics") else None
+    lm = run.read_table("screen.link_metrics") if run.has_table("screen.link_metrics") else None
+    return screen_observations(nm, lm, run.id)
+
+
+def screen_observations(nm, lm, run_id: str = "") -> list[Observation]:
+    """A screen's node and link figures (screen.node_metrics, screen.link_metrics) as observations."""
     out = []
-    if run.has_table("screen.node_metrics"):
-        for r in run.read_table("screen.node_metrics").itertuples(index=False):
-            out.append(Observation(r.metric, (r.host,), r.value, r.ci_lo, r.ci_hi, bool(r.valid), r.why, run.id))
-    if run.has_table("screen.link_metrics"):
-        for r in run.read_table("screen.link_metrics").itertuples(index=False):
-            out.append(Observation(r.metric, (r.src, r.dst), r.value, r.ci_lo, r.ci_hi, bool(r.valid), r.why,
-                                   run.id))
+    for r in nm.itertuples(index=False) if nm is not None else []:
+        out.append(Observation(r.metric, (r.host,), r.value, r.ci_lo, r.ci_hi, bool(r.valid), r.why, run_id))
+    for r in lm.itertuples(index=False) if lm is not None else []:
+        out.append(Observation(r.metric, (r.src, r.dst), r.value, r.ci_lo, r.ci_hi, bool(r.valid), r.why, run_id))
     return out
 
 

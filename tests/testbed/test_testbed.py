@@ -172,8 +172,9 @@ def test_cpu_fault_throttles_only_that_hosts_processes_and_down_removes_it(tmp_p
         assert (group / "cpu.cfs_period_us").read_text().strip() == "10000"
         cg = run_cli(["testbed", "exec", "h2", "--", "cat", "/proc/self/cgroup"], env=env, check=True).stdout
         assert f"{cgroups.GROUP_PREFIX}{prefix}h2" in cg
-        assert "hpcvar-" not in run_cli(["testbed", "exec", "h1", "--", "cat", "/proc/self/cgroup"], env=env,
-                                        check=True).stdout
+        h1 = run_cli(["testbed", "exec", "h1", "--", "cat", "/proc/self/cgroup"], env=env, check=True).stdout
+        assert f"{cgroups.GROUP_PREFIX}{prefix}h1" in h1  # a group without a quota
+        assert (Path(plan.hosts[0].cgroup) / "cpu.cfs_quota_us").read_text().strip() == "-1"
         agent = subprocess.run([plan.agent, "h2", "cat /proc/self/cgroup"], capture_output=True, text=True,
                                check=True).stdout
         assert f"{cgroups.GROUP_PREFIX}{prefix}h2" in agent  # what MPI daemons started on h2 run in

@@ -337,18 +337,23 @@ def test_faulty_hosts_processes_join_their_cgroup(tmp_path):
     the host's group before they enter the namespace; hosts without a fault are started as before."""
     from hpcvar.testbed.plan import in_host_argv, place_cgroups
 
+    clean = make_plan(3, 1e9)
+    place_cgroups(clean, tmp_path / "state.json")  # no fault: no group, argv as before
+    assert not clean.cgroup_mount and in_host_argv(clean.hosts[0], ["x"]) == [*IN_H1, "x"]
     p = make_plan(3, 1e9, cpu_of={"h2": (10_000, 18_000)})
     place_cgroups(p, tmp_path / "state.json")
     h1, h2 = p.hosts[0], p.hosts[1]
     assert p.cgroup_mount == str(tmp_path / "cgroup-cpu") and h2.cgroup == str(tmp_path / "cgroup-cpu/hpcvar-hv-h2")
-    assert not h1.cgroup and in_host_argv(h1, ["x"]) == [*IN_H1, "x"]
+    # every host is in a group (the others without a quota): the scheduler treats them alike
+    assert h1.cgroup == str(tmp_path / "cgroup-cpu/hpcvar-hv-h1") and not h1.cpu_quota_us
     argv = in_host_argv(h2, ["x"])
     assert argv[:4] == ["sh", "-c", 'echo $$ > "$0" || exit 255; exec "$@"', f"{h2.cgroup}/cgroup.procs"]
     assert argv[4:8] == ["ip", "netns", "exec", "hv-h2"]
     recvs, sends = flow_commands(p, [Flow("h2", "h1")], 1.0)
-    assert sends[0][3] == f"{h2.cgroup}/cgroup.procs" and recvs[0][:3] == ["ip", "netns", "exec"]
+    assert sends[0][3] == f"{h2.cgroup}/cgroup.procs" and recvs[0][3] == f"{h1.cgroup}/cgroup.procs"
     # the agent, run for real with a fake 'ip': the shell's pid lands in h2's cgroup.procs (here a plain file)
-    Path(h2.cgroup).mkdir(parents=True)
+    for h in p.hosts:
+        Path(h.cgroup).mkdir(parents=True)
     p.agent = str(tmp_path / "agent")
     Path(p.agent).write_text(agent_script(p))
     Path(p.agent).chmod(0o755)

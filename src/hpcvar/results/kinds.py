@@ -121,6 +121,8 @@ KINDS: dict[str, Kind] = {k.command: k for k in [
          job="hpcvar.bench.jobs:bsp", render=f"{_R}.bsp:render_bsp", section=f"{_R}.bsp:bsp_section",
          metrics=f"{_R}.metrics:bsp_metrics", cli="bench_bsp:cli", plots=None, summary=("bsp.reps",),
          cli_help="Bulk-synchronous phases: fixed CPU work, then a barrier, on every rank."),
+    Kind("screen", "Screen: which node, which link", folder="screen",
+         summary=("screen.findings", "screen.node_metrics", "screen.link_metrics")),
     Kind("noise record", "OS jitter recording", job="hpcvar.noise.jobs:record",
          render="hpcvar.noise.render:render_noise", section="hpcvar.noise.render:noise_section",
          metrics=f"{_R}.metrics:noise_metrics", plots=None, summary=("noise.summary",)),

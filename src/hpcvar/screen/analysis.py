@@ -140,14 +140,14 @@ def _noise_rows(host, t, validity) -> list[dict]:
             _row(host, "longest_detour", float(per["max_detour_ns"].max()), float("nan"), float("nan"), len(per), v)]
 
 
-def _kernel_row(host, t, iters: int, validity) -> list[dict]:
+def _kernel_row(host, t, validity) -> list[dict]:
+    """Iterations per second of the mean call (time per iteration: launches may calibrate differently)."""
     k = t["screen.kernel"]
-    x = k[k["host"] == host]["call_ns"].to_numpy()
-    if not x.size or not iters:
+    x = k[k["host"] == host]["ns_per_iter"].dropna().to_numpy()
+    if not x.size:
         return []
     lo, hi = mean_ci(x)
-    rate = iters / (np.mean(x) * 1e-9)
-    return [_row(host, "compute_rate", rate, iters / (hi * 1e-9), iters / (lo * 1e-9), x.size, validity)]
+    return [_row(host, "compute_rate", 1e9 / np.mean(x), 1e9 / hi, 1e9 / lo, x.size, validity)]
 
 
 def _median_row(host, metric, x, validity) -> list[dict]:
@@ -157,14 +157,14 @@ def _median_row(host, metric, x, validity) -> list[dict]:
     return [_row(host, metric, float(np.median(x)), lo, hi, len(x), validity)]
 
 
-def node_metrics(t: dict[str, pd.DataFrame], kernel_iters: int) -> pd.DataFrame:
+def node_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per node and metric, judged by the outlier rule among the nodes."""
     valid = node_validity(t)
     rows = []
     for host in t["screen.nodes"]["host"]:
         v = valid[host]
         rows += _noise_rows(host, t, v)
-        rows += _kernel_row(host, t, kernel_iters, v)
+        rows += _kernel_row(host, t, v)
         rows += _median_row(host, "timer_cost", t["screen.timer"][t["screen.timer"]["host"] == host]["read_ns"], v)
         rows += _median_row(host, "shm_latency", t["screen.shm"][t["screen.shm"]["host"] == host]["oneway_ns"], v)
     df = pd.DataFrame(rows, columns=NODE_COLS)
@@ -348,3 +348,60 @@ def largest_z(nm: pd.DataFrame, links: pd.DataFrame) -> dict:
         if z[i] > best["z"]:
             best = {"z": float(z[i]), "metric": name, "where": f"{g['src'].iloc[i]}->{g['dst'].iloc[i]}"}
     return best
+
+
+# ---- the answer ----------------------------------------------------------------------------------------------
+SIDE_TEXT = {"send": "link (sending)", "receive": "link (receiving)", "both": "link (both ways)", "": "link",
+             "any": "links"}
+
+
+def ordered(findings: pd.DataFrame) -> pd.DataFrame:
+    """Findings by how far they stand out (|z|), the farthest first: what the one line names first."""
+    if findings.empty:
+        return findings
+    return findings.iloc[np.argsort(-np.abs(findings["z"].fillna(0).to_numpy()), kind="stable")].reset_index(drop=True)
+
+
+def finding_text(f: dict) -> str:
+    """'hv-h2's link bandwidth (both ways) 95.3 Mbit/s, 0.50x the median of the others 190 Mbit/s (z -12.4,
+    threshold 3.5)'."""
+    from hpcvar.expect import fmt
+
+    m = METRICS[f["metric"]]
+    if f["scope"] == "node" and m.scope == "link":
+        what = f"{f['where']}'s {m.label}" + ({"send": " sending", "receive": " receiving", "both": " both ways"}
+                                              .get(f["side"], "") if f["metric"] == "link_bandwidth" else "")
+    elif f["scope"] == "pair":
+        what = f"link {f['where']}'s {m.label}"
+    else:
+        what = f"{f['where']}'s {m.label}"
+    return (f"{what} {fmt(f['metric'], f['value'])}, {f['ratio']:.3g}x the median of the others "
+            f"{fmt(f['metric'], f['reference'])} (z {f['z']:+.1f}, threshold {f['threshold']:g})")
+
+
+def answer(nodes: int, pairs: int, nm: pd.DataFrame, links: pd.DataFrame, findings: pd.DataFrame,
+           checks: pd.DataFrame | None, expect_path: str | None):
+    """OK / DEGRADED / UNRELIABLE (hpcvar.answer) from the findings, the expectations and the validity."""
+    from hpcvar.answer import decide
+    from hpcvar.expect import failure_text
+
+    found = [finding_text(f) for f in findings.to_dict("records") if f["status"] == "degraded"]
+    reasons = [f"{finding_text(f)}, but {f['why']}" for f in findings.to_dict("records") if f["status"] == "suspect"]
+    if checks is not None and len(checks):
+        failed = checks[checks["status"] == "failed"]
+        found += [failure_text(c) for c in failed.to_dict("records") if c["valid"]]
+        reasons += [f"{failure_text(c)}, but {c['why']}" for c in failed.to_dict("records") if not c["valid"]]
+    if nodes < MIN_ITEMS and not expect_path:
+        reasons.append(f"{nodes} node(s): an outlier needs {MIN_ITEMS} or more nodes to compare, and no "
+                       "expectations were given (--expect FILE)")
+    for name, g in nm.groupby("metric"):
+        if METRICS[str(name)].outliers and nodes >= MIN_ITEMS and g["valid"].sum() < MIN_ITEMS:
+            reasons.append(f"{METRICS[str(name)].label}: only {int(g['valid'].sum())} of {len(g)} nodes were "
+                           f"measured undisturbed: {'; '.join(sorted({w for w in g['why'] if w}))}")
+    best = largest_z(nm, links)
+    basis = (f"{nodes} nodes, {pairs} pairs, no outlier (largest z {best['z']:.1f} on the bad side: "
+             f"{best['metric'].replace('_', ' ')} of {best['where']}; threshold {MODIFIED_Z_THRESHOLD:g})"
+             if best["metric"] else f"{nodes} nodes, {pairs} pairs, no outlier")
+    if checks is not None and len(checks):
+        basis += f"; {int((checks['status'] != 'failed').sum())} of {len(checks)} expectations met ({expect_path})"
+    return decide(found, reasons, basis)

@@ -2,8 +2,8 @@
 
 - A slow link: a ring allreduce of ``RING_BYTES`` over the nodes in their order moves 2 (n - 1) chunks of S / n
   bytes, every step paced by the slowest link of the ring (and its latency):
-  T = 2 (n - 1) (max latency + S / n / min bandwidth). The cost is T over the same ring with every link at the
-  median bandwidth and latency of the screen, minus 1.
+  T = 2 (n - 1) (max latency + S / n / min bandwidth). The cost is T over the same ring with every link's
+  bandwidth at the median of the other (healthy) links, minus 1.
 - A slow latency: the same ring with an 8-byte allreduce (latency bound).
 - A slow compute kernel: a bulk-synchronous job waits for its slowest node every phase: median speed / speed - 1.
 - OS noise: jitSim (hpcvar.sim.jitter) replays the recorded traces on a bulk-synchronous job on these nodes (one
@@ -14,8 +14,13 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
+
+if TYPE_CHECKING:
+    from hpcvar.noise.trace import JitterTrace
 
 RING_BYTES = 64 << 20
 BSP_WORK_S = 1e-3
@@ -33,23 +38,24 @@ def ring_time(bw: dict[tuple[str, str], float], lat: dict[frozenset, float], hos
     return 2 * (n - 1) * (worst + (size / n) / slow if np.isfinite(slow) else worst)
 
 
-def link_cost(links: pd.DataFrame, hosts: list[str], metric: str) -> tuple[float, str]:
-    """The cost of the screen's slow links to a ring allreduce over its nodes (see the module docstring)."""
-    if len(hosts) < 2:
+def link_cost(links: pd.DataFrame, hosts: list[str], metric: str, reference: float) -> tuple[float, str]:
+    """The cost of the screen's slow links to a ring allreduce over its nodes: the ring as measured, against the
+    same ring with every link's ``metric`` at ``reference`` (the median of the healthy links; B/s or ns)."""
+    if len(hosts) < 2 or not reference > 0:
         return float("nan"), ""
-    bw_rows = links[links["metric"] == "link_bandwidth"]
-    lat_rows = links[links["metric"] == "link_latency"]
-    bw = {(r.src, r.dst): r.value for r in bw_rows.itertuples(index=False)}
-    lat = {frozenset((r.src, r.dst)): r.value * 1e-9 for r in lat_rows.itertuples(index=False)}
-    med_bw = {k: float(np.median(list(bw.values()))) for k in bw}
-    med_lat = {k: float(np.median(list(lat.values()))) for k in lat}
-    size = RING_BYTES if metric == "link_bandwidth" else 8
-    t, t0 = ring_time(bw, lat, hosts, size), ring_time(med_bw, med_lat, hosts, size)
+    bw = {(r.src, r.dst): r.value for r in links[links["metric"] == "link_bandwidth"].itertuples(index=False)}
+    lat = {frozenset((r.src, r.dst)): r.value * 1e-9
+           for r in links[links["metric"] == "link_latency"].itertuples(index=False)}
+    if metric == "link_bandwidth":
+        ref_bw, ref_lat, size = {k: reference for k in bw}, lat, RING_BYTES
+    else:
+        ref_bw, ref_lat, size = bw, {k: reference * 1e-9 for k in lat}, 8
+    t, t0 = ring_time(bw, lat, hosts, size), ring_time(ref_bw, ref_lat, hosts, size)
     if not (t0 > 0 and np.isfinite(t)):
         return float("nan"), ""
     what = f"a {RING_BYTES >> 20} MiB" if metric == "link_bandwidth" else "an 8-byte"
     return t / t0 - 1, (f"{what} ring allreduce over these {len(hosts)} nodes takes {t * 1e3:.3g} ms, "
-                        f"{t / t0:.2f}x the {t0 * 1e3:.3g} ms it would take with every link at the median")
+                        f"{t / t0:.2f}x the {t0 * 1e3:.3g} ms it takes with every link at the others' median")
 
 
 def compute_cost(value: float, median: float) -> tuple[float, str]:
@@ -60,13 +66,13 @@ def compute_cost(value: float, median: float) -> tuple[float, str]:
                "against a node at the median speed")
 
 
-def _cores(trace, cores: int, f0: float, length: int):
+def _cores(trace: JitterTrace, cores: int, f0: float, length: int):
     from hpcvar.sim.jitter_nodes import rescale, truncate
 
     return [truncate(rescale(trace.cpus[j % len(trace.cpus)], f0 / trace.freq_hz), length) for j in range(cores)]
 
 
-def noise_cost(traces: dict[str, object], noisy: list[str], typical: str) -> tuple[float, str]:
+def noise_cost(traces: dict[str, JitterTrace], noisy: list[str], typical: str) -> tuple[float, str]:
     """jitSim: the allocation's job with the noisy nodes as recorded, against the same with their traces
     replaced by ``typical``'s (see the module docstring). ``traces``: host -> JitterTrace (one round)."""
     from hpcvar.sim import jitter as J

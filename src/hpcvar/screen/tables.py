@@ -21,7 +21,7 @@ NOISE_WINDOW_S = 0.1  # the noise fraction per 100 ms window: the samples of a n
 
 def node_list(raws: list[RawFile], where: str) -> pd.DataFrame:
     """Node index -> host, boot id, CPUs, turn, from the raw headers (which must agree)."""
-    seen = {r.meta.get("nodes") for r in raws if r.meta.get("nodes")}
+    seen = {str(r.meta["nodes"]) for r in raws if r.meta.get("nodes")}
     if len(seen) > 1:
         raise ResultsError(f"the raw files of this run name different nodes ({' / '.join(sorted(seen))})", where,
                            "A screen resumed in another allocation mixes nodes; start a new screen")
@@ -40,17 +40,19 @@ def node_list(raws: list[RawFile], where: str) -> pd.DataFrame:
 
 
 def _points(raws: list[RawFile]):
-    """(item, a, b, round, rows) of every complete point; the last one of a key wins (a resumed launch)."""
+    """(item, a, b, round, kernel iterations, rows) of every complete point; the last one of a key wins (a
+    resumed launch; each launch calibrates the kernel anew, so its length travels with the point)."""
     out: dict[tuple, tuple] = {}
     for raw in raws:
+        iters = int(raw.meta.get("kernel_iters") or 0)
         for p in raw.points:
-            it = p.params.get("item")
+            it = str(p.params.get("item"))
             if it == "pair":
-                key = ("pair", int(p.params["a"]), int(p.params["b"]), -1)
+                key: tuple[str, int, int, int] = ("pair", int(p.params["a"]), int(p.params["b"]), -1)
             else:
                 key = (it, int(p.params["node"]), -1, int(p.params.get("round", -1)))
-            out[key] = p.rows
-    return [(*k, rows) for k, rows in out.items()]
+            out[key] = (iters, p.rows)
+    return [(*k, iters, rows) for k, (iters, rows) in out.items()]
 
 
 def _frame(records: list[dict], columns: list[str]) -> pd.DataFrame:
@@ -66,7 +68,7 @@ def raw_tables(raws: list[RawFile], where: str = "run") -> dict[str, pd.DataFram
     nodes = node_list(raws, where)
     host = dict(zip(nodes["node"], nodes["host"], strict=True))
     rec: dict[str, list[dict]] = {k: [] for k in ("load", "kernel", "timer", "shm", "lat", "bw")}
-    for item, a, b, rnd, rows in _points(raws):
+    for item, a, b, rnd, iters, rows in _points(raws):
         for r in rows:
             kind, node, idx, v0, v1, v2, v3 = (float(x) for x in r)
             h = host.get(int(node), f"node{int(node)}")
@@ -75,7 +77,7 @@ def raw_tables(raws: list[RawFile], where: str = "run") -> dict[str, pd.DataFram
                                     "busy_ns": v0, "cap_ns": v1, "steal_ns": v2, "own_ns": v3})
             elif kind == K_KERNEL:
                 rec["kernel"].append({"host": h, "round": rnd, "cpu": int(idx), "call": int(v1), "call_ns": v0,
-                                      "start_ns": v2})
+                                      "start_ns": v2, "iters": iters, "ns_per_iter": v0 / iters if iters else np.nan})
             elif kind == K_TIMER:
                 rec["timer"].append({"host": h, "round": rnd, "sample": int(idx), "read_ns": v0,
                                      "resolution_ns": v1})
@@ -90,7 +92,8 @@ def raw_tables(raws: list[RawFile], where: str = "run") -> dict[str, pd.DataFram
     return {
         "screen.nodes": nodes,
         "screen.load": _frame(rec["load"], LOAD_COLS),
-        "screen.kernel": _frame(rec["kernel"], ["host", "round", "cpu", "call", "call_ns", "start_ns"]),
+        "screen.kernel": _frame(rec["kernel"], ["host", "round", "cpu", "call", "call_ns", "start_ns", "iters",
+                                                "ns_per_iter"]),
         "screen.timer": _frame(rec["timer"], ["host", "round", "sample", "read_ns", "resolution_ns"]),
         "screen.shm": _frame(rec["shm"], ["host", "round", "iter", "rtt_ns", "oneway_ns"]),
         "screen.lat": _frame(rec["lat"], ["host_a", "host_b", "iter", "rtt_ns", "oneway_ns"]),

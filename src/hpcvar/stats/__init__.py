@@ -11,4 +11,5 @@ from hpcvar.stats.summary import (
     variance_components,
 )
 
-__all__ = ["PERCENTILES", "jain_index", "mad", "mean_ci", "median_ci", "outlier_mask", "summarize", "variance_components"]
+__all__ = ["PERCENTILES", "jain_index", "mad", "mean_ci", "median_ci", "outlier_mask", "summarize",
+           "variance_components"]

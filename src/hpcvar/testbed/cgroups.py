@@ -13,9 +13,12 @@ bandwidth control gives a group of processes at most ``cpu.cfs_quota_us`` of CPU
   CPU busy they lose about 1 ms of every 10 ms (quota = 9 ms x CPUs per 10 ms period), a 100 Hz train of
   1 ms detours on every CPU at once.
 
-A host with a fault gets a group ``hpcvar-<namespace>`` in the ``cpu`` hierarchy. Processes join it before they
-enter the host: the launcher's ``mpiexec`` (``in_host_argv``), the ssh-like agent that starts MPI daemons on the
-other hosts, ``testbed exec``, the cross-traffic processes, and the host's slurmd (whose steps inherit it).
+As soon as one host has a fault, every host gets a group ``hpcvar-<namespace>`` in the ``cpu`` hierarchy (with
+a quota only on the faulty ones): CFS shares a CPU between groups as between single tasks, so hosts in groups
+and hosts outside would be scheduled differently under contention; all in groups, they differ by the quota only.
+Processes join their host's group before they enter the host: the launcher's ``mpiexec`` (``in_host_argv``),
+the ssh-like agent that starts MPI daemons on the other hosts, ``testbed exec``, the cross-traffic processes,
+and the host's slurmd (whose steps inherit it).
 ``ip netns exec`` mounts a fresh /sys, which hides /sys/fs/cgroup, so the hierarchy is also bind-mounted at
 ``<state dir>/cgroup-cpu``, a path every namespace of the testbed sees; that is the path the agent writes to.
 
@@ -138,7 +141,7 @@ def setup(plan, say) -> None:
     """Mount the hierarchy where the namespaces see it, create the faulty hosts' groups, set their bandwidth."""
     from hpcvar.testbed.netns import TestbedError
 
-    hosts = [h for h in plan.hosts if h.cpu_quota_us]
+    hosts = [h for h in plan.hosts if h.cgroup]
     if not hosts:
         return
     mnt = Path(plan.cgroup_mount)
@@ -151,6 +154,8 @@ def setup(plan, say) -> None:
     for h in hosts:
         g = Path(h.cgroup)
         g.mkdir(exist_ok=True)
+        if not h.cpu_quota_us:
+            continue  # a group without a quota: scheduled as the faulty hosts' groups are
         try:
             (g / "cpu.cfs_period_us").write_text(str(h.cpu_period_us))
             (g / "cpu.cfs_quota_us").write_text(str(h.cpu_quota_us))

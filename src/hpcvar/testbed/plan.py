@@ -225,8 +225,10 @@ def make_plan(hosts: int, rate_bps: float, rate_of: dict[str, float] | None = No
 
 
 def place_cgroups(plan: Plan, state_path: Path) -> None:
-    """Where the CPU-fault groups live (recorded before anything is created): under the bind mount beside the
-    state file, one group per faulty host."""
+    """Where the CPU groups live (recorded before anything is created): under the bind mount beside the state
+    file, one group per host as soon as one host has a CPU fault. The hosts without a fault get a group too
+    (without a quota): the scheduler shares the CPUs between groups, not between the processes of different
+    groups, so that a faulty host differs from the others only by its quota."""
     from hpcvar.testbed import cgroups
 
     if not any(h.cpu_quota_us for h in plan.hosts):
@@ -234,8 +236,7 @@ def place_cgroups(plan: Plan, state_path: Path) -> None:
     mnt = cgroups.mount_path(state_path)
     plan.cgroup_mount = str(mnt)
     for h in plan.hosts:
-        if h.cpu_quota_us:
-            h.cgroup = str(mnt / cgroups.group_name(h.ns))
+        h.cgroup = str(mnt / cgroups.group_name(h.ns))
 
 
 def agent_script(plan: Plan) -> str:
