@@ -45,14 +45,13 @@ class StepContext:
 
 
 def _latency(ctx: StepContext, quick: bool) -> Run:
-    from hpcvar.bench import jobs
-    from hpcvar.bench.latency import LatencyParams
+    from hpcvar.kinds.latency.job import LatencyParams, job
 
     # osu_latency / osu_bw style: 0 bytes, then every power of two up to 4 MiB (16 MiB when thorough)
     sizes = (0, *(1 << k for k in range(0, 23 if quick else 25)))
     params = LatencyParams(sizes=sizes, iters=1000 if quick else 10000, min_iters=20, warmup=10 if quick else 100,
                            time_per_size_s=0.3 if quick else 2.0)
-    return jobs.latency(params, ctx.bench_ctx(np=2))[0]
+    return job(params, ctx.bench_ctx(np=2))
 
 
 # bench queues' defaults

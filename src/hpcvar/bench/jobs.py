@@ -19,15 +19,8 @@ if TYPE_CHECKING:
     from hpcvar.bench.ace import AceParams
     from hpcvar.bench.bsp import BspParams
     from hpcvar.bench.fanin import FaninParams
-    from hpcvar.bench.latency import LatencyParams
     from hpcvar.bench.queues import PostedParams, UnexpectedParams
     from hpcvar.bench.sharing import SharingParams
-
-
-def latency(params: LatencyParams, ctx: BenchContext) -> tuple[Run, dict]:
-    from hpcvar.bench.latency import Latency
-
-    return run_benchmark(Latency(), params, ctx)
 
 
 def queues_posted(params: PostedParams, ctx: BenchContext) -> tuple[Run, dict]:

@@ -21,9 +21,9 @@ from hpcvar.units import format_size, format_time_ns
 def _interval(lo, hi) -> str:
     if lo is None or hi is None:
         return "-"
-    from hpcvar.report.terminal import format_interval_ns
+    from hpcvar.report.terminal import ns_interval
 
-    return format_interval_ns(lo, hi)
+    return str(ns_interval(lo, hi))
 
 
 def _slope_text(slope, ci) -> str:

@@ -89,11 +89,9 @@ def resolve(ref: str | None) -> Callable[..., Any] | None:
 
 _R = "hpcvar.report"
 KINDS: dict[str, Kind] = {k.command: k for k in [
-    Kind("bench latency", "Ping-pong latency and bandwidth",
-         job="hpcvar.bench.jobs:latency", render=f"{_R}.terminal:render_latency",
-         section=f"{_R}.sec_latency:latency_section", metrics=f"{_R}.sec_latency:latency_metrics",
+    Kind("bench latency", "Ping-pong latency and bandwidth", "latency",
          cli="bench_latency:cli", cli_help="Ping-pong latency and bandwidth between ranks 0 and 1.",
-         plots=None, summary=("latency.summary",)),
+         summary=("latency.summary",)),
     Kind("bench queues posted", "Latency against the posted-receive queue",
          job="hpcvar.bench.jobs:queues_posted", render=f"{_R}.sec_queues:render_queues_posted",
          section=f"{_R}.sec_queues:posted_section", metrics=f"{_R}.metrics:queues_posted_metrics",
