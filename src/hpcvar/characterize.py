@@ -60,7 +60,7 @@ QUEUE_DEFAULTS: dict[str, Any] = {"min_iters": 20, "warmup": 10, "pin": True, "f
 
 def _queues_posted(ctx: StepContext, quick: bool) -> Run:
     from hpcvar.bench import jobs
-    from hpcvar.bench.queues import PostedParams
+    from hpcvar.kinds.queues.job import PostedParams
 
     params = PostedParams(lengths=(0, 250, 500, 1000) if quick else (0, 250, 500, 1000, 2000, 4000),
                           traversed=(0, 50, 100), sizes=(8,) if quick else (8, 1024), any_source=False,
@@ -70,7 +70,7 @@ def _queues_posted(ctx: StepContext, quick: bool) -> Run:
 
 def _queues_unexpected(ctx: StepContext, quick: bool) -> Run:
     from hpcvar.bench import jobs
-    from hpcvar.bench.queues import UnexpectedParams
+    from hpcvar.kinds.queues.job import UnexpectedParams
 
     params = UnexpectedParams(lengths=(0, 250, 500, 1000, 2000) if quick else (0, 250, 500, 1000, 2000, 4000, 8000),
                               sizes=(8,), iters=200 if quick else 1000, time_per_point_s=0.15 if quick else 1.0,

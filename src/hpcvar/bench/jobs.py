@@ -19,13 +19,13 @@ if TYPE_CHECKING:
     from hpcvar.bench.ace import AceParams
     from hpcvar.bench.bsp import BspParams
     from hpcvar.bench.fanin import FaninParams
-    from hpcvar.bench.queues import PostedParams, UnexpectedParams
     from hpcvar.bench.sharing import SharingParams
+    from hpcvar.kinds.queues.job import PostedParams, UnexpectedParams
 
 
 def queues_posted(params: PostedParams, ctx: BenchContext) -> tuple[Run, dict]:
-    from hpcvar.bench.queues import PostedQueue
-    from hpcvar.report.sec_queues import plot_posted
+    from hpcvar.kinds.queues.job import PostedQueue
+    from hpcvar.kinds.queues.views import plot_posted
 
     def plots(run: Run, result: dict) -> None:
         plot_posted(run)
@@ -34,8 +34,8 @@ def queues_posted(params: PostedParams, ctx: BenchContext) -> tuple[Run, dict]:
 
 
 def queues_unexpected(params: UnexpectedParams, ctx: BenchContext) -> tuple[Run, dict]:
-    from hpcvar.bench.queues import UnexpectedQueue
-    from hpcvar.report.sec_queues import plot_unexpected
+    from hpcvar.kinds.queues.job import UnexpectedQueue
+    from hpcvar.kinds.queues.views import plot_unexpected
 
     def plots(run: Run, result: dict) -> None:
         plot_unexpected(run)

@@ -86,7 +86,7 @@ TABLES.update({
 })
 
 
-# hpcvar bench queues posted / unexpected (hpcvar.bench.queues, docs/queues.md)
+# hpcvar bench queues posted / unexpected (hpcvar.kinds.queues, docs/queues.md)
 _QUEUE_SUMMARY = {
     "n": "number of samples (measured iterations)",
     "median_ns": "median one-way latency (ns)",
