@@ -59,23 +59,21 @@ QUEUE_DEFAULTS: dict[str, Any] = {"min_iters": 20, "warmup": 10, "pin": True, "f
 
 
 def _queues_posted(ctx: StepContext, quick: bool) -> Run:
-    from hpcvar.bench import jobs
-    from hpcvar.kinds.queues.job import PostedParams
+    from hpcvar.kinds.queues.job import PostedParams, posted
 
     params = PostedParams(lengths=(0, 250, 500, 1000) if quick else (0, 250, 500, 1000, 2000, 4000),
                           traversed=(0, 50, 100), sizes=(8,) if quick else (8, 1024), any_source=False,
                           iters=200 if quick else 1000, time_per_point_s=0.15 if quick else 1.0, **QUEUE_DEFAULTS)
-    return jobs.queues_posted(params, ctx.bench_ctx(np=2))[0]
+    return posted(params, ctx.bench_ctx(np=2))
 
 
 def _queues_unexpected(ctx: StepContext, quick: bool) -> Run:
-    from hpcvar.bench import jobs
-    from hpcvar.kinds.queues.job import UnexpectedParams
+    from hpcvar.kinds.queues.job import UnexpectedParams, unexpected
 
     params = UnexpectedParams(lengths=(0, 250, 500, 1000, 2000) if quick else (0, 250, 500, 1000, 2000, 4000, 8000),
                               sizes=(8,), iters=200 if quick else 1000, time_per_point_s=0.15 if quick else 1.0,
                               **QUEUE_DEFAULTS)
-    return jobs.queues_unexpected(params, ctx.bench_ctx(np=2))[0]
+    return unexpected(params, ctx.bench_ctx(np=2))
 
 
 def _ace(ctx: StepContext, quick: bool) -> Run:

@@ -20,27 +20,6 @@ if TYPE_CHECKING:
     from hpcvar.bench.bsp import BspParams
     from hpcvar.bench.fanin import FaninParams
     from hpcvar.bench.sharing import SharingParams
-    from hpcvar.kinds.queues.job import PostedParams, UnexpectedParams
-
-
-def queues_posted(params: PostedParams, ctx: BenchContext) -> tuple[Run, dict]:
-    from hpcvar.kinds.queues.job import PostedQueue
-    from hpcvar.kinds.queues.views import plot_posted
-
-    def plots(run: Run, result: dict) -> None:
-        plot_posted(run)
-
-    return run_benchmark(PostedQueue(), params, ctx, after=plots)
-
-
-def queues_unexpected(params: UnexpectedParams, ctx: BenchContext) -> tuple[Run, dict]:
-    from hpcvar.kinds.queues.job import UnexpectedQueue
-    from hpcvar.kinds.queues.views import plot_unexpected
-
-    def plots(run: Run, result: dict) -> None:
-        plot_unexpected(run)
-
-    return run_benchmark(UnexpectedQueue(), params, ctx, after=plots)
 
 
 def ace(params: AceParams, ctx: BenchContext) -> tuple[Run, dict]:

@@ -15,18 +15,6 @@ from hpcvar.units import format_size
 NOISE_WINDOW_S = 0.1  # noise fraction per 100 ms window: a sample per window
 
 
-def queues_posted_metrics(run) -> list[Metric]:
-    s = run.read_table("queues_posted.samples")
-    return [Metric(f"posted queue length={L} traversed={t}% size={format_size(z)}", g["oneway_ns"].to_numpy(),
-                   True, "ns") for (L, t, z), g in s.groupby(["length", "traversed_pct", "size_bytes"])]
-
-
-def queues_unexpected_metrics(run) -> list[Metric]:
-    s = run.read_table("queues_unexpected.samples")
-    return [Metric(f"unexpected queue length={L} size={format_size(z)}", g["oneway_ns"].to_numpy(), True, "ns")
-            for (L, z), g in s.groupby(["length", "size_bytes"])]
-
-
 def ace_metrics(run) -> list[Metric]:
     c = run.read_table("ace.cycles")
     out = []
