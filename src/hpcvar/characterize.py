@@ -77,7 +77,7 @@ def _queues_unexpected(ctx: StepContext, quick: bool) -> Run:
 
 
 def _ace(ctx: StepContext, quick: bool) -> Run:
-    from hpcvar.bench import ace, jobs
+    from hpcvar.kinds.ace import job as ace
 
     shaped = ctx.nodes() > 1  # across shaped or real links a 1 MiB exchange costs ~80 ms at 200 Mbit/s
     cycles = (20 if shaped else 100) if quick else 1000
@@ -85,7 +85,7 @@ def _ace(ctx: StepContext, quick: bool) -> Run:
     params = ace.AceParams(eas=(ea,), np=2, loads=(20, 50, 80) if quick else (10, 20, 30, 40, 50, 60, 70, 80),
                            sizes=(1024, 1 << 20) if quick else (1024, 65536, 1 << 20), repeat=1, bench_iters=20,
                            bench_warmup=5)
-    return jobs.ace(params, ctx.bench_ctx(np=2))[0]
+    return ace.job(params, ctx.bench_ctx(np=2))
 
 
 def _noise(ctx: StepContext, quick: bool) -> Run:

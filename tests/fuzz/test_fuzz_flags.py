@@ -100,7 +100,7 @@ EA_KEYS = ["pattern", "mode", "size", "load", "cycles", "ranks", "alpha", "beta"
 @FUZZ
 @given(st.lists(st.sampled_from(EA_KEYS + ["=", ",", "=", ","]), max_size=14).map("".join) | st.text(max_size=30))
 def test_parse_ea(text):
-    from hpcvar.bench.ace import parse_ea
+    from hpcvar.kinds.ace.job import parse_ea
 
     v, _ = outcome(parse_ea, text, "--ea", where="--ea")
     if v is not None:

@@ -9,12 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from hpcvar.bench import ace, jobs
+from hpcvar.bench import jobs
 from hpcvar.bench.bsp import Baseline, BspParams
 from hpcvar.bench.fanin import FaninParams
 from hpcvar.bench.runner import BenchContext, Params, run_benchmark
 from hpcvar.bench.sharing import SharingParams
 from hpcvar.errors import ResultsError, UsageError
+from hpcvar.kinds.ace import job as ace
 from hpcvar.kinds.latency.job import Latency, LatencyParams
 from hpcvar.kinds.queues.job import PostedParams, UnexpectedParams
 from hpcvar.launch import get_launcher

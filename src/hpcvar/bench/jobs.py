@@ -16,20 +16,9 @@ from hpcvar.bench.runner import BenchContext, run_benchmark
 from hpcvar.results import Run
 
 if TYPE_CHECKING:
-    from hpcvar.bench.ace import AceParams
     from hpcvar.bench.bsp import BspParams
     from hpcvar.bench.fanin import FaninParams
     from hpcvar.bench.sharing import SharingParams
-
-
-def ace(params: AceParams, ctx: BenchContext) -> tuple[Run, dict]:
-    from hpcvar.bench.ace import Ace
-    from hpcvar.report.sec_ace import plot_ace
-
-    def plots(run: Run, result: dict) -> None:
-        result["plots"] = [str(p) for _, p in plot_ace(run)]
-
-    return run_benchmark(Ace(), params, ctx, after=plots)
 
 
 def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:

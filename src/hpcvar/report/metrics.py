@@ -10,18 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from hpcvar.compare import Metric
-from hpcvar.units import format_size
 
 NOISE_WINDOW_S = 0.1  # noise fraction per 100 ms window: a sample per window
-
-
-def ace_metrics(run) -> list[Metric]:
-    c = run.read_table("ace.cycles")
-    out = []
-    for (name, size), g in c.groupby(["name", "size_bytes"]):
-        for col, what in (("t_comm_ns", "T_comm"), ("t_barr_ns", "T_barr")):
-            out.append(Metric(f"ace {name} size={format_size(size)} {what} per cycle", g[col].to_numpy(), True, "ns"))
-    return out
 
 
 def fanin_metrics(run) -> list[Metric]:

@@ -7,6 +7,7 @@ A kind's renderer (``render=`` in hpcvar.kinds) takes ``(console, run)`` and rea
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 from dataclasses import dataclass
@@ -63,7 +64,8 @@ class Cell:
     hi: float | None = None
 
     def missing(self) -> bool:
-        return self.value is None or self.value != self.value
+        return self.value is None or not math.isfinite(self.value) or (self.hi is not None and
+                                                                       not math.isfinite(self.hi))
 
     def unit(self) -> str:
         """The unit its text for people is written in (the interval's: its upper end's)."""
