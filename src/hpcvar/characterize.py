@@ -166,7 +166,7 @@ STANDARD_SCHEMES = {
 def _sharing(ctx: StepContext, quick: bool) -> Run:
     """The standard schemes that fit on the launcher's nodes, the gige fit on them, and each model's E_abs."""
     from hpcvar.bench import jobs
-    from hpcvar.bench.sharing import SharingParams
+    from hpcvar.kinds.sharing.job import SharingParams
     from hpcvar.models.fit import Observation, fit_gige
     from hpcvar.models.scheme import load_scheme
 

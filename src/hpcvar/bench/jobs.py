@@ -18,7 +18,7 @@ from hpcvar.results import Run
 if TYPE_CHECKING:
     from hpcvar.bench.bsp import BspParams
     from hpcvar.bench.fanin import FaninParams
-    from hpcvar.bench.sharing import SharingParams
+    from hpcvar.kinds.sharing.job import SharingParams
 
 
 def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:
@@ -42,7 +42,7 @@ def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tupl
 def sharing(params: SharingParams, ctx: BenchContext) -> tuple[Run, dict]:
     """``ctx.np`` / ``ctx.ranks_per_node`` None: one rank per communication end (locally), one node per scheme
     node (multi-node launchers)."""
-    from hpcvar.bench.sharing import Sharing, default_np
+    from hpcvar.kinds.sharing.job import Sharing, default_np
 
     np_, per = default_np(params.scheme, ctx.launcher.name)
     if ctx.np is None:

@@ -29,7 +29,7 @@ def cli(scheme, size, reps, warmup, as_json, **kw):
     scheme node is a host (--np and --ranks-per-node default to fit the busiest node).
     """
     from hpcvar.bench import jobs
-    from hpcvar.bench.sharing import SharingParams
+    from hpcvar.kinds.sharing.job import SharingParams
 
     sch = load_scheme(scheme)
     ctx = bench_context(kw)

@@ -192,9 +192,9 @@ def evaluate_cmd(runs, models, params_file, plots, as_json, runs_dir):
     (Vienne et al., Predictive models for bandwidth sharing in high performance clusters, section VI-B), as in
     its Figure 7, every model side by side.
     """
+    from hpcvar.kinds.sharing.views import plot_evaluation
     from hpcvar.models.evaluate import evaluate_run
     from hpcvar.models.sharing import load_params
-    from hpcvar.report.sec_sharing import plot_evaluation
     from hpcvar.report.sharing_render import render_evaluation
 
     models = list(models) or ["gige", "myrinet", "maxmin"]

@@ -104,7 +104,7 @@ KINDS: dict[str, Kind] = {k.command: k for k in [
          cli_help="Emulate applications: cycles of busy-wait compute and communication, predicted vs measured."),
     Kind("bench sharing", "Bandwidth-sharing penalties",
          job="hpcvar.bench.jobs:sharing", render=f"{_R}.sharing_render:render_sharing",
-         section=f"{_R}.sec_sharing:sharing_section", metrics=f"{_R}.metrics:sharing_metrics",
+         section="hpcvar.kinds.sharing.views:sharing_section", metrics=f"{_R}.metrics:sharing_metrics",
          cli="bench_sharing:cli", plots=None, summary=("sharing.summary",),
          cli_help="Penalties of concurrent communications: the table of Figure 2 of Vienne et al. for this machine."),
     Kind("bench fanin", "Fan-in",
