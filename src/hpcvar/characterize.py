@@ -165,8 +165,7 @@ STANDARD_SCHEMES = {
 
 def _sharing(ctx: StepContext, quick: bool) -> Run:
     """The standard schemes that fit on the launcher's nodes, the gige fit on them, and each model's E_abs."""
-    from hpcvar.bench import jobs
-    from hpcvar.kinds.sharing.job import SharingParams
+    from hpcvar.kinds.sharing.job import SharingParams, job
     from hpcvar.models.fit import Observation, fit_gige
     from hpcvar.models.scheme import load_scheme
 
@@ -179,9 +178,8 @@ def _sharing(ctx: StepContext, quick: bool) -> Run:
                           "Run it on 3 nodes or more (salloc -N 4, or testbed up --hosts 4)")
     runs = []
     for sch in fit_here:
-        run, _ = jobs.sharing(SharingParams(scheme=sch, size=20 << 20, reps=2 if quick else 5, warmup=1),
-                              ctx.bench_ctx(np=None, ranks_per_node=None))
-        runs.append(run)
+        runs.append(job(SharingParams(scheme=sch, size=20 << 20, reps=2 if quick else 5, warmup=1),
+                        ctx.bench_ctx(np=None, ranks_per_node=None)))
     obs = []
     for r in runs:
         summ = r.read_table("sharing.summary").sort_values("comm_index")

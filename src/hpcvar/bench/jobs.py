@@ -18,7 +18,6 @@ from hpcvar.results import Run
 if TYPE_CHECKING:
     from hpcvar.bench.bsp import BspParams
     from hpcvar.bench.fanin import FaninParams
-    from hpcvar.kinds.sharing.job import SharingParams
 
 
 def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:
@@ -37,19 +36,6 @@ def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tupl
         result["plots"] = [str(p) for p in pngs]
 
     return run_benchmark(Fanin(), params, ctx, after=plots)
-
-
-def sharing(params: SharingParams, ctx: BenchContext) -> tuple[Run, dict]:
-    """``ctx.np`` / ``ctx.ranks_per_node`` None: one rank per communication end (locally), one node per scheme
-    node (multi-node launchers)."""
-    from hpcvar.kinds.sharing.job import Sharing, default_np
-
-    np_, per = default_np(params.scheme, ctx.launcher.name)
-    if ctx.np is None:
-        ctx.np = np_
-    if ctx.ranks_per_node is None and per is not None:
-        ctx.ranks_per_node = per
-    return run_benchmark(Sharing(), params, ctx)
 
 
 def bsp(params: BspParams, ctx: BenchContext) -> tuple[Run, dict]:

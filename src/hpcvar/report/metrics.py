@@ -22,12 +22,6 @@ def fanin_metrics(run) -> list[Metric]:
                    g["large_bytes_per_s"].to_numpy(), False, "B/s") for kv, g in b.groupby(keys)]
 
 
-def sharing_metrics(run) -> list[Metric]:
-    s = run.read_table("sharing.samples")
-    return [Metric(f"sharing {comm} ({src}->{dst}) time", g["t_ns"].to_numpy(), True, "ns")
-            for (comm, src, dst), g in s.groupby(["comm", "src", "dst"])]
-
-
 def bsp_metrics(run) -> list[Metric]:
     p = run.read_table("bsp.phases")
     return [Metric("bsp phase duration", p.groupby(["rep", "phase"])["phase_ns"].max().to_numpy(), True, "ns")]
