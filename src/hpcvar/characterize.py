@@ -137,7 +137,7 @@ def _fanin(ctx: StepContext, quick: bool) -> Run:
     """Fan-in with and without chatter; across nodes one rank per node where the nodes suffice, sharing the
     root's link."""
     from hpcvar.bench import jobs
-    from hpcvar.bench.fanin import FaninParams
+    from hpcvar.kinds.fanin.job import FaninParams
 
     nodes = ctx.nodes()
     if nodes > 1:

@@ -126,7 +126,7 @@ def test_rate_of(items, nhosts):
 @FUZZ
 @given(token_text(["deep", "sleep", "sleep:", "spin", "yield", "auto", "any", "exact", "single", "dual"]))
 def test_fanin_lists(text):
-    from hpcvar.bench import fanin
+    from hpcvar.kinds.fanin import job as fanin
 
     v, _ = outcome(fanin.parse_depth_list, text, "--depth", where="--depth")
     assert v is None or all(d == "deep" or (isinstance(d, int) and 1 <= d <= 1 << 31) for d in v)

@@ -11,10 +11,10 @@ import pytest
 
 from hpcvar.bench import jobs
 from hpcvar.bench.bsp import Baseline, BspParams
-from hpcvar.bench.fanin import FaninParams
 from hpcvar.bench.runner import BenchContext, Params, run_benchmark
 from hpcvar.errors import ResultsError, UsageError
 from hpcvar.kinds.ace import job as ace
+from hpcvar.kinds.fanin.job import FaninParams
 from hpcvar.kinds.latency.job import Latency, LatencyParams
 from hpcvar.kinds.queues.job import PostedParams, UnexpectedParams
 from hpcvar.kinds.sharing.job import SharingParams

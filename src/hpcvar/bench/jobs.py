@@ -17,14 +17,14 @@ from hpcvar.results import Run
 
 if TYPE_CHECKING:
     from hpcvar.bench.bsp import BspParams
-    from hpcvar.bench.fanin import FaninParams
+    from hpcvar.kinds.fanin.job import FaninParams
 
 
 def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:
     """``params`` as ``hpcvar bench fanin`` builds them; ``ctx.np`` None: what the largest point needs;
     ``params.wait`` "auto" is resolved against the launcher's cores."""
-    from hpcvar.bench.fanin import Fanin, ranks_needed, resolve_wait
-    from hpcvar.report.fanin import plot_fanin
+    from hpcvar.kinds.fanin.job import Fanin, ranks_needed, resolve_wait
+    from hpcvar.kinds.fanin.views import plot_fanin
 
     if ctx.np is None:
         ctx.np = max(ranks_needed(params), Fanin.min_np) if params.servers >= 1 and min(params.clients) >= 1 \

@@ -106,7 +106,7 @@ KINDS: dict[str, Kind] = {k.command: k for k in [
          summary=("sharing.summary",),
          cli_help="Penalties of concurrent communications: the table of Figure 2 of Vienne et al. for this machine."),
     Kind("bench fanin", "Fan-in",
-         job="hpcvar.bench.jobs:fanin", render=f"{_R}.fanin:render_fanin", section=f"{_R}.fanin:fanin_section",
+         job="hpcvar.bench.jobs:fanin", render="hpcvar.kinds.fanin.views:render_fanin", section="hpcvar.kinds.fanin.views:fanin_section",
          metrics=f"{_R}.metrics:fanin_metrics", cli="bench_fanin:cli", plots=None, summary=("fanin.points",),
          cli_help="Fan-in: large-buffer clients and chatter clients into one root."),
     Kind("bench bsp", "Bulk-synchronous phases",
