@@ -9,14 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from hpcvar.bench import ace, jobs
+from hpcvar.bench import jobs
 from hpcvar.bench.bsp import Baseline, BspParams
-from hpcvar.bench.fanin import FaninParams
-from hpcvar.bench.latency import Latency, LatencyParams
-from hpcvar.bench.queues import PostedParams, UnexpectedParams
 from hpcvar.bench.runner import BenchContext, Params, run_benchmark
-from hpcvar.bench.sharing import SharingParams
 from hpcvar.errors import ResultsError, UsageError
+from hpcvar.kinds.ace import job as ace
+from hpcvar.kinds.fanin.job import FaninParams
+from hpcvar.kinds.latency.job import Latency, LatencyParams
+from hpcvar.kinds.queues.job import PostedParams, UnexpectedParams
+from hpcvar.kinds.sharing.job import SharingParams
 from hpcvar.launch import get_launcher
 from hpcvar.models.scheme import load_scheme
 from hpcvar.results import Run

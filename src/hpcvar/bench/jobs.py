@@ -16,55 +16,15 @@ from hpcvar.bench.runner import BenchContext, run_benchmark
 from hpcvar.results import Run
 
 if TYPE_CHECKING:
-    from hpcvar.bench.ace import AceParams
     from hpcvar.bench.bsp import BspParams
-    from hpcvar.bench.fanin import FaninParams
-    from hpcvar.bench.latency import LatencyParams
-    from hpcvar.bench.queues import PostedParams, UnexpectedParams
-    from hpcvar.bench.sharing import SharingParams
-
-
-def latency(params: LatencyParams, ctx: BenchContext) -> tuple[Run, dict]:
-    from hpcvar.bench.latency import Latency
-
-    return run_benchmark(Latency(), params, ctx)
-
-
-def queues_posted(params: PostedParams, ctx: BenchContext) -> tuple[Run, dict]:
-    from hpcvar.bench.queues import PostedQueue
-    from hpcvar.report.sec_queues import plot_posted
-
-    def plots(run: Run, result: dict) -> None:
-        plot_posted(run)
-
-    return run_benchmark(PostedQueue(), params, ctx, after=plots)
-
-
-def queues_unexpected(params: UnexpectedParams, ctx: BenchContext) -> tuple[Run, dict]:
-    from hpcvar.bench.queues import UnexpectedQueue
-    from hpcvar.report.sec_queues import plot_unexpected
-
-    def plots(run: Run, result: dict) -> None:
-        plot_unexpected(run)
-
-    return run_benchmark(UnexpectedQueue(), params, ctx, after=plots)
-
-
-def ace(params: AceParams, ctx: BenchContext) -> tuple[Run, dict]:
-    from hpcvar.bench.ace import Ace
-    from hpcvar.report.sec_ace import plot_ace
-
-    def plots(run: Run, result: dict) -> None:
-        result["plots"] = [str(p) for _, p in plot_ace(run)]
-
-    return run_benchmark(Ace(), params, ctx, after=plots)
+    from hpcvar.kinds.fanin.job import FaninParams
 
 
 def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:
     """``params`` as ``hpcvar bench fanin`` builds them; ``ctx.np`` None: what the largest point needs;
     ``params.wait`` "auto" is resolved against the launcher's cores."""
-    from hpcvar.bench.fanin import Fanin, ranks_needed, resolve_wait
-    from hpcvar.report.fanin import plot_fanin
+    from hpcvar.kinds.fanin.job import Fanin, ranks_needed, resolve_wait
+    from hpcvar.kinds.fanin.views import plot_fanin
 
     if ctx.np is None:
         ctx.np = max(ranks_needed(params), Fanin.min_np) if params.servers >= 1 and min(params.clients) >= 1 \
@@ -76,19 +36,6 @@ def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tupl
         result["plots"] = [str(p) for p in pngs]
 
     return run_benchmark(Fanin(), params, ctx, after=plots)
-
-
-def sharing(params: SharingParams, ctx: BenchContext) -> tuple[Run, dict]:
-    """``ctx.np`` / ``ctx.ranks_per_node`` None: one rank per communication end (locally), one node per scheme
-    node (multi-node launchers)."""
-    from hpcvar.bench.sharing import Sharing, default_np
-
-    np_, per = default_np(params.scheme, ctx.launcher.name)
-    if ctx.np is None:
-        ctx.np = np_
-    if ctx.ranks_per_node is None and per is not None:
-        ctx.ranks_per_node = per
-    return run_benchmark(Sharing(), params, ctx)
 
 
 def bsp(params: BspParams, ctx: BenchContext) -> tuple[Run, dict]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.bench.fanin import MATCHES, QUEUES, FaninParams, parse_choice_list, parse_depth_list, parse_wait
 from hpcvar.cli.common import (
     DURATION,
     FLOAT_LIST,
@@ -15,6 +14,7 @@ from hpcvar.cli.common import (
     launch_options,
     output_options,
 )
+from hpcvar.kinds.fanin.job import MATCHES, QUEUES, FaninParams, parse_choice_list, parse_depth_list, parse_wait
 
 
 @click.command("fanin")

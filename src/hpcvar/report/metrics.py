@@ -10,30 +10,8 @@ from __future__ import annotations
 import numpy as np
 
 from hpcvar.compare import Metric
-from hpcvar.units import format_size
 
 NOISE_WINDOW_S = 0.1  # noise fraction per 100 ms window: a sample per window
-
-
-def queues_posted_metrics(run) -> list[Metric]:
-    s = run.read_table("queues_posted.samples")
-    return [Metric(f"posted queue length={L} traversed={t}% size={format_size(z)}", g["oneway_ns"].to_numpy(),
-                   True, "ns") for (L, t, z), g in s.groupby(["length", "traversed_pct", "size_bytes"])]
-
-
-def queues_unexpected_metrics(run) -> list[Metric]:
-    s = run.read_table("queues_unexpected.samples")
-    return [Metric(f"unexpected queue length={L} size={format_size(z)}", g["oneway_ns"].to_numpy(), True, "ns")
-            for (L, z), g in s.groupby(["length", "size_bytes"])]
-
-
-def ace_metrics(run) -> list[Metric]:
-    c = run.read_table("ace.cycles")
-    out = []
-    for (name, size), g in c.groupby(["name", "size_bytes"]):
-        for col, what in (("t_comm_ns", "T_comm"), ("t_barr_ns", "T_barr")):
-            out.append(Metric(f"ace {name} size={format_size(size)} {what} per cycle", g[col].to_numpy(), True, "ns"))
-    return out
 
 
 def fanin_metrics(run) -> list[Metric]:
@@ -42,12 +20,6 @@ def fanin_metrics(run) -> list[Metric]:
     keys = ["clients", "chatter", "queues", "depth", "match"]
     return [Metric("fanin " + " ".join(f"{k}={v}" for k, v in zip(keys, kv, strict=True)),
                    g["large_bytes_per_s"].to_numpy(), False, "B/s") for kv, g in b.groupby(keys)]
-
-
-def sharing_metrics(run) -> list[Metric]:
-    s = run.read_table("sharing.samples")
-    return [Metric(f"sharing {comm} ({src}->{dst}) time", g["t_ns"].to_numpy(), True, "ns")
-            for (comm, src, dst), g in s.groupby(["comm", "src", "dst"])]
 
 
 def bsp_metrics(run) -> list[Metric]:

@@ -8,7 +8,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.bench.fanin import strategy_label
+from hpcvar.kinds.fanin.job import strategy_label
 from hpcvar.report.sections import BAD, GOOD, INFO, Headline, Section
 from hpcvar.report.verdict import JAIN_GOOD, judge_rate, link_rate
 from hpcvar.units import format_rate_bytes, format_size, format_time_ns
