@@ -6,7 +6,7 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import BAD, GOOD, Headline, Section
+from hpcvar.report.sections import BAD, GOOD, PREDICTION, SUSPECT, Headline, Section
 from hpcvar.report.verdict import SLOWDOWN_BAD_PCT, judge_ci
 
 
@@ -72,23 +72,10 @@ def plot_phases(phases: pd.DataFrame, stem, freq_hz: float | None = None) -> lis
 
 def _assumptions(run, res: dict) -> str:
     """What a predicted slowdown rests on: the grain, the phases, the barrier, the noise that was replayed."""
-    from pathlib import Path
-
     freq = res.get("freq_hz") or 0
     grain = f"{res['work_cycles'] / freq * 1e3:.3g} ms" if freq and res.get("work_cycles") else "?"
     text = (f"for a {grain} compute grain, {res.get('phases_n', '?')} phases, a {res.get('barrier', '?')} barrier")
-    params = run.info.get("params") or {}
-    for t in params.get("traces") or []:
-        src = Path(t)
-        rj = (src if src.is_dir() else src.parent) / "run.json"
-        if not rj.is_file():
-            continue
-        import json
-
-        try:
-            noise = json.loads(rj.read_text())
-        except (OSError, ValueError):
-            continue
+    for noise in _noise_runs(run):
         nres = noise.get("result") or {}
         lost = [c.get("noise_fraction", 0) for c in nres.get("cpus", [])]
         where = "a VM" if (noise.get("metadata") or {}).get("virtualized") else "this machine"
@@ -104,6 +91,34 @@ def _assumptions(run, res: dict) -> str:
     return text
 
 
+def _noise_runs(run) -> list[dict]:
+    """The run.json of the noise recordings a prediction replayed (its traces' runs)."""
+    import json
+    from pathlib import Path
+
+    out = []
+    for t in (run.info.get("params") or {}).get("traces") or []:
+        src = Path(t)
+        rj = (src if src.is_dir() else src.parent) / "run.json"
+        try:
+            out.append(json.loads(rj.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def input_suspicion(run) -> str:
+    """Why the noise a prediction replayed is suspect ('' when it is not): a prediction on suspect input is
+    suspect itself, never bad."""
+    from hpcvar.noise.analysis import recording_suspicion
+
+    for noise in _noise_runs(run):
+        why = recording_suspicion(noise.get("result") or {})
+        if why:
+            return f"built on a noise recording that is suspect ({why})"
+    return ""
+
+
 def jitter_section(run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="Jitter slowdown predicted at scale (jitSim)")
@@ -114,10 +129,13 @@ def jitter_section(run) -> Section:
         if p["config"] not in largest or p["tasks"] > largest[p["config"]]["tasks"]:
             largest[p["config"]] = p
     assumptions = _assumptions(run, res)
+    suspect_input = input_suspicion(run)
     for cfg, p in largest.items():
         lo, hi = p["slowdown_ci"]
         flag = judge_ci(lo, hi, replicas=int(p["replicas"]))
-        if flag:
+        if suspect_input:
+            status, ref = SUSPECT, f"{suspect_input}; {assumptions}"
+        elif flag:
             status, ref = flag[0], f"{flag[1]}; {assumptions}"
         elif p["slowdown"] > SLOWDOWN_BAD_PCT / 100:
             status, ref = BAD, f"above {SLOWDOWN_BAD_PCT:g}% {assumptions}"
@@ -126,7 +144,8 @@ def jitter_section(run) -> Section:
         sec.headlines.append(Headline(f"jitter slowdown, {cfg}, {p['tasks']:,} tasks",
                                       f"{_pct(p['slowdown'])} [{_pct(lo)}, {_pct(hi)}]",
                                       f"T/T0 - 1 of compute + barrier phases, 95% CI over {p['replicas']} replicas; "
-                                      f"T = {p.get('total_s', float('nan')):.4g} s", status, ref))
+                                      f"T = {p.get('total_s', float('nan')):.4g} s", status, ref,
+                                      role=PREDICTION))
     if run.has_table("jitter.points"):
         sec.tables.append(("Slowdown against task count", run.read_table("jitter.points")))
     for name, cap in (("sweep", "Slowdown against tasks (log x)"), ("phases", "Phase durations (replica 0)")):
