@@ -231,12 +231,21 @@ def _applies(step: Step, ctx: BenchContext) -> str | None:
 
 
 def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None, resume: str | None = None,
-                         report: str | None = None, console=None, baseline: str | None = None) -> dict:
+                         report: str | None = None, console=None, baseline: str | None = None,
+                         expect: str | None = None) -> dict:
     """Run the chosen steps (each stored as it finishes), then write the report; ``baseline``: an earlier
-    characterization the report's verdict compares against (resolved first, so a wrong one fails early)."""
+    characterization the report's verdict compares against (resolved first, so a wrong one fails early);
+    ``expect``: a site expectations file (hpcvar.expect; read first). The result holds the one-line answer
+    (``answer``: OK, DEGRADED or UNRELIABLE, hpcvar.answer)."""
     from hpcvar import metadata
     from hpcvar.errors import UsageError
     from hpcvar.results.store import resolve_run
+
+    expectations = None
+    if expect:
+        from hpcvar import expect as ex
+
+        expectations = ex.load(expect)
 
     base = Run.open(resolve_run(baseline, ctx.runs_dir)) if baseline else None
     if base is not None and base.info.get("command") != "characterize":
@@ -261,19 +270,49 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
         parent = Run.create("characterize", params, ctx.runs_dir, ctx.argv,
                             metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np}))
     with run_lifecycle(parent):  # Ctrl-C or an unexpected error ends the parent interrupted or failed
-        return _run_steps(ctx, parent, chosen, quick, report, console, base)
+        _check_load(ctx, parent, console)
+        return _run_steps(ctx, parent, chosen, quick, report, console, base, expectations)
+
+
+def _here(ctx: BenchContext) -> bool:
+    """Whether the steps run on this machine (local and testbed launchers), so that its load is theirs."""
+    return ctx.launcher.name in ("local", "testbed")
+
+
+def _check_load(ctx: BenchContext, parent: Run, console) -> None:
+    """The load check before measuring: other processes' share of this machine's CPUs over 0.5 s, recorded in
+    the run (``load_check``), a warning when above metadata.LOAD_WARN_PCT."""
+    from hpcvar import metadata
+
+    if not _here(ctx):
+        parent.info["load_check"] = {"skipped": f"the {ctx.launcher.name} launcher runs the steps on other nodes "
+                                                "(hpcvar screen checks each node's load)"}
+        return
+    load = metadata.load_check(LOAD_CHECK_S)
+    warn = metadata.load_warning(load, "before measuring")
+    parent.info["load_check"] = {**(load or {}), "warning": warn}
+    if warn:
+        parent.warn(warn)
+        if console is not None:
+            console.print(f"[yellow]warning:[/] {warn}")
+    parent.save()
+
+
+LOAD_CHECK_S = 0.5
 
 
 def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, report: str | None,
-               console, base: Run | None = None) -> dict:
+               console, base: Run | None = None, expectations=None) -> dict:
     """The steps of a characterization into ``parent``; finishes it complete, or failed when a step failed."""
     import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from hpcvar import metadata
     from hpcvar.report.document import write_report
 
     parent.info.setdefault("steps", {})
+    mark = metadata.LoadMark.now() if _here(ctx) else None
     sctx = StepContext(bench=_child_ctx(ctx, parent), parent=parent)
     show = bool(console is not None and getattr(console, "is_terminal", False))
     with Progress(TextColumn("characterize {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -307,15 +346,24 @@ def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, 
                     console.print(f"[red]step {step.name} failed:[/] {e.render()}")
             parent.save()
             bar.advance(task)
+    end = metadata.LoadMark.now() if mark is not None else None
+    if mark is not None and end is not None:
+        load = end.since(mark)
+        parent.info["load"] = {**load, "warning": metadata.load_warning(load, "while the steps ran")}
+        parent.save()
     children = parent.children()
+    verdicts: list = []
     out = write_report(children, parent.path / "report.html", "hpcvar characterization", tops=[parent],
-                       baseline=base)
+                       baseline=base, expectations=expectations, verdict_out=verdicts)
     if report:
-        write_report(children, Path(report), "hpcvar characterization", tops=[parent], baseline=base)
+        write_report(children, Path(report), "hpcvar characterization", tops=[parent], baseline=base,
+                     expectations=expectations)
     steps = [{"name": s.name, **parent.info["steps"].get(s.name, {"status": "not run"})} for s in chosen]
     failed = any(s["status"] == "failed" for s in steps)
-    result = {"run": str(parent.path), "report": str(report or out), "steps": steps}
-    parent.finish("failed" if failed else "complete", result, exit_status=1 if failed else 0)
+    answer = verdicts[0].answer
+    result = {"run": str(parent.path), "report": str(report or out), "answer": answer.to_json(), "steps": steps,
+              "load_check": parent.info.get("load_check"), "load": parent.info.get("load")}
+    parent.finish("failed" if failed else "complete", result, exit_status=answer.exit_code)
     return result
 
 

@@ -200,3 +200,19 @@ def test_screen_cli_refuses_bad_input_before_measuring(tmp_path):
     assert res.returncode == 2 and f"({bad}:3)" in res.stderr, res.stderr
     res = run_cli(["screen", "--launcher", "local", "--pairs", "random:0"])
     assert res.returncode == 2 and "(--pairs)" in res.stderr, res.stderr
+
+
+def test_report_and_compare_take_expectations(tmp_path, runs_dir):
+    good = stored(tmp_path / "good", params(), slow="none", noisy="none")
+    site = tmp_path / "site.toml"
+    run_cli(["expect", "--from", str(good.path), "-o", str(site)], check=True)
+    bad = stored(tmp_path / "bad", params())
+    res = run_cli(["report", str(bad.path), "--expect", str(site), "-o", str(tmp_path / "r.md")])
+    assert res.returncode == 3 and res.stdout.startswith("DEGRADED: "), res.stdout + res.stderr
+    md = (tmp_path / "r.md").read_text()
+    assert "Expectations (" in md and "| failed | tb-h3 | noise_fraction |" in md
+    res = run_cli(["report", str(good.path), "--expect", str(site), "-o", str(tmp_path / "g.md")])
+    assert res.returncode == 0 and res.stdout.startswith("OK: "), res.stdout + res.stderr
+    res = run_cli(["compare", str(good.path), str(bad.path), "--expect", str(site), "--json"])
+    out = json.loads(res.stdout)
+    assert res.returncode == 3 and any("tb-h1->tb-h2" in f for f in out["expectations_failed"]), out

@@ -64,14 +64,17 @@ def _section_or_default(run: Run) -> Section:
 
 
 def collect(runs: list[Run], tops: list[Run] | None = None, baseline: Run | None = None,
-            expectations=None) -> dict:
+            expectations=None, verdict_out: list | None = None) -> dict:
     """Every run's section, the headlines, warnings and machines, and the verdict (see report.verdict).
 
     Figures are drawn into the directory set by ``plots.redirect`` by the caller, never into the runs."""
     from hpcvar.report import plots, verdict
 
     with plots.baselines(verdict.pair_baseline(runs, baseline)):
-        return _collect(runs, tops, baseline, expectations)
+        data = _collect(runs, tops, baseline, expectations)
+    if verdict_out is not None:
+        verdict_out.append(data["verdict"])
+    return data
 
 
 def _collect(runs: list[Run], tops: list[Run] | None, baseline: Run | None, expectations=None) -> dict:
@@ -142,7 +145,7 @@ def _verdict_view(v) -> dict:
 
 
 def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, baseline: Run | None = None,
-                expectations=None) -> str:
+                expectations=None, verdict_out: list | None = None) -> str:
     import tempfile
 
     from jinja2 import Environment, PackageLoader, select_autoescape
@@ -152,7 +155,7 @@ def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, base
     env = Environment(loader=PackageLoader("hpcvar.report", "templates"), autoescape=select_autoescape(["html"]))
     tpl = env.get_template("report.html.j2")
     with tempfile.TemporaryDirectory(prefix="hpcvar-report-") as tmp, plots.redirect(Path(tmp)):
-        data = collect(runs, tops, baseline, expectations)
+        data = collect(runs, tops, baseline, expectations, verdict_out)
         sections = []
         for run, sec in data["sections"]:
             sections.append({
@@ -220,7 +223,7 @@ def _md_text(text: str) -> str:
 
 
 def render_markdown(runs: list[Run], title: str, tops: list[Run] | None = None, baseline: Run | None = None,
-                    expectations=None,
+                    expectations=None, verdict_out: list | None = None,
                     figures_dir: Path | None = None, link_base: Path | None = None) -> str:
     """Markdown: figures are copied into ``figures_dir`` and linked relative to ``link_base`` (the report's
     folder), so the .md and its folder of figures move together."""
@@ -230,7 +233,7 @@ def render_markdown(runs: list[Run], title: str, tops: list[Run] | None = None, 
     from hpcvar.report import plots
 
     with tempfile.TemporaryDirectory(prefix="hpcvar-report-") as tmp, plots.redirect(Path(tmp)):
-        data = collect(runs, tops, baseline, expectations)
+        data = collect(runs, tops, baseline, expectations, verdict_out)
         links: dict[Path, str] = {}
         for run, sec in data["sections"]:
             for _, p in sec.figures:
@@ -271,18 +274,20 @@ def _md_table(df) -> str:
 
 
 def write_report(runs: list[Run], out: Path, title: str = "hpcvar report", tops: list[Run] | None = None,
-                 baseline: Run | None = None, expectations=None) -> Path:
+                 baseline: Run | None = None, expectations=None, verdict_out: list | None = None) -> Path:
     """Write the report of ``runs`` to ``out`` (.html self-contained, or .md with a ``<stem>_files`` folder).
 
     ``tops``: the runs as the user named them (a characterization not expanded into its steps), for the
-    verdict's list of steps; ``baseline``: a run to compare against (overlaid and marked in the verdict)."""
+    verdict's list of steps; ``baseline``: a run to compare against (overlaid and marked in the verdict);
+    ``expectations``: site expectations (hpcvar.expect) to judge the runs against; ``verdict_out``: a list that
+    receives the verdict (hpcvar.report.verdict.Verdict, with its one-line answer)."""
     out = Path(out)
     suffix = out.suffix.lower()
     if suffix in (".html", ".htm"):
-        text = render_html(runs, title, tops, baseline, expectations)
+        text = render_html(runs, title, tops, baseline, expectations, verdict_out)
     elif suffix == ".md":
-        text = render_markdown(runs, title, tops, baseline, expectations, figures_dir=out.parent / f"{out.stem}_files",
-                               link_base=out.parent)
+        text = render_markdown(runs, title, tops, baseline, expectations, verdict_out,
+                               figures_dir=out.parent / f"{out.stem}_files", link_base=out.parent)
     else:
         raise UsageError(f"cannot tell the report format from '{out.name}'", "-o", "Use a .html or .md file name")
     atomic_write_text(out, text)
