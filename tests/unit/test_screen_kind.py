@@ -216,3 +216,32 @@ def test_report_and_compare_take_expectations(tmp_path, runs_dir):
     res = run_cli(["compare", str(good.path), str(bad.path), "--expect", str(site), "--json"])
     out = json.loads(res.stdout)
     assert res.returncode == 3 and any("tb-h1->tb-h2" in f for f in out["expectations_failed"]), out
+
+
+def test_points_resume_and_argv(tmp_path):
+    """What a resumed screen measures: only the items without a complete raw point; the argv names them."""
+    from hpcvar.bench.runner import _complete_keys
+
+    p = params(rounds=1, check_s=0.1)
+    bench = Screen()
+    pts = bench.points(p)
+    assert len(pts) == 4 + 4 + 6  # checks, node items, the 6 pairs of 4 nodes
+    write_screen(tmp_path)
+    raws = [read_raw(f) for f in (tmp_path / "raw").glob("*.raw")]
+    done = _complete_keys(bench, raws)
+    assert all(bench.point_key(pt) in done for pt in pts)
+    pending = [pt for pt in pts if pt["item"] == "pair" and pt["a"] == 0] + \
+              [pt for pt in pts if pt["item"] == "node" and pt["node"] == 3]
+    argv = bench.argv(p, pending)
+    assert argv[argv.index("--check-s") + 1] == "0.0"  # the load check is done
+    assert argv[argv.index("--todo-nodes") + 1] == "3" and argv[argv.index("--pair-a") + 1] == "0,0,0"
+    rounds = [int(x) for x in argv[argv.index("--pair-round") + 1].split(",")]
+    assert rounds == sorted(rounds)  # hv_screen takes the rounds in order
+
+
+def test_csv_and_json_of_a_stored_screen(tmp_path):
+    run = stored(tmp_path, params())
+    csv = run_cli(["runs", "show", str(run.path), "--format", "csv"], check=True).stdout
+    assert "# screen.findings" in csv and "# screen.node_metrics" in csv and "rest_median" in csv
+    out = json.loads(run_cli(["runs", "show", str(run.path), "--json"], check=True).stdout)
+    assert out["result"]["answer"]["status"] == "DEGRADED"
