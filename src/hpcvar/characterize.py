@@ -197,6 +197,23 @@ def _sharing(ctx: StepContext, quick: bool) -> Run:
     return runs[-1]
 
 
+def _screen(ctx: StepContext, quick: bool) -> Run:
+    """Which node, which link: every node and every pair of the launcher's nodes (hpcvar screen)."""
+    import os
+
+    from hpcvar.kinds.screen.job import ScreenParams, job
+
+    nodes = ctx.nodes()
+    params = ScreenParams(nodes=nodes, ranks_per_node=2, pairs="auto", seed=1, rounds=2 if quick else 3,
+                          check_s=0.2 if quick else 0.5, noise_s=0.5 if quick else 2.0,
+                          kernel_s=0.3 if quick else 1.0, kernel_quantum_s=1e-3, timer_samples=20 if quick else 100,
+                          timer_reads=1000, shm_iters=100 if quick else 500, lat_iters=100 if quick else 200,
+                          lat_warmup=10 if quick else 20, bw_size_bytes=(1 << 20) if quick else (4 << 20),
+                          bw_iters=3 if quick else 5, bw_warmup=1, partition=os.environ.get("SLURM_JOB_PARTITION"),
+                          expect_file=None, expect_text=None, costs=True)
+    return job(params, ctx.bench_ctx(np=None, ranks_per_node=None))
+
+
 STEPS: list[Step] = [
     Step("latency", "Point-to-point latency and bandwidth", _latency, estimate_quick_s=5),
     Step("queues-posted", "Latency against posted-receive queue length", _queues_posted, estimate_quick_s=15),
@@ -207,6 +224,8 @@ STEPS: list[Step] = [
     Step("sharing", "Bandwidth-sharing penalties and model errors", _sharing, needs={"mpi", "multinode"},
          estimate_quick_s=60),
     Step("fanin", "Fan-in bandwidth with and without chatter", _fanin, estimate_quick_s=15),
+    Step("screen", "Which node, which link: every node and every pair of nodes", _screen,
+         needs={"mpi", "multinode"}, estimate_quick_s=30),
 ]
 
 
