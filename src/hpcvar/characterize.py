@@ -136,8 +136,7 @@ def _task_counts(factor: int) -> list[int]:
 def _fanin(ctx: StepContext, quick: bool) -> Run:
     """Fan-in with and without chatter; across nodes one rank per node where the nodes suffice, sharing the
     root's link."""
-    from hpcvar.bench import jobs
-    from hpcvar.kinds.fanin.job import FaninParams
+    from hpcvar.kinds.fanin.job import FaninParams, job
 
     nodes = ctx.nodes()
     if nodes > 1:
@@ -151,7 +150,7 @@ def _fanin(ctx: StepContext, quick: bool) -> Run:
                          repeat=1 if quick else 3, placement="fixed", seed=1, max_samples=20000, wait="auto")
     need = 1 + clients[0] + max(chatter)
     rpn = -(-need // nodes) if nodes > 1 else None  # one rank per node when the nodes suffice
-    return jobs.fanin(params, ctx.bench_ctx(np=None, ranks_per_node=rpn), by_ratio=False)[0]
+    return job(params, ctx.bench_ctx(np=None, ranks_per_node=rpn))
 
 
 # the paper's Figure 2 schemes (examples/schemes/ has them as files, with comments)

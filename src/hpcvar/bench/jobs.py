@@ -9,7 +9,6 @@ node list and warnings included), instead of re-entering the command line.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import TYPE_CHECKING
 
 from hpcvar.bench.runner import BenchContext, run_benchmark
@@ -17,25 +16,6 @@ from hpcvar.results import Run
 
 if TYPE_CHECKING:
     from hpcvar.bench.bsp import BspParams
-    from hpcvar.kinds.fanin.job import FaninParams
-
-
-def fanin(params: FaninParams, ctx: BenchContext, by_ratio: bool = True) -> tuple[Run, dict]:
-    """``params`` as ``hpcvar bench fanin`` builds them; ``ctx.np`` None: what the largest point needs;
-    ``params.wait`` "auto" is resolved against the launcher's cores."""
-    from hpcvar.kinds.fanin.job import Fanin, ranks_needed, resolve_wait
-    from hpcvar.kinds.fanin.views import plot_fanin
-
-    if ctx.np is None:
-        ctx.np = max(ranks_needed(params), Fanin.min_np) if params.servers >= 1 and min(params.clients) >= 1 \
-            else 2
-    params = dataclasses.replace(params, wait=resolve_wait(params.wait, ctx.np, ctx.launcher.slots()))
-
-    def plots(run: Run, result: dict) -> None:
-        pngs = plot_fanin(run, run.read_table("fanin.points"), run.read_table("fanin.bins"), by_ratio=by_ratio)
-        result["plots"] = [str(p) for p in pngs]
-
-    return run_benchmark(Fanin(), params, ctx, after=plots)
 
 
 def bsp(params: BspParams, ctx: BenchContext) -> tuple[Run, dict]:

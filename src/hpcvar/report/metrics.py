@@ -14,14 +14,6 @@ from hpcvar.compare import Metric
 NOISE_WINDOW_S = 0.1  # noise fraction per 100 ms window: a sample per window
 
 
-def fanin_metrics(run) -> list[Metric]:
-    b = run.read_table("fanin.bins")
-    b = b[b["full"]]
-    keys = ["clients", "chatter", "queues", "depth", "match"]
-    return [Metric("fanin " + " ".join(f"{k}={v}" for k, v in zip(keys, kv, strict=True)),
-                   g["large_bytes_per_s"].to_numpy(), False, "B/s") for kv, g in b.groupby(keys)]
-
-
 def bsp_metrics(run) -> list[Metric]:
     p = run.read_table("bsp.phases")
     return [Metric("bsp phase duration", p.groupby(["rep", "phase"])["phase_ns"].max().to_numpy(), True, "ns")]
