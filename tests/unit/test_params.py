@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from hpcvar.bench import jobs
-from hpcvar.bench.bsp import Baseline, BspParams
 from hpcvar.bench.runner import BenchContext, Params, run_benchmark
 from hpcvar.errors import ResultsError, UsageError
 from hpcvar.kinds.ace import job as ace
+from hpcvar.kinds.bsp.job import Baseline, BspParams
 from hpcvar.kinds.fanin.job import FaninParams
 from hpcvar.kinds.latency.job import Latency, LatencyParams
 from hpcvar.kinds.queues.job import PostedParams, UnexpectedParams

@@ -15,13 +15,13 @@ from hpcvar.bench.runner import BenchContext, run_benchmark
 from hpcvar.results import Run
 
 if TYPE_CHECKING:
-    from hpcvar.bench.bsp import BspParams
+    from hpcvar.kinds.bsp.job import BspParams
 
 
 def bsp(params: BspParams, ctx: BenchContext) -> tuple[Run, dict]:
     """``params.work_iters`` and ``params.baseline`` as the CLI sets them (``bench.bsp.load_baseline``)."""
-    from hpcvar.bench.bsp import Bsp
-    from hpcvar.report.bsp import plot_bsp
+    from hpcvar.kinds.bsp.job import Bsp
+    from hpcvar.kinds.bsp.views import plot_bsp
 
     def plots(run: Run, result: dict) -> None:
         result["plots"] = [str(p) for p in plot_bsp(run, run.read_table("bsp.phases"), result)]

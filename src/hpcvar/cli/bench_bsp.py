@@ -41,7 +41,7 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
     rank's compute end and barrier exit of every phase is stored.
     """
     from hpcvar.bench import jobs
-    from hpcvar.bench.bsp import BspParams, load_baseline
+    from hpcvar.kinds.bsp.job import BspParams, load_baseline
 
     ctx = bench_context(kw)
     base = load_baseline(baseline, ctx.runs_dir) if baseline else None

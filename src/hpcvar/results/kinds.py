@@ -108,7 +108,7 @@ KINDS: dict[str, Kind] = {k.command: k for k in [
     Kind("bench fanin", "Fan-in", "fanin", cli="bench_fanin:cli", summary=("fanin.points",),
          cli_help="Fan-in: large-buffer clients and chatter clients into one root."),
     Kind("bench bsp", "Bulk-synchronous phases",
-         job="hpcvar.bench.jobs:bsp", render=f"{_R}.bsp:render_bsp", section=f"{_R}.bsp:bsp_section",
+         job="hpcvar.bench.jobs:bsp", render="hpcvar.kinds.bsp.views:render_bsp", section="hpcvar.kinds.bsp.views:bsp_section",
          metrics=f"{_R}.metrics:bsp_metrics", cli="bench_bsp:cli", plots=None, summary=("bsp.reps",),
          cli_help="Bulk-synchronous phases: fixed CPU work, then a barrier, on every rank."),
     Kind("noise record", "OS jitter recording", job="hpcvar.noise.jobs:record",

@@ -25,7 +25,7 @@ def _ci_pct(ci) -> str:
 def plot_bsp(run, phases: pd.DataFrame, result: dict) -> list[Path]:
     """bsp-phases: left, every phase's duration (last barrier exit to last barrier exit) per repetition;
     right, the distribution (CCDF) of the per-rank compute times against the quantum."""
-    from hpcvar.bench.bsp import global_phases
+    from hpcvar.kinds.bsp.job import global_phases
     from hpcvar.report.plots import figure, save
 
     if phases.empty:
