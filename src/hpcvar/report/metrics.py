@@ -14,11 +14,6 @@ from hpcvar.compare import Metric
 NOISE_WINDOW_S = 0.1  # noise fraction per 100 ms window: a sample per window
 
 
-def bsp_metrics(run) -> list[Metric]:
-    p = run.read_table("bsp.phases")
-    return [Metric("bsp phase duration", p.groupby(["rep", "phase"])["phase_ns"].max().to_numpy(), True, "ns")]
-
-
 def noise_metrics(run) -> list[Metric]:
     """Per CPU: the fraction of CPU lost in every 100 ms window, and every detour's duration. A multi-node
     recording gives them per node ("noise <host> cpu0 ...")."""
