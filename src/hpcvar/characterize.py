@@ -90,7 +90,8 @@ def _ace(ctx: StepContext, quick: bool) -> Run:
 
 def _noise(ctx: StepContext, quick: bool) -> Run:
     """Noise on every CPU of every node of the launcher (one node: this machine's collector)."""
-    from hpcvar.noise import collector, jobs
+    from hpcvar.kinds.noise_record import job as jobs
+    from hpcvar.noise import collector
 
     duration = 5.0 if quick else 60.0
     if ctx.nodes() > 1:

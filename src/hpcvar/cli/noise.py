@@ -112,7 +112,7 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, inte
     if mem > 4 << 30:
         raise UsageError(f"the event buffers would take {mem / 2**30:.1f} GiB", "--max-rate",
                          "Lower --max-rate or --duration")
-    from hpcvar.noise import jobs
+    from hpcvar.kinds.noise_record import job as jobs
 
     params = jobs.LocalParams(cpus=tuple(cpu_list), duration_s=duration, threshold_ns=thr_ns, max_rate=max_rate,
                               rt_prio=rt_prio, attribute=attribute, method=method, interval_ns=interval * 1e9,
@@ -131,8 +131,8 @@ def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, l
     import shlex
 
     from hpcvar.errors import UsageError
+    from hpcvar.kinds.noise_record import job as jobs
     from hpcvar.launch import get_launcher
-    from hpcvar.noise import jobs
 
     kw = {"mpi": srun_mpi} if launcher_name == "srun" else {}
     if launcher_name == "testbed":
@@ -328,7 +328,7 @@ def _emit(result: dict, as_json: bool) -> None:
 
 
 def _render_report(console, result: dict) -> None:
-    from hpcvar.noise.render import render_noise_result
+    from hpcvar.kinds.noise_record.views import render_noise_result
 
     render_noise_result(console, result)
     if result.get("run"):

@@ -157,7 +157,7 @@ def record_nodes(p: NodesJobParams, launcher: Launcher, runs_dir, argv: list[str
     with run_lifecycle(run):
         result = nn.record(launcher, count, np_, run, timeout_s, launcher_args or [], argv)
         if p.plots:
-            from hpcvar.noise.render import plot_windows
+            from hpcvar.kinds.noise_record.views import plot_windows
 
             plot_windows(run, run.read_table("noise.windows"))
         run.info["result"] = result
