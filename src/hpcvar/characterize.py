@@ -90,17 +90,15 @@ def _ace(ctx: StepContext, quick: bool) -> Run:
 
 def _noise(ctx: StepContext, quick: bool) -> Run:
     """Noise on every CPU of every node of the launcher (one node: this machine's collector)."""
-    from hpcvar.kinds.noise_record import job as jobs
+    from hpcvar.kinds.noise_record.job import RecordParams, job
     from hpcvar.noise import collector
+    from hpcvar.results.context import JobContext
 
     duration = 5.0 if quick else 60.0
     if ctx.nodes() > 1:
-        b = ctx.bench
-        p = jobs.NodesJobParams(cpus="all", duration_s=duration, nodes=ctx.nodes())
-        return jobs.record_nodes(p, b.launcher, b.runs_dir, b.argv, timeout_s=b.timeout_s,
-                                 launcher_args=b.launcher_args)[0]
-    cpus = tuple(collector.parse_cpus("all"))
-    return jobs.record_local(jobs.LocalParams(cpus=cpus, duration_s=duration), ctx.bench.runs_dir, ctx.bench.argv)[0]
+        return job(RecordParams(cpus=None, duration_s=duration, nodes=ctx.nodes()), ctx.bench)
+    here = JobContext(runs_dir=ctx.bench.runs_dir, argv=ctx.bench.argv)  # this machine's CPUs
+    return job(RecordParams(cpus=tuple(collector.parse_cpus("all")), duration_s=duration), here)
 
 
 def _jitter(ctx: StepContext, quick: bool) -> Run:
