@@ -90,16 +90,15 @@ def _ace(ctx: StepContext, quick: bool) -> Run:
 
 def _noise(ctx: StepContext, quick: bool) -> Run:
     """Noise on every CPU of every node of the launcher (one node: this machine's collector)."""
-    from hpcvar.noise import collector, jobs
+    from hpcvar.kinds.noise_record.job import RecordParams, job
+    from hpcvar.noise import collector
+    from hpcvar.results.context import JobContext
 
     duration = 5.0 if quick else 60.0
     if ctx.nodes() > 1:
-        b = ctx.bench
-        p = jobs.NodesJobParams(cpus="all", duration_s=duration, nodes=ctx.nodes())
-        return jobs.record_nodes(p, b.launcher, b.runs_dir, b.argv, timeout_s=b.timeout_s,
-                                 launcher_args=b.launcher_args)[0]
-    cpus = tuple(collector.parse_cpus("all"))
-    return jobs.record_local(jobs.LocalParams(cpus=cpus, duration_s=duration), ctx.bench.runs_dir, ctx.bench.argv)[0]
+        return job(RecordParams(cpus=None, duration_s=duration, nodes=ctx.nodes()), ctx.bench)
+    here = JobContext(runs_dir=ctx.bench.runs_dir, argv=ctx.bench.argv)  # this machine's CPUs
+    return job(RecordParams(cpus=tuple(collector.parse_cpus("all")), duration_s=duration), here)
 
 
 def _jitter(ctx: StepContext, quick: bool) -> Run:
@@ -136,8 +135,7 @@ def _task_counts(factor: int) -> list[int]:
 def _fanin(ctx: StepContext, quick: bool) -> Run:
     """Fan-in with and without chatter; across nodes one rank per node where the nodes suffice, sharing the
     root's link."""
-    from hpcvar.bench import jobs
-    from hpcvar.kinds.fanin.job import FaninParams
+    from hpcvar.kinds.fanin.job import FaninParams, job
 
     nodes = ctx.nodes()
     if nodes > 1:
@@ -151,7 +149,7 @@ def _fanin(ctx: StepContext, quick: bool) -> Run:
                          repeat=1 if quick else 3, placement="fixed", seed=1, max_samples=20000, wait="auto")
     need = 1 + clients[0] + max(chatter)
     rpn = -(-need // nodes) if nodes > 1 else None  # one rank per node when the nodes suffice
-    return jobs.fanin(params, ctx.bench_ctx(np=None, ranks_per_node=rpn), by_ratio=False)[0]
+    return job(params, ctx.bench_ctx(np=None, ranks_per_node=rpn))
 
 
 # the paper's Figure 2 schemes (examples/schemes/ has them as files, with comments)

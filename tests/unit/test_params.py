@@ -9,11 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from hpcvar.bench import jobs
-from hpcvar.bench.bsp import Baseline, BspParams
 from hpcvar.bench.runner import BenchContext, Params, run_benchmark
 from hpcvar.errors import ResultsError, UsageError
 from hpcvar.kinds.ace import job as ace
+from hpcvar.kinds.bsp.job import Baseline, BspParams
 from hpcvar.kinds.fanin.job import FaninParams
 from hpcvar.kinds.latency.job import Latency, LatencyParams
 from hpcvar.kinds.queues.job import PostedParams, UnexpectedParams
@@ -116,7 +115,9 @@ def test_nested_values_are_checked_too():
 
 def test_every_bench_kind_has_a_job():
     assert all(k.job for c, k in KINDS.items() if c.startswith("bench "))
-    assert KINDS["bench bsp"].view("job") is jobs.bsp
+    from hpcvar.kinds.bsp import job
+
+    assert KINDS["bench bsp"].view("job") is job.job
 
 
 # ---- resume of a run stored by the dict-era code -------------------------------------------------------------

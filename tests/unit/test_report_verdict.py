@@ -136,7 +136,7 @@ def test_demo_defaults_do_not_warn_about_themselves(runs_dir):
                                   "fanin-runs-single-deep-any"])
 def test_captions_say_what_a_figure_shows(stem):
     from hpcvar.kinds.fanin.views import fanin_caption
-    from hpcvar.noise.render import noise_caption
+    from hpcvar.kinds.noise_record.views import noise_caption
 
     caption = noise_caption(stem) if stem.startswith("noise") else fanin_caption(stem)
     assert caption != stem and len(caption) > 40 and "_" not in caption

@@ -75,7 +75,6 @@ def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messag
         messages=messages, queues=tuple(parse_choice_list(queues, QUEUES, "--queues")),
         depth=tuple(parse_depth_list(depth)), match=tuple(parse_choice_list(match_, MATCHES, "--match")),
         bin_s=bin_, repeat=repeat, placement=placement, seed=seed, max_samples=max_samples, wait=parse_wait(wait))
-    from hpcvar.bench import jobs
+    from hpcvar.kinds.fanin.job import job
 
-    run, result = jobs.fanin(params, bench_context(kw), by_ratio=chatter is None)
-    emit_run(run, as_json)
+    emit_run(job(params, bench_context(kw)), as_json)

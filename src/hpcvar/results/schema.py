@@ -456,7 +456,7 @@ TABLES.update({
     },
 })
 
-# hpcvar bench bsp (hpcvar.bench.bsp, docs/jitter-sim.md "Validation on real runs"). Times are ns since
+# hpcvar bench bsp (hpcvar.kinds.bsp, docs/jitter-sim.md "Validation on real runs"). Times are ns since
 # rank 0's clock reading after the start barrier of the repetition (one clock for ranks of one host).
 TABLES.update({
     "bsp.phases": {
