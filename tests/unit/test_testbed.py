@@ -270,8 +270,11 @@ def test_slurm_conf_of_the_testbed(tmp_path):
     for h in plan.hosts:
         assert f"NodeName={h.ns} NodeHostname={h.ns} NodeAddr={h.addr} CPUs={s['cpus']}" in conf
     for line in ("AuthType=auth/munge", "MpiDefault=none", "ProctrackType=proctrack/linuxproc",
-                 f"SlurmctldPort={s['ctl_port']}", f"TmpFS={s['dir']}/tmp/%n", "PartitionName=testbed Nodes=ALL"):
+                 f"SlurmctldPort={s['ctl_port']}", f"TmpFS={s['dir']}/tmp/%n", "PartitionName=testbed Nodes=ALL",
+                 f"FirstJobId={s['first_job_id']}"):
         assert line in conf, line
+    # job ids do not restart at 1 with every up (MPI names shared memory after them)
+    assert len({sl.plan_slurm(plan, tmp_path / "state.json")["first_job_id"] for _ in range(5)}) > 1
     assert sl.env(plan) == {"SLURM_CONF": s["conf"]}
 
 

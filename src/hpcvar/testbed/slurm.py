@@ -103,7 +103,20 @@ def plan_slurm(plan: Plan, state_path: Path) -> dict:
             "socket_dir": f"{MUNGE_SOCKET_ROOT}/{plan.prefix}{tag}",
             "slurmd_port": d_port, "root_link": f"{plan.prefix}root", "root_peer": f"{plan.prefix}rp",
             "cluster": "hpcvar" + plan.prefix.rstrip("-"), "cpus": max(os.cpu_count() or 1, MIN_NODE_CPUS),
-            "status": "planned"}
+            "first_job_id": first_job_id(), "status": "planned"}
+
+
+# Every 'up' starts a fresh controller, and job ids would restart at 1: MPI libraries name their shared-memory
+# segments after the job (MPICH: /dev/shm/mpich_shm_<hash of the PMI kvs name kvs_<job>_<step>>_<node>), so a
+# segment that a killed job left behind collides with the next testbed's job of the same id ("Out of memory"
+# in MPIDI_POSIX_comm_bootstrap, with two ranks on one node). A random first job id makes that unlikely.
+MAX_FIRST_JOB_ID = 60_000_000  # below Slurm's largest job id (0x03ff0000)
+
+
+def first_job_id() -> int:
+    import secrets
+
+    return 1000 + secrets.randbelow(MAX_FIRST_JOB_ID)
 
 
 def conf_text(plan: Plan, s: dict) -> str:
@@ -124,6 +137,7 @@ def conf_text(plan: Plan, s: dict) -> str:
         "ReturnToService=2", "AccountingStorageType=accounting_storage/none",
         "JobAcctGatherType=jobacct_gather/none", "JobCompType=jobcomp/none",
         "SlurmctldTimeout=30", "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=5", "MinJobAge=30",
+        f"FirstJobId={s.get('first_job_id', 1)}",
     ]
     for h in plan.hosts:
         lines.append(f"NodeName={h.ns} NodeHostname={h.ns} NodeAddr={h.addr} CPUs={s['cpus']} State=UNKNOWN")
