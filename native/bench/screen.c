@@ -22,6 +22,8 @@
  *      made by Python); a round is split here into sub-rounds whose pairs share no CPU either. In its pair,
  *      leader a ping-pongs 8 bytes with b (--lat-iters), then a sends --bw-size bytes to b and b answers 8 bytes
  *      (--bw-iters timed, after --bw-warmup), then the other way. One point per pair: item=pair.
+ * The two ends of every ping-pong (leader and partner inside a node, a and b of a pair) are pinned to the
+ * first and the second CPU they may use while it lasts (pin_to).
  * Timed loops are minimal: read clock, MPI call(s) or kernel, read clock, store in a preallocated array.
  *
  * Raw rows (columns kind,node,idx,v0,v1,v2,v3):
@@ -508,6 +510,20 @@ static void run_timer(const hv_ctx *ctx, const screen_config *c, const screen_wo
     free(per);
 }
 
+/* The two ends of a ping-pong run on different CPUs where they can (the first and the second this rank may
+ * use): left to the scheduler they sometimes share one, and every message becomes a context switch (1.3 us
+ * against 5.5 us inside a testbed node, at random). The previous mask is restored by unpin(). */
+static cpu_set_t pin_to(const screen_world *w, int second) {
+    cpu_set_t old, one;
+    sched_getaffinity(0, sizeof old, &old);
+    CPU_ZERO(&one);
+    CPU_SET(w->cpus[second && w->mycpus > 1 ? 1 : 0], &one);
+    sched_setaffinity(0, sizeof one, &one);
+    return old;
+}
+
+static void unpin(const cpu_set_t *old) { sched_setaffinity(0, sizeof *old, old); }
+
 /* 8-byte ping-pong between two ranks; the initiator keeps every round trip. The first message is awaited
  * asleep (the peer may still be busy), the timed ones spin. */
 static void pingpong(const hv_ctx *ctx, int peer, int initiator, long warmup, long iters, int tag, uint64_t *rtt) {
@@ -544,8 +560,10 @@ static void run_node_item(const hv_ctx *ctx, const screen_config *c, const scree
         run_timer(ctx, c, w, b, it);
     }
     if (partner >= 0 && w->my_local < 2) {
+        const cpu_set_t old = pin_to(w, w->my_local == 1);
         pingpong(ctx, w->my_local == 0 ? partner : leader, w->my_local == 0, c->shm_warmup, c->shm_iters, TAG_SHM,
                  samples);
+        unpin(&old);
         for (long i = 0; w->my_local == 0 && i < c->shm_iters; i++)
             add_row(b, it, K_SHM, w->my_node, (double)i, hv_ticks_to_ns(&ctx->timer, samples[i]), 0, 0, 0);
     }
@@ -595,6 +613,7 @@ static void run_pair(const hv_ctx *ctx, const screen_config *c, const screen_wor
                      uint64_t *t, row_buf *b, int it) {
     const int me_a = w->my_node == a, other = me_a ? w->leader[bnode] : w->leader[a];
     load_mark la = load_now(w);
+    const cpu_set_t old = pin_to(w, !me_a); /* a on its first CPU, b on its second */
     pingpong(ctx, other, me_a, c->lat_warmup, c->lat_iters, TAG_LAT, t);
     for (long i = 0; me_a && i < c->lat_iters; i++)
         add_row(b, it, K_LAT, a, (double)i, hv_ticks_to_ns(&ctx->timer, t[i]), bnode, 0, 0);
@@ -604,6 +623,7 @@ static void run_pair(const hv_ctx *ctx, const screen_config *c, const screen_wor
         for (long i = 0; sender && i < c->bw_iters; i++)
             add_row(b, it, K_BW, w->my_node, (double)i, hv_ticks_to_ns(&ctx->timer, t[i]), dir, dir ? a : bnode, 0);
     }
+    unpin(&old);
     load_mark lz = load_now(w);
     load_row(b, it, w, &la, &lz);
 }

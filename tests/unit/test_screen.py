@@ -89,7 +89,7 @@ def tables(n=4, slow_link: dict | None = None, slow_pair=None, noisy=None, loade
     load, win, kern, bw, lat = [], [], [], [], []
     for i, h in enumerate(hosts):
         for r in range(2):
-            other = 0.40 if h in loaded else 0.01
+            other = (loaded.get(h, 0.01) if isinstance(loaded, dict) else 0.40 if h in loaded else 0.01)
             load.append({"item": "node", "a": i, "b": -1, "round": r, "host": h, "local": 0, "busy_ns": 1e9 * (
                 0.5 + other), "cap_ns": 1e9, "steal_ns": 0.0, "own_ns": 0.5e9})
             for c in range(2):
@@ -129,7 +129,7 @@ def analyse(t: dict, expect_path=None, checks=None):
     nm = an.node_metrics(t)
     lm = an.link_metrics(t)
     hosts = list(t["screen.nodes"]["host"])
-    f = pd.DataFrame(an.node_findings(nm) + an.link_findings(lm, hosts), columns=an.FINDING_COLS)
+    f = pd.DataFrame(an.node_findings(nm, an.node_validity(t)) + an.link_findings(lm, hosts), columns=an.FINDING_COLS)
     return nm, lm, f, an.answer(len(hosts), 6, nm, lm, f, checks, expect_path)
 
 
@@ -183,3 +183,12 @@ def test_answer_combines_labelled():
     a = combine([("screen", decide(["x slow"], [], "")), ("latency", decide([], ["load"], ""))])
     assert a.status == DEGRADED and a.line() == "DEGRADED: screen: x slow (also unreliable: latency: load)"
     assert combine([("a", decide([], [], "fine"))]).line() == "OK: a: fine"
+
+
+def test_load_under_the_threshold_that_explains_a_cpu_finding_makes_it_suspect():
+    """Where nodes share one machine, a little load lands on whichever node is measured: a node 8 points noisier
+    with 5 points more load than the others is suspect; with 1 point more, the node itself is noisy."""
+    _, _, f, a = analyse(tables(noisy={"n3"}, loaded={"n3": 0.06}))
+    assert list(f["status"]) == ["suspect"] and "enough to explain it" in f["why"][0] and a.status == UNRELIABLE
+    _, _, f, a = analyse(tables(noisy={"n3"}, loaded={"n3": 0.02}))
+    assert list(f["status"]) == ["degraded"] and a.status == DEGRADED

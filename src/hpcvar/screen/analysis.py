@@ -9,7 +9,8 @@ and the 8-byte one-way latency of each pair (medians with their CIs).
 Validity, apart from the values: while a node was measured, what other processes used of its CPUs
 (``/proc/stat`` user+nice+system minus the screen's own CPU time) and the hypervisor's steal. Above
 ``LOAD_PCT`` or ``STEAL_PCT`` of the CPUs the measurement is disturbed: a finding on it is *suspect*, never
-*degraded*.
+*degraded*. Below, a node's noise or compute finding is suspect too when the extra load on that node explains
+half of it (``load_explains``).
 
 Outliers by hpcvar.stats.outliers (threshold 3.5, each metric's floor below). Links are attributed
 (``link_findings``): a node's links, per direction for bandwidth, are summarised by their median; a node whose
@@ -319,14 +320,38 @@ def link_findings(links: pd.DataFrame, hosts: list[str]) -> list[dict]:
     return out
 
 
-def node_findings(nm: pd.DataFrame) -> list[dict]:
+# a CPU finding is suspect when other processes' extra load on that node explains this share of its excess
+LOAD_EXPLAINS = 0.5
+
+
+def load_explains(r, validity: dict[str, tuple[float, float, str]]) -> str:
+    """Why a node's noise or compute outlier may be other processes' load rather than the node ('' when it is
+    not): their share of its CPUs while it was measured exceeds their median share on the other nodes by at
+    least LOAD_EXPLAINS of the finding's excess (percentage points of noise, percent of speed). Where nodes
+    share one machine (the testbed) load under LOAD_PCT still lands on whichever node is measured."""
+    if r.metric not in ("noise_fraction", "compute_rate") or not validity or r.host not in validity:
+        return ""
+    mine = validity[r.host][0]
+    rest = [v[0] for h, v in validity.items() if h != r.host and np.isfinite(v[0])]
+    if not rest or not np.isfinite(mine):
+        return ""
+    extra = mine - float(np.median(rest))
+    excess = r.value - r.rest_median if r.metric == "noise_fraction" else 100.0 * (1 - r.value / r.rest_median)
+    if excess > 0 and extra >= LOAD_EXPLAINS * excess:
+        return (f"other processes used {mine:.0f}% of its CPUs meanwhile, {extra:.0f} points more than on the "
+                "other nodes: enough to explain it")
+    return ""
+
+
+def node_findings(nm: pd.DataFrame, validity: dict[str, tuple[float, float, str]] | None = None) -> list[dict]:
     out = []
     for r in nm[nm["outlier"]].itertuples(index=False):
         ratio = r.value / r.rest_median if r.rest_median else float("nan")
+        why = r.why or load_explains(r, validity or {})
         out.append({"scope": "node", "where": r.host, "hosts": r.host, "metric": r.metric, "side": "",
                     "value": r.value, "reference": r.rest_median, "ratio": ratio, "z": r.z,
-                    "threshold": MODIFIED_Z_THRESHOLD, "links": 0, "status": "degraded" if r.valid else "suspect",
-                    "why": r.why, "cost": float("nan"), "cost_text": ""})
+                    "threshold": MODIFIED_Z_THRESHOLD, "links": 0, "status": "suspect" if why else "degraded",
+                    "why": why, "cost": float("nan"), "cost_text": ""})
     return out
 
 
