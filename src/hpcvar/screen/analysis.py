@@ -92,6 +92,25 @@ def _why(others: float, steal: float) -> str:
     return "; ".join(parts)
 
 
+def merge_whys(whys) -> str:
+    """Several items' reasons as one: 'other processes used 48-60% of the CPUs meanwhile (over 10%)'."""
+    import re
+
+    whys = [w for w in whys if w]
+    if not whys:
+        return ""
+    parts = []
+    for what, tail in (("other processes used", "of the CPUs meanwhile"), ("the hypervisor stole", "of the CPUs")):
+        vals = [float(m) for w in whys for m in re.findall(rf"{what} (\d+)% ", w)]
+        if vals:
+            lo, hi = min(vals), max(vals)
+            span = f"{lo:.0f}%" if lo == hi else f"{lo:.0f}-{hi:.0f}%"
+            limit = LOAD_PCT if what.startswith("other") else STEAL_PCT
+            parts.append(f"{what} {span} {tail} (over {limit:g}%)")
+    other = sorted({w for w in whys if not re.search(r"(other processes used|the hypervisor stole) \d+%", w)})
+    return "; ".join(parts + other)
+
+
 def node_validity(tables: dict[str, pd.DataFrame]) -> dict[str, tuple[float, float, str]]:
     """host -> (others %, steal %, why it is disturbed or '') over the node's measurement items."""
     load, nodes = tables["screen.load"], tables["screen.nodes"]
@@ -260,7 +279,7 @@ def _node_summary(df: pd.DataFrame, hosts: list[str], side: str) -> pd.DataFrame
             rows.append({"host": h, "value": float(np.median(g["value"])), "ci_lo": float(np.median(g["ci_lo"])),
                          "ci_hi": float(np.median(g["ci_hi"])), "links": len(g),
                          "valid": bool(g["valid"].mean() >= 0.5),
-                         "why": "; ".join(sorted({w for w in g["why"] if w}))})
+                         "why": merge_whys(g["why"])})
     return pd.DataFrame(rows)
 
 
@@ -303,7 +322,7 @@ def _one_metric_findings(df: pd.DataFrame, hosts: list[str], m: Metric) -> list[
         links = pd.concat([_links_of(df, h, s) for s in sides]).drop_duplicates()
         valid = bool(links["valid"].mean() >= 0.5)
         found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, len(links), valid,
-                              "; ".join(sorted({w for w in links["why"] if w}))))
+                              merge_whys(links["why"])))
     for idx, r in df.iterrows():
         if idx in explained or not judge.bad(r):
             continue
@@ -419,10 +438,12 @@ def answer(nodes: int, pairs: int, nm: pd.DataFrame, links: pd.DataFrame, findin
     if nodes < MIN_ITEMS and not expect_path:
         reasons.append(f"{nodes} node(s): an outlier needs {MIN_ITEMS} or more nodes to compare, and no "
                        "expectations were given (--expect FILE)")
-    for name, g in nm.groupby("metric"):
-        if METRICS[str(name)].outliers and nodes >= MIN_ITEMS and g["valid"].sum() < MIN_ITEMS:
-            reasons.append(f"{METRICS[str(name)].label}: only {int(g['valid'].sum())} of {len(g)} nodes were "
-                           f"measured undisturbed: {'; '.join(sorted({w for w in g['why'] if w}))}")
+    few = [(METRICS[str(name)].label, int(g["valid"].sum()), len(g), merge_whys(g["why"]))
+           for name, g in nm.groupby("metric", sort=False)
+           if METRICS[str(name)].outliers and nodes >= MIN_ITEMS and g["valid"].sum() < MIN_ITEMS]
+    for (ok, total, why), group in pd.DataFrame(few, columns=["label", "ok", "total", "why"]).groupby(
+            ["ok", "total", "why"], sort=False):
+        reasons.append(f"{', '.join(group['label'])}: only {ok} of {total} nodes measured undisturbed ({why})")
     best = largest_z(nm, links)
     basis = (f"{nodes} nodes, {pairs} pairs, no outlier (largest z {best['z']:.1f} on the bad side: "
              f"{best['metric'].replace('_', ' ')} of {best['where']}; threshold {MODIFIED_Z_THRESHOLD:g})"
