@@ -345,20 +345,24 @@ LOAD_EXPLAINS = 0.5
 
 def load_explains(r, validity: dict[str, tuple[float, float, str]]) -> str:
     """Why a node's noise or compute outlier may be other processes' load rather than the node ('' when it is
-    not): their share of its CPUs while it was measured exceeds their median share on the other nodes by at
+    not): their share (with the hypervisor's steal) of its CPUs while it was measured exceeds their median share
+    on the other nodes by at
     least LOAD_EXPLAINS of the finding's excess (percentage points of noise, percent of speed). Where nodes
     share one machine (the testbed) load under LOAD_PCT still lands on whichever node is measured."""
     if r.metric not in ("noise_fraction", "compute_rate") or not validity or r.host not in validity:
         return ""
-    mine = validity[r.host][0]
-    rest = [v[0] for h, v in validity.items() if h != r.host and np.isfinite(v[0])]
+    def taken(v) -> float:  # other processes' and the hypervisor's share
+        return float(v[0]) + (float(v[1]) if np.isfinite(v[1]) else 0.0)
+
+    mine = taken(validity[r.host])
+    rest = [taken(v) for h, v in validity.items() if h != r.host and np.isfinite(v[0])]
     if not rest or not np.isfinite(mine):
         return ""
     extra = mine - float(np.median(rest))
     excess = r.value - r.rest_median if r.metric == "noise_fraction" else 100.0 * (1 - r.value / r.rest_median)
     if excess > 0 and extra >= LOAD_EXPLAINS * excess:
-        return (f"other processes used {mine:.0f}% of its CPUs meanwhile, {extra:.0f} points more than on the "
-                "other nodes: enough to explain it")
+        return (f"other processes and the hypervisor took {mine:.0f}% of its CPUs meanwhile, {extra:.0f} points "
+                "more than on the other nodes: enough to explain it")
     return ""
 
 
