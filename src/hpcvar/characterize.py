@@ -103,7 +103,7 @@ def _noise(ctx: StepContext, quick: bool) -> Run:
 
 def _jitter(ctx: StepContext, quick: bool) -> Run:
     """jitSim on the noise step's recording; on several nodes with the measured alignment as well."""
-    from hpcvar.sim.jitter_job import run_job
+    from hpcvar.kinds.sim_jitter.job import run_job
 
     noise = ctx.results.get("noise")
     if noise is None:

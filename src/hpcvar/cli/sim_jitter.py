@@ -69,7 +69,7 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
     compute-available time; jitter delays it. Reports T, the jitter-free T0 and the
     slowdown T/T0 - 1, with the closed form beside it for a periodic trace.
     """
-    from hpcvar.sim.jitter_job import run_job
+    from hpcvar.kinds.sim_jitter.job import run_job
 
     run, result, warnings = run_job(
         traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
