@@ -103,7 +103,9 @@ def _noise(ctx: StepContext, quick: bool) -> Run:
 
 def _jitter(ctx: StepContext, quick: bool) -> Run:
     """jitSim on the noise step's recording; on several nodes with the measured alignment as well."""
-    from hpcvar.sim.jitter_job import run_job
+    from hpcvar.kinds.sim_jitter.job import JitterParams, Span, job, parse_span
+    from hpcvar.noise import COSCHED, MEASURED, SYNC, UNSYNC
+    from hpcvar.results.context import JobContext
 
     noise = ctx.results.get("noise")
     if noise is None:
@@ -112,15 +114,16 @@ def _jitter(ctx: StepContext, quick: bool) -> Run:
     multi = (noise.path / "traces").is_dir()
     trace = str(noise.path if multi else noise.path / "trace.jtr")
     lat = ctx.results.get("latency")
-    ref = f"run:{lat.path}" if lat is not None else "0"
-    align = "unsync,sync,cosched" + (",measured" if multi else "")
-    run, _, _ = run_job(
-        traces=[trace], synthetics=[], trace_length="1h", freq=None, align=align, window="10ms", window_origin=None,
-        offsets_file=None, seed=1, replicas=3 if quick else 10, cores_per_node=None, work=None, quantum="1ms",
-        barrier="tree", arity=2, send_cycles=ref, recv_cycles=ref, latency_intra=ref, latency_inter=ref,
-        phases=10 if quick else 50, task_list=_task_counts(4 if quick else 2), per_task=None, no_plots=False,
-        threads=1, runs_dir=ctx.bench.runs_dir, argv=ctx.bench.argv)
-    return run
+
+    def measured(flag: str) -> Span:  # the latency step's, or none
+        return parse_span(f"run:{lat.path}", flag) if lat is not None else Span(cycles=0)
+
+    params = JitterParams(traces=(trace,), align=(UNSYNC, SYNC, COSCHED) + ((MEASURED,) if multi else ()),
+                          window=Span(seconds=10e-3), replicas=3 if quick else 10, work=Span(seconds=1e-3),
+                          send=measured("--send-cycles"), recv=measured("--recv-cycles"),
+                          latency_intra=measured("--latency-intra"), latency_inter=measured("--latency-inter"),
+                          phases=10 if quick else 50, tasks=tuple(_task_counts(4 if quick else 2)))
+    return job(params, JobContext(runs_dir=ctx.bench.runs_dir, argv=ctx.bench.argv))
 
 
 def _task_counts(factor: int) -> list[int]:

@@ -66,7 +66,7 @@ MAPPING = b"# task node\n0 0\n1 0\n2 1\n3 1\n4 2\n5 3\n"
 @FUZZ
 @given(mutated(CLUSTER), mutated(MAPPING))
 def test_cluster_and_mapping(cdata, mdata):
-    from hpcvar.sim.app import load_cluster, load_mapping
+    from hpcvar.sim.replay import load_cluster, load_mapping
 
     cluster, _ = outcome(load_cluster, str(_file("c.cluster", cdata)), where="c.cluster")
     if cluster is not None:

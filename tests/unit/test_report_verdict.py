@@ -207,7 +207,7 @@ def test_answer_rules_measurement_model_prediction():
 def test_a_prediction_on_a_suspect_recording_is_suspect(runs_dir, tmp_path):
     """The demo's case: jitSim replaying a recording whose collector was preempted (load, not OS noise) is
     suspect, never bad, whatever slowdown it predicts."""
-    from hpcvar.sim.jitter_report import input_suspicion, jitter_section
+    from hpcvar.kinds.sim_jitter.views import input_suspicion, section
 
     noise = Run.create("noise record", {"cpus": [0]})
     noise.finish("complete", {"cpus": [{"cpu": 0, "noise_fraction": 0.8}],
@@ -218,5 +218,5 @@ def test_a_prediction_on_a_suspect_recording_is_suspect(runs_dir, tmp_path):
                                         "slowdown_ci": [11.0, 13.0], "total_s": 1.0}], "freq_hz": 1e9,
                             "work_cycles": 1e6, "phases_n": 10, "barrier": "tree"})
     assert "preempted 900 times" in input_suspicion(jit)
-    h = jitter_section(jit).headlines[0]
+    h = section(jit).headlines[0]
     assert h.status == SUSPECT and "suspect" in h.reference and h.role == "prediction"

@@ -43,6 +43,7 @@ SIZE_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: units.parse_siz
 INT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: units.parse_int(x, f), f), "integers")
 FLOAT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: _float(x, f), f), "numbers")
 DURATION = _UnitType(units.parse_time, "duration")
+FREQ = _UnitType(units.parse_freq, "frequency")
 RATE = _UnitType(units.parse_rate, "rate")
 
 
@@ -366,7 +367,7 @@ def emit_run(run, as_json: bool) -> None:
 
 
 __all__ = [
-    "DURATION", "FLOAT_LIST", "INT_LIST", "OUT_PATH", "RATE", "SIZE", "SIZE_LIST", "bench_context", "emit",
+    "DURATION", "FLOAT_LIST", "FREQ", "INT_LIST", "OUT_PATH", "RATE", "SIZE", "SIZE_LIST", "bench_context", "emit",
     "emit_run", "emit_tables", "format_options", "launch_options", "option", "output_options", "print_json",
     "result_tables", "run_tables", "runs_dir_option", "stderr_console", "stdout_console", "tables_text",
     "writing_out",

@@ -118,7 +118,7 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
 
     The application simulator (cluster, mapping, sharing model) of Vienne, Martinasso, Vincent, Mehaut,
     Predictive models for bandwidth sharing in high performance clusters."""
-    from hpcvar.sim.app_job import Params, run_job
+    from hpcvar.kinds.sim_app.job import Params, run_job
 
     p = Params(trace=trace_file, fmt=fmt, cluster_file=cluster_file, nodes=nodes, cores_per_node=cores_per_node,
                bandwidth=bandwidth, latency=latency, shm_bandwidth=shm_bandwidth, shm_latency=shm_latency,

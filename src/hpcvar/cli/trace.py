@@ -117,7 +117,7 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
 def _summary(trace, path) -> dict:
     ev = trace.events
     span = (ev.groupby("task")["t_end_ns"].max() - ev.groupby("task")["t_start_ns"].min()) * 1e-9
-    from hpcvar.sim.app import mpi_time_s
+    from hpcvar.sim.replay import mpi_time_s
     from hpcvar.traces.cut import world_collectives
 
     comm = mpi_time_s(ev, trace.ntasks)

@@ -112,11 +112,9 @@ KINDS: dict[str, Kind] = {k.command: k for k in [
     Kind("screen", "Screen: which node, which link", "screen",
          summary=("screen.findings", "screen.node_metrics", "screen.link_metrics")),
     Kind("noise record", "OS jitter recording", "noise_record", summary=("noise.summary",)),
-    Kind("sim jitter", "jitSim prediction", job="hpcvar.sim.jitter_job:run_job",
-         render="hpcvar.sim.jitter_report:render_jitter", section="hpcvar.sim.jitter_report:jitter_section",
-         metrics=None, plots=None, summary=("jitter.points",)),
-    Kind("sim app", "Application replay", job="hpcvar.sim.app_job:run_job",
-         render="hpcvar.sim.app_report:render_app", section="hpcvar.sim.app_report:app_section",
+    Kind("sim jitter", "jitSim prediction", "sim_jitter", metrics=None, summary=("jitter.points",)),
+    Kind("sim app", "Application replay", job="hpcvar.kinds.sim_app.job:run_job",
+         render="hpcvar.kinds.sim_app.views:render_app", section="hpcvar.kinds.sim_app.views:app_section",
          metrics=None, plots=None, summary=("replay.runs",)),
 ]}
 

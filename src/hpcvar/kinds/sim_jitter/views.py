@@ -1,6 +1,9 @@
-"""jitSim output: terminal renderer, plots and the HTML report section of 'sim jitter' runs."""
+"""The views of 'sim jitter' runs: terminal table, figures, report section (no metrics: a prediction has no
+samples to test)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
@@ -8,13 +11,14 @@ from rich.table import Table
 
 from hpcvar.report.sections import BAD, GOOD, PREDICTION, SUSPECT, Headline, Section
 from hpcvar.report.verdict import SLOWDOWN_BAD_PCT, judge_ci
+from hpcvar.results import Run
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
-def render_jitter(console: Console, run) -> None:
+def render(console: Console, run: Run) -> None:
     """A stored 'sim jitter' run: one row per configuration and task count."""
     result = run.info["result"]
     t = Table(title=f"jitSim: {result['phases_n']} phases of W = {result['work_cycles']} cycles, "
@@ -29,6 +33,13 @@ def render_jitter(console: Console, run) -> None:
                   f"{_pct(p['slowdown_ci'][0])}..{_pct(p['slowdown_ci'][1])}", cf_txt, _pct(p["coverage"]),
                   f"{p['task_phases_per_s'] / 1e6:.2f}")
     console.print(t)
+
+
+def plots(run: Run) -> list[Path]:
+    """The slowdown against the task count, and replica 0's phase durations."""
+    return [plot_sweep(run.read_table("jitter.points"), run.plots_dir() / "sweep")[0],
+            plot_phases(run.read_table("jitter.phases"), run.plots_dir() / "phases",
+                        freq_hz=run.info["result"].get("freq_hz"))[0]]
 
 
 def plot_sweep(points: pd.DataFrame, stem) -> list:
@@ -119,7 +130,7 @@ def input_suspicion(run) -> str:
     return ""
 
 
-def jitter_section(run) -> Section:
+def section(run: Run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="Jitter slowdown predicted at scale (jitSim)")
     points = res.get("points", [])
@@ -152,5 +163,4 @@ def jitter_section(run) -> Section:
         f = run.path / "plots" / f"{name}.png"
         if f.is_file():
             sec.figures.append((cap, f))
-    sec.notes.extend(run.info.get("warnings", []))
     return sec

@@ -57,7 +57,7 @@ class Params:
 
     def check(self) -> None:
         """Usage errors that need no file, naming the flag."""
-        from hpcvar.sim.app import MODELS
+        from hpcvar.sim.replay import MODELS
 
         if self.window is not None and self.align != "cosched":
             raise UsageError("--window is only for --align cosched", "--window", "Add --align cosched")
@@ -83,7 +83,7 @@ def _check_breakdown(p: Params) -> None:
 
 
 def cluster_of(p: Params, ntasks: int):
-    from hpcvar.sim import app as simapp
+    from hpcvar.sim import replay as simapp
 
     if p.cluster_file:
         if p.nodes or p.cores_per_node:
@@ -192,7 +192,7 @@ def _read(p: Params, timings: dict):
 def _prepare(p: Params, trace):
     """The cluster, the model parameters and the jitter of the replays; every mapping and model is checked
     before anything runs (an impossible --engine too)."""
-    from hpcvar.sim import app as simapp
+    from hpcvar.sim import replay as simapp
     from hpcvar.sim.replay_jitter import jitter_factory
 
     cl = cluster_of(p, trace.ntasks)
@@ -232,7 +232,7 @@ def _stored_params(p: Params, trace, cl, params_by_model: dict) -> dict:
 def _lower(p: Params, trace, timings: dict):
     """The trace lowered once for the engine that will replay it (the C lowering also computes the measured
     side in the same pass): (python ops or None, C arrays or None, ops per replay, measured total, comm)."""
-    from hpcvar.sim import app as simapp
+    from hpcvar.sim import replay as simapp
 
     ops, encoded = None, None
     t0 = time.perf_counter()
@@ -260,8 +260,8 @@ def _replay_all(p: Params, run, trace, cl, params_by_model, jit, ops, encoded, o
     of every replay when ``grid`` is given, else None)."""
     import pandas as pd
 
-    from hpcvar.sim import app as simapp
     from hpcvar.sim import breakdown
+    from hpcvar.sim import replay as simapp
 
     runs: list[dict] = []
     rep_rows: list = []
@@ -309,8 +309,8 @@ def _replay_all(p: Params, run, trace, cl, params_by_model, jit, ops, encoded, o
 
 def _outputs(p: Params, run, runs: list[dict], first, timeline_src, timed: bool) -> tuple[list[str], list[str]]:
     """The Chrome/Perfetto timeline, the figures and the warnings of a finished replay."""
-    from hpcvar.sim import app as simapp
-    from hpcvar.sim.app_report import plot_comparison, plot_e_abs
+    from hpcvar.kinds.sim_app.views import plot_comparison, plot_e_abs
+    from hpcvar.sim import replay as simapp
 
     if p.chrome_file:
         from hpcvar.traces.chrome import write_chrome
@@ -368,7 +368,7 @@ def run_rows(runs: list[dict]) -> list[dict]:
 
 def combine(mp, m, reps, m_total, m_comm, timed) -> dict:
     """Medians over replicas per task (95% CIs with several), E_abs against the measurement."""
-    from hpcvar.sim.app import e_abs
+    from hpcvar.sim.replay import e_abs
 
     if len(reps) > 1:
         from hpcvar.stats.summary import median_ci  # scipy: seconds to import, only for CIs
