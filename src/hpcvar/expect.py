@@ -360,10 +360,22 @@ def screen_observations(nm, lm, run_id: str = "") -> list[Observation]:
     """A screen's node and link figures (screen.node_metrics, screen.link_metrics) as observations."""
     out = []
     for r in nm.itertuples(index=False) if nm is not None else []:
-        out.append(Observation(r.metric, (r.host,), r.value, r.ci_lo, r.ci_hi, bool(r.valid), r.why, run_id))
+        out.append(Observation(r.metric, (r.host,), r.value, r.ci_lo, r.ci_hi, *_absolute_validity(r), run_id))
     for r in lm.itertuples(index=False) if lm is not None else []:
-        out.append(Observation(r.metric, (r.src, r.dst), r.value, r.ci_lo, r.ci_hi, bool(r.valid), r.why, run_id))
+        out.append(Observation(r.metric, (r.src, r.dst), r.value, r.ci_lo, r.ci_hi, *_absolute_validity(r), run_id))
     return out
+
+
+ABSOLUTE_LOAD_PCT = 10.0  # a bound is absolute: any load above this share of the CPUs moves the value
+
+
+def _absolute_validity(r) -> tuple[bool, str]:
+    """An absolute bound needs a measurement without load (a screen's ``load_pct``, when it has one)."""
+    load = getattr(r, "load_pct", None)
+    if load is not None and load == load and load > ABSOLUTE_LOAD_PCT:
+        return False, f"other processes and the hypervisor took {load:.0f}% of the CPUs meanwhile (over " \
+                      f"{ABSOLUTE_LOAD_PCT:g}%)"
+    return bool(r.valid), str(r.why)
 
 
 def _latency_obs(run) -> list[Observation]:

@@ -78,7 +78,8 @@ def test_ring_and_auto_and_bad_plans():
 
 
 # ---- analysis on synthetic tables -------------------------------------------------------------------------
-def tables(n=4, slow_link: dict | None = None, slow_pair=None, noisy=None, loaded=None, seed=0) -> dict:
+def tables(n=4, slow_link: dict | None = None, slow_pair=None, noisy=None, loaded=None, seed=0,
+           pair_load: float = 0.0) -> dict:
     """The screen's tables for n nodes on separate machines: links at 190 Mbit/s (a node in ``slow_link`` at its
     factor both ways), 20 us latency, 2% noise (``noisy`` at 10%), others' load 1% (``loaded`` nodes 40%)."""
     rng = np.random.default_rng(seed)
@@ -111,7 +112,8 @@ def tables(n=4, slow_link: dict | None = None, slow_pair=None, noisy=None, loade
                                                                                                            0.01))}
                     for k in range(50)]
             for h in (ha, hb):
-                load.append({"item": "pair", "a": a, "b": b, "round": -1, "host": h, "local": 0, "busy_ns": 0.3e9,
+                load.append({"item": "pair", "a": a, "b": b, "round": -1, "host": h, "local": 0,
+                             "busy_ns": 0.3e9 + pair_load * 1e9,
                              "cap_ns": 1e9, "steal_ns": 0.0, "own_ns": 0.3e9})
     noise = pd.DataFrame([{"host": h, "round": 0, "cpu": 0, "length_s": 1.0, "noise_fraction": 0.02,
                            "events_per_s": 1000.0, "max_detour_ns": 1e5, "preemptions": 0, "overflow": False}
@@ -192,3 +194,14 @@ def test_load_under_the_threshold_that_explains_a_cpu_finding_makes_it_suspect()
     assert list(f["status"]) == ["suspect"] and "enough to explain it" in f["why"][0] and a.status == UNRELIABLE
     _, _, f, a = analyse(tables(noisy={"n3"}, loaded={"n3": 0.02}))
     assert list(f["status"]) == ["degraded"] and a.status == DEGRADED
+
+
+def test_a_load_every_item_had_cannot_make_one_stand_out():
+    """Cross traffic's senders on the testbed load the CPUs all along: 15% everywhere. A half-rate link is still
+    found (DEGRADED, the load named); without a fault the answer cannot be OK (a small fault could hide)."""
+    uniform = {h: 0.15 for h in HOSTS}
+    _, _, f, a = analyse(tables(slow_link={"n2": 0.5}, loaded=uniform, pair_load=0.15))
+    assert list(f["where"]) == ["n2"] and list(f["status"]) == ["degraded"] and a.status == DEGRADED
+    assert "also unreliable: other processes and the hypervisor took a median 15%" in a.line()
+    _, _, f, a = analyse(tables(loaded=uniform, pair_load=0.15))
+    assert f.empty and a.status == UNRELIABLE and "could hide in it" in a.line()

@@ -553,7 +553,8 @@ _HOST = "node (its hostname)"
 _JUDGED = {
     "value": "the figure (unit in the unit column)", "ci_lo": "95% CI, low", "ci_hi": "95% CI, high",
     "n": "samples", "unit": "unit of value and CI: % | ns | B/s | op/s",
-    "valid": "measured without other processes' load or the hypervisor's steal above 10% of the CPUs",
+    "load_pct": "other processes' and the hypervisor's share of the CPUs while it was measured (%)",
+    "valid": "measured with other processes' load and the hypervisor's steal under 25% of the CPUs",
     "why": "why the measurement is disturbed ('' when valid)",
 }
 TABLES.update({

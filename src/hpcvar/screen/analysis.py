@@ -6,11 +6,19 @@ the mean call, which counts the calls a throttled CPU stretched), the cost of a 
 latency inside the node (medians with their CIs). Per link (``link_metrics``): the bandwidth of each direction
 and the 8-byte one-way latency of each pair (medians with their CIs).
 
-Validity, apart from the values: while a node was measured, what other processes used of its CPUs
-(``/proc/stat`` user+nice+system minus the screen's own CPU time) and the hypervisor's steal. Above
-``LOAD_PCT`` or ``STEAL_PCT`` of the CPUs the measurement is disturbed: a finding on it is *suspect*, never
-*degraded*. Below, a node's noise or compute finding is suspect too when the extra load on that node explains
-half of it (``load_explains``).
+Validity, apart from the values: while a node or a pair was measured, what other processes used of its CPUs
+(``/proc/stat`` user+nice+system minus the screen's own CPU time) and the hypervisor's steal, together its
+*load* (``load_pct`` in the tables). The outlier rule compares items, so a load that every item had cannot
+make one of them stand out; what can is a load some items had more than the others:
+
+- an item measured under more than ``HEAVY_PCT`` of load is *disturbed* (it ran on less than three quarters of
+  its CPUs): a finding on it is *suspect*, never *degraded*;
+- a node finding is suspect when the node's extra load (over the median of the other nodes) explains at least
+  half of its excess (``load_explains``); a link finding when its pairs' extra load over the reference links'
+  is ``LOAD_PCT`` points or more;
+- a run whose median load is over ``LOAD_PCT`` cannot be OK (a fault smaller than the load could hide in it):
+  its answer is UNRELIABLE unless something valid was found (DEGRADED, with the load named), and
+  expectations (absolute bounds) are judged only on items under ``LOAD_PCT``.
 
 Outliers by hpcvar.stats.outliers (threshold 3.5, each metric's floor below). Links are attributed
 (``link_findings``): a node's links, per direction for bandwidth, are summarised by their median; a node whose
@@ -29,8 +37,9 @@ from hpcvar.stats import mean_ci, median_ci
 from hpcvar.stats.outliers import MIN_ITEMS, flag, modified_z, rest_interval
 from hpcvar.stats.summary import MODIFIED_Z_THRESHOLD
 
-LOAD_PCT = 10.0  # other processes' share of the CPUs while a node or pair was measured: above, disturbed
+LOAD_PCT = 10.0  # other processes' and the hypervisor's share of the CPUs: the run-level and relative threshold
 STEAL_PCT = 10.0  # the hypervisor's steal: the same threshold as every bench run's warning (metadata)
+HEAVY_PCT = 25.0  # above it an item was measured on less than three quarters of its CPUs: disturbed
 
 
 @dataclass(frozen=True)
@@ -61,8 +70,9 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
     Metric("link_latency", "8-byte one-way latency", "ns", True, floor=0.05, scope="link"),
 ]}
 
-NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "outlier", "rest_median", "valid", "why"]
-LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "valid", "why"]
+NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "outlier", "rest_median", "load_pct",
+             "valid", "why"]
+LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "load_pct", "valid", "why"]
 FINDING_COLS = ["scope", "where", "hosts", "metric", "side", "value", "reference", "ratio", "z", "threshold",
                 "links", "status", "why", "cost", "cost_text"]
 
@@ -83,13 +93,21 @@ def _others_pct(rows: pd.DataFrame, boot: dict[str, str]) -> tuple[float, float]
     return max(0.0, 100.0 * (busy - own) / cap), 100.0 * steal / cap
 
 
-def _why(others: float, steal: float) -> str:
+def load_of(others: float, steal: float) -> float:
+    """Other processes' and the hypervisor's share of the CPUs (%)."""
+    return (others if np.isfinite(others) else 0.0) + (steal if np.isfinite(steal) else 0.0)
+
+
+def _why(others: float, steal: float, limit: float = HEAVY_PCT) -> str:
+    """Why an item is disturbed ('' when its load is under ``limit``)."""
+    if not load_of(others, steal) > limit:
+        return ""
     parts = []
-    if np.isfinite(others) and others > LOAD_PCT:
-        parts.append(f"other processes used {others:.0f}% of the CPUs meanwhile (over {LOAD_PCT:g}%)")
-    if np.isfinite(steal) and steal > STEAL_PCT:
-        parts.append(f"the hypervisor stole {steal:.0f}% of the CPUs (over {STEAL_PCT:g}%)")
-    return "; ".join(parts)
+    if np.isfinite(others) and others > 0.5:
+        parts.append(f"other processes used {others:.0f}% of the CPUs meanwhile")
+    if np.isfinite(steal) and steal > 0.5:
+        parts.append(f"the hypervisor stole {steal:.0f}% of the CPUs")
+    return " and ".join(parts) + f" (over {limit:g}%)"
 
 
 def merge_whys(whys) -> str:
@@ -100,13 +118,15 @@ def merge_whys(whys) -> str:
     if not whys:
         return ""
     parts = []
+    limit = re.findall(r"\(over (\d+)%\)", " ".join(whys))
     for what, tail in (("other processes used", "of the CPUs meanwhile"), ("the hypervisor stole", "of the CPUs")):
         vals = [float(m) for w in whys for m in re.findall(rf"{what} (\d+)% ", w)]
         if vals:
             lo, hi = min(vals), max(vals)
             span = f"{lo:.0f}%" if lo == hi else f"{lo:.0f}-{hi:.0f}%"
-            limit = LOAD_PCT if what.startswith("other") else STEAL_PCT
-            parts.append(f"{what} {span} {tail} (over {limit:g}%)")
+            parts.append(f"{what} {span} {tail}")
+    if parts:
+        parts = [" and ".join(parts) + (f" (over {limit[0]}%)" if limit else "")]
     other = sorted({w for w in whys if not re.search(r"(other processes used|the hypervisor stole) \d+%", w)})
     return "; ".join(parts + other)
 
@@ -132,7 +152,7 @@ def check_load(tables: dict[str, pd.DataFrame]) -> list[dict]:
         rows = load[(load["item"] == "check") & (load["host"] == host)]
         if len(rows):
             o, s = _others_pct(rows, boot)
-            out.append({"host": host, "others_pct": o, "steal_pct": s, "why": _why(o, s)})
+            out.append({"host": host, "others_pct": o, "steal_pct": s, "why": _why(o, s, LOAD_PCT)})
     return out
 
 
@@ -142,7 +162,7 @@ def _row(host, metric, value, lo, hi, n, validity) -> dict:
     o, s, why = validity
     return {"host": host, "metric": metric, "value": float(value), "ci_lo": float(lo), "ci_hi": float(hi),
             "n": int(n), "unit": m.unit, "z": float("nan"), "outlier": False, "rest_median": float("nan"),
-            "valid": not why, "why": why}
+            "load_pct": load_of(o, s), "valid": not why, "why": why}
 
 
 def _noise_rows(host, t, validity) -> list[dict]:
@@ -222,15 +242,17 @@ def link_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
         x = g["bw_bytes_per_s"].dropna().to_numpy()
         if x.size:
             lo, hi = median_ci(x)
-            _, _, why = valid.get(frozenset((src, dst)), none)
+            o, st, why = valid.get(frozenset((src, dst)), none)
             rows.append({"src": src, "dst": dst, "metric": "link_bandwidth", "value": float(np.median(x)),
-                         "ci_lo": lo, "ci_hi": hi, "n": int(x.size), "unit": "B/s", "valid": not why, "why": why})
+                         "ci_lo": lo, "ci_hi": hi, "n": int(x.size), "unit": "B/s", "load_pct": load_of(o, st),
+                         "valid": not why, "why": why})
     for (a, b), g in t["screen.lat"].groupby(["host_a", "host_b"], sort=False):
         x = g["oneway_ns"].to_numpy()
         lo, hi = median_ci(x)
-        _, _, why = valid.get(frozenset((a, b)), none)
+        o, st, why = valid.get(frozenset((a, b)), none)
         rows.append({"src": a, "dst": b, "metric": "link_latency", "value": float(np.median(x)), "ci_lo": lo,
-                     "ci_hi": hi, "n": int(x.size), "unit": "ns", "valid": not why, "why": why})
+                     "ci_hi": hi, "n": int(x.size), "unit": "ns", "load_pct": load_of(o, st), "valid": not why,
+                     "why": why})
     return pd.DataFrame(rows, columns=LINK_COLS)
 
 
@@ -317,19 +339,30 @@ def _one_metric_findings(df: pd.DataFrame, hosts: list[str], m: Metric) -> list[
         if all(judge.bad(r) for r in links.itertuples(index=False)):
             by_host.setdefault(h, []).append(side)
             explained.update(links.index)
+    ref_load = float(np.median((ref if len(ref) else df)["load_pct"]))
     for h, sides in by_host.items():
         side = "both" if len(sides) == 2 else sides[0]
         links = pd.concat([_links_of(df, h, s) for s in sides]).drop_duplicates()
-        valid = bool(links["valid"].mean() >= 0.5)
-        found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, len(links), valid,
-                              merge_whys(links["why"])))
+        why = merge_whys(links["why"]) if links["valid"].mean() < 0.5 else \
+            _link_load_explains(float(np.median(links["load_pct"])), ref_load)
+        found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, len(links), not why,
+                              why))
     for idx, r in df.iterrows():
         if idx in explained or not judge.bad(r):
             continue
         where = f"{r['src']}->{r['dst']}" if m.name == "link_bandwidth" else f"{r['src']}-{r['dst']}"
-        found.append(_finding("pair", where, [r["src"], r["dst"]], m, "", r["value"], judge, 1, bool(r["valid"]),
-                              r["why"]))
+        why = r["why"] or _link_load_explains(float(r["load_pct"]), ref_load)
+        found.append(_finding("pair", where, [r["src"], r["dst"]], m, "", r["value"], judge, 1, not why, why))
     return found
+
+
+def _link_load_explains(load: float, ref_load: float) -> str:
+    """Why a link finding may be load ('' when not): its pairs had LOAD_PCT points more load than the others."""
+    extra = load - ref_load
+    if extra >= LOAD_PCT:
+        return (f"other processes and the hypervisor took {load:.0f}% of the CPUs while it was measured, {extra:.0f} "
+                f"points more than while the other links were (over {LOAD_PCT:g})")
+    return ""
 
 
 def link_findings(links: pd.DataFrame, hosts: list[str]) -> list[dict]:
@@ -344,12 +377,12 @@ LOAD_EXPLAINS = 0.5
 
 
 def load_explains(r, validity: dict[str, tuple[float, float, str]]) -> str:
-    """Why a node's noise or compute outlier may be other processes' load rather than the node ('' when it is
-    not): their share (with the hypervisor's steal) of its CPUs while it was measured exceeds their median share
-    on the other nodes by at
+    """Why a node's outlier may be other processes' load rather than the node ('' when it is not): their share
+    (with the hypervisor's steal) of its CPUs while it was measured exceeds their median share on the other nodes
+    by at
     least LOAD_EXPLAINS of the finding's excess (percentage points of noise, percent of speed). Where nodes
-    share one machine (the testbed) load under LOAD_PCT still lands on whichever node is measured."""
-    if r.metric not in ("noise_fraction", "compute_rate") or not validity or r.host not in validity:
+    share one machine (the testbed) a load under HEAVY_PCT still lands on whichever node is measured."""
+    if not validity or r.host not in validity or not r.rest_median:
         return ""
     def taken(v) -> float:  # other processes' and the hypervisor's share
         return float(v[0]) + (float(v[1]) if np.isfinite(v[1]) else 0.0)
@@ -359,7 +392,8 @@ def load_explains(r, validity: dict[str, tuple[float, float, str]]) -> str:
     if not rest or not np.isfinite(mine):
         return ""
     extra = mine - float(np.median(rest))
-    excess = r.value - r.rest_median if r.metric == "noise_fraction" else 100.0 * (1 - r.value / r.rest_median)
+    # noise in percentage points; the others in percent of the median of the others, on their bad side
+    excess = r.value - r.rest_median if r.metric == "noise_fraction" else 100.0 * abs(r.value / r.rest_median - 1)
     if excess > 0 and extra >= LOAD_EXPLAINS * excess:
         return (f"other processes and the hypervisor took {mine:.0f}% of its CPUs meanwhile, {extra:.0f} points "
                 "more than on the other nodes: enough to explain it")
@@ -427,6 +461,14 @@ def finding_text(f: dict) -> str:
             f"{fmt(f['metric'], f['reference'])} (z {f['z']:+.1f}, threshold {f['threshold']:g})")
 
 
+def run_load(nm: pd.DataFrame, links: pd.DataFrame) -> float:
+    """The screen's median load (%) over its nodes' and links' measurements."""
+    per_node = nm.groupby("host")["load_pct"].first() if len(nm) else pd.Series(dtype=float)
+    vals = np.concatenate([per_node.to_numpy(dtype=float), links["load_pct"].to_numpy(dtype=float)])
+    vals = vals[np.isfinite(vals)]
+    return float(np.median(vals)) if vals.size else 0.0
+
+
 def answer(nodes: int, pairs: int, nm: pd.DataFrame, links: pd.DataFrame, findings: pd.DataFrame,
            checks: pd.DataFrame | None, expect_path: str | None):
     """OK / DEGRADED / UNRELIABLE (hpcvar.answer) from the findings, the expectations and the validity."""
@@ -448,6 +490,10 @@ def answer(nodes: int, pairs: int, nm: pd.DataFrame, links: pd.DataFrame, findin
     for (ok, total, why), group in pd.DataFrame(few, columns=["label", "ok", "total", "why"]).groupby(
             ["ok", "total", "why"], sort=False):
         reasons.append(f"{', '.join(group['label'])}: only {ok} of {total} nodes measured undisturbed ({why})")
+    load = run_load(nm, links)
+    if load > LOAD_PCT:
+        reasons.append(f"other processes and the hypervisor took a median {load:.0f}% of the CPUs while the nodes and "
+                       f"links were measured (over {LOAD_PCT:g}%): a fault smaller than that load could hide in it")
     best = largest_z(nm, links)
     basis = (f"{nodes} nodes, {pairs} pairs, no outlier (largest z {best['z']:.1f} on the bad side: "
              f"{best['metric'].replace('_', ' ')} of {best['where']}; threshold {MODIFIED_Z_THRESHOLD:g})"
