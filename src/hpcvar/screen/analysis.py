@@ -105,7 +105,7 @@ def _why(others: float, steal: float, limit: float = HEAVY_PCT) -> str:
     parts = []
     if np.isfinite(others) and others > 0.5:
         parts.append(f"other processes used {others:.0f}% of the CPUs meanwhile")
-    if np.isfinite(steal) and steal > 0.5:
+    if np.isfinite(steal) and steal >= 2:
         parts.append(f"the hypervisor stole {steal:.0f}% of the CPUs")
     return " and ".join(parts) + f" (over {limit:g}%)"
 
