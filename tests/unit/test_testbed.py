@@ -272,7 +272,7 @@ def test_slurm_conf_of_the_testbed(tmp_path):
     for line in ("AuthType=auth/munge", "MpiDefault=none", "ProctrackType=proctrack/linuxproc",
                  f"SlurmctldPort={s['ctl_port']}", f"TmpFS={s['dir']}/tmp/%n", "PartitionName=testbed Nodes=ALL"):
         assert line in conf, line
-    assert sl.env(plan) == {"SLURM_CONF": s["conf"]}
+    assert sl.env(plan) == {"SLURM_CONF": s["conf"], "HYDRA_IFACE": "ab-eth0"}
 
 
 def test_slurm_missing_tools_name_the_packages(monkeypatch):
