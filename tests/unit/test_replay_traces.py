@@ -141,7 +141,7 @@ def test_merge_raw_and_truncated_raw(tmp_path):
 def test_tit_import(tmp_path):
     f = tmp_path / "app.txt"
     f.write_text("p0 init\np1 init\np0 compute 2e6\np0 Isend 1 1000\np1 Irecv 0 1000\np1 wait\np0 wait\n"
-                 "p0 allreduce 64 10\np1 allreduce 64 10\np0 finalize\np1 finalize\n")
+                 "p0 allReduce 64 10\np1 allReduce 64 10\np0 finalize\np1 finalize\n")
     tr = read_tit(f, flops_rate=1e9)
     assert not tr.timed and tr.ntasks == 2
     t0 = tr.events[tr.events["task"] == 0]

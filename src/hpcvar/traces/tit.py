@@ -96,8 +96,8 @@ class _Ctx:
     """What an error message needs besides the line: the flop rate, the dialect asked for, and per file its
     grammar and the line that chose it (0: --dialect)."""
 
-    def __init__(self, rate: float, dialect: int):
-        self.rate, self.dialect = rate, dialect
+    def __init__(self, rate: float, dialect: int, dialect_text: str = "auto"):
+        self.rate, self.dialect, self.dialect_text = rate, dialect, dialect_text
 
 
 def _message(kind: int, f: list[str], tok: int, a: int, b: int, ctx: _Ctx) -> tuple[str, str | None]:
@@ -164,7 +164,7 @@ def _dialect_conflict(f: list[str], line: int, grammar: int, ctx: _Ctx) -> tuple
     if line:
         what += f"line {line} of the file is {td.GRAMMAR_NAMES[grammar]}'s"
         return what, "A file is written in one dialect: fix the line (SimGrid's action names are case-sensitive)"
-    what += f"--dialect {td.VERSION_NAMES[ctx.dialect][len('SimGrid '):]} is {td.GRAMMAR_NAMES[grammar]}'s"
+    what += f"--dialect {ctx.dialect_text} is {td.GRAMMAR_NAMES[grammar]}'s"
     return what, "Give the SimGrid version that wrote the trace, or --dialect auto"
 
 
@@ -228,7 +228,7 @@ def read_tit(path: str | Path, flops_rate: float = 1e9, engine: str | None = Non
     if not path.is_file():
         raise InputFileError("no such TIT file", str(path), todo="Give a SimGrid time-independent trace")
     sources = _sources(path)
-    ctx = _Ctx(flops_rate, code)
+    ctx = _Ctx(flops_rate, code, dialect or "auto")
     if used_engine(sources, engine) == "native":
         cols, ntasks, grammars = _parse_native(sources, ctx, path)
     else:
