@@ -428,7 +428,8 @@ class _Parser:
     # -- actions --
 
     def action(self, r: int, f: list[str]) -> None:
-        kind, _, op = td.ACTIONS[f[1]]
+        kind, _, name = td.ACTIONS[f[1]]
+        op = name or ""
         if kind == td.K_INIT:
             self.default_size[r] = 8 if len(f) > 2 else 1  # SimGrid: MPI_DOUBLE after 'init X', else MPI_BYTE
             self.add(r, "init")
@@ -486,7 +487,8 @@ class _Parser:
         rl = self.rows[r]
         for k, s in enumerate(q):
             op, peer, _, t, _, _ = rl[s]
-            if t == tag and ((op == "isend" and (r, peer) == (src, dst)) or (op == "irecv" and (peer, r) == (src, dst))):
+            key = (r, peer) if op == "isend" else (peer, r)
+            if t == tag and key == (src, dst):
                 self.complete(r, q.pop(k))
                 return
         raise _LineError(E_WAIT_NONE, 4, src, dst)
