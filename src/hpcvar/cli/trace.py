@@ -239,10 +239,14 @@ def cut_cmd(trace_file, output, after, before, as_json):
 @click.option("--flops-rate", type=float, default=1e9, show_default=True,
               help="flop/s that the compute between calls is written in: the speed of the hosts SimGrid replays on "
                    "(its platform's 'speed').")
+@click.option("--collectives", type=click.Choice(["binomial", "recdoub", "ring"]), default="binomial",
+              show_default=True,
+              help="The algorithm that writes as messages the collectives TIT cannot hold (on communicators other "
+                   "than MPI_COMM_WORLD, v-collectives): that of 'sim app --collectives'.")
 @click.option("--from", "fmt", type=click.Choice(["auto", "native", "tit", "otf2"]), default="auto",
               show_default=True, help="Format of TRACE_FILE (auto: by extension).")
 @format_options
-def export_cmd(trace_file, to, output, flops_rate, fmt, as_json):
+def export_cmd(trace_file, to, output, flops_rate, collectives, fmt, as_json):
     """Write a trace in another simulator's format: SimGrid's time-independent trace (--to tit).
 
     Example: replay a trace recorded with 'hpcvar trace' in SimGrid (docs/replay.md, "SimGrid"):
@@ -256,7 +260,7 @@ def export_cmd(trace_file, to, output, flops_rate, fmt, as_json):
 
     trace = load_trace(trace_file, fmt)
     with writing_out(output):
-        files = write_tit(trace, output, flops_rate)
+        files = write_tit(trace, output, flops_rate, collectives)
     emit({"trace": str(trace_file), "to": to, "index": str(output), "files": [str(f) for f in files[:-1]],
           "ntasks": trace.ntasks, "rows": int(len(trace.events)), "flops_rate": flops_rate}, as_json, _render_export)
 

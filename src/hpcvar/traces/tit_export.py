@@ -9,9 +9,11 @@ simulates, hpcvar.sim.replay_ref.lower) becomes ``compute FLOPS`` at ``flops_rat
 * a message to or from MPI_PROC_NULL completes at once: no line (its wait neither);
 * ``MPI_Sendrecv`` (rows sendrecv + sendrecv_recv) is written ``isend``, ``irecv``, ``wait``, ``wait`` with its tags
   (SimGrid's own ``sendRecv`` has no tag);
-* TIT has no communicators: a collective on a communicator of one rank does nothing (no line); a collective
-  on another communicator than MPI_COMM_WORLD, and the v-collectives (whose counts per rank the native trace
-  does not keep), are refused;
+* TIT has no communicators (SimGrid replays every collective on MPI_COMM_WORLD): a collective on another
+  communicator, and a v-collective (whose counts per rank the native trace does not keep), is written as the
+  point-to-point messages hpcvar's replay decomposes it into (``collectives``, the algorithm of ``sim app
+  --collectives``; hpcvar.traces.collectives): per step its isends and irecvs, then their waits, with the tag
+  COLL_TAG_BASE + the communicator's id (an application's own tags must stay below it);
 * ``wait SRC DST TAG`` completes the oldest pending request with that key, in SimGrid and when read back: a
   trace that waits for a later one of two such requests first replays them in posting order.
 """
@@ -25,12 +27,13 @@ import numpy as np
 
 from hpcvar.errors import InputFileError, UsageError
 from hpcvar.traces.native import Trace
-from hpcvar.traces.tit import MAX_FLOPS_RATE, MAX_TAG
+from hpcvar.traces.tit import MAX_FLOPS_RATE
 from hpcvar.traces.tit_dialect import MPI_BYTE_ID
 
 B = MPI_BYTE_ID
 _P2P = {"send", "recv", "isend", "irecv"}
 _VCOLL = {"gatherv", "scatterv", "allgatherv", "alltoallv"}
+COLL_TAG_BASE = 1 << 30  # tags of the messages of decomposed collectives: this + the communicator's id
 
 
 def index_entries(out: Path, ntasks: int) -> list[str]:
@@ -39,7 +42,7 @@ def index_entries(out: Path, ntasks: int) -> list[str]:
     return [f"{out}_files/rank-{r}.txt" for r in range(ntasks)]
 
 
-def write_tit(trace: Trace, out: str | Path, flops_rate: float = 1e9) -> list[Path]:
+def write_tit(trace: Trace, out: str | Path, flops_rate: float = 1e9, collectives: str = "binomial") -> list[Path]:
     """Write ``out`` (the index) and ``<out>_files/rank-R.txt``; returns the files written, the index last. Each
     file is written to a temporary name and renamed; rank files of an earlier export that this one does not
     have are removed."""
@@ -52,7 +55,12 @@ def write_tit(trace: Trace, out: str | Path, flops_rate: float = 1e9) -> list[Pa
     files_dir = Path(f"{out}_files")
     files_dir.mkdir(exist_ok=True)
     entries = index_entries(out, trace.ntasks)
-    lines = _Writer(trace, flops_rate).lines()
+    from hpcvar.traces.collectives import ALGORITHMS
+
+    if collectives not in ALGORITHMS:
+        raise UsageError(f"unknown collective algorithm '{collectives}'", "--collectives",
+                         f"Use one of {', '.join(ALGORITHMS)}")
+    lines = _Writer(trace, flops_rate, collectives).lines()
     written = []
     for r, text in enumerate(lines):
         p = files_dir / f"rank-{r}.txt"
@@ -85,12 +93,10 @@ class _Rows:
 class _Writer:
     """The lines of every task, from the trace's rows in (task, seq) order."""
 
-    def __init__(self, trace: Trace, flops_rate: float):
-        self.trace, self.rate = trace, flops_rate
+    def __init__(self, trace: Trace, flops_rate: float, algo: str):
+        self.trace, self.rate, self.algo = trace, flops_rate, algo
         self.where = trace.source or "trace"
-        world = list(range(trace.ntasks))
-        self.single = {c for c, m in trace.comms.items() if len(m) <= 1}
-        self.bad_comms = {c for c, m in trace.comms.items() if len(m) > 1 and m != world}
+        self.index = {c: {w: i for i, w in enumerate(m)} for c, m in trace.comms.items()}
 
     def lines(self) -> list[str]:
         ev = self.trace.events
@@ -116,8 +122,9 @@ class _Writer:
                 yield f"{r} compute {self.flops(rows.t_start_ns[i] - prev_end)}\n"
             prev_end = rows.t_end_ns[i] if prev_end is None else max(prev_end, rows.t_end_ns[i])
             if op in _P2P or op in ("sendrecv", "sendrecv_recv"):
-                if not 0 <= rows.tag[i] <= MAX_TAG:
-                    raise self.refuse(r, rows.seq[i], f"tag {rows.tag[i]} is not an MPI tag")
+                if not 0 <= rows.tag[i] < COLL_TAG_BASE:
+                    raise self.refuse(r, rows.seq[i], f"tag {rows.tag[i]} is not in 0..{COLL_TAG_BASE - 1} (the "
+                                                      "tags above are those of the decomposed collectives)")
                 if rows.peer[i] < 0:  # MPI_PROC_NULL
                     rows.skipped.add(i)
                     continue
@@ -157,20 +164,33 @@ class _Writer:
 
     def collective(self, t: _Rows, i: int, op: str):
         r, comm = t.r, t.comm[i]
-        if comm in self.single:
+        if comm != 0 or op in _VCOLL:
+            yield from self.messages(t, i, op)
             return
-        if comm in self.bad_comms:
-            raise self.refuse(r, t.seq[i], f"a {op} on communicator {comm} (TIT traces have no communicators: "
-                                           "SimGrid replays every collective on MPI_COMM_WORLD)")
-        if op in _VCOLL:
-            raise self.refuse(r, t.seq[i], f"a {op}: the native trace keeps this rank's total, not the counts of "
-                                           "every rank that SimGrid's line needs")
         b, root = t.bytes[i], max(t.peer[i], 0)
         per = -(-b // self.trace.ntasks)
         yield {"barrier": f"{r} barrier\n", "bcast": f"{r} bcast {b} {root} {B}\n",
                "reduce": f"{r} reduce {b} 0 {root} {B}\n", "allreduce": f"{r} allreduce {b} 0 {B}\n",
                "gather": f"{r} gather {b} {b} {root} {B} {B}\n", "scatter": f"{r} scatter {b} {b} {root} {B} {B}\n",
                "allgather": f"{r} allgather {b} {b} {B} {B}\n", "alltoall": f"{r} alltoall {per} {per} {B} {B}\n"}[op]
+
+    def messages(self, t: _Rows, i: int, op: str):
+        """A collective as the messages of hpcvar's decomposition (hpcvar.sim.replay_ref._lower_collective): per
+        step its isends, its irecvs, then a wait for each."""
+        from hpcvar.traces.collectives import steps
+
+        r, comm = t.r, t.comm[i]
+        members, index = self.trace.comms.get(comm), self.index.get(comm, {})
+        if members is None or r not in index:
+            raise self.refuse(r, t.seq[i], f"the {op} is on communicator {comm}, which the trace does not describe "
+                                           "or of which the task is no member")
+        me, tag = index[r], COLL_TAG_BASE + comm
+        root = index.get(t.peer[i], 0) if t.peer[i] >= 0 else 0
+        for sends, recvs in steps(op, len(members), me, root, t.bytes[i], self.algo):
+            yield from (f"{r} isend {members[p]} {tag} {nb} {B}\n" for p, nb in sends)
+            yield from (f"{r} irecv {members[p]} {tag} {nb} {B}\n" for p, nb in recvs)
+            yield from (f"{r} wait {r} {members[p]} {tag}\n" for p, _ in sends)
+            yield from (f"{r} wait {members[p]} {r} {tag}\n" for p, _ in recvs)
 
     def flops(self, ns: int) -> str:
         """ns of compute as flops at the rate: whole at 1e9 flop/s (exact), else Python's shortest repr."""
@@ -181,4 +201,4 @@ class _Writer:
                               todo="Cut the section out ('hpcvar trace cut') or replay the trace with hpcvar")
 
 
-__all__ = ["index_entries", "write_tit"]
+__all__ = ["COLL_TAG_BASE", "index_entries", "write_tit"]
