@@ -70,16 +70,26 @@ class Replay:
     output: str
 
 
+def replay_dir(index: Path) -> Path:
+    """The directory to run SimGrid's replay in: SimGrid opens the index's entries from its working directory;
+    they are written relative to where the index was made (or absolute): the index's directory if its first entry
+    is there, else the current directory."""
+    index = Path(index).resolve()
+    first = next((ln.strip() for ln in index.read_text().splitlines() if ln.strip()), "")
+    if first and not (index.parent / first).is_file() and (Path.cwd() / first).is_file():
+        return Path.cwd()
+    return index.parent
+
+
 def replay(index: Path, np_: int, platform: Path, hostfile: Path, timeout: float = 600,
            extra: tuple[str, ...] = ()) -> Replay:
-    """``smpirun -replay index`` (an index of per-rank files, or of one file for every rank), run in the index's
-    directory (SimGrid opens the index's paths from there). A failure or a timeout is a LaunchError with
-    SimGrid's last lines."""
+    """``smpirun -replay index`` (an index of per-rank files, or of one file for every rank), run where its
+    entries resolve (``replay_dir``). A failure or a timeout is a LaunchError with SimGrid's last lines."""
     cmd = [smpirun(), "-np", str(np_), "-platform", str(Path(platform).resolve()), "-hostfile",
            str(Path(hostfile).resolve()), "-replay", str(Path(index).resolve()), *OPTIONS, *extra]
     t0 = time.perf_counter()
     try:
-        res = subprocess.run(cmd, cwd=Path(index).resolve().parent, capture_output=True, text=True, timeout=timeout)
+        res = subprocess.run(cmd, cwd=replay_dir(index), capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         raise LaunchError(f"SimGrid's replay did not end within {timeout:g} s", "smpirun",
                           "Replay a shorter trace") from None
@@ -103,5 +113,6 @@ def with_smpi_envelope(trace, nbytes: int = SMPI_ENVELOPE_BYTES):
     return Trace(ev, trace.ntasks, dict(trace.comms), trace.timed, trace.source, dict(trace.meta))
 
 
-__all__ = ["OPTIONS", "SMPI_EAGER_BYTES", "SMPI_ENVELOPE_BYTES", "Replay", "platform_xml", "replay", "smpirun",
+__all__ = ["OPTIONS", "SMPI_EAGER_BYTES", "SMPI_ENVELOPE_BYTES", "Replay", "platform_xml", "replay", "replay_dir",
+           "smpirun",
            "with_smpi_envelope", "write_platform"]
