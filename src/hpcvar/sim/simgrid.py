@@ -35,7 +35,7 @@ SMPI_EAGER_BYTES = 65535  # hpcvar's --eager equal to SMPI's default detached-se
 OPTIONS = ["--cfg=smpi/bw-factor:0:1", "--cfg=smpi/lat-factor:0:1", "--cfg=network/crosstraffic:0",
            "--cfg=smpi/send-is-detached-thresh:65536", "--cfg=smpi/async-small-thresh:65536",
            "--log=smpi_replay.fmt:%.12r:%m%n", "--log=xbt_cfg.thres:warning", "--log=smpi_config.thres:warning"]
-_TIME = re.compile(r"^([0-9.]+):Simulation time", re.M)
+TIME = re.compile(r"^([0-9.]+):Simulation time", re.M)  # SimGrid's end of replay, at the log format of OPTIONS
 
 
 def smpirun() -> str:
@@ -46,20 +46,24 @@ def smpirun() -> str:
     return path
 
 
-def platform_xml(nodes: int, bandwidth: float, latency: float, speed: float = 1e9) -> str:
-    """A SimGrid platform of ``nodes`` hosts ``node-0``.. of ``speed`` flop/s, each linked to a crossbar by a
-    split-duplex link of ``bandwidth`` bytes/s and ``latency`` / 2 s per direction."""
+def platform_xml(nodes: int, bandwidth: float, latency: float, speed: float = 1e9, cores: int = 1,
+                 shm_bandwidth: float = 5e9, shm_latency: float = 5e-7) -> str:
+    """A SimGrid platform of ``nodes`` hosts ``node-0``.. of ``cores`` cores of ``speed`` flop/s, each linked to a
+    crossbar by a split-duplex link of ``bandwidth`` bytes/s and ``latency`` / 2 s per direction; messages inside
+    a host cross its loopback (``shm_bandwidth``, ``shm_latency``: sim app's --shm-bandwidth, --shm-latency)."""
     return ("<?xml version='1.0'?>\n<!DOCTYPE platform SYSTEM \"https://simgrid.org/simgrid.dtd\">\n"
             "<platform version=\"4.1\">\n"
             f"  <cluster id=\"hpcvar\" prefix=\"node-\" suffix=\"\" radical=\"0-{nodes - 1}\" speed=\"{speed!r}f\" "
-            f"bw=\"{bandwidth!r}Bps\" lat=\"{latency / 2!r}s\" sharing_policy=\"SPLITDUPLEX\"/>\n</platform>\n")
+            f"core=\"{cores}\" bw=\"{bandwidth!r}Bps\" lat=\"{latency / 2!r}s\" sharing_policy=\"SPLITDUPLEX\" "
+            f"loopback_bw=\"{shm_bandwidth!r}Bps\" loopback_lat=\"{shm_latency!r}s\"/>\n</platform>\n")
 
 
-def write_platform(directory: Path, nodes: int, bandwidth: float, latency: float, speed: float = 1e9):
-    """(platform file, host file) in ``directory``: rank r on host node-r."""
+def write_platform(directory: Path, nodes: int, bandwidth: float, latency: float, speed: float = 1e9,
+                   cores: int = 1, shm_bandwidth: float = 5e9, shm_latency: float = 5e-7):
+    """(platform file, host file) in ``directory``: rank r on host node-(r div cores), sim app's mapping rrp."""
     plat, hosts = directory / "platform.xml", directory / "hosts"
-    plat.write_text(platform_xml(nodes, bandwidth, latency, speed))
-    hosts.write_text("".join(f"node-{i}\n" for i in range(nodes)))
+    plat.write_text(platform_xml(nodes, bandwidth, latency, speed, cores, shm_bandwidth, shm_latency))
+    hosts.write_text("".join(f"node-{i}\n" * cores for i in range(nodes)))
     return plat, hosts
 
 
@@ -95,7 +99,7 @@ def replay(index: Path, np_: int, platform: Path, hostfile: Path, timeout: float
                           "Replay a shorter trace") from None
     wall = time.perf_counter() - t0
     out = res.stdout + res.stderr
-    m = _TIME.findall(out)
+    m = TIME.findall(out)
     if res.returncode or not m:
         raise LaunchError(f"SimGrid's replay failed (status {res.returncode}): {out.strip()[-1500:]}", "smpirun",
                           "Check that the trace and the platform name the same ranks")
@@ -113,6 +117,5 @@ def with_smpi_envelope(trace, nbytes: int = SMPI_ENVELOPE_BYTES):
     return Trace(ev, trace.ntasks, dict(trace.comms), trace.timed, trace.source, dict(trace.meta))
 
 
-__all__ = ["OPTIONS", "SMPI_EAGER_BYTES", "SMPI_ENVELOPE_BYTES", "Replay", "platform_xml", "replay", "replay_dir",
-           "smpirun",
-           "with_smpi_envelope", "write_platform"]
+__all__ = ["OPTIONS", "SMPI_EAGER_BYTES", "SMPI_ENVELOPE_BYTES", "TIME", "Replay", "platform_xml", "replay",
+           "replay_dir", "smpirun", "with_smpi_envelope", "write_platform"]
