@@ -263,7 +263,7 @@ def test_slurm_conf_of_the_testbed(tmp_path):
 
     plan = make_plan(3, 2e8, prefix="ab-")
     s = sl.plan_slurm(plan, tmp_path / "state.json")
-    assert s["ctl_addr"].endswith(".254") and s["root_link"] == "ab-root" and s["cpus"] >= sl.MIN_NODE_CPUS
+    assert s["ctl_addr"].endswith(".254") and s["root_link"] == "ab-eth0" and s["cpus"] >= sl.MIN_NODE_CPUS
     assert s["socket_dir"].startswith(sl.MUNGE_SOCKET_ROOT + "/ab-")
     plan.slurm = s
     conf = sl.conf_text(plan, s)
