@@ -45,15 +45,17 @@ def write_index(d: Path, name: str, per_rank: list[str]) -> Path:
     return index
 
 
-def ring(n: int, actions: int, count: int) -> list[str]:
+def ring(n: int, actions: int, count: int, every: int) -> list[str]:
+    """Per rank: compute, irecv, isend, two waits, and every ``every``-th iteration an allreduce (0: none)."""
     iters = max(1, actions // n // 5)
+    block = every or iters
     out = []
     for r in range(n):
         left, right = (r - 1) % n, (r + 1) % n
         it = (f"{r} compute 100000\n{r} irecv {left} 0 {count} 0\n{r} isend {right} 0 {count} 0\n"
               f"{r} wait {left} {r} 0\n{r} wait {r} {right} 0\n")
-        coll = f"{r} allreduce 8 10000 0\n"
-        out.append(f"{r} init\n" + (it * 99 + it + coll) * (iters // 100) + it * (iters % 100) + f"{r} finalize\n")
+        coll = f"{r} allreduce 8 10000 0\n" if every else ""
+        out.append(f"{r} init\n" + (it * block + coll) * (iters // block) + it * (iters % block) + f"{r} finalize\n")
     return out
 
 
@@ -80,10 +82,20 @@ def run_measured(cmd: list[str], cwd: Path, out: Path) -> tuple[float, float, tu
     return wall, usage.ru_maxrss / 1024, text
 
 
-def side_by_side(index: Path, a, d: Path) -> dict:
+def with_envelope(index: str, nodes: int, cores: int, bandwidth: float, latency: float) -> float:
+    """hpcvar's makespan of the trace with SMPI's envelope added to its messages (run in a child process)."""
     from hpcvar.sim import app as simapp
     from hpcvar.sim import simgrid
     from hpcvar.traces.tit import read_tit
+
+    tr = simgrid.with_smpi_envelope(read_tit(index))
+    cl = simapp.Cluster(nodes, cores, bandwidth, latency)
+    sim = simapp.Simulator(tr, cl, simapp.mapping("rrp", tr.ntasks, cl), "maxmin", eager_bytes=simgrid.SMPI_EAGER_BYTES)
+    return float(sim.run().total_s.max())
+
+
+def side_by_side(index: Path, a, d: Path) -> dict:
+    from hpcvar.sim import simgrid
 
     nranks = len(index.read_text().split())
     plat, hosts = simgrid.write_platform(d, a.nodes, a.bandwidth, a.latency, 1e9, a.cores_per_node)
@@ -99,10 +111,9 @@ def side_by_side(index: Path, a, d: Path) -> dict:
         hp.append(run_measured(hp_cmd, d, d / "hp.out"))
     sg_makespan = float(simgrid.TIME.findall("".join(sg[-1][2]))[-1])
     hp_makespan = json.loads(hp[-1][2][0])["runs"][0]["makespan_s"]
-    tr = simgrid.with_smpi_envelope(read_tit(index))
-    cl = simapp.Cluster(a.nodes, a.cores_per_node, a.bandwidth, a.latency)
-    node_of = simapp.mapping("rrp", tr.ntasks, cl)
-    env = float(simapp.Simulator(tr, cl, node_of, "maxmin", eager_bytes=simgrid.SMPI_EAGER_BYTES).run().total_s.max())
+    code = (f"import sys; sys.path.insert(0, {str(Path(__file__).parent)!r}); import simgrid_side_by_side as b; "
+            f"print(b.with_envelope({str(index)!r}, {a.nodes}, {a.cores_per_node}, {a.bandwidth!r}, {a.latency!r}))")
+    env = float(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
     return {"sg": sg_makespan, "hp": hp_makespan, "hp_env": env, "sg_wall": min(w for w, _, _ in sg),
             "hp_wall": min(w for w, _, _ in hp), "sg_mib": max(m for _, m, _ in sg), "hp_mib": max(m for _, m, _ in hp)}
 
@@ -127,6 +138,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=50e-6, help="seconds between two nodes")
     ap.add_argument("--ring-actions", type=int, default=2_000_000)
     ap.add_argument("--ring-bytes", type=int, default=8192)
+    ap.add_argument("--allreduce-every", type=int, default=100, help="ring: an allreduce every N iterations (0: none)")
     ap.add_argument("--fanin-actions", type=int, default=200_000)
     ap.add_argument("--fanin-bytes", type=int, default=65536)
     ap.add_argument("--repeat", type=int, default=3)
@@ -141,10 +153,12 @@ def main() -> None:
         d = a.keep or Path(tmp)
         d.mkdir(parents=True, exist_ok=True)
         n = a.nodes * a.cores_per_node
-        for name, lines in (("ring", ring(n, a.ring_actions, a.ring_bytes // 8)),
-                            ("fanin", fanin(n, a.fanin_actions, a.fanin_bytes))):
+        for name in ("ring", "fanin"):
+            lines = ring(n, a.ring_actions, a.ring_bytes // 8, a.allreduce_every) if name == "ring" else \
+                fanin(n, a.fanin_actions, a.fanin_bytes)
             index = write_index(d, f"{name}.txt", lines)
             actions = sum(t.count("\n") for t in lines)
+            del lines  # the replays are measured from this process: keep it small (a child starts at its RSS)
             report(name, actions, side_by_side(index, a, d))
 
 
