@@ -22,7 +22,6 @@
 #define MAX_NS 100000000000000000LL /* 10**17: hpcvar.traces.native.MAX_NS */
 #define MAX_BYTES (1LL << 62)
 #define MAX_SIZE 1125899906842624.0 /* 2**50: hpcvar.units.MAX_SIZE */
-#define MAX_TOK 8 /* fields kept per line (rank, action and 6 arguments); all are counted */
 #define MAX_TAG 2147483647LL
 
 enum { C_TOK = 0, C_SPACE = 1, C_BREAK = 2, C_CR = 3, C_HIGH = 4 };
@@ -48,12 +47,13 @@ typedef struct {
     int64_t peer_max, peer_file, peer_line;
     char *scratch;
     int64_t capscratch;
+    int64_t world; /* the ranks of the trace (the highest first field + 1), counted for a v-collective; 0: not yet */
 } tit_st;
 
 typedef struct {
-    const char *p[MAX_TOK];
-    int64_t len[MAX_TOK];
-    int n; /* fields in the line, at most MAX_TOK counted */
+    const char **p; /* the fields of the line (all of them: a v-collective has a count per rank) */
+    int64_t *len;
+    int64_t n, cap;
 } fields;
 
 static unsigned char cls[256];
@@ -454,6 +454,89 @@ static int do_sendrecv(line_ctx *L) {
     return add(L, OP_SENDRECV, dst, sb, 0, -1) || add(L, OP_SENDRECV_RECV, src, rb, 0, -1) ? -1 : 0;
 }
 
+/* the first field of every line that is not a comment, as a rank: the highest + 1 (computed once) */
+static int64_t world_size(line_ctx *L) {
+    tit_st *S = L->S;
+    if (S->world) return S->world;
+    for (int64_t file = 0; file < L->c->nfiles; file++) {
+        const char *s = L->c->buf[file];
+        int64_t n = L->c->len[file], i = 0, r;
+        while (i < n) {
+            while (i < n && cls[(unsigned char)s[i]] == C_SPACE) i++;
+            int64_t b = i;
+            while (i < n && cls[(unsigned char)s[i]] == C_TOK) i++;
+            const char *t = s + b;
+            int64_t k = i - b;
+            if (k && t[0] != '#' && (i >= n || cls[(unsigned char)s[i]] != C_HIGH)) {
+                if (t[0] == 'p') t++, k--;
+                if (!py_int(t, k, L->c->max_digits, &r) && r >= 0 && r < MAX_TASKS && r + 1 > S->world)
+                    S->world = r + 1;
+            }
+            while (i < n && cls[(unsigned char)s[i]] != C_BREAK && cls[(unsigned char)s[i]] != C_CR) i++;
+            i += (i < n && s[i] == '\r' && i + 1 < n && s[i + 1] == '\n') ? 2 : 1;
+        }
+    }
+    return S->world;
+}
+
+/* the sum of the n counts from field i */
+static int get_counts(line_ctx *L, int64_t i, int64_t n, int64_t *total) {
+    int64_t v;
+    *total = 0;
+    for (int64_t k = i; k < i + n; k++) {
+        if (get_count(L, (int)k, &v)) return -1;
+        *total += v; /* each at most 2^50; saturated below: beyond MAX_SIZE is an error anyway */
+        if (*total > (1LL << 62)) *total = 1LL << 62;
+    }
+    return 0;
+}
+
+static int total_of(line_ctx *L, int64_t i, int64_t total, int64_t size, int64_t *out) {
+    if (total > (int64_t)MAX_SIZE || total * size > (int64_t)MAX_SIZE) return fail(L, HV_TIT_E_TOTAL, (int)i, size, 0);
+    *out = total * size;
+    return 0;
+}
+
+/* gatherv, scatterv, allgatherv, alltoallv with a count per rank (bytes: this rank's, the root's the sum);
+ * reducescatter as a reduce to rank 0 of the sum, a scatterv of each rank's count, then its flops */
+static int do_vcoll(line_ctx *L, int op) {
+    int64_t n = world_size(L), r = L->S->task[L->ti].rank, a, total, total2, root = -1, ss, rs, b1, b2, ns = 0;
+    if (op == OP_GATHERV) {
+        if (get_count(L, 2, &a) || get_counts(L, 3, n, &total) || opt_rank(L, (int)(3 + n), 0, &root) ||
+            get_datatype(L, (int)(4 + n), &ss) || get_datatype(L, (int)(5 + n), &rs) || bytes_of(L, 2, a, ss, &b1) ||
+            total_of(L, 3, total, rs, &b2))
+            return -1;
+        return add(L, op, root, r == root ? b2 : b1, 0, -1);
+    }
+    if (op == OP_SCATTERV) {
+        if (get_counts(L, 2, n, &total) || get_count(L, (int)(2 + n), &a) || opt_rank(L, (int)(3 + n), 0, &root) ||
+            get_datatype(L, (int)(4 + n), &ss) || get_datatype(L, (int)(5 + n), &rs) ||
+            total_of(L, 2, total, ss, &b2) || bytes_of(L, (int)(2 + n), a, rs, &b1))
+            return -1;
+        return add(L, op, root, r == root ? b2 : b1, 0, -1);
+    }
+    if (op == OP_ALLGATHERV) {
+        if (get_count(L, 2, &a) || get_counts(L, 3, n, &total) || get_datatype(L, (int)(3 + n), &ss) ||
+            get_datatype(L, (int)(4 + n), &rs) || bytes_of(L, 2, a, ss, &b1) || total_of(L, 3, total, rs, &b2))
+            return -1;
+        return add(L, op, -1, b2, 0, -1);
+    }
+    if (op == OP_ALLTOALLV) {
+        if (get_count(L, 2, &a) || get_counts(L, 3, n, &total) || get_count(L, (int)(3 + n), &a) ||
+            get_counts(L, 4 + n, n, &total2) || get_datatype(L, (int)(4 + 2 * n), &ss) ||
+            get_datatype(L, (int)(5 + 2 * n), &rs) || total_of(L, 3, total, ss, &b1) ||
+            total_of(L, 4 + n, total2, rs, &b2))
+            return -1;
+        return add(L, op, -1, b1, 0, -1);
+    }
+    if (get_counts(L, 2, n, &total) || get_ns(L, (int)(2 + n), L->c->flops_rate, HV_TIT_E_COMPUTE, &ns) ||
+        get_datatype(L, (int)(3 + n), &ss) || total_of(L, 2, total, ss, &b2) || get_count(L, (int)(2 + r), &a))
+        return -1;
+    if (add(L, OP_REDUCE, 0, b2, 0, -1) || add(L, OP_SCATTERV, 0, r == 0 ? b2 : a * ss, 0, -1)) return -1;
+    L->S->task[L->ti].clock += ns;
+    return 0;
+}
+
 static int do_action(line_ctx *L, const tit_action *a) {
     task_st *t = &L->S->task[L->ti];
     int64_t ns;
@@ -477,6 +560,7 @@ static int do_action(line_ctx *L, const tit_action *a) {
     case K_COLL: return do_coll(L, a->op);
     case K_SENDRECV: return do_sendrecv(L);
     case K_UNSUPPORTED: return fail(L, HV_TIT_E_UNSUPPORTED, 1, 0, 0);
+    case K_VCOLL: return do_vcoll(L, a->op);
     default: return 0;
     }
 }
@@ -489,7 +573,8 @@ static int check_dialect(line_ctx *L, const tit_action *a) {
     if ((cl == CL_OLD || cl == CL_NEW) && cl != L->grammar)
         return fail(L, HV_TIT_E_DIALECT, 1, L->chosen_at, L->grammar);
     if (cl == CL_AMBIGUOUS && L->grammar == HV_TIT_UNDECIDED) return fail(L, HV_TIT_E_AMBIGUOUS, 1, 0, 0);
-    if (!tit_nargs_ok(a, L->grammar, nargs)) return fail(L, HV_TIT_E_NARGS, 1, L->grammar, 0);
+    int64_t world = a->kind == K_VCOLL ? world_size(L) : 0;
+    if (!tit_nargs_ok(a, L->grammar, nargs, world)) return fail(L, HV_TIT_E_NARGS, 1, L->grammar, world);
     return 0;
 }
 
@@ -507,17 +592,30 @@ static int do_line(line_ctx *L) {
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-/* the fields of the line from s[i] (all counted, the first MAX_TOK kept); returns the index after the line's
- * break (\r\n is one break) */
-static int64_t split_line(const char *s, int64_t n, int64_t i, fields *f, int64_t *end, int *high) {
+/* room for one more field */
+static int fields_grow(fields *f) {
+    int64_t cap = f->cap ? 2 * f->cap : 16;
+    const char **p = realloc(f->p, (size_t)cap * sizeof *p);
+    if (p) f->p = p;
+    int64_t *len = realloc(f->len, (size_t)cap * sizeof *len);
+    if (len) f->len = len;
+    if (!p || !len) return -1;
+    f->cap = cap;
+    return 0;
+}
+
+/* the fields of the line from s[i]; returns the index after the line's break (\r\n is one break); *flag: 1 on a
+ * byte >= 0x80, 2 on no memory */
+static int64_t split_line(const char *s, int64_t n, int64_t i, fields *f, int64_t *end, int *flag) {
     f->n = 0;
     for (;;) {
         while (i < n && cls[(unsigned char)s[i]] == C_SPACE) i++;
         if (i >= n || cls[(unsigned char)s[i]] == C_BREAK || cls[(unsigned char)s[i]] == C_CR) break;
         int64_t b = i;
         while (i < n && cls[(unsigned char)s[i]] == C_TOK) i++;
-        if (i < n && cls[(unsigned char)s[i]] == C_HIGH) return *high = 1, i;
-        if (f->n < MAX_TOK) f->p[f->n] = s + b, f->len[f->n] = i - b;
+        if (i < n && cls[(unsigned char)s[i]] == C_HIGH) return *flag = 1, i;
+        if (f->n == f->cap && fields_grow(f)) return *flag = 2, i;
+        f->p[f->n] = s + b, f->len[f->n] = i - b;
         f->n++;
     }
     *end = i;
@@ -527,16 +625,14 @@ static int64_t split_line(const char *s, int64_t n, int64_t i, fields *f, int64_
 
 /* the grammar of a file: of its first line only one grammar reads (and that line's number), else undecided */
 static int detect(line_ctx *L, const char *s, int64_t n, int64_t *at) {
-    fields f;
     int64_t i = 0, line = 0, end;
     while (i < n) {
-        int high = 0;
+        int flag = 0;
         line++;
-        i = split_line(s, n, i, &f, &end, &high);
-        if (high) break; /* the parse stops there */
-        if (f.n < 2 || f.p[0][0] == '#') continue;
-        L->f = f;
-        int cl = tit_classify(action_of(L), f.n - 2);
+        i = split_line(s, n, i, &L->f, &end, &flag);
+        if (flag) break; /* the parse stops there */
+        if (L->f.n < 2 || L->f.p[0][0] == '#') continue;
+        int cl = tit_classify(action_of(L), L->f.n - 2);
         if (cl == CL_OLD || cl == CL_NEW) return *at = line, cl;
     }
     return *at = 0, HV_TIT_UNDECIDED;

@@ -24,11 +24,12 @@ enum {
     HV_TIT_E_MEMORY,      /* out of memory */
     HV_TIT_E_DIALECT,     /* the line is one grammar's, the file err_b's (chosen at line err_a; 0: --dialect) */
     HV_TIT_E_AMBIGUOUS,   /* send/recv with 3 arguments in a file no line of which tells the grammar */
-    HV_TIT_E_NARGS,       /* the action does not take that many arguments in grammar err_a */
+    HV_TIT_E_NARGS,       /* the action does not take that many arguments in grammar err_a (err_b ranks) */
     HV_TIT_E_TAG,         /* token err_tok is not a tag */
     HV_TIT_E_DATATYPE,    /* token err_tok is not a datatype with a size (err_a: why; err_b: the grammar) */
     HV_TIT_E_BYTES,       /* the count at err_tok times err_a bytes is beyond MAX_SIZE */
     HV_TIT_E_UNSUPPORTED, /* an action hpcvar's traces have no row for */
+    HV_TIT_E_TOTAL,       /* the counts from err_tok on, times err_a bytes, add up to more than MAX_SIZE */
 };
 
 /* dialects (hpcvar.traces.tit_dialect): 0 auto, else the datatype table of a SimGrid version */

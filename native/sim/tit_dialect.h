@@ -19,8 +19,10 @@ enum {
     K_COLL,
     K_SENDRECV,
     K_IGNORED,
-    K_UNSUPPORTED
+    K_UNSUPPORTED,
+    K_VCOLL
 };
+#define OP_REDUCESCATTER (-2) /* a K_VCOLL read as a reduce then a scatterv */
 /* classes of a line for the choice of grammar */
 enum { CL_NEUTRAL = 0, CL_OLD = 1, CL_NEW = 2, CL_AMBIGUOUS = 3, CL_UNKNOWN = 4 };
 
@@ -28,14 +30,15 @@ typedef struct {
     const char *name;
     int kind, grammars, op; /* grammars: a mask of HV_TIT_OLD | HV_TIT_NEW; op: an OP_* code or -1 */
     int lo, hi;             /* arguments (not for K_P2P, K_WAIT, K_TEST); hi -1: any number */
+    int lo_n, hi_n;         /* K_VCOLL: lo + lo_n * N to hi + hi_n * N arguments for N ranks */
 } tit_action;
 
 /* the action of a name (case-sensitive), NULL if none */
 const tit_action *tit_action_of(const char *s, int64_t n);
 /* the class of a line: its action (NULL: unknown) and number of arguments */
 int tit_classify(const tit_action *a, int64_t nargs);
-/* whether the action takes nargs arguments in the grammar */
-int tit_nargs_ok(const tit_action *a, int grammar, int64_t nargs);
+/* whether the action takes nargs arguments in the grammar (v-collectives: with a world of n ranks) */
+int tit_nargs_ok(const tit_action *a, int grammar, int64_t nargs, int64_t n);
 /* the size in bytes of the datatype id token s[0..n) in the dialect and grammar, or -(error) with the errors
  * of hpcvar.traces.tit_dialect (DT_UNKNOWN 1, DT_DERIVED 2, DT_AMBIGUOUS 3, DT_NOSIZE 4) */
 int tit_datatype_size(const char *s, int64_t n, int64_t dialect, int grammar);

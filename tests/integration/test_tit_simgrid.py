@@ -237,3 +237,43 @@ def test_trace_recorded_by_hpcvar_replays_in_simgrid(tmp_path, collectives, runs
         assert abs(hp16 - sg) / sg < 0.01
     back = read_tit(tmp_path / "ring.txt")
     assert _hpcvar_makespan(back) == pytest.approx(_hpcvar_makespan(tr), rel=1e-12)
+
+
+VCOLL = r"""
+#include <mpi.h>
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int r; MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    static double a[64], b[64];
+    int counts[3] = {1, 2, 3}, displs[3] = {0, 1, 3}, mine = counts[r];
+    MPI_Gatherv(a, mine, MPI_DOUBLE, b, counts, displs, MPI_DOUBLE, 1, MPI_COMM_WORLD);
+    MPI_Allgatherv(a, mine, MPI_INT, b, counts, displs, MPI_INT, MPI_COMM_WORLD);
+    MPI_Scatterv(a, counts, displs, MPI_FLOAT, b, mine, MPI_FLOAT, 0, MPI_COMM_WORLD);
+    int sc[3] = {r + 1, r + 1, r + 1}, sd[3] = {0, r + 1, 2 * (r + 1)}, rc[3] = {1, 2, 3}, rd[3] = {0, 1, 3};
+    MPI_Alltoallv(a, sc, sd, MPI_SHORT, b, rc, rd, MPI_SHORT, MPI_COMM_WORLD);
+    MPI_Reduce_scatter(a, b, counts, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_v_collectives_as_simgrid_records_them(tmp_path):
+    """MPI_Gatherv, Allgatherv, Scatterv, Alltoallv and Reduce_scatter recorded by SMPI (counts per rank, zeros
+    where MPI ignores them) are read with each rank's bytes; the export (their messages) replays under smpirun."""
+    index = _record(tmp_path, _build(tmp_path, "vcoll", VCOLL), 3)
+    tr = read_tit(index)
+    by = {(int(t), str(op)): [] for t, op in zip(tr.events["task"], tr.events["op"], strict=True)}
+    for t, op, b in zip(tr.events["task"], tr.events["op"], tr.events["bytes"], strict=True):
+        by[(int(t), str(op))].append(int(b))
+    assert [by[(r, "gatherv")] for r in range(3)] == [[8], [6 * 8], [24]]  # root 1: the sum
+    assert [by[(r, "allgatherv")] for r in range(3)] == [[6 * 4]] * 3
+    assert [by[(r, "alltoallv")] for r in range(3)] == [[3 * 2], [6 * 2], [9 * 2]]
+    assert [by[(r, "scatterv")] for r in range(3)] == [[6 * 4, 6 * 8], [2 * 4, 2 * 8], [3 * 4, 3 * 8]]
+    assert [by[(r, "reduce")] for r in range(3)] == [[6 * 8]] * 3  # reduce_scatter: a reduce, then a scatterv
+    write_tit(tr, tmp_path / "back.txt")
+    plat, hosts = simgrid.write_platform(tmp_path, 3, BW, LAT, SPEED)
+    sg = simgrid.replay(tmp_path / "back.txt", 3, plat, hosts).makespan_s
+    hp16 = _hpcvar_makespan(simgrid.with_smpi_envelope(read_tit(tmp_path / "back.txt")))
+    # the reduce of the reduce_scatter stays a collective: its 2 messages carry SMPI's envelope in SimGrid only
+    assert sg - hp16 == pytest.approx(2 * 16 / BW, abs=1e-9)

@@ -19,6 +19,7 @@ from hpcvar.traces.native import Trace, make_events, write_parquet
 from hpcvar.traces.tit import read_tit
 from hpcvar.traces.tit_export import COLL_TAG_BASE, write_tit
 from tests.conftest import run_cli
+from tests.unit.test_tit_native import _vcolls
 
 ENGINES = ["python", "native"] if replay_native.available() else ["python"]
 
@@ -129,7 +130,12 @@ def program(draw) -> str:
                 lines[r].append(f"{r} {'waitAll' if old else 'waitall'}")
         else:
             op = draw(st.sampled_from(["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgather",
-                                       "alltoall"]))
+                                       "alltoall", "vcoll"]))
+            if op == "vcoll":
+                k = draw(st.integers(0, 4))
+                for r in range(n):
+                    lines[r].append(_vcolls(r, n, a, " 6", old)[k])
+                continue
             args = {"barrier": "", "bcast": f" {size} {a}", "reduce": f" {size} 1e5 {a}", "allreduce": f" {size} 2e5",
                     "gather": f" {size} {size} {a}", "scatter": f" {size} {size} {a}", "allgather": f" {size} {size}",
                     "alltoall": f" {size} {size}"}[op]

@@ -105,7 +105,12 @@ BAD = [  # (text, line of the error, words of the message)
     ("0 isend 1 0 8 0 0\n", 1, "'isend' takes PEER TAG COUNT [DATATYPE] (3 or 4 arguments)"),
     ("0 ISend 1 100\n", 1, "unknown action 'ISend'"),
     ("0 Ssend 1 0 100 6\n", 1, "unknown action 'Ssend' (SimGrid's recorder writes it"),
-    ("0 gatherv 4 1 1 0 0 0\n", 1, "hpcvar does not read 'gatherv' lines"),
+    ("0 gatherv 4 1 1 0 0 0\n", 1, "'gatherv' takes SEND RECV_COUNT*1 [ROOT [SEND_DATATYPE [RECV_DATATYPE]]] (2 to "
+                                    "5 arguments) in SimGrid >= 3.20's dialect (a count per rank: the trace has 1 ranks)"),
+    ("0 init\n3 init\n0 alltoallv 1 1 1 1\n", 3, "(10 to 12 arguments)"),
+    ("0 scan 4 0 1\n", 1, "hpcvar does not read 'scan' lines"),
+    ("0 allgatherv 2 2 1e50 0 0\n1 init\n", 1, "'1e50' is not a count"),
+    ("0 allgatherv 2 2 1e15 0 0\n1 init\n", 1, "the counts from '2' on, of 8-byte elements, add up to more than"),
     ("0 isend 1 0 1e15 0\n", 1, "'1e15' elements of 8 bytes are more than 1125899906842624 bytes"),
     ("0 isend 1 7 10 0\n0 wait 0 1 5\n", 2, "no pending isend/irecv from rank 0 to rank 1 with tag 5"),
     ("0 Isend 1 10\n0 wait\n0 wait\n", 3, "wait without a pending Isend/Irecv"),
@@ -138,6 +143,26 @@ def test_dialect_given_against_the_lines(tmp_path, engine):
     f.write_text("0 send 1 2 6\n1 recv 0 2 6\n")  # ambiguous without --dialect, read with it
     assert rows(f, 0, engine, dialect="3.19")[0][:4] == ("send", 1, 2, 0)
     assert rows(f, 0, engine, dialect="3.32")[0][:4] == ("send", 1, 6, 2)
+
+
+@pytest.mark.parametrize("engine", ENGINES)
+def test_v_collectives(tmp_path, engine):
+    """A count per rank (the trace's ranks: its highest rank + 1): this rank's bytes, the root's the sum; reducescatter
+    as a reduce of the sum to rank 0, a scatterv of each rank's count, then its flops (1 GHz)."""
+    f = DATA / "vcollectives.tit"
+    assert [r[:3] for r in rows(f, 0, engine)[1:]] == [
+        ("gatherv", 2, 3 * 4), ("allgatherv", -1, 12 * 8), ("alltoallv", -1, 6 * 1), ("scatterv", 0, 60 * 4),
+        ("reduce", 0, 6 * 8), ("scatterv", 0, 6 * 8), ("finalize", -1, 0)]
+    assert [r[:3] for r in rows(f, 2, engine)[1:6]] == [
+        ("gatherv", 2, 12 * 4), ("allgatherv", -1, 96), ("alltoallv", -1, 3), ("scatterv", 0, 30 * 4),
+        ("reduce", 0, 48)]
+    assert rows(f, 1, engine)[6][:3] == ("scatterv", 0, 2 * 8) and rows(f, 1, engine)[7][5] == 2000
+    old = tmp_path / "old.tit"  # the names of SimGrid <= 3.19
+    old.write_text(f.read_text().replace("gatherv", "gatherV").replace("allgatherV", "allGatherV")
+                   .replace("alltoallv", "allToAllV").replace("scatterv", "scatterV")
+                   .replace("reducescatter", "reduceScatter"))
+    ev_old, ev_new = read_tit(old, engine=engine).events, read_tit(f, engine=engine).events
+    assert ev_old.equals(ev_new)
 
 
 def test_the_old_misreading_is_gone(tmp_path):

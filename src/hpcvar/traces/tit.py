@@ -42,7 +42,7 @@ _FIRST_LINE = re.compile(rb"(?:^|(?<=[\n\r\v\f\x1c-\x1e]))(?!#)[ \t\x1f]*[^ \t\x
 # error kinds (native/sim/tit.h, same order)
 (OK, E_RANK, E_SIZE, E_COMPUTE, E_SLEEP, E_MISSING, E_WAIT_EMPTY, E_WAIT_NONE, E_BEYOND, E_UNKNOWN, E_NO_ACTION,
  E_PEER, E_ALLTOALL, E_NOT_ASCII, E_MEMORY, E_DIALECT, E_AMBIGUOUS, E_NARGS, E_TAG, E_DATATYPE, E_BYTES,
- E_UNSUPPORTED) = range(22)
+ E_UNSUPPORTED, E_TOTAL) = range(23)
 # names SimGrid's recorder writes that its replay (and hpcvar) does not read, and what to write instead
 _RECORDER_ONLY = {"Ssend": "send", "ISsend": "isend", "bsend": "send", "ibsend": "isend", "Start": None,
                   "Startall": None, "waitAny": None, "testany": None, "testall": None, "testsome": None}
@@ -117,11 +117,12 @@ def _message(kind: int, f: list[str], tok: int, a: int, b: int, ctx: _Ctx) -> tu
                 "Give the SimGrid version that wrote the trace: --dialect 3.19 or --dialect 3.32 (for example)")
     if kind == E_NARGS:
         in_dialect = f" in {td.GRAMMAR_NAMES[a]}'s dialect" if a in td.GRAMMAR_NAMES else ""
-        return f"'{f[1]}' takes {td.describe(f[1], a)}{in_dialect}, not {len(f) - 2}", None
+        world = f" (a count per rank: the trace has {b} ranks)" if b else ""
+        return f"'{f[1]}' takes {td.describe(f[1], a, b)}{in_dialect}{world}, not {len(f) - 2}", None
     if kind == E_DATATYPE:
         return _datatype(t, a, b, ctx)
     if kind == E_UNSUPPORTED:
-        return (f"hpcvar does not read '{f[1]}' lines (the MPI call has no row in hpcvar's traces yet)",
+        return (f"hpcvar does not read '{f[1]}' lines (MPI_Scan and MPI_Exscan have no row in hpcvar's traces)",
                 "Remove the line (its time then counts as compute) or replay the trace with SimGrid")
     raise AssertionError(f"error kind {kind}")
 
@@ -141,6 +142,7 @@ _VALUE_MESSAGES: dict[int, tuple[str, str | None]] = {
     E_BEYOND: ("rank {a} runs beyond {max_s:g} s", None),
     E_TAG: ("'{t}' is not a tag (0..{max_tag})", _TAG_TODO),
     E_BYTES: ("'{t}' elements of {a} bytes are more than {max_size} bytes", None),
+    E_TOTAL: ("the counts from '{t}' on, of {a}-byte elements, add up to more than {max_size} bytes", None),
 }
 
 
@@ -353,8 +355,25 @@ class _Parser:
         self.where: tuple[str, int] = ("", 0)
         self.grammars: list[int] = []
         self.grammar = td.UNDECIDED
+        self.sources: list[tuple[str, bytes]] = []
+        self.world = 0  # the ranks of the trace, counted when a v-collective needs them
+
+    def world_size(self) -> int:
+        """The highest rank any line names first, + 1: the size of MPI_COMM_WORLD that a v-collective's counts
+        cover (lines whose first field is no rank do not count; they are errors when reached)."""
+        if not self.world:
+            for _, data in self.sources:
+                for raw in data.decode().splitlines():
+                    f = raw.split()
+                    if f and not f[0].startswith("#"):
+                        try:
+                            self.world = max(self.world, _rank(f[0]) + 1)
+                        except ValueError:
+                            pass
+        return self.world
 
     def parse(self, sources: list[tuple[str, bytes]], path: Path):
+        self.sources = sources
         for fname, data in sources:
             lines = data.decode().splitlines()
             if self.ctx.dialect == td.AUTO:
@@ -394,9 +413,10 @@ class _Parser:
             raise _LineError(E_DIALECT, 1, chosen_at, self.grammar)
         if c == td.AMBIGUOUS and self.grammar == td.UNDECIDED:
             raise _LineError(E_AMBIGUOUS, 1)
-        lo, hi, _ = td.layout(f[1], self.grammar)
+        n = self.world_size() if td.ACTIONS[f[1]][0] == td.K_VCOLL else 0
+        lo, hi, _ = td.layout(f[1], self.grammar, n)
         if not lo <= len(f) - 2 <= (hi if hi >= 0 else len(f)):
-            raise _LineError(E_NARGS, 1, self.grammar)
+            raise _LineError(E_NARGS, 1, self.grammar, n)
 
     # -- tokens --
 
@@ -453,6 +473,8 @@ class _Parser:
             self.collective(r, op, f)
         elif kind == td.K_SENDRECV:
             self.sendrecv(r, f)
+        elif kind == td.K_VCOLL:
+            self.vcollective(r, op, f)
         elif kind == td.K_UNSUPPORTED:
             raise _LineError(E_UNSUPPORTED, 1)
 
@@ -522,6 +544,56 @@ class _Parser:
             nbytes = recv_b if op == "scatter" else send_b  # scatter: the block received (significant everywhere)
         self.add(r, op, peer=root, nbytes=nbytes)
         self.clock[r] += ns
+
+    def _counts(self, f: list[str], i: int, n: int) -> int:
+        """The sum of the n counts from field i."""
+        return sum(self._arg(_count, f, k, E_SIZE) for k in range(i, i + n))
+
+    @staticmethod
+    def _total(total: int, size: int, i: int) -> int:
+        if total * size > MAX_SIZE:
+            raise _LineError(E_TOTAL, i, size)
+        return total * size
+
+    def vcollective(self, r: int, op: str, f: list[str]) -> None:
+        """gatherv, scatterv, allgatherv, alltoallv with a count per rank (bytes: this rank's, the root's the sum),
+        reducescatter as a reduce to rank 0 of the sum then a scatterv of each rank's count, then its flops."""
+        n = self.world_size()
+        if op == "gatherv":
+            send, total = self._arg(_count, f, 2, E_SIZE), self._counts(f, 3, n)
+            root = self._opt_rank(f, 3 + n, 0)
+            ss, rs = self._datatype(r, f, 4 + n), self._datatype(r, f, 5 + n)
+            sb, tb = self._bytes(send, ss, 2), self._total(total, rs, 3)
+            self.add(r, op, peer=root, nbytes=tb if r == root else sb)
+        elif op == "scatterv":
+            total, recv = self._counts(f, 2, n), self._arg(_count, f, 2 + n, E_SIZE)
+            root = self._opt_rank(f, 3 + n, 0)
+            ss, rs = self._datatype(r, f, 4 + n), self._datatype(r, f, 5 + n)
+            tb, rb = self._total(total, ss, 2), self._bytes(recv, rs, 2 + n)
+            self.add(r, op, peer=root, nbytes=tb if r == root else rb)
+        elif op == "allgatherv":
+            send, total = self._arg(_count, f, 2, E_SIZE), self._counts(f, 3, n)
+            ss, rs = self._datatype(r, f, 3 + n), self._datatype(r, f, 4 + n)
+            self._bytes(send, ss, 2)
+            self.add(r, op, nbytes=self._total(total, rs, 3))
+        elif op == "alltoallv":
+            self._arg(_count, f, 2, E_SIZE)
+            sent = self._counts(f, 3, n)
+            self._arg(_count, f, 3 + n, E_SIZE)
+            received = self._counts(f, 4 + n, n)
+            ss, rs = self._datatype(r, f, 4 + 2 * n), self._datatype(r, f, 5 + 2 * n)
+            sb = self._total(sent, ss, 3)
+            self._total(received, rs, 4 + n)
+            self.add(r, op, nbytes=sb)
+        else:  # reducescatter
+            total = self._counts(f, 2, n)
+            ns = self._arg(_ns, f, 2 + n, E_COMPUTE, self.rate)
+            size = self._datatype(r, f, 3 + n)
+            tb = self._total(total, size, 2)
+            mine = self._arg(_count, f, 2 + r, E_SIZE) * size
+            self.add(r, "reduce", peer=0, nbytes=tb)
+            self.add(r, "scatterv", peer=0, nbytes=tb if r == 0 else mine)
+            self.clock[r] += ns
 
     def sendrecv(self, r: int, f: list[str]) -> None:
         """``sendRecv SEND_COUNT DST RECV_COUNT SRC [DT1 [DT2]]`` (SimGrid 3.32; tag 0 on both sides)."""

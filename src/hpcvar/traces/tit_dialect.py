@@ -32,7 +32,7 @@ NEUTRAL, C_OLD, C_NEW, AMBIGUOUS, UNKNOWN = 0, OLD, NEW, 3, 4
 
 # action kinds (the C parser's A_* in the same order)
 (K_INIT, K_FINALIZE, K_COMPUTE, K_SLEEP, K_P2P, K_WAIT, K_WAITALL, K_TEST, K_COLL, K_SENDRECV, K_IGNORED,
- K_UNSUPPORTED) = range(12)
+ K_UNSUPPORTED, K_VCOLL) = range(13)
 BOTH = OLD | NEW
 
 # name -> (kind, grammars that know it, native op name or None)
@@ -52,14 +52,23 @@ ACTIONS: dict[str, tuple[int, int, str | None]] = {
     "allreduce": (K_COLL, NEW, "allreduce"), "alltoall": (K_COLL, NEW, "alltoall"),
     "allgather": (K_COLL, NEW, "allgather"),
     "sleep": (K_SLEEP, NEW, None), "location": (K_IGNORED, NEW, None), "sendRecv": (K_SENDRECV, NEW, "sendrecv"),
-    "gatherV": (K_UNSUPPORTED, OLD, None), "scatterV": (K_UNSUPPORTED, OLD, None),
-    "allGatherV": (K_UNSUPPORTED, OLD, None), "allToAllV": (K_UNSUPPORTED, OLD, None),
-    "reduceScatter": (K_UNSUPPORTED, OLD, None),
-    "gatherv": (K_UNSUPPORTED, NEW, None), "scatterv": (K_UNSUPPORTED, NEW, None),
-    "allgatherv": (K_UNSUPPORTED, NEW, None), "alltoallv": (K_UNSUPPORTED, NEW, None),
-    "reducescatter": (K_UNSUPPORTED, NEW, None), "scan": (K_UNSUPPORTED, NEW, None),
+    "gatherV": (K_VCOLL, OLD, "gatherv"), "scatterV": (K_VCOLL, OLD, "scatterv"),
+    "allGatherV": (K_VCOLL, OLD, "allgatherv"), "allToAllV": (K_VCOLL, OLD, "alltoallv"),
+    "reduceScatter": (K_VCOLL, OLD, "reducescatter"),
+    "gatherv": (K_VCOLL, NEW, "gatherv"), "scatterv": (K_VCOLL, NEW, "scatterv"),
+    "allgatherv": (K_VCOLL, NEW, "allgatherv"), "alltoallv": (K_VCOLL, NEW, "alltoallv"),
+    "reducescatter": (K_VCOLL, NEW, "reducescatter"), "scan": (K_UNSUPPORTED, NEW, None),
     "exscan": (K_UNSUPPORTED, NEW, None),
 }
+# the v-collectives' arguments for a world of n ranks: (min = a * n + b, max = c * n + d, text); their counts
+# are one per rank, so a line can only be read knowing n (SimGrid: its number of processes; hpcvar: the highest
+# rank of the trace + 1)
+_VLAYOUT = {"gatherv": (1, 1, 1, 4, "SEND RECV_COUNT*N [ROOT [SEND_DATATYPE [RECV_DATATYPE]]]"),
+            "scatterv": (1, 1, 1, 4, "SEND_COUNT*N RECV [ROOT [SEND_DATATYPE [RECV_DATATYPE]]]"),
+            "allgatherv": (1, 1, 1, 3, "SEND RECV_COUNT*N [SEND_DATATYPE [RECV_DATATYPE]]"),
+            "alltoallv": (2, 2, 2, 4, "SEND_BUFFER SEND_COUNT*N RECV_BUFFER RECV_COUNT*N [SEND_DATATYPE "
+                                      "[RECV_DATATYPE]]"),
+            "reducescatter": (1, 1, 1, 2, "RECV_COUNT*N FLOPS [DATATYPE]")}
 
 # (kind, grammar) or name -> (min args, max args, layout for messages); -1: any number
 _P2P_LAYOUT = {OLD: (2, 3, "PEER COUNT [DATATYPE]"), NEW: (3, 4, "PEER TAG COUNT [DATATYPE]")}
@@ -80,11 +89,14 @@ _LAYOUT: dict[str, tuple[int, int, str]] = {
 }
 
 
-def layout(name: str, grammar: int) -> tuple[int, int, str]:
-    """(min, max, text) of the arguments of a known action in a grammar (max -1: any number). UNDECIDED (a file
-    whose lines do not say its dialect): send/recv within both layouts; wait/test none (their 0 or 3 arguments
-    choose the grammar, so an undecided file has no valid wait)."""
-    kind = ACTIONS[name][0]
+def layout(name: str, grammar: int, n: int = 0) -> tuple[int, int, str]:
+    """(min, max, text) of the arguments of a known action in a grammar (max -1: any number), v-collectives in a
+    world of n ranks. UNDECIDED (a file whose lines do not say its dialect): send/recv within both layouts;
+    wait/test none (their 0 or 3 arguments choose the grammar, so an undecided file has no valid wait)."""
+    kind, _, op = ACTIONS[name]
+    if kind == K_VCOLL:
+        a, b, c, d, text = _VLAYOUT[op or ""]
+        return a * n + b, c * n + d, text.replace("*N", f"*{n}")
     if kind == K_P2P:
         if grammar == UNDECIDED:
             return 2, 4, "PEER COUNT [DATATYPE] (SimGrid <= 3.19) or PEER TAG COUNT [DATATYPE] (>= 3.20)"
@@ -98,13 +110,14 @@ def layout(name: str, grammar: int) -> tuple[int, int, str]:
     return _LAYOUT.get(name, (0, -1, "..."))
 
 
-def describe(name: str, grammar: int) -> str:
+def describe(name: str, grammar: int, n: int = 0) -> str:
     """The arguments of an action in a grammar, for messages: ``PEER TAG COUNT [DATATYPE] (3 or 4 arguments)``."""
-    lo, hi, text = layout(name, grammar)
+    lo, hi, text = layout(name, grammar, n)
     if grammar == UNDECIDED and ACTIONS[name][0] in (K_P2P, K_WAIT, K_TEST):
         return text
-    n = f"{lo}" if lo == hi else f"{lo} or {hi}" if hi == lo + 1 else f"{lo} to {hi}" if hi >= 0 else f"{lo} or more"
-    return f"{text or 'no argument'} ({n} argument{'' if hi == 1 else 's'})"
+    count = f"{lo}" if lo == hi else f"{lo} or {hi}" if hi == lo + 1 else f"{lo} to {hi}" if hi >= 0 \
+        else f"{lo} or more"
+    return f"{text or 'no argument'} ({count} argument{'' if hi == 1 else 's'})"
 
 
 def classify(name: str, nargs: int) -> int:

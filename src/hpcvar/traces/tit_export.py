@@ -12,8 +12,9 @@ simulates, hpcvar.sim.replay_ref.lower) becomes ``compute FLOPS`` at ``flops_rat
 * TIT has no communicators (SimGrid replays every collective on MPI_COMM_WORLD): a collective on another
   communicator, and a v-collective (whose counts per rank the native trace does not keep), is written as the
   point-to-point messages hpcvar's replay decomposes it into (``collectives``, the algorithm of ``sim app
-  --collectives``; hpcvar.traces.collectives): per step its isends and irecvs, then their waits, with the tag
-  COLL_TAG_BASE + the communicator's id (an application's own tags must stay below it);
+  --collectives``; hpcvar.traces.collectives): per step its isends and irecvs (of the size its sender sends: the
+  sender's own row of the collective), then their waits, with the tag COLL_TAG_BASE + the communicator's id (an
+  application's own tags must stay below it);
 * ``wait SRC DST TAG`` completes the oldest pending request with that key, in SimGrid and when read back: a
   trace that waits for a later one of two such requests first replays them in posting order.
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from hpcvar.errors import InputFileError, UsageError
-from hpcvar.traces.native import Trace
+from hpcvar.traces.native import COLLECTIVE_OPS, Trace
 from hpcvar.traces.tit import MAX_FLOPS_RATE
 from hpcvar.traces.tit_dialect import MPI_BYTE_ID
 
@@ -97,6 +98,22 @@ class _Writer:
         self.trace, self.rate, self.algo = trace, flops_rate, algo
         self.where = trace.source or "trace"
         self.index = {c: {w: i for i, w in enumerate(m)} for c, m in trace.comms.items()}
+        self.decomposed = self._decomposed()
+        self.kth: dict[tuple[int, int], int] = {}  # (task, comm) -> decomposed collectives written so far
+
+    def _decomposed(self) -> dict[tuple[int, int], list[tuple[int, int]]]:
+        """Per (task, communicator) the (bytes, root) of its collectives written as messages, in order: every
+        member has the same sequence, so a receive's size is the one its sender sends (SimGrid refuses a message
+        longer than its receive)."""
+        ev = self.trace.events
+        coll = ev["op"].isin(sorted(COLLECTIVE_OPS)).to_numpy() & \
+            ((ev["comm"].to_numpy() != 0) | ev["op"].isin(sorted(_VCOLL)).to_numpy())
+        sub = ev[coll].sort_values(["task", "seq"])
+        out: dict[tuple[int, int], list[tuple[int, int]]] = {}
+        for t, c, b, p in zip(sub["task"].tolist(), sub["comm"].tolist(), sub["bytes"].tolist(), sub["peer"].tolist(),
+                              strict=True):
+            out.setdefault((t, c), []).append((b, p))
+        return out
 
     def lines(self) -> list[str]:
         ev = self.trace.events
@@ -184,11 +201,22 @@ class _Writer:
         if members is None or r not in index:
             raise self.refuse(r, t.seq[i], f"the {op} is on communicator {comm}, which the trace does not describe "
                                            "or of which the task is no member")
-        me, tag = index[r], COLL_TAG_BASE + comm
+        me, tag, n = index[r], COLL_TAG_BASE + comm, len(members)
         root = index.get(t.peer[i], 0) if t.peer[i] >= 0 else 0
-        for sends, recvs in steps(op, len(members), me, root, t.bytes[i], self.algo):
+        k = self.kth.get((r, comm), 0)
+        self.kth[(r, comm)] = k + 1
+        sent: dict[int, list[int]] = {}  # per source: the bytes it sends me in this collective, in order
+
+        def incoming(p: int) -> int:
+            if p not in sent:
+                rows = self.decomposed.get((members[p], comm), [])
+                b = rows[k][0] if k < len(rows) else 0
+                sent[p] = [nb for s_, _ in steps(op, n, p, root, b, self.algo) for q, nb in s_ if q == me]
+            return sent[p].pop(0) if sent[p] else 0
+
+        for sends, recvs in steps(op, n, me, root, t.bytes[i], self.algo):
             yield from (f"{r} isend {members[p]} {tag} {nb} {B}\n" for p, nb in sends)
-            yield from (f"{r} irecv {members[p]} {tag} {nb} {B}\n" for p, nb in recvs)
+            yield from (f"{r} irecv {members[p]} {tag} {incoming(p)} {B}\n" for p, _ in recvs)
             yield from (f"{r} wait {r} {members[p]} {tag}\n" for p, _ in sends)
             yield from (f"{r} wait {members[p]} {r} {tag}\n" for p, _ in recvs)
 
