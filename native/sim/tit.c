@@ -281,7 +281,6 @@ typedef struct {
     fields f;
     int64_t file, line, start, end, ti, chosen_at;
     int grammar;
-    const tit_action *last; /* lines repeat their action: the previous one is tried first */
 } line_ctx;
 
 static int fail(line_ctx *L, int err, int tok, int64_t a, int64_t b) {
@@ -291,14 +290,7 @@ static int fail(line_ctx *L, int err, int tok, int64_t a, int64_t b) {
     return -1;
 }
 
-static const tit_action *action_of(line_ctx *L) {
-    const char *s = L->f.p[1];
-    int64_t n = L->f.len[1];
-    if (L->last && (int64_t)strlen(L->last->name) == n && !memcmp(L->last->name, s, (size_t)n)) return L->last;
-    const tit_action *a = tit_action_of(s, n);
-    if (a) L->last = a;
-    return a;
-}
+static const tit_action *action_of(line_ctx *L) { return tit_action_of(L->f.p[1], L->f.len[1]); }
 
 /* field i as a rank (``3`` or ``p3``) */
 static int get_rank(line_ctx *L, int i, int64_t *r) {
@@ -607,17 +599,24 @@ static int fields_grow(fields *f) {
 /* the fields of the line from s[i]; returns the index after the line's break (\r\n is one break); *flag: 1 on a
  * byte >= 0x80, 2 on no memory */
 static int64_t split_line(const char *s, int64_t n, int64_t i, fields *f, int64_t *end, int *flag) {
-    f->n = 0;
+    int64_t k = 0, cap = f->cap; /* locals: the stores below could alias f's fields */
+    const char **p = f->p;
+    int64_t *len = f->len;
     for (;;) {
         while (i < n && cls[(unsigned char)s[i]] == C_SPACE) i++;
         if (i >= n || cls[(unsigned char)s[i]] == C_BREAK || cls[(unsigned char)s[i]] == C_CR) break;
         int64_t b = i;
         while (i < n && cls[(unsigned char)s[i]] == C_TOK) i++;
-        if (i < n && cls[(unsigned char)s[i]] == C_HIGH) return *flag = 1, i;
-        if (f->n == f->cap && fields_grow(f)) return *flag = 2, i;
-        f->p[f->n] = s + b, f->len[f->n] = i - b;
-        f->n++;
+        if (i < n && cls[(unsigned char)s[i]] == C_HIGH) return f->n = k, *flag = 1, i;
+        if (k == cap) {
+            f->n = k;
+            if (fields_grow(f)) return *flag = 2, i;
+            cap = f->cap, p = f->p, len = f->len;
+        }
+        p[k] = s + b, len[k] = i - b;
+        k++;
     }
+    f->n = k;
     *end = i;
     if (i < n && s[i] == '\r' && i + 1 < n && s[i + 1] == '\n') return i + 2;
     return i < n ? i + 1 : i;
@@ -721,6 +720,7 @@ int hv_tit_parse(hv_tit_config *c) {
     c->state = S, c->err = HV_TIT_OK, c->nrows = 0, c->ntasks = 0;
     if (!S || !c_locale()) return -1;
     init_classes();
+    tit_dialect_init();
     S->last_rank = -1, S->peer_max = -1;
     if (rows_grow(S, count_lines(c) + 1)) return -1;
     for (int64_t f = 0; f < c->nfiles && c->err == HV_TIT_OK; f++) parse_file(S, c, f);

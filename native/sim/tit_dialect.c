@@ -10,77 +10,77 @@
 #define NEW HV_TIT_NEW
 #define BOTH (HV_TIT_OLD | HV_TIT_NEW)
 
+#define A(name, ...) {name, (int)sizeof(name) - 1, __VA_ARGS__}
 static const tit_action ACTIONS[] = {
-    {"init", K_INIT, BOTH, OP_INIT, 0, 1, 0, 0},
-    {"finalize", K_FINALIZE, BOTH, OP_FINALIZE, 0, 0, 0, 0},
-    {"comm_size", K_IGNORED, BOTH, -1, 0, -1, 0, 0},
-    {"comm_split", K_IGNORED, BOTH, -1, 0, -1, 0, 0},
-    {"comm_dup", K_IGNORED, BOTH, -1, 0, -1, 0, 0},
-    {"compute", K_COMPUTE, BOTH, -1, 1, 1, 0, 0},
-    {"send", K_P2P, BOTH, OP_SEND, 0, 0, 0, 0},
-    {"recv", K_P2P, BOTH, OP_RECV, 0, 0, 0, 0},
-    {"Isend", K_P2P, OLD, OP_ISEND, 0, 0, 0, 0},
-    {"Irecv", K_P2P, OLD, OP_IRECV, 0, 0, 0, 0},
-    {"isend", K_P2P, NEW, OP_ISEND, 0, 0, 0, 0},
-    {"irecv", K_P2P, NEW, OP_IRECV, 0, 0, 0, 0},
-    {"wait", K_WAIT, BOTH, OP_WAIT, 0, 0, 0, 0},
-    {"test", K_TEST, BOTH, -1, 0, 0, 0, 0},
-    {"waitAll", K_WAITALL, OLD, OP_WAIT, 0, 1, 0, 0},
-    {"waitall", K_WAITALL, NEW, OP_WAIT, 0, 1, 0, 0},
-    {"barrier", K_COLL, BOTH, OP_BARRIER, 0, 0, 0, 0},
-    {"bcast", K_COLL, BOTH, OP_BCAST, 1, 3, 0, 0},
-    {"reduce", K_COLL, BOTH, OP_REDUCE, 2, 4, 0, 0},
-    {"gather", K_COLL, BOTH, OP_GATHER, 2, 5, 0, 0},
-    {"scatter", K_COLL, BOTH, OP_SCATTER, 2, 5, 0, 0},
-    {"allReduce", K_COLL, OLD, OP_ALLREDUCE, 2, 3, 0, 0},
-    {"allToAll", K_COLL, OLD, OP_ALLTOALL, 2, 4, 0, 0},
-    {"allGather", K_COLL, OLD, OP_ALLGATHER, 2, 4, 0, 0},
-    {"allreduce", K_COLL, NEW, OP_ALLREDUCE, 2, 3, 0, 0},
-    {"alltoall", K_COLL, NEW, OP_ALLTOALL, 2, 4, 0, 0},
-    {"allgather", K_COLL, NEW, OP_ALLGATHER, 2, 4, 0, 0},
-    {"sleep", K_SLEEP, NEW, -1, 1, 1, 0, 0},
-    {"location", K_IGNORED, NEW, -1, 2, 2, 0, 0},
-    {"sendRecv", K_SENDRECV, NEW, OP_SENDRECV, 4, 6, 0, 0},
-    {"gatherV", K_VCOLL, OLD, OP_GATHERV, 1, 4, 1, 1},
-    {"scatterV", K_VCOLL, OLD, OP_SCATTERV, 1, 4, 1, 1},
-    {"allGatherV", K_VCOLL, OLD, OP_ALLGATHERV, 1, 3, 1, 1},
-    {"allToAllV", K_VCOLL, OLD, OP_ALLTOALLV, 2, 4, 2, 2},
-    {"reduceScatter", K_VCOLL, OLD, OP_REDUCESCATTER, 1, 2, 1, 1},
-    {"gatherv", K_VCOLL, NEW, OP_GATHERV, 1, 4, 1, 1},
-    {"scatterv", K_VCOLL, NEW, OP_SCATTERV, 1, 4, 1, 1},
-    {"allgatherv", K_VCOLL, NEW, OP_ALLGATHERV, 1, 3, 1, 1},
-    {"alltoallv", K_VCOLL, NEW, OP_ALLTOALLV, 2, 4, 2, 2},
-    {"reducescatter", K_VCOLL, NEW, OP_REDUCESCATTER, 1, 2, 1, 1},
-    {"scan", K_UNSUPPORTED, NEW, -1, 0, -1, 0, 0},
-    {"exscan", K_UNSUPPORTED, NEW, -1, 0, -1, 0, 0},
+    A("init", K_INIT, BOTH, OP_INIT, 0, 1, 0, 0),
+    A("finalize", K_FINALIZE, BOTH, OP_FINALIZE, 0, 0, 0, 0),
+    A("comm_size", K_IGNORED, BOTH, -1, 0, -1, 0, 0),
+    A("comm_split", K_IGNORED, BOTH, -1, 0, -1, 0, 0),
+    A("comm_dup", K_IGNORED, BOTH, -1, 0, -1, 0, 0),
+    A("compute", K_COMPUTE, BOTH, -1, 1, 1, 0, 0),
+    A("send", K_P2P, BOTH, OP_SEND, 0, 0, 0, 0),
+    A("recv", K_P2P, BOTH, OP_RECV, 0, 0, 0, 0),
+    A("Isend", K_P2P, OLD, OP_ISEND, 0, 0, 0, 0),
+    A("Irecv", K_P2P, OLD, OP_IRECV, 0, 0, 0, 0),
+    A("isend", K_P2P, NEW, OP_ISEND, 0, 0, 0, 0),
+    A("irecv", K_P2P, NEW, OP_IRECV, 0, 0, 0, 0),
+    A("wait", K_WAIT, BOTH, OP_WAIT, 0, 0, 0, 0),
+    A("test", K_TEST, BOTH, -1, 0, 0, 0, 0),
+    A("waitAll", K_WAITALL, OLD, OP_WAIT, 0, 1, 0, 0),
+    A("waitall", K_WAITALL, NEW, OP_WAIT, 0, 1, 0, 0),
+    A("barrier", K_COLL, BOTH, OP_BARRIER, 0, 0, 0, 0),
+    A("bcast", K_COLL, BOTH, OP_BCAST, 1, 3, 0, 0),
+    A("reduce", K_COLL, BOTH, OP_REDUCE, 2, 4, 0, 0),
+    A("gather", K_COLL, BOTH, OP_GATHER, 2, 5, 0, 0),
+    A("scatter", K_COLL, BOTH, OP_SCATTER, 2, 5, 0, 0),
+    A("allReduce", K_COLL, OLD, OP_ALLREDUCE, 2, 3, 0, 0),
+    A("allToAll", K_COLL, OLD, OP_ALLTOALL, 2, 4, 0, 0),
+    A("allGather", K_COLL, OLD, OP_ALLGATHER, 2, 4, 0, 0),
+    A("allreduce", K_COLL, NEW, OP_ALLREDUCE, 2, 3, 0, 0),
+    A("alltoall", K_COLL, NEW, OP_ALLTOALL, 2, 4, 0, 0),
+    A("allgather", K_COLL, NEW, OP_ALLGATHER, 2, 4, 0, 0),
+    A("sleep", K_SLEEP, NEW, -1, 1, 1, 0, 0),
+    A("location", K_IGNORED, NEW, -1, 2, 2, 0, 0),
+    A("sendRecv", K_SENDRECV, NEW, OP_SENDRECV, 4, 6, 0, 0),
+    A("gatherV", K_VCOLL, OLD, OP_GATHERV, 1, 4, 1, 1),
+    A("scatterV", K_VCOLL, OLD, OP_SCATTERV, 1, 4, 1, 1),
+    A("allGatherV", K_VCOLL, OLD, OP_ALLGATHERV, 1, 3, 1, 1),
+    A("allToAllV", K_VCOLL, OLD, OP_ALLTOALLV, 2, 4, 2, 2),
+    A("reduceScatter", K_VCOLL, OLD, OP_REDUCESCATTER, 1, 2, 1, 1),
+    A("gatherv", K_VCOLL, NEW, OP_GATHERV, 1, 4, 1, 1),
+    A("scatterv", K_VCOLL, NEW, OP_SCATTERV, 1, 4, 1, 1),
+    A("allgatherv", K_VCOLL, NEW, OP_ALLGATHERV, 1, 3, 1, 1),
+    A("alltoallv", K_VCOLL, NEW, OP_ALLTOALLV, 2, 4, 2, 2),
+    A("reducescatter", K_VCOLL, NEW, OP_REDUCESCATTER, 1, 2, 1, 1),
+    A("scan", K_UNSUPPORTED, NEW, -1, 0, -1, 0, 0),
+    A("exscan", K_UNSUPPORTED, NEW, -1, 0, -1, 0, 0),
 };
 #define NACTIONS ((int)(sizeof ACTIONS / sizeof *ACTIONS))
 
-const tit_action *tit_action_of(const char *s, int64_t n) {
-    for (int i = 0; i < NACTIONS; i++)
-        if (ACTIONS[i].name[0] == s[0] && (int64_t)strlen(ACTIONS[i].name) == n &&
-            !memcmp(ACTIONS[i].name, s, (size_t)n))
-            return &ACTIONS[i];
-    return NULL;
+/* names by a hash of their length and first and last bytes, open addressing (-1: empty) */
+#define NSLOTS 128
+static int8_t slots[NSLOTS];
+
+static unsigned slot_of(const char *s, int64_t n) {
+    return ((unsigned)n * 7u + (unsigned char)s[0] * 3u + (unsigned char)s[n - 1]) & (NSLOTS - 1);
 }
 
-int tit_classify(const tit_action *a, int64_t nargs) {
-    if (!a) return CL_UNKNOWN;
-    if (a->grammars != BOTH) return a->grammars;
-    if (a->kind == K_P2P) return nargs == 2 ? CL_OLD : nargs == 3 ? CL_AMBIGUOUS : nargs == 4 ? CL_NEW : CL_NEUTRAL;
-    if (a->kind == K_WAIT || a->kind == K_TEST) return nargs == 0 ? CL_OLD : nargs == 3 ? CL_NEW : CL_NEUTRAL;
-    return CL_NEUTRAL;
-}
-
-int tit_nargs_ok(const tit_action *a, int grammar, int64_t nargs, int64_t n) {
-    int64_t lo = a->lo + a->lo_n * n, hi = a->hi + a->hi_n * n;
-    if (a->kind == K_P2P) {
-        lo = grammar == NEW ? 3 : 2;
-        hi = grammar == OLD ? 3 : 4;
-    } else if (a->kind == K_WAIT || a->kind == K_TEST) {
-        lo = hi = grammar == NEW ? 3 : 0;
+void tit_dialect_init(void) {
+    memset(slots, -1, sizeof slots);
+    for (int i = 0; i < NACTIONS; i++) {
+        unsigned j = slot_of(ACTIONS[i].name, ACTIONS[i].len);
+        while (slots[j] >= 0) j = (j + 1) & (NSLOTS - 1);
+        slots[j] = (int8_t)i;
     }
-    return nargs >= lo && (hi < 0 || nargs <= hi);
+}
+
+const tit_action *tit_action_of(const char *s, int64_t n) {
+    if (n <= 0) return NULL;
+    for (unsigned j = slot_of(s, n); slots[j] >= 0; j = (j + 1) & (NSLOTS - 1)) {
+        const tit_action *a = &ACTIONS[slots[j]];
+        if (a->len == n && !memcmp(a->name, s, (size_t)n)) return a;
+    }
+    return NULL;
 }
 
 /* ---- datatypes: id -> size in bytes (x86-64); 0: no size; -1 (AUTO only): the versions disagree ---------- */
