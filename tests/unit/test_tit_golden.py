@@ -105,8 +105,9 @@ BAD = [  # (text, line of the error, words of the message)
     ("0 isend 1 0 8 0 0\n", 1, "'isend' takes PEER TAG COUNT [DATATYPE] (3 or 4 arguments)"),
     ("0 ISend 1 100\n", 1, "unknown action 'ISend'"),
     ("0 Ssend 1 0 100 6\n", 1, "unknown action 'Ssend' (SimGrid's recorder writes it"),
-    ("0 gatherv 4 1 1 0 0 0\n", 1, "'gatherv' takes SEND RECV_COUNT*1 [ROOT [SEND_DATATYPE [RECV_DATATYPE]]] (2 to "
-                                    "5 arguments) in SimGrid >= 3.20's dialect (a count per rank: the trace has 1 ranks)"),
+    ("0 gatherv 4 1 1 0 0 0\n", 1, "'gatherv' takes SEND RECV_COUNT*1 [ROOT [SEND_DATATYPE [RECV_DATATYPE]]] (2 "
+                                    "to 5 arguments) in SimGrid >= 3.20's dialect (a count per rank: the trace has 1 "
+                                    "ranks)"),
     ("0 init\n3 init\n0 alltoallv 1 1 1 1\n", 3, "(10 to 12 arguments)"),
     ("0 scan 4 0 1\n", 1, "hpcvar does not read 'scan' lines"),
     ("0 allgatherv 2 2 1e50 0 0\n1 init\n", 1, "'1e50' is not a count"),
