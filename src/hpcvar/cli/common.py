@@ -43,6 +43,20 @@ SIZE_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: units.parse_siz
 INT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: units.parse_int(x, f), f), "integers")
 FLOAT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: _float(x, f), f), "numbers")
 DURATION = _UnitType(units.parse_time, "duration")
+
+
+def _positive_time(text: str, flag: str) -> float:
+    value = units.parse_time(text, flag)
+    if value <= 0:
+        from hpcvar.errors import UsageError
+
+        raise UsageError(f"'{text}' is no time at all: it must be above zero", flag,
+                         "Give a positive duration with its unit, e.g. 90s or 10m (or leave the flag out for its "
+                         "default)")
+    return value
+
+
+POSITIVE_DURATION = _UnitType(_positive_time, "duration")  # a timeout, a period, a recording: 0 means nothing
 RATE = _UnitType(units.parse_rate, "rate")
 
 
@@ -289,7 +303,7 @@ def launch_options(default_np: int | None = 2):
                               "(MPICH: pmi2, Open MPI: pmix); 'srun --mpi=list' shows what Slurm has."),
             click.option("--map-by", type=click.Choice(["host", "slot"]), default="slot", show_default=True,
                          help="Testbed placement: 'slot' fills a host before the next, 'host' round-robins."),
-            click.option("--timeout", type=DURATION, default=None,
+            click.option("--timeout", type=POSITIVE_DURATION, default=None,
                          help="Stop the MPI job after this long (e.g. 90s, 10m); default scales with the work."),
             click.option("--resume", default=None, metavar="RUN",
                          help="Continue an interrupted run (its directory or name) with the same parameters."),
@@ -365,7 +379,8 @@ def emit_run(run, result: dict, as_json: bool) -> None:
 
 
 __all__ = [
-    "DURATION", "FLOAT_LIST", "INT_LIST", "OUT_PATH", "RATE", "SIZE", "SIZE_LIST", "bench_context", "emit",
+    "DURATION", "POSITIVE_DURATION", "FLOAT_LIST", "INT_LIST", "OUT_PATH", "RATE", "SIZE", "SIZE_LIST",
+    "bench_context", "emit",
     "emit_run", "emit_tables", "format_options", "launch_options", "option", "output_options", "print_json",
     "result_tables", "run_tables", "runs_dir_option", "stderr_console", "stdout_console", "tables_text",
     "writing_out",

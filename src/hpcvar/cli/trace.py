@@ -13,8 +13,8 @@ import click
 
 from hpcvar.cli.common import (
     DIALECT_HELP,
-    DURATION,
     OUT_PATH,
+    POSITIVE_DURATION,
     emit,
     format_options,
     option,
@@ -70,7 +70,8 @@ def _tracer_lib(lib: str | None) -> Path:
                    "must be visible to every node). Kept when given.")
 @click.option("--clock", type=click.Choice(["auto", "tsc", "mono"]), default="auto", show_default=True,
               help="Tracer clock: the cheaper exact one (auto), rdtsc, or clock_gettime.")
-@click.option("--timeout", type=DURATION, default=None, help="Stop the application after this long (e.g. 10m).")
+@click.option("--timeout", type=POSITIVE_DURATION, default=None,
+              help="Stop the application after this long (e.g. 10m).")
 @format_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
 def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
