@@ -103,6 +103,10 @@ class AliasOption(click.Option):
             self.opts, self.secondary_opts = saved
 
 
+DIALECT_HELP = ("TIT: the SimGrid version that wrote the trace (3.19, 3.25, 3.32, ...), or auto: each file's dialect "
+                "from its lines (the datatype ids whose size changed between versions are then refused).")
+
+
 def option(*decls: str, aliases: tuple[str, ...] = (), **kwargs: Any):
     """``click.option`` with hidden old names: ``option("--repeat", "repeat", aliases=("--reps",))``. An old
     name of the negative side of a boolean flag is given as ``" /--no-plot"``."""
