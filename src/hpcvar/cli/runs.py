@@ -71,6 +71,11 @@ def show_cmd(run, as_json, runs_dir):
     if r.status == "lost":
         console.print("[yellow]its process is gone: it was killed before it could end the run (--resume RUN "
                       "continues a resumable benchmark)[/]")
+    err = info.get("error") or {}
+    if err and r.status in ("failed", "interrupted"):
+        console.print(f"why: {err.get('what')}" + (f" ({err['where']})" if err.get("where") else ""), markup=False)
+        if err.get("todo"):
+            console.print(f"what to do: {err['todo']}", markup=False)
     console.print(f"path: {r.path}", markup=False)
     console.print(f"started {info.get('started_utc')}  ended {info.get('ended_utc')}")
     console.print(f"command line: {' '.join(info.get('argv', []))}", markup=False)

@@ -50,7 +50,8 @@ class Params:
     chrome_file: str | None = None
     plot_stem: str | None = None
     no_plots: bool = False
-    flops_rate: float = 1e9
+    flops_rate: float | None = None  # TIT: flop/s (None: the cluster file's flops_rate, else 1e9)
+    dialect: str = "auto"  # TIT: the SimGrid version that wrote the trace (hpcvar.traces.tit_dialect)
     breakdown: bool = False
     phases: int | None = None
     extra: dict = field(default_factory=dict, compare=False)
@@ -80,6 +81,20 @@ def _check_breakdown(p: Params) -> None:
         raise UsageError("--phases splits the --breakdown", "--phases", "Add --breakdown")
     if p.phases is not None and not 1 <= p.phases <= MAX_PHASES:
         raise UsageError(f"--phases {p.phases} is outside 1..{MAX_PHASES}", "--phases", "Give e.g. --phases 4")
+
+
+def flops_rate_of(p: Params) -> float:
+    """The flop/s that turn a TIT trace's flops into seconds: --flops-rate, else the cluster file's flops_rate,
+    else 1e9 (both given: an error, as for the other keys of the cluster file)."""
+    if not p.cluster_file:
+        return 1e9 if p.flops_rate is None else p.flops_rate
+    from hpcvar.sim import replay as simapp
+
+    rate = simapp.load_cluster(p.cluster_file).flops_rate
+    if p.flops_rate is not None:
+        raise UsageError("--flops-rate and --cluster both given", "--flops-rate",
+                         "Put 'flops_rate RATE' (flop/s) in the cluster file")
+    return 1e9 if rate is None else rate
 
 
 def cluster_of(p: Params, ntasks: int):
@@ -184,7 +199,7 @@ def _read(p: Params, timings: dict):
         t0 = time.perf_counter()
         # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
         # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
-        trace = load_trace(p.trace, p.fmt, p.flops_rate, "python" if p.engine == "python" else None)
+        trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect)
         timings["read_s"] = time.perf_counter() - t0
         return trace, host.result()
 
@@ -217,6 +232,8 @@ def _prepare(p: Params, trace):
 def _stored_params(p: Params, trace, cl, params_by_model: dict) -> dict:
     """run.json's params: the options as given plus what they resolved to (cluster, model parameters)."""
     stored = {k: v for k, v in asdict(p).items() if k not in ("extra",)}
+    stored.update(flops_rate=trace.meta.get("flops_rate") if not trace.timed else p.flops_rate,
+                  tit_dialect=trace.meta.get("tit_dialect"))
     stored.update(ntasks=trace.ntasks, timed=trace.timed, mappings=list(p.mappings), models=list(p.models),
                   format=p.fmt, model_params=params_by_model, eager_bytes=p.eager, jitter=p.jitter_file,
                   jitter_freq_hz=p.jitter_freq, window_s=p.window, window_origin_s=p.window_origin,
