@@ -275,9 +275,6 @@ def test_slurm_conf_of_the_testbed(tmp_path):
         assert line in conf, line
     # job ids do not restart at 1 with every up (MPI names shared memory after them)
     assert len({sl.plan_slurm(plan, tmp_path / "state.json")["first_job_id"] for _ in range(5)}) > 1
-    assert sl.env(plan) == {"SLURM_CONF": s["conf"]}
-
-
     assert sl.env(plan) == {"SLURM_CONF": s["conf"], "HYDRA_IFACE": "ab-eth0"}
 
 
