@@ -63,7 +63,9 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
     # 1%: a node 5.2% slower stands out
     Metric("compute_rate", "compute kernel speed", "op/s", False, floor=0.01),
     Metric("timer_cost", "cost of a clock read", "ns", True, floor=0.05, abs_floor=0.5),
-    Metric("shm_latency", "8-byte latency inside the node", "ns", True, floor=0.05),
+    # 10%: inside one node the latency depends on where the two ranks land (cores, caches): on the testbed's
+    # clean screens one node's median was 24% above the others' (z 3.3); 52% above the median stands out
+    Metric("shm_latency", "8-byte latency inside the node", "ns", True, floor=0.10),
     # 2%: a link 10.4% slower than the median stands out
     Metric("link_bandwidth", "link bandwidth", "B/s", False, floor=0.02, scope="link"),
     # 5%: latency varies more; 26% above the median stands out
