@@ -287,24 +287,47 @@ def failure_text(c: dict) -> str:
 
 
 # ---- deriving ----------------------------------------------------------------------------------------------
+def outliers_of(run) -> set[tuple[str, tuple[str, ...]]]:
+    """(metric, hosts) of the items a screen found to stand out (a node's link finding: all its links), which
+    expectations are not derived from."""
+    out: set[tuple[str, tuple[str, ...]]] = set()
+    if run.info.get("command") == "characterize":
+        for child in run.children():
+            out |= outliers_of(child)
+        return out
+    findings = (run.info.get("result") or {}).get("findings") or [] if run.info.get("command") == "screen" else []
+    links = run.read_table("screen.link_metrics") if findings and run.has_table("screen.link_metrics") else None
+    for f in findings:
+        hosts = tuple(f["hosts"].split(","))
+        if f["metric"] in LINK_METRICS and f["scope"] == "node" and links is not None:
+            g = links[(links["metric"] == f["metric"]) & ((links["src"] == hosts[0]) | (links["dst"] == hosts[0]))]
+            out |= {(f["metric"], (r.src, r.dst)) for r in g.itertuples(index=False)}
+        else:
+            out.add((f["metric"], hosts))
+    return out
+
+
 def derive(observations: list[Observation], floors: dict[str, tuple[float, float]], hosts: list[str],
-           source: str, partition: str | None = None) -> str:
+           source: str, partition: str | None = None, outliers: set | None = None) -> str:
     """An expectations file from a good run: per metric, median -/+ max(5.19 MAD', 2 x the median CI half-width),
-    MAD' = max(MAD, floor x median, abs floor) (the outlier rule's own threshold; hpcvar.stats.outliers)."""
+    MAD' = max(MAD, floor x median, abs floor) (the outlier rule's own threshold; hpcvar.stats.outliers); the
+    items of ``outliers`` ((metric, hosts)) and disturbed ones are left out."""
+    outliers = outliers or set()
     lines = [f"# hpcvar expectations derived from {source}", "# (hpcvar expect --from; docs/screen.md)",
              f"version = {FORMAT_VERSION}", "", "[[expect]]", f'name = "derived from {Path(source).name}"',
              "hosts = [" + ", ".join(f'"{h}"' for h in hosts) + "]"]
     if partition:
         lines.append(f'partition = "{partition}"')
     for metric in METRIC_UNITS:
-        obs = [o for o in observations if o.metric == metric and o.valid and math.isfinite(o.value)]
+        every = [o for o in observations if o.metric == metric]
+        obs = [o for o in every if o.valid and math.isfinite(o.value) and (metric, o.hosts) not in outliers]
         if not obs:
             continue
-        lines.append(_derived_line(metric, obs, *floors.get(metric, (0.0, 0.0))))
+        lines.append(_derived_line(metric, obs, *floors.get(metric, (0.0, 0.0)), left_out=len(every) - len(obs)))
     return "\n".join(lines) + "\n"
 
 
-def _derived_line(metric: str, obs: list[Observation], floor: float, abs_floor: float) -> str:
+def _derived_line(metric: str, obs: list[Observation], floor: float, abs_floor: float, left_out: int = 0) -> str:
     v = np.array([o.value for o in obs])
     half = np.array([(o.hi - o.lo) / 2 for o in obs if math.isfinite(o.hi) and math.isfinite(o.lo)])
     med = float(np.median(v))
@@ -316,7 +339,8 @@ def _derived_line(metric: str, obs: list[Observation], floor: float, abs_floor: 
     worse_high = METRIC_UNITS[metric][1]
     bound = med + margin if worse_high else max(med - margin, 0.0)
     which = "max" if worse_high else "min"
-    how = (f"median of {v.size} {'links' if metric in LINK_METRICS else 'nodes'} {fmt(metric, med)} "
+    how = (f"median of {v.size} {'links' if metric in LINK_METRICS else 'nodes'}"
+           f"{f' ({left_out} outliers or disturbed left out)' if left_out else ''} {fmt(metric, med)} "
            f"{'+' if worse_high else '-'} max(5.19 x MAD' = {fmt(metric, k * spread)} (MAD {fmt(metric, mad)}, "
            f"floor {100 * floor:g}% of the median or {fmt(metric, abs_floor) if abs_floor else '0'}), "
            f"2 x median CI half-width = {fmt(metric, ci)})")
@@ -328,10 +352,10 @@ def _written(metric: str, v: float) -> str:
     if kind == "rate":
         return f"{v * 8 / 1e6:.6g}mbit"
     if kind == "time":
-        return f"{v / 1e3:.6g}us"
+        return f"{v:.4g}ns" if v < 1e3 else f"{v / 1e3:.6g}us" if v < 1e6 else f"{v / 1e6:.6g}ms"
     if kind == "share":
         return f"{v:.4g}%"
-    return f"{v:.6g} op/s"
+    return f"{v / 1e9:.6g}Gop/s" if v >= 1e9 else f"{v / 1e6:.6g}Mop/s"
 
 
 # ---- what runs measured ------------------------------------------------------------------------------------

@@ -187,6 +187,10 @@ def test_expect_from_a_screen_reads_back_and_passes_the_same_run(tmp_path, runs_
     exp = expect.load(out)
     checks = expect.judge(exp, expect.observations_of(good))
     assert checks and all(c["status"] != "failed" for c in checks), [c for c in checks if c["status"] == "failed"]
+    # from a screen that found something, the outliers are left out: the bound is the healthy links' and nodes'
+    from_bad = run_cli(["expect", "--from", str(stored(tmp_path / "b0", params()).path)], check=True).stdout
+    line = next(x for x in from_bad.splitlines() if x.startswith("link_bandwidth"))
+    assert "(6 outliers or disturbed left out) 190 Mbit/s" in line, line
     bad = stored(tmp_path / "bad", params(expect_file=str(out), expect_text=text))
     failed = {(c["where"], c["metric"]) for c in bad.info["result"]["expectations"] if c["status"] == "failed"}
     assert ("tb-h3", "noise_fraction") in failed and ("tb-h1->tb-h2", "link_bandwidth") in failed

@@ -21,7 +21,8 @@ def cli(source, out, hosts, partition, runs_dir):
     Every metric's bound is derived from the run's own dispersion and confidence intervals: the median over
     its nodes (or links) minus, or plus on the bad side, the larger of 5.19 x MAD' (the outlier rule's own
     threshold: a node passes exactly when it would not stand out among the good run's nodes) and twice the
-    median CI half-width (one measurement's precision). Each line says how it was derived (its 'how')."""
+    median CI half-width (one measurement's precision). What the run found to stand out, and what was measured
+    disturbed, is left out. Each line says how it was derived (its 'how')."""
     from pathlib import Path
 
     from hpcvar import expect
@@ -39,7 +40,7 @@ def cli(source, out, hosts, partition, runs_dir):
     pats = [h.strip() for h in hosts.split(",") if h.strip()] if hosts else names
     part = partition or _partition_of(run)
     floors = {m.name: (m.floor, m.abs_floor) for m in METRICS.values()}
-    text = expect.derive(obs, floors, pats, str(run.path), part)
+    text = expect.derive(obs, floors, pats, str(run.path), part, expect.outliers_of(run))
     expect.parse(text, "derived")  # what is written reads back
     if out:
         with writing_out(out):
