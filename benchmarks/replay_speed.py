@@ -80,7 +80,8 @@ def synthetic(events: int, tasks: int):
 
 _CHILD = r"""
 import json, resource, sys, time
-from hpcvar.kinds.sim_app.job import Params, run_job
+from hpcvar.kinds.sim_app.job import AppParams, job
+from hpcvar.results.context import JobContext
 import hpcvar.sim.replay_native, hpcvar.traces.native, hpcvar.kinds.sim_app.views, pyarrow.parquet
 def rss():
     with open("/proc/self/statm") as f:
@@ -91,8 +92,9 @@ def peak_rss():  # VmHWM: this process's own peak (ru_maxrss would start from th
 a = json.loads(sys.argv[1])
 base = rss()
 t0 = time.perf_counter()
-run, out = run_job(Params(trace=a["trace"], nodes=a["nodes"], mappings=("rrp",), models=tuple(a["models"]),
-                          no_plots=True), a["runs"], ["bench"], show_progress=False)
+run = job(AppParams(trace=a["trace"], nodes=a["nodes"], mappings=("rrp",), models=tuple(a["models"]), plots=False),
+          JobContext(runs_dir=a["runs"], argv=["bench"], progress=False))
+out = run.info["result"]
 wall = time.perf_counter() - t0
 peak = peak_rss()
 print(json.dumps({"wall_s": wall, "base_rss": base, "peak_rss": peak, "events": out["events"],

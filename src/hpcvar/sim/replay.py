@@ -18,6 +18,9 @@ from hpcvar.sim.replay_ref import RefEngine, Result, Xfer, lower  # noqa: F401 (
 from hpcvar.traces.native import MAX_TASKS, Trace
 
 MODELS = ("none", "gige", "myrinet", "maxmin")
+# the task mappings by name (a mapping file is given by its path: sim app --mapping-file)
+RRN, RRP, RANDOM = "rrn", "rrp", "random"
+MAPPINGS = (RRN, RRP, RANDOM)
 ENGINES = ("auto", "native", "python")
 
 
@@ -137,16 +140,17 @@ def load_cluster(path: str) -> Cluster:
 # ---- mappings ----
 
 def mapping(kind: str, ntasks: int, cluster: Cluster, seed: int = 1) -> list[int]:
-    """Node of each task: rrn (cyclic over nodes), rrp (fill a node first), random (seeded), or a file."""
+    """Node of each task: rrn (cyclic over nodes), rrp (fill a node first), random (seeded); any other
+    ``kind`` is the path of a mapping file (``load_mapping``)."""
     slots = cluster.nodes * cluster.cores_per_node
-    if kind in ("rrn", "rrp", "random") and ntasks > slots:
+    if kind in MAPPINGS and ntasks > slots:
         raise UsageError(f"{ntasks} tasks do not fit on {cluster.nodes} nodes x {cluster.cores_per_node} cores",
                          "--mapping", "Give more --nodes or --cores-per-node")
-    if kind == "rrn":
+    if kind == RRN:
         return [t % cluster.nodes for t in range(ntasks)]
-    if kind == "rrp":
+    if kind == RRP:
         return [t // cluster.cores_per_node for t in range(ntasks)]
-    if kind == "random":
+    if kind == RANDOM:
         perm = np.random.default_rng(seed).permutation(slots)[:ntasks]
         return [int(s) // cluster.cores_per_node for s in perm]
     return load_mapping(kind, ntasks, cluster)
@@ -158,8 +162,7 @@ def load_mapping(path: str, ntasks: int, cluster: Cluster) -> list[int]:
 
     p = Path(path)
     if not p.is_file():
-        raise UsageError(f"'{path}' is neither rrn, rrp, random nor a mapping file", "--mapping",
-                         "Use rrn, rrp, random or a file of 'TASK NODE' lines")
+        raise UsageError(f"no mapping file '{path}'", "--mapping-file", "Give a file of 'TASK NODE' lines")
     out: dict[int, int] = {}
     for i, raw in enumerate(read_user_text(p).splitlines(), 1):
         f = raw.split("#", 1)[0].split()
