@@ -144,9 +144,11 @@ def _render_summary(c, s: dict) -> None:
         c.print(f"collectives on MPI_COMM_WORLD per task: {s['world_collectives']} (the last, number "
                 f"{last['k']} or -1, is a {last['op']} ending at {last['t_end_s']:.6f} s on task 0; "
                 "'hpcvar trace cut' cuts at them)")
+    from hpcvar.report.terminal import seconds
+
     t = Table("task", "span", "in MPI", box=None)
     for r in s["tasks"]:
-        t.add_row(str(r["task"]), f"{r['span_s']:.6f} s", f"{r['mpi_s']:.6f} s")
+        t.add_row(str(r["task"]), seconds(r["span_s"]), seconds(r["mpi_s"]))
     c.print(t)
 
 
