@@ -46,8 +46,9 @@ def _split(text: str) -> list[str]:
 
 @click.command("app")
 @click.argument("trace_file", metavar="APP.trace", type=click.Path())
-@click.option("--from", "fmt", type=click.Choice(["auto", "native", "tit", "otf2"]), default="auto",
-              show_default=True, help="Trace format (auto: by extension; .txt/.tit = SimGrid TIT, .otf2 = OTF2).")
+@click.option("--from", "fmt", type=click.Choice(["auto", "parquet", "tit", "otf2", "native"]), default="auto",
+              show_default=True, help="Trace format (auto: by extension; .txt/.tit = SimGrid TIT, .otf2 = OTF2, else "
+                                      "parquet, what hpcvar trace writes; native is its former name).")
 @click.option("--cluster", "cluster_file", type=click.Path(), default=None,
               help="Cluster file (nodes, cores_per_node, bandwidth, latency, shm_*, per-link 'link A B BW LAT').")
 @click.option("--nodes", type=click.IntRange(1), default=None, help="Nodes (default: one per task).")
@@ -110,7 +111,7 @@ def _split(text: str) -> list[str]:
               help="With --breakdown: N equal slices of each task's measured span (default 1); a call belongs "
                    "to the slice where it starts (a count, no unit).")
 @option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
-@format_options(legacy=("fmt", ("auto", "native", "tit", "otf2")))
+@format_options(legacy=("fmt", ("auto", "parquet", "native", "tit", "otf2")))
 @runs_dir_option
 def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth, shm_latency,
         rndv_latency, shm_rndv_latency, send_buffer, rndv_first,

@@ -73,7 +73,7 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
     every rank; Open MPI's mpirun passes them to local ranks, for remote ones add '-x LD_PRELOAD -x
     HV_TRACE_DIR' to its options.
     """
-    from hpcvar.traces.native import merge_raw, write_parquet
+    from hpcvar.traces.parquet import merge_raw, write_parquet
 
     libp = _tracer_lib(lib)
     if not shutil.which(command[0]):
@@ -166,7 +166,7 @@ def _render_summary(c, s: dict) -> None:
 def import_cmd(source, output, fmt, flops_rate, engine, as_json):
     """Convert an OTF2 or SimGrid TIT trace to the native format."""
     from hpcvar.traces import load_trace
-    from hpcvar.traces.native import write_parquet
+    from hpcvar.traces.parquet import write_parquet
 
     if fmt == "auto":
         fmt = "otf2" if source.endswith(".otf2") else "tit"
@@ -181,7 +181,7 @@ def import_cmd(source, output, fmt, flops_rate, engine, as_json):
 @format_options
 def show_cmd(trace_file, as_json):
     """Summarize a native trace: tasks, rows per op, time in MPI."""
-    from hpcvar.traces.native import read_parquet
+    from hpcvar.traces.parquet import read_parquet
 
     emit(_summary(read_parquet(trace_file), trace_file), as_json, _render_summary)
 
@@ -208,7 +208,7 @@ def cut_cmd(trace_file, output, after, before, as_json):
     """
     from hpcvar.traces import load_trace
     from hpcvar.traces.cut import cut
-    from hpcvar.traces.native import write_parquet
+    from hpcvar.traces.parquet import write_parquet
 
     part = cut(load_trace(trace_file), after, before, where=str(trace_file))
     with writing_out(output):

@@ -15,7 +15,7 @@ import numpy as np
 
 from hpcvar.errors import InputFileError, UsageError, read_user_text
 from hpcvar.sim.replay_ref import RefEngine, Result, Xfer, lower  # noqa: F401 (re-exported)
-from hpcvar.traces.native import MAX_TASKS, Trace
+from hpcvar.traces.parquet import MAX_TASKS, Trace
 
 MODELS = ("none", "gige", "myrinet", "maxmin")
 # the task mappings by name (a mapping file is given by its path: sim app --mapping-file)

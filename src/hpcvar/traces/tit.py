@@ -30,7 +30,7 @@ import pandas as pd
 from hpcvar.errors import InputFileError, UsageError, read_user_bytes
 from hpcvar.traces import import_engine
 from hpcvar.traces.columns import events_frame
-from hpcvar.traces.native import MAX_BYTES, MAX_NS, MAX_TASKS, OPS, Trace
+from hpcvar.traces.parquet import MAX_BYTES, MAX_NS, MAX_TASKS, OPS, Trace
 from hpcvar.units import MAX_SIZE
 
 _P2P = {"send", "isend", "recv", "irecv"}
