@@ -31,7 +31,7 @@ def test_figure2_reference():
     tr, offs = _fig2_offsets()
     assert tr.advance(offs[0], 0, 100) == 130
     assert tr.advance(offs[1], 0, 100) == 165
-    res = R.simulate([tr], offs, phases=1, work=100, barrier="none")
+    res = R.simulate([tr], offs, J.Workload(work=100, phases=1, barrier="none"))
     assert res.compute_end == [[130, 165]] and res.total == 165
     assert res.absorbed == [30, 65]
 
@@ -90,8 +90,7 @@ def test_native_equals_reference(seed):
         offs = R.offsets(rts, n, align.mode, s, 2, align.window, align.origin)
         out = J.simulate(nt, wl, n, align, s, 2, per_task=True, keep_tasks=True)
         assert out.offsets.tolist() == offs
-        ref = R.simulate(rts, offs, wl.phases, wl.work, wl.barrier, wl.arity, wl.send, wl.recv, wl.lat_intra,
-                         wl.lat_inter, wl.cores_per_node)
+        ref = R.simulate(rts, offs, wl)
         assert out.total == ref.total
         assert out.phase_end.tolist() == ref.phase_end
         assert out.compute_end.tolist() == ref.compute_end
@@ -105,8 +104,7 @@ def test_native_equals_reference(seed):
         assert out2.absorbed.tolist() == ref.absorbed
         assert out2.last_start.tolist() == out.last_start.tolist()
         base = J.simulate(None, wl, n, align)
-        rbase = R.simulate(None, offs, wl.phases, wl.work, wl.barrier, wl.arity, wl.send, wl.recv, wl.lat_intra,
-                           wl.lat_inter, wl.cores_per_node)
+        rbase = R.simulate(None, offs, wl)
         assert base.total == rbase.total
         checked += 1
 
@@ -146,8 +144,8 @@ def test_threads_bad_count():
 def test_tree_order_of_arrival_and_costs():
     """A 3-task binary tree on a jitter-free trace: the closed sum of costs and latencies."""
     rts = [R.RefTrace([0], [10**9])]
-    res = R.simulate(rts, [0, 0, 0], phases=1, work=100, barrier="tree", arity=2, send=5, recv=7,
-                     lat_intra=0, lat_inter=11)
+    res = R.simulate(rts, [0, 0, 0], J.Workload(work=100, phases=1, barrier="tree", arity=2, send=5, recv=7,
+                                                lat_intra=0, lat_inter=11))
     # leaves: finish 100, send 5 -> arrive 116; root: recv 116+7=123, recv 130; sends 135 (-> 146), 140 (-> 151)
     # leaves: receive the release: 146+7=153 and 151+7=158; root starts at 140
     assert res.next_start == [[140, 153, 158]]

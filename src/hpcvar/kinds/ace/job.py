@@ -322,6 +322,7 @@ def _cart_dims(s: EASpec, n: int) -> list[int] | None:
     if s.pattern not in model.CART_NDIMS:
         return None
     nd = model.CART_NDIMS[s.pattern]
+    dims: list[int] | None
     if s.dims is not None:
         if len(s.dims) != nd or int(np.prod(s.dims)) != n or min(s.dims) < 2:
             raise UsageError(f"dims {'x'.join(map(str, s.dims))} do not factor {n} ranks into {nd} sides "

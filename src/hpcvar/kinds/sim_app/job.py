@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -268,17 +269,17 @@ class _Replays:
     parameters, the jitter, the measured side, the progress bar, the breakdown's grid."""
 
     p: AppParams
-    trace: object
-    cl: object
+    trace: Any
+    cl: Any
     params_by_model: dict
-    jit: object
-    ops: object
-    encoded: object
+    jit: Any
+    ops: Any
+    encoded: Any
     ops_per_replay: int
-    bar: object
+    bar: Any
     measured: tuple
     nevents_trace: int
-    grid: object = None
+    grid: Any = None
 
 
 def _replay_one(rp: _Replays, mp: str, m: str, r: int, keep_rows: bool):
