@@ -287,7 +287,9 @@ def main() -> None:
     state = work / "testbed.json"
     env = dict(os.environ, **OMPI_ENV, **({} if a.no_yield else YIELD_ENV), HPCVAR_TESTBED_STATE=str(state),
                HPCVAR_RUNS=str(work / "runs"), HPCVAR_NATIVE_DIR=str(bindir.resolve()))
-    hpcvar(["testbed", "up", "--hosts", "4", "--rate", a.rate, "--ranks-per-host", "2", "--prefix", "hvhpl-"], env)
+    # --owner-pid: killed (kill -9 included), this script's testbed is taken down by a watcher all the same
+    hpcvar(["testbed", "up", "--hosts", "4", "--rate", a.rate, "--ranks-per-host", "2", "--prefix", "hvhpl-",
+            "--owner-pid", str(os.getpid())], env)
     try:
         net, shm = measure(env, 1), measure(env, 2)
         print(f"testbed at {a.rate}: network {net[0] * 1e6:.1f} us, {net[1] / 1e6:.2f} MB/s, send buffer "

@@ -53,6 +53,13 @@ def pytest_collection_modifyitems(config, items):
                 item.add_marker(skip_ip)
 
 
+def realtime_allowed() -> bool:
+    """Whether this user may run threads SCHED_FIFO (root, CAP_SYS_NICE or an RLIMIT_RTPRIO), asked of a child so
+    that the test process keeps its own scheduler."""
+    probe = "import os; os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))"
+    return subprocess.run([sys.executable, "-c", probe], capture_output=True).returncode == 0
+
+
 def mpi_available() -> bool:
     return bool(build_info().get("mpi_found"))
 

@@ -246,6 +246,9 @@ void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt 
         for (size_t i = 0; i < nopts; i++)
             if (opts[i].value && strcmp(opts[i].name, "out") != 0)
                 fprintf(ctx->out.f, "#@arg.%s=%s\n", opts[i].name, opts[i].value);
+        /* the header reaches the file before any measuring: a launch killed or timed out before its first point
+         * leaves a readable file with no point, never an empty one (issue #32) */
+        if (fflush(ctx->out.f) != 0) HV_DIE("%s: cannot write --out '%s'", prog, path ? path : "-");
         free(hosts);
     }
 }

@@ -65,6 +65,17 @@ class LaunchError(HpcvarError):
     """An MPI job failed or timed out."""
 
 
+class LaunchTimeout(LaunchError):
+    """An MPI job ran past its timeout and was stopped (``timeout_s``: the limit it had). Exit code 124, as
+    coreutils' timeout: a script can tell "too slow or hung" from other failures."""
+
+    exit_code = 124
+
+    def __init__(self, what: str, where: str | None = None, todo: str | None = None, timeout_s: float = 0.0):
+        super().__init__(what, where, todo)
+        self.timeout_s = timeout_s
+
+
 class ResultsError(HpcvarError):
     """A run directory or results file cannot be used."""
 

@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -89,7 +90,39 @@ def _shaped_rate_on_two_nodes(env: dict, plugin: str, label: str) -> None:
 
 
 def test_srun_latency_reaches_the_shaped_rate_on_two_nodes(slurm):
-    _shaped_rate_on_two_nodes(slurm, "pmi2", "MPICH")
+    _shaped_rate_on_two_nodes(slurm, "hydra", "MPICH")
+
+
+def _pmi1_put(env: dict, value_len: int) -> str:
+    res = subprocess.run(["srun", "--mpi=pmi2", "-n", "1", sys.executable, str(Path(__file__).with_name("pmi1_put.py")),
+                          str(value_len)], env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    return res.stdout + res.stderr
+
+
+def test_slurm_pmi1_server_cuts_requests_above_1024_bytes(slurm):
+    """The cause of MPICH's random failures under srun --mpi=pmi2 (docs/cluster.md): slurmstepd advertises values of
+    up to 1024 bytes but reads each PMI-1 request with one read() of at most 1024 bytes, so a put of a value that
+    it allows, in a line longer than 1024 bytes (as MPICH sends a segment of its ranks' addresses), is cut in two.
+    This is why --launcher srun starts MPICH through hydra."""
+    ok = _pmi1_put(slurm, 900)
+    assert "vallen_max=1024" in ok and "line of 944 bytes: cmd=put_result rc=0" in ok, ok
+    assert "not properly terminated" not in ok, ok
+    cut = _pmi1_put(slurm, 1000)
+    assert "line of 1044 bytes" in cut and "value not properly terminated" in cut, cut
+
+
+def test_mpich_launches_on_four_srun_nodes_never_fail(slurm):
+    """The failing case of issue #32 (an MPICH job on 4 srun nodes, whose PMI exchange of addresses failed at
+    random), in a loop: through hydra every launch completes and slurmstepd logs no cut request."""
+    logs = Path(slurm["SLURM_CONF"]).parent / "log"
+    before = sum(p.read_text(errors="replace").count("not properly terminated") for p in logs.glob("slurmd-*"))
+    for i in range(10):
+        res = run_cli(["bench", "latency", "--launcher", "srun", "--np", "4", "--ranks-per-node", "1", "--sizes", "8",
+                       "--time-per-size", "0.1s", "--timeout", "60s", "--json"], env=slurm, timeout=120)
+        assert res.returncode == 0, f"launch {i + 1} of 10: {res.stderr[-3000:]}"
+        assert json.loads(res.stdout)["sizes"][0]["n"] > 0
+    after = sum(p.read_text(errors="replace").count("not properly terminated") for p in logs.glob("slurmd-*"))
+    assert after == before, f"slurmstepd cut {after - before} PMI requests"
 
 
 def test_wrong_mpi_plugin_is_a_clear_error_and_no_complete_run(slurm):
@@ -97,7 +130,7 @@ def test_wrong_mpi_plugin_is_a_clear_error_and_no_complete_run(slurm):
     res, _ = _latency(slurm, "--srun-mpi", "none")
     assert res.returncode != 0
     err = res.stderr
-    assert "world mismatch" in err and "--srun-mpi" in err and "pmi2" in err, err[-2000:]
+    assert "world mismatch" in err and "--srun-mpi" in err and "hydra" in err, err[-2000:]
     assert "Traceback" not in err
     after = json.loads(run_cli(["runs", "list", "--json"], env=slurm, check=True).stdout)["runs"]
     new = [r for r in after if r["id"] not in {b["id"] for b in before}]

@@ -151,3 +151,34 @@ def test_up_twice_down_twice_and_after_a_killed_up(tmp_path):
         assert not state.exists() and not (tmp_path / "agent").exists()
     finally:
         netns.down(state)
+
+
+def test_a_testbed_owned_by_a_killed_process_is_taken_down(tmp_path):
+    """up --owner-pid: the owner killed with SIGKILL (no cleanup of its own), the watcher takes the testbed down;
+    a 'down' by hand before that stops the watcher too (issue #32: hpl_replay's testbed after kill -9)."""
+    state = tmp_path / "state.json"
+    env = {"HPCVAR_TESTBED_STATE": str(state)}
+    for kill_owner in (True, False):
+        owner = subprocess.Popen(["sleep", "60"])
+        try:
+            run_cli(["testbed", "up", "--hosts", "2", "--prefix", "hvo-", "--owner-pid", str(owner.pid)], env=env,
+                    check=True, timeout=120)
+            watcher = json.loads(netns.owner_path(state).read_text())["watcher_pid"]
+            assert netns.leftovers("hvo-", state)["namespaces"]
+            if kill_owner:
+                owner.kill()
+            else:
+                run_cli(["testbed", "down"], env=env, check=True, timeout=120)
+            deadline = time.monotonic() + 15
+            while (any(netns.leftovers("hvo-", state).values()) or state.exists()) and time.monotonic() < deadline:
+                time.sleep(0.2)
+            assert not any(netns.leftovers("hvo-", state).values()) and not state.exists()
+            assert not netns.owner_path(state).exists()
+            deadline = time.monotonic() + 5
+            while os.path.exists(f"/proc/{watcher}") and time.monotonic() < deadline:
+                time.sleep(0.1)
+            stat = open(f"/proc/{watcher}/stat").read().split() if os.path.exists(f"/proc/{watcher}") else ["", "", "X"]
+            assert stat[2] in ("Z", "X"), f"the watcher {watcher} is still running"
+        finally:
+            owner.kill()
+            run_cli(["testbed", "down"], env=env, timeout=120)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcvar.errors import LaunchError, UsageError
+from hpcvar.errors import LaunchError, LaunchTimeout, UsageError
 from hpcvar.launch import LaunchSpec, get_launcher, oversubscription_warning
 from hpcvar.launch.launchers import LocalLauncher, SrunLauncher, TemplateLauncher
 from hpcvar.launch.mpi import MpiFlavor, parse_version_text
@@ -55,9 +55,41 @@ def test_mpich_golden_argv():
 
 def test_srun_golden_argv():
     spec = LaunchSpec(np=64, exe=EXE, args=["--sizes", "8"], ranks_per_node=32, env={"A": "1"})
-    argv, _ = SrunLauncher(flavor=MpiFlavor("mpich", "5.0.2"), in_allocation=True).command(spec)
+    argv, _ = SrunLauncher(mpi="pmi2", flavor=MpiFlavor("mpich", "5.0.2"), in_allocation=True).command(spec)
     assert argv == ["srun", "--mpi=pmi2", "--ntasks", "64", "--kill-on-bad-exit=1", "--cpu-bind=none",
                     "--nodes=2", "--ntasks-per-node=32", "--export=ALL,A=1", str(EXE), "--sizes", "8"]
+
+
+def test_srun_starts_mpich_through_hydra():
+    """MPICH under Slurm: hydra's mpiexec with its Slurm launcher (srun starts the proxies), never srun's PMI-1
+    server, which cuts requests above 1024 bytes (docs/cluster.md); the srun options go to hydra's srun."""
+    spec = LaunchSpec(np=8, exe=EXE, args=["--sizes", "8"], ranks_per_node=2, env={"A": "1"}, timeout_s=90,
+                      extra_args=["--exclusive"])
+    inside = SrunLauncher(flavor=MpiFlavor("mpich", "5.0.2"), in_allocation=True, mpiexec="/venv/bin/mpiexec")
+    argv, env = inside.command(spec)
+    assert argv == ["/venv/bin/mpiexec", "-launcher", "slurm", "-launcher-exec", "srun", "-np", "8", "-bind-to",
+                    "none", "-ppn", "2", "-genv", "A", "1", str(EXE), "--sizes", "8"]
+    assert env["HYDRA_LAUNCHER_EXTRA_ARGS"] == "--cpu-bind=none --exclusive"
+    assert inside.mpi_choice()["srun_mpi"] == "hydra" and "1024 bytes" in inside.mpi_choice()["srun_mpi_from"]
+    # outside an allocation salloc makes one for the launch, bounded by its timeout
+    outside = SrunLauncher(srun="/usr/bin/srun", flavor=MpiFlavor("mpich", "5.0.2"), in_allocation=False,
+                           mpiexec="/venv/bin/mpiexec")
+    argv, _ = outside.command(spec)
+    assert argv[:8] == ["/usr/bin/salloc", "--quiet", "--ntasks", "8", "--nodes=4", "--ntasks-per-node=2",
+                        "--time=2", "--job-name=hpcvar"]
+    assert argv[8:13] == ["/venv/bin/mpiexec", "-launcher", "slurm", "-launcher-exec", "/usr/bin/srun"]
+
+
+def test_srun_without_a_slurm_configuration_names_what_is_missing(tmp_path, monkeypatch):
+    from hpcvar.launch.base import LaunchResult, failure_error
+
+    monkeypatch.delenv("SLURM_CONF", raising=False)
+    err = tmp_path / "x.stderr"
+    err.write_text("srun: error: fetch_config: DNS SRV lookup failed\nsrun: error: _establish_config_source: failed "
+                   "to fetch config\nsrun: fatal: Could not establish a configuration source\n")
+    e = failure_error(LaunchResult(["srun"], 1, 0.1, tmp_path / "x.stdout", err),
+                      SrunLauncher(flavor=MpiFlavor("openmpi", "5"), in_allocation=False))
+    assert e.where == "--launcher" and "SLURM_CONF is not set" in e.todo and "hpcvar testbed env" in e.todo
 
 
 def test_srun_plugin_follows_the_build_and_the_user():
@@ -98,7 +130,7 @@ def test_world_mismatch_names_the_flag(tmp_path):
     res = LaunchResult(["srun"], 1, 0.1, tmp_path / "x.stdout", err)
     e = failure_error(res, SrunLauncher(flavor=MpiFlavor("mpich", "5"), in_allocation=True))
     assert e.where == "--srun-mpi" and "world of 1 rank" in e.what and "hv_mpi.c" not in e.what
-    assert "--srun-mpi pmi2" in e.todo
+    assert "--srun-mpi hydra" in e.todo
     err.write_text("hpcvar[rank 0]: world mismatch: 2 rank(s) sit on 1 host(s), up to 2 on one, but 1 per node "
                    "were asked for (2 host(s)): the allocation or the launcher placed them otherwise (hv_mpi.c:150)\n")
     e = failure_error(res, SrunLauncher(flavor=MpiFlavor("mpich", "5"), in_allocation=True))
@@ -133,7 +165,8 @@ def test_timeout_stops_the_job(tmp_path):
     spec = LaunchSpec(np=1, exe=Path("/bin/sleep"), args=["30"], timeout_s=1.0)
     with pytest.raises(LaunchError) as e:
         t.run(spec, tmp_path)
-    assert e.value.where == "--timeout" and "within 1 s" in e.value.what
+    assert e.value.where == "--timeout" and "ran past its timeout of 1 s" in e.value.what
+    assert isinstance(e.value, LaunchTimeout) and e.value.exit_code == 124
 
 
 def test_failure_names_the_rank_and_its_last_lines(tmp_path):

@@ -44,7 +44,7 @@ def test_newer_version_is_refused_with_the_remedy(tmp_path):
     assert str(p) in e.value.render()
 
 
-@pytest.mark.parametrize("head", ["#@encoding=csv\n", "", "#@hpcvar_raw\n", "# @hpcvar_raw=1\n",
+@pytest.mark.parametrize("head", ["#@encoding=csv\n", "#@hpcvar_raw\n", "# @hpcvar_raw=1\n", "x",
                                   "#@program=hv_test\n#@hpcvar_raw=1\n"])
 def test_missing_version_is_refused(tmp_path, head):
     p = _write(tmp_path, head)
@@ -53,11 +53,22 @@ def test_missing_version_is_refused(tmp_path, head):
     assert e.value.where == f"{p}:1" and "#@hpcvar_raw=N" in e.value.what and "re-run" in e.value.todo
 
 
-def test_empty_file_is_refused(tmp_path):
-    p = tmp_path / "empty.raw"
-    p.write_bytes(b"")
-    with pytest.raises(InputFileError):
-        read_raw(p)
+@pytest.mark.parametrize("data", [b"", b"#@hpc", b"#@hpcvar_raw="])
+def test_a_launch_stopped_before_its_header_measured_nothing(tmp_path, data):
+    """Issue #32: a launch killed or timed out while MPI started leaves an empty file, or one cut inside its first
+    line: no point was measured (--resume measures them), not a damaged file."""
+    p = tmp_path / "launch-001.raw"
+    p.write_bytes(data)
+    raw = read_raw(p)
+    assert raw.unstarted and raw.points == [] and raw.incomplete == 0
+
+
+def test_a_launch_stopped_after_its_header_keeps_its_complete_points(tmp_path):
+    p = tmp_path / "launch-001.raw"
+    p.write_text(f"#@hpcvar_raw={RAW_FORMAT_VERSION}\n#@program=hv_x\n#@columns=a,b\n#@point n=1\n1,2\n"
+                 "#@point_end rows=1\n#@point n=2\n3,")
+    raw = read_raw(p)
+    assert not raw.unstarted and len(raw.points) == 1 and raw.incomplete == 1 and raw.meta["program"] == "hv_x"
 
 
 @pytest.mark.parametrize("value", ["", "x", "1.5", "0", "-1"])

@@ -263,7 +263,7 @@ def test_slurm_conf_of_the_testbed(tmp_path):
 
     plan = make_plan(3, 2e8, prefix="ab-")
     s = sl.plan_slurm(plan, tmp_path / "state.json")
-    assert s["ctl_addr"].endswith(".254") and s["root_link"] == "ab-root" and s["cpus"] >= sl.MIN_NODE_CPUS
+    assert s["ctl_addr"].endswith(".254") and s["root_link"] == "ab-eth0" and s["cpus"] >= sl.MIN_NODE_CPUS
     assert s["socket_dir"].startswith(sl.MUNGE_SOCKET_ROOT + "/ab-")
     plan.slurm = s
     conf = sl.conf_text(plan, s)
@@ -272,7 +272,7 @@ def test_slurm_conf_of_the_testbed(tmp_path):
     for line in ("AuthType=auth/munge", "MpiDefault=none", "ProctrackType=proctrack/linuxproc",
                  f"SlurmctldPort={s['ctl_port']}", f"TmpFS={s['dir']}/tmp/%n", "PartitionName=testbed Nodes=ALL"):
         assert line in conf, line
-    assert sl.env(plan) == {"SLURM_CONF": s["conf"]}
+    assert sl.env(plan) == {"SLURM_CONF": s["conf"], "HYDRA_IFACE": "ab-eth0"}
 
 
 def test_slurm_missing_tools_name_the_packages(monkeypatch):

@@ -22,11 +22,12 @@ import pandas as pd
 
 from hpcvar import metadata
 from hpcvar._native import find_program
-from hpcvar.errors import LaunchError, UsageError
+from hpcvar.errors import LaunchError, LaunchTimeout, UsageError
 from hpcvar.launch import Launcher, LaunchSpec, oversubscription_warning
 from hpcvar.results import RawFile, RawPoint, Run, read_raw, resolve_run, run_lifecycle
 from hpcvar.results.context import JobContext
 from hpcvar.results.params import Params
+from hpcvar.units import format_time_ns
 
 
 @dataclass
@@ -211,7 +212,9 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
             stored = len(_complete_keys(bench, raws))
             if stored:
                 _write_tables(bench, run, raws, params)
-            if isinstance(e, LaunchError):
+            if isinstance(e, LaunchTimeout):
+                _explain_timeout(e, ctx, run, stored, len(points))
+            elif isinstance(e, LaunchError):
                 e.todo = (e.todo or "") + (f"\n{stored} of {len(points)} points were stored in {run.path}; "
                                            f"add --resume {run.id} to the same command to continue")
             raise
@@ -238,12 +241,26 @@ def _results(bench: Benchmark[P], run: Run, params: P, ticks0: Any) -> dict:
     return result
 
 
+def _explain_timeout(e: LaunchTimeout, ctx: BenchContext, run: Run, stored: int, total: int) -> None:
+    """A launch stopped by its timeout: which timeout (the user's --timeout or the default), what was kept, and how
+    to go on. The points measured before it are in the run, which --resume continues."""
+    limit = format_time_ns(e.timeout_s * 1e9)
+    e.what = (f"the MPI job ran past --timeout {limit} and was stopped" if ctx.timeout_s else
+              f"the MPI job ran past its default timeout of {limit} (60 s + 3 x the estimated duration) and was "
+              "stopped")
+    last = (e.todo or "").partition("Last lines of stderr:")[2].strip()
+    e.todo = (f"{stored} of {total} points were stored in {run.path}. Raise --timeout if the work is that large "
+              f"(a hang often means ranks cannot reach each other), and add --resume {run.id} to the same command "
+              f"to measure the rest. Last lines of stderr:\n{last or '(none)'}")
+
+
 def _write_tables(bench: Benchmark[P], run: Run, raws: list[RawFile], params: P) -> dict:
     tables = bench.tables(raws, params)
     for name, df in tables.items():
         run.write_table(name, df)
-    if raws:
-        run.info["metadata"]["native"] = {k: v for k, v in raws[-1].meta.items() if not k.startswith("arg.")}
+    started = [r for r in raws if not r.unstarted]
+    if started:
+        run.info["metadata"]["native"] = {k: v for k, v in started[-1].meta.items() if not k.startswith("arg.")}
         run.save()
     return tables
 

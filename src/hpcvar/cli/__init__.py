@@ -70,6 +70,19 @@ def _os_error(e: OSError) -> str:
     return f"error: {what.strip()} ({e.filename or 'file'}). {todo}"
 
 
+def _interrupted_text() -> str:
+    """What Ctrl-C (or SIGTERM) leaves: the run it ended and, when it resumes, the flag that continues it."""
+    from hpcvar.results.store import RESUMABLE, interrupted_run
+
+    run = interrupted_run()
+    if run is None:
+        return "error: interrupted"
+    if str(run.info.get("command", "")).startswith(RESUMABLE):
+        return (f"error: interrupted. The finished points are stored in {run.path}; add --resume {run.id} to the same "
+                "command to continue")
+    return f"error: interrupted. What was recorded so far is stored in {run.path}"
+
+
 def _terminated(signum, frame):
     """SIGTERM behaves like Ctrl-C: running jobs and helper programs are stopped, finished points kept."""
     raise KeyboardInterrupt
@@ -100,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Exit as e:
         sys.exit(e.exit_code)
     except (click.Abort, KeyboardInterrupt):
-        click.echo("error: interrupted. Finished points are stored; --resume RUN continues", err=True)
+        click.echo(_interrupted_text(), err=True)
         sys.exit(130)
     except click.ClickException as e:
         click.echo(f"error: {e.format_message()}.", err=True)

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.cli.common import DURATION, bench_context, emit_run, launch_options, output_options
+from hpcvar.cli.common import POSITIVE_DURATION, bench_context, emit_run, launch_options, output_options
 
 
 @click.command("bsp")
-@click.option("--quantum", type=DURATION, default="1ms", show_default=True,
+@click.option("--quantum", type=POSITIVE_DURATION, default="1ms", show_default=True,
               help="Work quantum W per phase: undisturbed CPU time of a calibrated loop (a detour stretches it).")
 @click.option("--phases", type=int, default=1000, show_default=True, help="Measured phases N per repetition.")
 @click.option("--warmup", type=int, default=10, show_default=True,

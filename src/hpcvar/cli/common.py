@@ -44,6 +44,20 @@ INT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: units.parse_int(
 FLOAT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: _float(x, f), f), "numbers")
 DURATION = _UnitType(units.parse_time, "duration")
 FREQ = _UnitType(units.parse_freq, "frequency")
+
+
+def _positive_time(text: str, flag: str) -> float:
+    value = units.parse_time(text, flag)
+    if value <= 0:
+        from hpcvar.errors import UsageError
+
+        raise UsageError(f"'{text}' is no time at all: it must be above zero", flag,
+                         "Give a positive duration with its unit, e.g. 90s or 10m (or leave the flag out for its "
+                         "default)")
+    return value
+
+
+POSITIVE_DURATION = _UnitType(_positive_time, "duration")  # a timeout, a period, a recording: 0 means nothing
 RATE = _UnitType(units.parse_rate, "rate")
 
 
@@ -88,6 +102,10 @@ class AliasOption(click.Option):
             return super().get_help_record(ctx)
         finally:
             self.opts, self.secondary_opts = saved
+
+
+DIALECT_HELP = ("TIT: the SimGrid version that wrote the trace (3.19, 3.25, 3.32, ...), or auto: each file's dialect "
+                "from its lines (the datatype ids whose size changed between versions are then refused).")
 
 
 def option(*decls: str, aliases: tuple[str, ...] = (), **kwargs: Any):
@@ -286,7 +304,7 @@ def launch_options(default_np: int | None = 2):
                               "(MPICH: pmi2, Open MPI: pmix); 'srun --mpi=list' shows what Slurm has."),
             click.option("--map-by", type=click.Choice(["host", "slot"]), default="slot", show_default=True,
                          help="Testbed placement: 'slot' fills a host before the next, 'host' round-robins."),
-            click.option("--timeout", type=DURATION, default=None,
+            click.option("--timeout", type=POSITIVE_DURATION, default=None,
                          help="Stop the MPI job after this long (e.g. 90s, 10m); default scales with the work."),
             click.option("--resume", default=None, metavar="RUN",
                          help="Continue an interrupted run (its directory or name) with the same parameters."),
@@ -367,7 +385,8 @@ def emit_run(run, as_json: bool) -> None:
 
 
 __all__ = [
-    "DURATION", "FLOAT_LIST", "FREQ", "INT_LIST", "OUT_PATH", "RATE", "SIZE", "SIZE_LIST", "bench_context", "emit",
+    "DURATION", "FLOAT_LIST", "FREQ", "INT_LIST", "OUT_PATH", "POSITIVE_DURATION", "RATE", "SIZE", "SIZE_LIST",
+    "bench_context", "emit",
     "emit_run", "emit_tables", "format_options", "launch_options", "option", "output_options", "print_json",
     "result_tables", "run_tables", "runs_dir_option", "stderr_console", "stdout_console", "tables_text",
     "writing_out",

@@ -10,6 +10,7 @@ import click
 from hpcvar.cli.common import (
     DURATION,
     OUT_PATH,
+    POSITIVE_DURATION,
     emit,
     emit_run,
     format_options,
@@ -36,7 +37,8 @@ def cli() -> None:
 
 @cli.command("record")
 @click.option("--cpus", default="all", show_default=True, help="CPUs to record on: all, 0,1 or 0-3.")
-@click.option("--duration", type=DURATION, default="10s", show_default=True, help="Recording time (e.g. 2s, 10m, 1h).")
+@click.option("--duration", type=POSITIVE_DURATION, default="10s", show_default=True,
+              help="Recording time (e.g. 2s, 10m, 1h).")
 @click.option("--threshold", type=DURATION, default=None,
               help="Detour threshold, a time with its unit (e.g. 200ns); default max(9 x t_min, 100 ns) per CPU.")
 @click.option("--max-rate", type=click.FloatRange(1), default=200000, show_default=True,
@@ -52,7 +54,7 @@ def cli() -> None:
                    "the CPU). timer: a pinned thread sleeps to a deadline every --interval and records how late it "
                    "woke (little CPU; sees what delays wake-ups). auto: spin, or timer when the nodes of the "
                    "launcher are one machine (the testbed).")
-@click.option("--interval", type=DURATION, default="200us", show_default=True,
+@click.option("--interval", type=POSITIVE_DURATION, default="200us", show_default=True,
               help="--method timer: time between deadlines.")
 @click.option("--launcher", type=click.Choice(["local", "srun", "testbed", "template"]), default="local",
               show_default=True, help="local: this machine. srun / testbed / template: one collector on every node "
@@ -64,7 +66,7 @@ def cli() -> None:
               help="srun --mpi plugin (--launcher srun).")
 @click.option("--template", default=None, help="Launcher template for --launcher template ({np} {exe} {args} {rpn}).")
 @click.option("--launcher-args", default="", help="Extra options for the launcher (split like a shell).")
-@click.option("--timeout", type=DURATION, default=None, help="Stop a multi-node recording after this long.")
+@click.option("--timeout", type=POSITIVE_DURATION, default=None, help="Stop a multi-node recording after this long.")
 @click.option("--min-detour", type=DURATION, default="100us", show_default=True,
               help="Multi-node: detours at least this long are compared across nodes.")
 @click.option("--window", type=DURATION, default="10ms", show_default=True,
@@ -246,7 +248,7 @@ def synth(dst, periodic, poisson, length, cpus, freq, random_phase, seed, dst_fm
 
 @cli.command("inject")
 @click.option("--cpus", required=True, help="CPUs to inject on: 1, 0,1, 0-3 or all.")
-@click.option("--period", type=DURATION, default=None, help="Time between bursts (e.g. 10ms for 100 Hz).")
+@click.option("--period", type=POSITIVE_DURATION, default=None, help="Time between bursts (e.g. 10ms for 100 Hz).")
 @click.option("--burn", type=DURATION, default=None,
               help="Length of one burst, from its due time, wake-up included (e.g. 1ms).")
 @click.option("--phase", type=DURATION, default="0s", show_default=True, help="Offset of the first burst.")

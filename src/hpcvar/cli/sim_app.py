@@ -7,6 +7,7 @@ import sys
 import click
 
 from hpcvar.cli.common import (
+    DIALECT_HELP,
     DURATION,
     FREQ,
     OUT_PATH,
@@ -49,8 +50,13 @@ def _split(text: str) -> list[str]:
 @click.option("--from", "fmt", type=click.Choice(["auto", "parquet", "tit", "otf2", "native"]), default="auto",
               show_default=True, help="Trace format (auto: by extension; .txt/.tit = SimGrid TIT, .otf2 = OTF2, else "
                                       "parquet, what hpcvar trace writes; native is its former name).")
+@click.option("--flops-rate", type=float, default=None,
+              help="TIT traces: flop/s that turn 'compute FLOPS' (and the FLOPS of reduce/allreduce) into seconds "
+                   "(default: the cluster file's flops_rate, else 1e9).")
+@click.option("--dialect", default="auto", show_default=True, help=DIALECT_HELP)
 @click.option("--cluster", "cluster_file", type=click.Path(), default=None,
-              help="Cluster file (nodes, cores_per_node, bandwidth, latency, shm_*, per-link 'link A B BW LAT').")
+              help="Cluster file (nodes, cores_per_node, bandwidth, latency, shm_*, flops_rate, per-link "
+                   "'link A B BW LAT').")
 @click.option("--nodes", type=click.IntRange(1), default=None, help="Nodes (default: one per task).")
 @click.option("--cores-per-node", type=click.IntRange(1), default=None, help="Cores per node (default 1).")
 @click.option("--bandwidth", type=BANDWIDTH, default="1gbit", show_default=True,
@@ -113,8 +119,8 @@ def _split(text: str) -> list[str]:
 @option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
 @format_options(legacy=("fmt", ("auto", "parquet", "native", "tit", "otf2")))
 @runs_dir_option
-def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth, shm_latency,
-        rndv_latency, shm_rndv_latency, send_buffer, rndv_first,
+def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
+        shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first,
         mapping, mapping_files, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window,
         window_origin,
         replicas, seed, engine, chrome_file, plot_stem, breakdown, phases, plots, as_json, runs_dir):
@@ -136,7 +142,8 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
                   models=tuple(_split(model)), params_path=params_file, collectives=collectives, eager_bytes=eager,
                   jitter_path=jitter_file, jitter_freq_hz=jitter_freq, align=align, window_s=window,
                   window_origin_s=window_origin, replicas=replicas, seed=seed, engine=engine, chrome_path=chrome_file,
-                  plot_stem=plot_stem, plots=plots, breakdown=breakdown, phases=phases)
+                  plot_stem=plot_stem, plots=plots, breakdown=breakdown, phases=phases,
+                  flops_per_s=flops_rate, dialect=dialect)
     # a progress bar on long replays, on stderr and only on a terminal: never inside --json output
     ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]], console=stderr_console(), progress=not as_json)
     emit_run(job(p, ctx), as_json)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from hpcvar.cli.common import DURATION, RATE, print_json, stderr_console, stdout_console
+from hpcvar.cli.common import DURATION, POSITIVE_DURATION, RATE, print_json, stderr_console, stdout_console
 from hpcvar.errors import UsageError
 
 STATE_HELP = "State file of the testbed (default: $HPCVAR_TESTBED_STATE or /run/hpcvar-testbed/state.json)."
@@ -54,10 +54,13 @@ def cli() -> None:
 @click.option("--slurm", is_flag=True,
               help="Also start a real Slurm cluster over the hosts: munged and slurmctld in this namespace, one "
                    "slurmd per host (needs Debian's slurmctld slurmd slurm-client munge); see docs/cluster.md.")
+@click.option("--owner-pid", type=click.IntRange(1), default=None, metavar="PID",
+              help="Take the testbed down when process PID ends, even by kill -9 (e.g. a script's $$): a detached "
+                   "watcher runs 'down' for it.")
 @click.option("--state", "state_path", default=None, help=STATE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the testbed as JSON.")
 def up_cmd(hosts, rate, rate_of, switches, uplink_rate, ranks_per_host, intra_host, mtu, subnet, prefix, slurm,
-           state_path, as_json):
+           owner_pid, state_path, as_json):
     """Create the testbed (replacing a recorded one)."""
     from hpcvar.testbed import netns
     from hpcvar.testbed.plan import make_plan, parse_rate_of
@@ -69,6 +72,8 @@ def up_cmd(hosts, rate, rate_of, switches, uplink_rate, ranks_per_host, intra_ho
     err = stderr_console()
     plan = netns.up(plan, _state(state_path), subnet, log=None if as_json else (lambda m: err.print(m)),
                     slurm=slurm)
+    if owner_pid is not None:
+        netns.watch_owner(_state(state_path), owner_pid)
     if as_json:
         print_json(netns.status(_state(state_path)))
         return
@@ -101,6 +106,18 @@ def down_cmd(state_path, as_json):
 
 def _state_flag(path: str | None) -> str:
     return f" --state {path}" if path else ""
+
+
+@cli.command("watch", hidden=True)
+@click.option("--state", "state_path", required=True)
+@click.option("--pid", type=int, required=True)
+@click.option("--start", required=True)
+def watch_cmd(state_path, pid, start):
+    """The watcher of 'up --owner-pid': waits for the owner to end, then takes the testbed down."""
+    from hpcvar.testbed import netns
+
+    if netns.wait_for_owner(Path(state_path), pid, start):
+        netns.down(Path(state_path))
 
 
 @cli.command("env")
@@ -204,10 +221,10 @@ def exec_cmd(host, cmd, state_path):
 @click.option("--to", "dst", required=True, help="Receiving host.")
 @click.option("--rate", type=RATE, default=None, help="Rate of each sender during on periods (default: as fast "
                                                       "as the link takes).")
-@click.option("--on", "on_s", type=DURATION, default="1s", show_default=True, help="Length of on periods.")
+@click.option("--on", "on_s", type=POSITIVE_DURATION, default="1s", show_default=True, help="Length of on periods.")
 @click.option("--off", "off_s", type=DURATION, default="0s", show_default=True,
               help="Length of off periods (0: always on).")
-@click.option("--duration", type=DURATION, default="10s", show_default=True,
+@click.option("--duration", type=POSITIVE_DURATION, default="10s", show_default=True,
               help="Total length; the traffic stops by itself after it.")
 @click.option("--port", type=click.IntRange(1024, 65000), default=47000, show_default=True, help="First TCP port.")
 @click.option("--background", is_flag=True, help="Return at once; the traffic still stops after --duration "

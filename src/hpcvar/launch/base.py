@@ -18,8 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hpcvar.errors import LaunchError
+from hpcvar.errors import LaunchError, LaunchTimeout
 from hpcvar.launch.guard import preexec, watch_env
+from hpcvar.units import format_time_ns
 
 RANK_ERROR = re.compile(r"hpcvar\[rank (-?\d+)\]: (.*)")
 
@@ -136,11 +137,12 @@ class Launcher(ABC):
                             poll()
                         if time.monotonic() - t0 > spec.timeout_s:
                             _kill_group(proc)
-                            raise LaunchError(
-                                f"the MPI job did not finish within {spec.timeout_s:.0f} s and was stopped",
-                                "--timeout",
-                                "Increase --timeout if the work is large; a hang often means ranks cannot reach "
-                                f"each other. Last lines of stderr:\n{tail(err_p) or '(none)'}") from None
+                            raise LaunchTimeout(
+                                f"the MPI job ran past its timeout of {format_time_ns(spec.timeout_s * 1e9)} and "
+                                "was stopped", "--timeout",
+                                "Raise --timeout if the work is large; a hang often means ranks cannot reach "
+                                f"each other. Last lines of stderr:\n{tail(err_p) or '(none)'}",
+                                timeout_s=spec.timeout_s) from None
             except KeyboardInterrupt:
                 _kill_group(proc)
                 raise

@@ -72,6 +72,17 @@ def start_time(pid: int) -> str | None:
     return fields[19] if len(fields) > 19 else None
 
 
+def running(pid: int, start: str) -> bool:
+    """Whether the process ``pid`` that started at ``start`` (``start_time``) still runs: not when it is gone, its
+    pid reused, or it is a zombie (exited; its parent has not reaped it yet)."""
+    try:
+        text = open(f"/proc/{pid}/stat").read()
+    except OSError:
+        return False
+    fields = text.rpartition(")")[2].split()
+    return len(fields) > 19 and fields[19] == start and fields[0] not in ("Z", "X")
+
+
 def _read(path: str) -> str | None:
     try:
         return open(path).read().strip()

@@ -79,10 +79,20 @@ class LocalLauncher(Launcher):
                 "mpi_version": self.flavor.version, "cores": self.cores}
 
 
-# srun --mpi plugin that each MPI family speaks (measured: docs/cluster.md): MPICH's Hydra-less PMI is PMI-2,
-# Open MPI 4 and 5 use PMIx. A wrong plugin makes srun start N independent size-1 worlds that exit 0, which the
-# native programs catch with --expect-np.
-SRUN_MPI_BY_FAMILY = {"mpich": "pmi2", "openmpi": "pmix"}
+# How srun starts the ranks of each MPI family (measured: docs/cluster.md). Open MPI 4 and 5 speak PMIx
+# (srun --mpi=pmix). MPICH is started by its own process manager, hydra, with hydra's Slurm launcher ("hydra"):
+# srun starts one hydra proxy per node, and hydra serves PMI to the ranks. The direct way, srun --mpi=pmi2, fails at
+# random on multi-node jobs: slurmstepd's PMI-1 server reads a request with one read() of at most 1024 bytes
+# (src/plugins/mpi/pmi2/pmi1.c, "TODO: read until newline", still so in Slurm 26.05) and advertises values of up to
+# 1024 bytes, while MPICH's PMI-1 client cuts a long value (the ranks' network addresses) into segments of up to
+# 1022 characters and sends each as one 'cmd=put kvsname=... key=...-seg-i/n value=...' line of up to ~1080 bytes.
+# Whether a segment's line crosses 1024 bytes depends on how well its bytes compress (MPICH run-length encodes the
+# hex), so it depends on the addresses of that launch: slurmstepd then reads a cut request ("value not properly
+# terminated"), the rest of the line as a second one ("full request is: 3333..."), and the job dies.
+# A wrong plugin makes srun start N independent size-1 worlds that exit 0, which the native programs catch with
+# --expect-np.
+SRUN_MPI_BY_FAMILY = {"mpich": "hydra", "openmpi": "pmix"}
+HYDRA = "hydra"  # --srun-mpi hydra: not an srun plugin but MPICH's process manager over srun
 
 
 def build_family() -> MpiFlavor:
@@ -102,8 +112,9 @@ def build_family() -> MpiFlavor:
 class SrunLauncher(Launcher):
     """Slurm's srun, inside an allocation (salloc/sbatch: its nodes) or outside one (srun asks for one).
 
-    - ``--mpi``: the plugin that the build's MPI speaks (MPICH: pmi2; Open MPI: pmix) unless the user gives
-      one (``--srun-mpi``); the choice, why, and Slurm's version go into the run's metadata.
+    - ``--mpi``: how the build's MPI is started under Slurm (MPICH: ``hydra``, its own process manager whose
+      proxies srun starts, see SRUN_MPI_BY_FAMILY; Open MPI: ``srun --mpi=pmix``) unless the user gives a plugin
+      (``--srun-mpi``); the choice, why, and Slurm's version go into the run's metadata.
     - ``--nodes``: ceil(np / ranks per node) when --ranks-per-node is given, so that the placement asked for
       is the one Slurm makes (the native programs check it and stop with a clear error otherwise).
     - Outside an allocation ``--time`` bounds the job Slurm creates by the launch timeout.
@@ -112,13 +123,14 @@ class SrunLauncher(Launcher):
     name = "srun"
 
     def __init__(self, srun: str = "srun", mpi: str | None = None, flavor: MpiFlavor | None = None,
-                 in_allocation: bool | None = None):
+                 in_allocation: bool | None = None, mpiexec: str | Path | None = None):
         self.srun = srun
         if mpi is not None and not re.fullmatch(r"[A-Za-z0-9_]+", mpi):
             raise UsageError(f"'{mpi}' is not an srun --mpi plugin name", "--srun-mpi",
                              "Give one of the names 'srun --mpi=list' prints, e.g. pmi2 or pmix, or auto")
         self._mpi = None if mpi in (None, "auto") else mpi
         self._flavor = flavor
+        self._mpiexec = None if mpiexec is None else str(mpiexec)
         self.in_allocation = ("SLURM_JOB_ID" in os.environ) if in_allocation is None else in_allocation
 
     @property
@@ -135,7 +147,7 @@ class SrunLauncher(Launcher):
         plugin = SRUN_MPI_BY_FAMILY.get(self.flavor.family)
         if plugin is None:
             raise UsageError("cannot tell which MPI hpcvar was built with, so not which srun --mpi plugin it needs",
-                             "--srun-mpi", "Give the plugin yourself: --srun-mpi pmi2 (MPICH, Intel MPI) or "
+                             "--srun-mpi", "Give it yourself: --srun-mpi hydra (MPICH, Intel MPI) or "
                                            "--srun-mpi pmix (Open MPI)")
         return plugin
 
@@ -143,8 +155,11 @@ class SrunLauncher(Launcher):
         """The plugin and why it was chosen (run metadata)."""
         if self._mpi:
             return {"srun_mpi": self._mpi, "srun_mpi_from": "--srun-mpi"}
-        return {"srun_mpi": self.mpi, "srun_mpi_from": f"build MPI family {self.flavor.family} "
-                                                         f"{self.flavor.version}".strip()}
+        why = f"build MPI family {self.flavor.family} {self.flavor.version}".strip()
+        if self.mpi == HYDRA:
+            why += ("; Slurm's PMI-1 server (--mpi=pmi2) reads requests of at most 1024 bytes, which MPICH's "
+                    "PMI-1 client exceeds at random (docs/cluster.md)")
+        return {"srun_mpi": self.mpi, "srun_mpi_from": why}
 
     def slots(self) -> int | None:
         n = os.environ.get("SLURM_NTASKS") or os.environ.get("SLURM_NPROCS")
@@ -159,19 +174,53 @@ class SrunLauncher(Launcher):
         return spec.ranks_per_node
 
     def command(self, spec: LaunchSpec) -> tuple[list[str], dict[str, str]]:
+        env = {**self._transport_env(spec), **spec.env}
+        if self.mpi == HYDRA:
+            return self._hydra_command(spec, env), env
         argv = [self.srun, f"--mpi={self.mpi}", "--ntasks", str(spec.np), "--kill-on-bad-exit=1",
                 "--cpu-bind=none"]
-        if spec.ranks_per_node:
-            argv += [f"--nodes={math.ceil(spec.np / spec.ranks_per_node)}",
-                     f"--ntasks-per-node={spec.ranks_per_node}"]
+        argv += self._placement(spec)
         if not self.in_allocation:
-            argv += [f"--time={max(1, math.ceil(spec.timeout_s / 60))}", "--job-name=hpcvar"]
-        env = {**self._transport_env(spec), **spec.env}
+            argv += self._own_job(spec)
         if env:
             argv.append("--export=ALL," + ",".join(f"{k}={v}" for k, v in env.items()))
         argv += spec.extra_args
         argv += [str(spec.exe), *spec.args]
         return argv, env
+
+    @staticmethod
+    def _placement(spec: LaunchSpec) -> list[str]:
+        if not spec.ranks_per_node:
+            return []
+        return [f"--nodes={math.ceil(spec.np / spec.ranks_per_node)}", f"--ntasks-per-node={spec.ranks_per_node}"]
+
+    @staticmethod
+    def _own_job(spec: LaunchSpec) -> list[str]:
+        """Outside an allocation: the job Slurm creates for this launch, bounded by the launch timeout."""
+        return [f"--time={max(1, math.ceil(spec.timeout_s / 60))}", "--job-name=hpcvar"]
+
+    def _hydra_command(self, spec: LaunchSpec, env: dict[str, str]) -> list[str]:
+        """MPICH's mpiexec (hydra) with its Slurm launcher: srun starts one proxy per node of the allocation and
+        hydra serves PMI itself. Outside an allocation, salloc makes one for the launch. The user's
+        --launcher-args are srun options, which hydra passes to its srun (HYDRA_LAUNCHER_EXTRA_ARGS)."""
+        argv = [self.hydra_mpiexec(), "-launcher", "slurm", "-launcher-exec", self.srun, "-np", str(spec.np),
+                "-bind-to", "none"]
+        if spec.ranks_per_node:
+            argv += ["-ppn", str(spec.ranks_per_node)]
+        for k, v in env.items():
+            argv += ["-genv", k, v]
+        env["HYDRA_LAUNCHER_EXTRA_ARGS"] = shlex.join(["--cpu-bind=none", *spec.extra_args])
+        argv += [str(spec.exe), *spec.args]
+        if self.in_allocation:
+            return argv
+        salloc = str(Path(shutil.which(self.srun) or self.srun).with_name("salloc"))
+        return [salloc, "--quiet", "--ntasks", str(spec.np), *self._placement(spec), *self._own_job(spec), *argv]
+
+    def hydra_mpiexec(self) -> str:
+        """The build's hydra mpiexec (next to its mpicc, else on PATH)."""
+        if self._mpiexec is None:
+            self._mpiexec = str(default_mpiexec())
+        return self._mpiexec
 
     def _transport_env(self, spec: LaunchSpec) -> dict[str, str]:
         """MPICH whose UCX the environment restricts to TCP (the testbed's 'hpcvar testbed env', some sites)
@@ -187,6 +236,11 @@ class SrunLauncher(Launcher):
             raise MissingToolError(f"'{self.srun}' is not on PATH", "--launcher",
                                    "Run hpcvar on a Slurm login or compute node (module load slurm), or choose "
                                    "another --launcher")
+        if self.mpi == HYDRA and shutil.which(self.hydra_mpiexec()) is None:
+            raise MissingToolError(f"'{self.hydra_mpiexec()}' (MPICH's hydra, which starts MPICH under Slurm) "
+                                   "is not there", "--srun-mpi",
+                                   "Reinstall hpcvar's MPI (make install), or give --srun-mpi pmi2 to start the "
+                                   "ranks with srun's PMI-2 plugin directly")
 
     def failure_hint(self, text: str) -> tuple[str | None, str] | None:
         """srun's own refusals, with the flag or allocation option that fixes them."""
@@ -195,12 +249,19 @@ class SrunLauncher(Launcher):
             return ("--ranks-per-node", "The allocation has fewer CPUs or nodes than the job needs: ask for them "
                                         "(salloc/sbatch -N <nodes> --exclusive, "
                                         "or --ntasks-per-node=<ranks per node>), or lower --np / --ranks-per-node")
+        if "Could not establish a configuration source" in text:
+            where = os.environ.get("SLURM_CONF")
+            missing = (f"SLURM_CONF names {where}, which srun could not use" if where else
+                       "SLURM_CONF is not set and srun found no slurm.conf (nor a configless controller)")
+            return ("--launcher", f"{missing}: set SLURM_CONF to the cluster's slurm.conf (on a Slurm node it is "
+                                  "usually /etc/slurm/slurm.conf); for the testbed's Slurm run "
+                                  "eval \"$(hpcvar testbed env)\" first")
         return None
 
     def mismatch_hint(self) -> tuple[str, str]:
         return ("--srun-mpi", f"srun started the ranks with --mpi={self.mpi}, which this MPI library "
                               f"({self.flavor.family or 'unknown'}) does not speak: give the plugin it needs, "
-                              "e.g. --srun-mpi pmi2 for MPICH or --srun-mpi pmix for Open MPI ('srun --mpi=list' "
+                              "e.g. --srun-mpi hydra for MPICH or --srun-mpi pmix for Open MPI ('srun --mpi=list' "
                               "lists what this Slurm has)")
 
     def describe(self) -> dict:

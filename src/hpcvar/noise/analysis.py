@@ -175,7 +175,35 @@ def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict
     for s_ in found:
         if not any(abs(s_["hz"] - o["hz"]) <= 0.005 * o["hz"] for o in out):
             out.append(s_)
-    return out[:top]
+    grid = 1e9 / float(trace.meta["interval_ns"]) if trace.meta.get("method") == "timer" and \
+        float(trace.meta.get("interval_ns") or 0) > 0 else None
+    return fold_harmonics(out, trace.freq_hz / c.length if c.length else 0.0, grid)[:top]
+
+
+MAX_FOLD = 32  # a source at k x another's frequency, k = 2..MAX_FOLD, is that source's harmonic
+
+
+def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None) -> list[dict]:
+    """Sources (strongest first) without the harmonics of others: a source at k x f of another source at f
+    (k = 2..MAX_FOLD, within max(3 df, 0.1%)) is that source's harmonic, listed in its ``folded_hz`` and not as a
+    source of its own (a 250 Hz tick's train has peaks at 4250 and 4750 Hz too, and the per-class spectra can
+    find them without their fundamental). With the timer method, detours are seen on a grid of the sampling
+    interval: sources at multiples of its frequency ``grid_hz`` are the sampler's, not the machine's, and are
+    left out. Order kept."""
+    def near(x: float, f: float, kmin: int) -> bool:
+        k = round(x / f)
+        return kmin <= k <= MAX_FOLD and abs(x - k * f) <= max(3.0 * df, 1e-3 * x)
+
+    kept = [dict(s_) for s_ in sources if not (grid_hz and near(s_["hz"], grid_hz, 1))]
+    by_hz = sorted(kept, key=lambda s_: s_["hz"])
+    folded: set[int] = set()
+    for i, s_ in enumerate(by_hz):
+        for f0 in by_hz[:i]:
+            if id(f0) not in folded and near(s_["hz"], f0["hz"], 2):
+                f0.setdefault("folded_hz", []).append(s_["hz"])
+                folded.add(id(s_))
+                break
+    return [s_ for s_ in kept if id(s_) not in folded]
 
 
 def tick_check(f: np.ndarray, p: np.ndarray, sources: list[dict], hz: float | None) -> dict | None:

@@ -4,6 +4,10 @@ A raw file is a header of ``#@key=value`` lines, a ``#@columns=`` line, then
 points: ``#@point k=v ...``, rows (CSV, or ``#@rows_binary=N`` + float64
 bytes), ``#@point_end rows=N``. A trailing point without its end marker (the
 job was killed while writing it) is dropped and counted in ``incomplete``.
+An empty file, or one cut inside its first line, is a launch stopped before it
+wrote its header (killed, or timed out, while MPI started): no point measured
+(``unstarted``), not a damaged file. The native programs write and flush the
+header before they measure anything.
 
 The first line names the format version, ``#@hpcvar_raw=N``. The reader refuses a
 file without it, and a version it does not read (a newer hpcvar's, or one no
@@ -51,6 +55,7 @@ class RawFile:
     columns: list[str] = field(default_factory=list)
     points: list[RawPoint] = field(default_factory=list)
     incomplete: int = 0
+    unstarted: bool = False  # empty, or cut inside the version line: the launch ended before its header
 
     def column(self, point: RawPoint, name: str) -> np.ndarray:
         return point.rows[:, self.columns.index(name)]
@@ -120,6 +125,9 @@ def read_raw(path: str | os.PathLike[str]) -> RawFile:  # noqa: C901, PLR0915
         lineno += 1
         return line
 
+    if b"\n" not in data and _VERSION_KEY.startswith(data):
+        raw.unstarted = True
+        return raw
     check_raw_version(data, path)
     while pos < n:
         start_line = lineno + 1

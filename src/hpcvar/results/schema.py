@@ -307,12 +307,13 @@ TABLES.update({
         "tasks": "number of simulated tasks",
         "replicas": "replicas (derived seeds)",
         "total_cycles": "mean total time T after N phases (cycles)",
-        "total_ci_lo_cycles": "95% CI of T over replicas, low (cycles)",
-        "total_ci_hi_cycles": "95% CI of T over replicas, high (cycles)",
+        "total_ci_lo_cycles": "95% CI of the mean T over replicas (bootstrap percentile), low (cycles; NaN with one "
+                              "replica)",
+        "total_ci_hi_cycles": "95% CI of the mean T over replicas, high (cycles; NaN with one replica)",
         "baseline_cycles": "T0: the same workload without jitter (cycles)",
         "slowdown": "T / T0 - 1",
-        "slowdown_ci_lo": "95% CI of the slowdown, low",
-        "slowdown_ci_hi": "95% CI of the slowdown, high",
+        "slowdown_ci_lo": "95% CI of the slowdown, low (NaN with one replica)",
+        "slowdown_ci_hi": "95% CI of the slowdown, high (NaN with one replica)",
         "slowdown_vs_compute": "T / (N * W) - 1",
         "coverage": "T / trace length (above 1: tasks see the same jitter again)",
         "closed_form_slowdown": "closed-form expected slowdown for a periodic trace (NaN: none applies)",
@@ -502,7 +503,7 @@ TABLES.update({
 })
 
 
-# hpcvar sim app (application replay, hpcvar.sim.app, docs/replay.md)
+# hpcvar sim app (application replay, hpcvar.sim.replay, docs/replay.md)
 _REPLAY_KEY = {"mapping": "task mapping: rrn, rrp, random or a mapping file", "model": "network model"}
 TABLES.update({
     "replay.replicas": {

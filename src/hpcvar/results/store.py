@@ -178,9 +178,10 @@ class Run:
         return run
 
     def claim(self) -> None:
-        """Mark the run running again, written by this process (a resumed run)."""
+        """Mark the run running again, written by this process (a resumed run); why it ended before is history."""
         self.info["status"] = "running"
         self.info["owner"] = _owner()
+        self.info.pop("error", None)
 
     @property
     def status(self) -> str:
@@ -319,10 +320,37 @@ def run_lifecycle(run: Run) -> Iterator[Run]:
     try:
         yield run
     except BaseException as e:
+        global _interrupted
+        run.info["error"] = _error_record(e)
         run.finish("interrupted" if isinstance(e, KeyboardInterrupt) else "failed", exit_status=1)
+        if isinstance(e, KeyboardInterrupt):
+            _interrupted = run  # the outermost run ends last: the one to resume (a characterization, not its step)
         raise
     if run.info.get("status") == "running":
         run.finish("complete")
+
+
+_interrupted: Run | None = None
+
+
+def interrupted_run() -> Run | None:
+    """The run this process ended as interrupted (Ctrl-C, SIGTERM), for the command line's last words."""
+    return _interrupted
+
+
+RESUMABLE = ("bench ", "characterize")  # the commands whose runs --resume continues
+
+
+def _error_record(e: BaseException) -> dict[str, Any]:
+    """Why a run ended failed or interrupted, as run.json keeps it (``error``): the kind of failure (``LaunchTimeout``,
+    ``LaunchError``, ``KeyboardInterrupt``, ...), what failed, where (the flag or file) and what to do."""
+    from hpcvar.errors import HpcvarError
+
+    if isinstance(e, HpcvarError):
+        return {"kind": type(e).__name__, "what": e.what, "where": e.where, "todo": e.todo}
+    if isinstance(e, KeyboardInterrupt):
+        return {"kind": "KeyboardInterrupt", "what": "interrupted (Ctrl-C or SIGTERM)", "where": None, "todo": None}
+    return {"kind": type(e).__name__, "what": str(e) or type(e).__name__, "where": None, "todo": None}
 
 
 def _step_ref(ref: str) -> tuple[str, str] | None:

@@ -72,6 +72,56 @@ def agent_path(state_path: Path) -> Path:
     return state_path.parent / "agent"
 
 
+def owner_path(state_path: Path) -> Path:
+    """The testbed's owner (``up --owner-pid``) and the watcher that takes it down when the owner ends."""
+    return state_path.with_name(state_path.name + ".owner")
+
+
+def watch_owner(state_path: Path, owner_pid: int) -> int:
+    """Start a detached watcher (its own session, so that no kill of the owner's process group reaches it) that
+    takes the testbed of ``state_path`` down once process ``owner_pid`` has ended, ``kill -9`` included; returns
+    its pid, recorded beside the state so that ``down`` stops it."""
+    import sys
+
+    from hpcvar.launch.guard import start_time
+
+    start = start_time(owner_pid)
+    if not start:
+        raise HpcvarError(f"process {owner_pid} does not exist", "--owner-pid", "Give the pid of a running process, "
+                                                                                "e.g. your script's $$")
+    watcher = subprocess.Popen([sys.executable, "-m", "hpcvar", "testbed", "watch", "--state", str(state_path),
+                                "--pid", str(owner_pid), "--start", start], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    owner_path(state_path).write_text(json.dumps({"owner_pid": owner_pid, "owner_start": start,
+                                                  "watcher_pid": watcher.pid}))
+    return watcher.pid
+
+
+def wait_for_owner(state_path: Path, owner_pid: int, owner_start: str, poll_s: float = 0.5) -> bool:
+    """The watcher's loop: True once the owner has ended (then the caller takes the testbed down), False when the
+    testbed went away first (someone ran ``down``)."""
+    from hpcvar.launch.guard import running
+
+    while state_path.exists():
+        if not running(owner_pid, owner_start):
+            return True
+        time.sleep(poll_s)
+    return False
+
+
+def _stop_watcher(state_path: Path) -> None:
+    try:
+        rec = json.loads(owner_path(state_path).read_text())
+    except (OSError, ValueError):
+        return
+    pid = rec.get("watcher_pid")
+    if isinstance(pid, int) and pid != os.getpid():
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
 def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None, slurm: bool = False) -> Plan:
     """Create the testbed of ``plan`` (replacing a recorded one), with a Slurm cluster over its hosts when
     ``slurm``; returns the plan as built."""
@@ -180,7 +230,8 @@ def down(state_path: Path, log=None) -> list[str]:
             sh(["ip", "netns", "del", ns])
             removed.append(ns)
             say(f"deleted namespace {ns}")
-    for p in (agent_path(state_path), state_path):
+    _stop_watcher(state_path)
+    for p in (agent_path(state_path), owner_path(state_path), state_path):
         try:
             p.unlink()
         except FileNotFoundError:

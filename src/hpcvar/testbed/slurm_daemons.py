@@ -30,7 +30,7 @@ import time
 from pathlib import Path
 
 from hpcvar.errors import HpcvarError, MissingToolError
-from hpcvar.testbed.plan import Plan
+from hpcvar.testbed.plan import HOST_DEV, Plan
 
 TOOLS = ("munged", "mungekey", "slurmctld", "slurmd", "srun", "sbatch", "sinfo", "scontrol", "nsenter", "unshare")
 PACKAGES = "slurmctld slurmd slurm-client munge libpmix-dev"
@@ -98,7 +98,7 @@ def plan_slurm(plan: Plan, state_path: Path) -> dict:
             "ctl_addr": ctl_addr, "ctl_port": ctl_port,
             # munged wants every folder above its socket open to all (x): not so under a private temp directory
             "socket_dir": f"{MUNGE_SOCKET_ROOT}/{plan.prefix}{tag}",
-            "slurmd_port": d_port, "root_link": f"{plan.prefix}root", "root_peer": f"{plan.prefix}rp",
+            "slurmd_port": d_port, "root_link": f"{plan.prefix}{HOST_DEV}", "root_peer": f"{plan.prefix}rp",
             "cluster": "hpcvar" + plan.prefix.rstrip("-"), "cpus": max(os.cpu_count() or 1, MIN_NODE_CPUS),
             "status": "planned"}
 
@@ -129,8 +129,15 @@ def conf_text(plan: Plan, s: dict) -> str:
 
 
 def env(plan: Plan) -> dict[str, str]:
-    """SLURM_CONF of the testbed's cluster (empty without one)."""
-    return {"SLURM_CONF": plan.slurm["conf"]} if plan.slurm else {}
+    """SLURM_CONF of the testbed's cluster and HYDRA_IFACE (empty without one).
+
+    MPICH's hydra (how ``--launcher srun`` starts MPICH) tells its proxies to connect back to its own host name,
+    which the testbed's hosts cannot resolve; HYDRA_IFACE makes it give the address of that interface instead. The
+    root namespace's link to the switch has the hosts' interface name (``<prefix>eth0``), so one value serves
+    mpiexec wherever it runs: in the root namespace (srun, salloc) or on a host (an sbatch job's script)."""
+    if not plan.slurm:
+        return {}
+    return {"SLURM_CONF": plan.slurm["conf"], "HYDRA_IFACE": plan.slurm["root_link"]}
 
 
 def _run(argv: list[str], env_extra: dict | None = None, timeout: float = 20.0) -> subprocess.CompletedProcess:

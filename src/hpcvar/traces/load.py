@@ -31,9 +31,11 @@ def import_engine(engine: str | None, available: Callable[[], bool], lib: Callab
 FORMATS = ("parquet", "tit", "otf2")
 
 
-def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: str | None = None):
+def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: str | None = None,
+               dialect: str | None = None):
     """A Trace from hpcvar's Parquet trace, a SimGrid TIT file or an OTF2 archive (anchor .otf2); ``fmt``
-    auto goes by the extension; ``engine`` picks the TIT and OTF2 importer (import_engine)."""
+    auto goes by the extension; ``engine`` picks the TIT and OTF2 importer (import_engine); ``dialect``: the
+    TIT dialect (None: auto, else the SimGrid version that wrote it, hpcvar.traces.tit_dialect)."""
     from hpcvar.traces import parquet
 
     p = Path(path)
@@ -44,7 +46,7 @@ def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: st
     if fmt == "tit":
         from hpcvar.traces.tit import read_tit
 
-        return read_tit(p, flops_rate, engine)
+        return read_tit(p, flops_rate, engine, dialect)
     if fmt == "otf2":
         from hpcvar.traces.otf2_import import read_otf2
 

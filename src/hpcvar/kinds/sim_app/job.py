@@ -58,7 +58,8 @@ class AppParams(Params):
     chrome_path: str | None = None  # the first timeline as Chrome/Perfetto JSON
     plot_stem: str | None = None  # the per-task figure here too
     plots: bool = True
-    flops_per_s: float = 1e9  # the compute rate that turns a TIT trace's flops into time
+    flops_per_s: float | None = None  # TIT: flop/s of a core (None: the cluster file's flops_rate, else 1e9)
+    dialect: str = "auto"  # TIT: the SimGrid version that wrote the trace (hpcvar.traces.tit_dialect)
     breakdown: bool = False
     phases: int | None = None  # --breakdown: slices of each task's measured span
 
@@ -99,6 +100,20 @@ def _check_breakdown(p: AppParams) -> None:
         raise UsageError("--phases splits the --breakdown", "--phases", "Add --breakdown")
     if p.phases is not None and not 1 <= p.phases <= MAX_PHASES:
         raise UsageError(f"--phases {p.phases} is outside 1..{MAX_PHASES}", "--phases", "Give e.g. --phases 4")
+
+
+def flops_rate_of(p: AppParams) -> float:
+    """The flop/s that turn a TIT trace's flops into seconds: --flops-rate, else the cluster file's flops_rate,
+    else 1e9 (both given: an error, as for the other keys of the cluster file)."""
+    if not p.cluster_path:
+        return 1e9 if p.flops_per_s is None else p.flops_per_s
+    from hpcvar.sim import replay as simapp
+
+    rate = simapp.load_cluster(p.cluster_path).flops_rate
+    if p.flops_per_s is not None:
+        raise UsageError("--flops-rate and --cluster both given", "--flops-rate",
+                         "Put 'flops_rate RATE' (flop/s) in the cluster file")
+    return 1e9 if rate is None else rate
 
 
 def cluster_of(p: AppParams, ntasks: int):
@@ -177,6 +192,8 @@ def job(p: AppParams, ctx: JobContext) -> Run:
             "command": "sim app", "trace": str(p.trace), "ntasks": trace.ntasks, "timed": trace.timed,
             "events": nevents_trace, "cluster": _cluster_json(cl), "model_params": params_by_model,
             "collectives": p.collectives, "eager_bytes": p.eager_bytes, "jitter": p.jitter_path, "align": p.align,
+            "flops_per_s": trace.meta.get("flops_rate") if not trace.timed else p.flops_per_s,
+            "tit_dialect": trace.meta.get("tit_dialect"),
             "replicas": p.replicas, "seed": p.seed, "mapping": runs[0]["mapping"], "model": runs[0]["model"],
             "tasks": runs[0]["tasks"], "runs": runs, "lower_s": timings["lower_s"], "read_s": timings["read_s"],
             "measure_s": timings["measure_s"],
@@ -201,7 +218,7 @@ def _read(p: AppParams, timings: dict):
         t0 = time.perf_counter()
         # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
         # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
-        trace = load_trace(p.trace, p.fmt, p.flops_per_s, "python" if p.engine == "python" else None)
+        trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect)
         timings["read_s"] = time.perf_counter() - t0
         return trace, host.result()
 
