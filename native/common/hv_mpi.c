@@ -157,6 +157,31 @@ static void hv_check_world(hv_ctx *ctx, hv_opt *opts, size_t nopts, const char *
                ctx->size, msg[1], msg[2], want_rpn, (ctx->size + want_rpn - 1) / want_rpn);
 }
 
+/* The timer of the timed loops, calibrated (MPI_Wtime's resolution and cost measured on itself). */
+static hv_timer init_timer(hv_timer_kind kind, const char *prog) {
+    char err[512];
+    hv_timer t;
+    if (kind == HV_TIMER_WTIME) {
+        /* initialise as MONO then switch the read function: resolution
+         * and cost are then measured on MPI_Wtime itself */
+        if (hv_timer_init(&t, HV_TIMER_MONO, err, sizeof err) != 0) HV_DIE("%s: %s", prog, err);
+        t.kind = HV_TIMER_WTIME;
+        t.wtime = wtime;
+        t.ticks_per_ns = 1.0;
+        uint64_t prev = hv_ticks(&t), start = prev, minstep = UINT64_MAX;
+        for (int i = 0; i < 20000; i++) {
+            uint64_t now = hv_ticks(&t);
+            if (now > prev && now - prev < minstep) minstep = now - prev;
+            prev = now;
+        }
+        t.cost_ns = (double)(prev - start) / 20000.0;
+        t.resolution_ns = minstep == UINT64_MAX ? 0.0 : (double)minstep;
+    } else if (hv_timer_init(&t, kind, err, sizeof err) != 0) {
+        HV_DIE("%s: %s", prog, err);
+    }
+    return t;
+}
+
 void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts) {
     memset(ctx, 0, sizeof *ctx);
     ctx->prog = prog;
@@ -177,29 +202,7 @@ void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt 
     hv_timer_kind kind = hv_cpu_has_invariant_tsc() == 1 ? HV_TIMER_TSC : HV_TIMER_MONO;
     if (tname && hv_timer_parse(tname, &kind) != 0)
         HV_DIE("%s: unknown --timer '%s' (tsc, mono or wtime)", prog, tname);
-    {
-        hv_timer t;
-        hv_timer_kind k = kind;
-        if (k == HV_TIMER_WTIME) {
-            /* initialise as MONO then switch the read function: resolution
-             * and cost are then measured on MPI_Wtime itself */
-            if (hv_timer_init(&t, HV_TIMER_MONO, err, sizeof err) != 0) HV_DIE("%s: %s", prog, err);
-            t.kind = HV_TIMER_WTIME;
-            t.wtime = wtime;
-            t.ticks_per_ns = 1.0;
-            uint64_t prev = hv_ticks(&t), start = prev, minstep = UINT64_MAX;
-            for (int i = 0; i < 20000; i++) {
-                uint64_t now = hv_ticks(&t);
-                if (now > prev && now - prev < minstep) minstep = now - prev;
-                prev = now;
-            }
-            t.cost_ns = (double)(prev - start) / 20000.0;
-            t.resolution_ns = minstep == UINT64_MAX ? 0.0 : (double)minstep;
-        } else if (hv_timer_init(&t, k, err, sizeof err) != 0) {
-            HV_DIE("%s: %s", prog, err);
-        }
-        ctx->timer = t;
-    }
+    ctx->timer = init_timer(kind, prog);
 
     /* host of every rank, for the metadata (ranks per node, placement) */
     char host[64] = {0};
@@ -248,6 +251,26 @@ void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt 
         if (fflush(ctx->out.f) != 0) HV_DIE("%s: cannot write --out '%s'", prog, path ? path : "-");
         free(hosts);
     }
+}
+
+void hv_ctx_init_config(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts,
+                        void *config) {
+    hv_ctx_init(ctx, argc, argv, prog, opts, nopts);
+    char err[256];
+    if (hv_args_config(opts, nopts, config, err, sizeof err) != 0) HV_DIE("%s: %s", prog, err);
+}
+
+long hv_iters_for_budget(const hv_ctx *ctx, uint64_t w0, long warmup, double budget_s, long iters, long min_iters) {
+    long count = iters;
+    if (ctx->rank == 0 && warmup > 0 && budget_s > 0) {
+        double per = hv_ticks_to_ns(&ctx->timer, hv_ticks(&ctx->timer) - w0) / (double)warmup;
+        double fit = per > 0 ? budget_s * 1e9 / per : (double)iters;
+        if (fit < (double)count) count = (long)fit;
+        if (count < min_iters) count = min_iters;
+        if (count > iters) count = iters;
+    }
+    HV_MPI_CHECK(MPI_Bcast(&count, 1, MPI_LONG, 0, ctx->comm));
+    return count;
 }
 
 void hv_gather_point(hv_ctx *ctx, const char *desc, const double *rows, size_t nrows) {

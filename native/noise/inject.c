@@ -149,18 +149,42 @@ static void load_replay(const char *path) {
     if (g_rn == 0) DIE("%s: no 'start_ns duration_ns' line", path);
 }
 
+/* The start on every CPU: 20 ms from now; with at_clock, the first burst at the next multiple of the period of
+ * CLOCK_REALTIME (plus --phase-ns), so that injectors started separately on nodes whose clocks agree (NTP/PTP;
+ * one clock on the testbed) burst at the same instants. */
+static uint64_t start_ns(int at_clock) {
+    if (!at_clock) return mono_now() + 20000000ull;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    const uint64_t m = mono_now();
+    const double r = (double)rt.tv_sec * 1e9 + (double)rt.tv_nsec;
+    const double next = (double)((uint64_t)((r + 20e6) / g_period_ns) + 1) * g_period_ns;
+    return m + (uint64_t)(next - r);
+}
+
+/* One CPU's line on stdout (and a note on stderr when SCHED_FIFO was refused). */
+static void report(inj_state *s) {
+    if (g_prio > 0 && !s->rt)
+        fprintf(stderr,
+                "hv_noise_inject: SCHED_FIFO refused on CPU %d (needs root or CAP_SYS_NICE); "
+                "bursts may be delayed or sliced\n",
+                s->cpu);
+    printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_p50=%.0f late_ns_max=%.0f overruns=%ld rt=%d\n", s->cpu, s->bursts,
+           s->burned_ns, late_p50(s), s->late_max_ns, s->overruns, s->rt);
+}
+
 int main(int argc, char **argv) {
     hv_opt opts[] = {
-        {"cpus", NULL, 0, "comma list of CPUs"},
-        {"time", NULL, 0, "injection time in seconds"},
-        {"period-ns", NULL, 0, "period of the bursts (ns)"},
-        {"burn-ns", NULL, 0, "length of one burst (ns)"},
-        {"phase-ns", NULL, 0, "offset of the first burst (ns)"},
-        {"at-clock", NULL, 1, "periodic: bursts at multiples of the period of CLOCK_REALTIME, plus the phase"},
-        {"rt-prio", NULL, 0, "SCHED_FIFO priority (0: normal scheduler)"},
-        {"replay", NULL, 0, "file of 'start_ns duration_ns' lines to replay"},
-        {"replay-length-ns", NULL, 0, "length of the replayed trace (for --loop)"},
-        {"loop", NULL, 1, "repeat the replay until --time"},
+        HV_OPT_RAW("cpus", 0, "comma list of CPUs"),
+        HV_OPT_RAW("time", 0, "injection time in seconds"),
+        HV_OPT_RAW("period-ns", 0, "period of the bursts (ns)"),
+        HV_OPT_RAW("burn-ns", 0, "length of one burst (ns)"),
+        HV_OPT_RAW("phase-ns", 0, "offset of the first burst (ns)"),
+        HV_OPT_RAW("at-clock", 1, "periodic: bursts at multiples of the period of CLOCK_REALTIME, plus the phase"),
+        HV_OPT_RAW("rt-prio", 0, "SCHED_FIFO priority (0: normal scheduler)"),
+        HV_OPT_RAW("replay", 0, "file of 'start_ns duration_ns' lines to replay"),
+        HV_OPT_RAW("replay-length-ns", 0, "length of the replayed trace (for --loop)"),
+        HV_OPT_RAW("loop", 1, "repeat the replay until --time"),
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     char err[256];
@@ -195,18 +219,7 @@ int main(int argc, char **argv) {
 
     inj_state *ss = calloc(ncpu, sizeof *ss);
     if (!ss) DIE("out of memory");
-    g_t0_ns = mono_now() + 20000000ull; /* start 20 ms from now on every CPU */
-    if (hv_args_get(opts, nopts, "at-clock") && !hv_args_get(opts, nopts, "replay")) {
-        /* the first burst at the next multiple of the period of CLOCK_REALTIME (plus --phase-ns), so that
-         * injectors started separately on nodes whose clocks agree (NTP/PTP; one clock on the testbed) burst
-         * at the same instants */
-        struct timespec rt;
-        clock_gettime(CLOCK_REALTIME, &rt);
-        const uint64_t m = mono_now();
-        const double r = (double)rt.tv_sec * 1e9 + (double)rt.tv_nsec;
-        const double next = (double)((uint64_t)((r + 20e6) / g_period_ns) + 1) * g_period_ns;
-        g_t0_ns = m + (uint64_t)(next - r);
-    }
+    g_t0_ns = start_ns(hv_args_get(opts, nopts, "at-clock") && !hv_args_get(opts, nopts, "replay"));
     for (size_t i = 0; i < ncpu; i++) {
         ss[i].cpu = (int)cpus[i];
         pthread_attr_t at;
@@ -222,13 +235,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < ncpu; i++) {
         pthread_join(ss[i].th, NULL);
-        if (g_prio > 0 && !ss[i].rt)
-            fprintf(stderr,
-                    "hv_noise_inject: SCHED_FIFO refused on CPU %d (needs root or CAP_SYS_NICE); "
-                    "bursts may be delayed or sliced\n",
-                    ss[i].cpu);
-        printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_p50=%.0f late_ns_max=%.0f overruns=%ld rt=%d\n", ss[i].cpu,
-               ss[i].bursts, ss[i].burned_ns, late_p50(&ss[i]), ss[i].late_max_ns, ss[i].overruns, ss[i].rt);
+        report(&ss[i]);
     }
     free(ss);
     free(cpus);

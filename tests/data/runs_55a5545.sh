@@ -25,7 +25,7 @@ $H sim jitter --trace "$NOISE/trace.jtr" --tasks 1,2 --phases 5 --no-plots >/dev
 # sim app over a 3-task trace (a fan-out of two 1 MB messages), two models, with --breakdown
 .venv/bin/python - "$OUT/fan.trace" <<'PY'
 import sys
-from hpcvar.traces.native import Trace, make_events, write_parquet
+from hpcvar.traces.parquet import Trace, make_events, write_parquet
 ev = []
 for t in (1, 2):
     ev += [dict(task=t, op="init", t_start_ns=0, t_end_ns=0),

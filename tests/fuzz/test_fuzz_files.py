@@ -193,7 +193,7 @@ def test_testbed_state(data):
 
 
 def _raw_rank(rank: int, recs: list[tuple]) -> bytes:
-    from hpcvar.traces.native import OPS, RAW_RECORD
+    from hpcvar.traces.parquet import OPS, RAW_RECORD
 
     arr = np.zeros(len(recs), dtype=RAW_RECORD)
     for i, (op, peer, nbytes, t0, t1) in enumerate(recs):
@@ -223,7 +223,7 @@ def _check_events(tr) -> None:
 def test_tracer_raw_rank_files(data):
     """The tracer's rank.<r>.hvt files (a text header, binary records, communicator lines) merged into a
     trace: one rank's file damaged, the other intact."""
-    from hpcvar.traces.native import merge_raw
+    from hpcvar.traces.parquet import merge_raw
 
     d = _TMP[-1] / "raw"
     d.mkdir(exist_ok=True)
@@ -235,7 +235,7 @@ def test_tracer_raw_rank_files(data):
 
 
 def _native_trace():
-    from hpcvar.traces.native import COLUMNS, Trace, make_events
+    from hpcvar.traces.parquet import COLUMNS, Trace, make_events
 
     rows = [dict(task=0, op="init"), dict(task=0, op="send", peer=1, bytes=8, t_start_ns=200, t_end_ns=300),
             dict(task=0, op="finalize", t_start_ns=400, t_end_ns=400), dict(task=1, op="init"),
@@ -279,7 +279,7 @@ def native_traces(draw) -> bytes:
 @FUZZ
 @given(native_traces())
 def test_native_parquet_trace(data):
-    from hpcvar.traces.native import read_parquet
+    from hpcvar.traces.parquet import read_parquet
 
     tr, _ = outcome(read_parquet, _file("t.trace", data), where="t.trace")
     if tr is not None:

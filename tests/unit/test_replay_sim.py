@@ -9,7 +9,7 @@ import pytest
 from hpcvar.errors import InputFileError, UsageError
 from hpcvar.sim.replay import Cluster, Simulator, e_abs, load_cluster, load_mapping, lower, mapping, measured
 from hpcvar.traces import collectives
-from hpcvar.traces.native import Trace, make_events
+from hpcvar.traces.parquet import Trace, make_events
 
 MS = 1_000_000  # ns
 

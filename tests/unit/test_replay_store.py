@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from hpcvar.sim.replay import Cluster, Simulator
-from hpcvar.traces.native import Trace, make_events, write_parquet
+from hpcvar.traces.parquet import Trace, make_events, write_parquet
 from tests.conftest import run_cli
 
 FANOUT = []

@@ -219,21 +219,27 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
                 e.todo = (e.todo or "") + (f"\n{stored} of {len(points)} points were stored in {run.path}; "
                                            f"add --resume {run.id} to the same command to continue")
             raise
-        raws = load_raws(run)
-        tables = _write_tables(bench, run, raws, params)
-        for name, df in bench.summaries(tables, params).items():
-            run.write_table(name, df)
-            tables[name] = df
-        result = bench.result(tables, params)
-        result["run"] = str(run.path)
-        result["steal_pct"] = metadata.steal_pct(ticks0)
-        for warn in [*bench.warnings(tables, params), metadata.steal_warning(result["steal_pct"])]:
-            if warn:
-                run.warn(warn)
-        run.info["result"] = result
+        result = _results(bench, run, params, ticks0)
         if after is not None:
             after(run, result)
     return run, result
+
+
+def _results(bench: Benchmark[P], run: Run, params: P, ticks0: Any) -> dict:
+    """Every point measured: the tidy and summary tables, the result built from them (kept as
+    ``run.info["result"]``) and the warnings about the measurements, in the run."""
+    tables = _write_tables(bench, run, load_raws(run), params)
+    for name, df in bench.summaries(tables, params).items():
+        run.write_table(name, df)
+        tables[name] = df
+    result = bench.result(tables, params)
+    result["run"] = str(run.path)
+    result["steal_pct"] = metadata.steal_pct(ticks0)
+    for warn in [*bench.warnings(tables, params), metadata.steal_warning(result["steal_pct"])]:
+        if warn:
+            run.warn(warn)
+    run.info["result"] = result
+    return result
 
 
 def _explain_timeout(e: LaunchTimeout, ctx: BenchContext, run: Run, stored: int, total: int) -> None:

@@ -8,7 +8,6 @@ A kind's renderer (``render=`` in hpcvar.kinds) takes ``(console, run)`` and rea
 from __future__ import annotations
 
 import math
-import re
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -120,6 +119,9 @@ def ns_interval(lo: float, hi: float) -> Cell:
     return Cell("time", lo, hi)
 
 
+_EMPTY_CELLS = ("", "-")
+
+
 def _typed_column(c: Any) -> bool:
     """Give a column of typed cells one unit (False when its cells are not all typed cells of one family)."""
     cells = c._cells
@@ -136,25 +138,6 @@ def _typed_column(c: Any) -> bool:
     return True
 
 
-# the units hpcvar.units.format_* write in a cell, by family, in their base unit
-_CELL_UNITS: dict[str, tuple[str, float]] = {
-    "ns": ("time", 1.0), "us": ("time", 1e3), "µs": ("time", 1e3), "ms": ("time", 1e6), "s": ("time", 1e9),
-    "B": ("size", 1.0), "KiB": ("size", 1024.0), "MiB": ("size", 1024.0**2), "GiB": ("size", 1024.0**3),
-    "TiB": ("size", 1024.0**4),
-    "B/s": ("rate", 1.0), "kB/s": ("rate", 1e3), "MB/s": ("rate", 1e6), "GB/s": ("rate", 1e9),
-}
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_CELL = re.compile(rf"({_NUM})(?:\s*-\s*({_NUM}))?\s*([A-Za-zµ/]+)")
-_EMPTY_CELLS = ("", "-")
-
-
-def _cell_values(text: str) -> tuple[list[float], str] | None:
-    m = _CELL.fullmatch(text.strip())
-    if not m or m.group(3) not in _CELL_UNITS:
-        return None
-    return [float(g) for g in m.groups()[:2] if g is not None], m.group(3)
-
-
 def _plain_number(v: float) -> str:
     """6 significant digits, never an exponent: 2500000, 1.2, 0.000512."""
     if abs(v) < 1e15 and abs(v - round(v)) <= 1e-9 * max(1.0, abs(v)):
@@ -166,30 +149,10 @@ def _plain_number(v: float) -> str:
 
 
 def one_unit_per_column(t: Table) -> None:
-    """A column whose cells are quantities with units ('512 ns', '2.50 ms', '1.70-1.79 us', '4MiB') gets one unit,
-    named in its header ('median (us)'), and bare numbers in its cells: what a pipe needs (sort, awk)."""
+    """A column of typed cells (``Cell``: quantities with units, '-' where missing) gets one unit, named in its
+    header ('median (us)'), and bare numbers in its cells: what a pipe needs (sort, awk)."""
     for c in t.columns:
-        if _typed_column(c) or not c._cells or not all(isinstance(x, (str, Text)) for x in c._cells):
-            continue
-        cells = [str(x) for x in c._cells]
-        parsed = [None if x.strip() in _EMPTY_CELLS else _cell_values(x) for x in cells]
-        if any(p is None for x, p in zip(cells, parsed, strict=True) if x.strip() not in _EMPTY_CELLS):
-            continue
-        units = {p[1] for p in parsed if p is not None}
-        if not units or len({_CELL_UNITS[u][0] for u in units}) != 1:
-            continue
-        # the smallest unit met: no value turns into 0.00
-        unit = min(units, key=lambda u: _CELL_UNITS[u][1])
-        scale = _CELL_UNITS[unit][1]
-        new: list[Any] = []
-        for x, p in zip(cells, parsed, strict=True):
-            if p is None:
-                new.append(x)
-                continue
-            vals = [v * _CELL_UNITS[p[1]][1] / scale for v in p[0]]
-            new.append("-".join(_plain_number(v) for v in vals))
-        c._cells = new
-        c.header = f"{c.header} ({unit})" if isinstance(c.header, str) else c.header
+        _typed_column(c)
 
 
 def plain_table(t: Table) -> Table:

@@ -60,14 +60,9 @@ class Kind:
     summary: tuple[str, ...] = ()
 
     def ref(self, name: str) -> str | None:
-        """``"module:function"`` of ``job`` or a view, or None when the kind has none. An entry that is
-        already ``"module:function"`` is taken as it is."""
+        """``"module:function"`` of ``job`` or a view, or None when the kind has none."""
         fn = getattr(self, name)
-        if not fn:
-            return None
-        if ":" in fn:
-            return str(fn)
-        return f"{PACKAGE}.{self.folder}.{'job' if name == 'job' else 'views'}:{fn}"
+        return f"{PACKAGE}.{self.folder}.{'job' if name == 'job' else 'views'}:{fn}" if fn else None
 
     def view(self, name: str) -> Callable[..., Any] | None:
         """The function of ``job`` or of a view (``render``, ``section``, ``metrics``, ``plots``; not ``cli``),
@@ -87,7 +82,6 @@ def resolve(ref: str | None) -> Callable[..., Any] | None:
                           "This is a bug in hpcvar; please report it") from None
 
 
-_R = "hpcvar.report"
 KINDS: dict[str, Kind] = {k.command: k for k in [
     Kind("bench latency", "Ping-pong latency and bandwidth", "latency",
          cli="bench_latency:cli", cli_help="Ping-pong latency and bandwidth between ranks 0 and 1.",
@@ -113,9 +107,7 @@ KINDS: dict[str, Kind] = {k.command: k for k in [
          summary=("screen.findings", "screen.node_metrics", "screen.link_metrics")),
     Kind("noise record", "OS jitter recording", "noise_record", summary=("noise.summary",)),
     Kind("sim jitter", "jitSim prediction", "sim_jitter", metrics=None, summary=("jitter.points",)),
-    Kind("sim app", "Application replay", job="hpcvar.kinds.sim_app.job:run_job",
-         render="hpcvar.kinds.sim_app.views:render_app", section="hpcvar.kinds.sim_app.views:app_section",
-         metrics=None, plots=None, summary=("replay.runs",)),
+    Kind("sim app", "Application replay", "sim_app", metrics=None, summary=("replay.runs",)),
 ]}
 
 

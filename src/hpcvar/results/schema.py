@@ -503,7 +503,7 @@ TABLES.update({
 })
 
 
-# hpcvar sim app (application replay, hpcvar.sim.app, docs/replay.md)
+# hpcvar sim app (application replay, hpcvar.sim.replay, docs/replay.md)
 _REPLAY_KEY = {"mapping": "task mapping: rrn, rrp, random or a mapping file", "model": "network model"}
 TABLES.update({
     "replay.replicas": {

@@ -385,6 +385,11 @@ def resolve_run(ref: str, runs_dir: str | os.PathLike[str] | None = None) -> Pat
     step = _step_ref(ref)
     if step and (root / step[0] / "steps" / step[1] / "run.json").is_file():
         return root / step[0] / "steps" / step[1]
+    return _match_run(ref, p, root, runs_dir)
+
+
+def _match_run(ref: str, p: Path, root: Path, runs_dir: str | os.PathLike[str] | None) -> Path:
+    """The one stored run (steps included) whose name is ``ref``, or else contains it."""
     candidates = [r.path for r in list_runs(runs_dir, steps=True)]
     exact = [c for c in candidates if c.name == ref]
     if len(exact) == 1:

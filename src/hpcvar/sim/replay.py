@@ -15,9 +15,12 @@ import numpy as np
 
 from hpcvar.errors import InputFileError, UsageError, read_user_text
 from hpcvar.sim.replay_ref import RefEngine, Result, Xfer, lower  # noqa: F401 (re-exported)
-from hpcvar.traces.native import MAX_TASKS, Trace
+from hpcvar.traces.parquet import MAX_TASKS, Trace
 
 MODELS = ("none", "gige", "myrinet", "maxmin")
+# the task mappings by name (a mapping file is given by its path: sim app --mapping-file)
+RRN, RRP, RANDOM = "rrn", "rrp", "random"
+MAPPINGS = (RRN, RRP, RANDOM)
 ENGINES = ("auto", "native", "python")
 
 
@@ -96,6 +99,23 @@ def _index(text: str, what: str, hi: int) -> int:
     return n
 
 
+def _cluster_line(line: list[str], raw: str, path: str, i: int, kv: dict, links: dict, link_lines: dict) -> None:
+    """A 'key value' line into kv, a 'link A B BANDWIDTH LATENCY' line into links (and its line number)."""
+    try:
+        if line[0] == "link" and len(line) == 5:
+            key = (_index(line[1], "node", MAX_NODES), _index(line[2], "node", MAX_NODES))
+            links[key] = (_cluster_value("bandwidth", line[3], path, i), _cluster_value("latency", line[4], path, i))
+            link_lines[key] = i
+        elif line[0] in _CLUSTER_KEYS and len(line) == 2:
+            kv[line[0]] = _cluster_value(line[0], line[1], path, i)
+        else:
+            raise ValueError
+    except ValueError as e:
+        raise InputFileError(f"cannot read '{raw.strip()}'{f' ({e})' if str(e) else ''}", path, i,
+                             todo="Write 'nodes 4', 'bandwidth 1gbit', 'latency 50us', "
+                                  "'link 0 1 1gbit 50us' (rates and times take their unit)") from None
+
+
 def load_cluster(path: str) -> Cluster:
     """A cluster file: 'key value' lines (nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
     shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first, flops_rate) and 'link A B BANDWIDTH
@@ -107,26 +127,12 @@ def load_cluster(path: str) -> Cluster:
     if not p.is_file():
         raise InputFileError("no such cluster file", path, todo="Give a file of 'key value' lines (docs/replay.md)")
     kv: dict[str, float] = {}
-    links = {}
-    link_lines = {}
+    links: dict = {}
+    link_lines: dict = {}
     for i, raw in enumerate(read_user_text(p).splitlines(), 1):
         line = raw.split("#", 1)[0].split()
-        if not line:
-            continue
-        try:
-            if line[0] == "link" and len(line) == 5:
-                key = (_index(line[1], "node", MAX_NODES), _index(line[2], "node", MAX_NODES))
-                links[key] = (_cluster_value("bandwidth", line[3], path, i),
-                              _cluster_value("latency", line[4], path, i))
-                link_lines[key] = i
-            elif line[0] in _CLUSTER_KEYS and len(line) == 2:
-                kv[line[0]] = _cluster_value(line[0], line[1], path, i)
-            else:
-                raise ValueError
-        except ValueError as e:
-            raise InputFileError(f"cannot read '{raw.strip()}'{f' ({e})' if str(e) else ''}", path, i,
-                                 todo="Write 'nodes 4', 'bandwidth 1gbit', 'latency 50us', "
-                                      "'link 0 1 1gbit 50us' (rates and times take their unit)") from None
+        if line:
+            _cluster_line(line, raw, path, i, kv, links, link_lines)
     for k in ("nodes", "cores_per_node", "bandwidth", "latency"):
         if k not in kv:
             raise InputFileError(f"the cluster file lacks '{k}'", path, todo=f"Add a line '{k} VALUE'")
@@ -147,16 +153,17 @@ def load_cluster(path: str) -> Cluster:
 # ---- mappings ----
 
 def mapping(kind: str, ntasks: int, cluster: Cluster, seed: int = 1) -> list[int]:
-    """Node of each task: rrn (cyclic over nodes), rrp (fill a node first), random (seeded), or a file."""
+    """Node of each task: rrn (cyclic over nodes), rrp (fill a node first), random (seeded); any other
+    ``kind`` is the path of a mapping file (``load_mapping``)."""
     slots = cluster.nodes * cluster.cores_per_node
-    if kind in ("rrn", "rrp", "random") and ntasks > slots:
+    if kind in MAPPINGS and ntasks > slots:
         raise UsageError(f"{ntasks} tasks do not fit on {cluster.nodes} nodes x {cluster.cores_per_node} cores",
                          "--mapping", "Give more --nodes or --cores-per-node")
-    if kind == "rrn":
+    if kind == RRN:
         return [t % cluster.nodes for t in range(ntasks)]
-    if kind == "rrp":
+    if kind == RRP:
         return [t // cluster.cores_per_node for t in range(ntasks)]
-    if kind == "random":
+    if kind == RANDOM:
         perm = np.random.default_rng(seed).permutation(slots)[:ntasks]
         return [int(s) // cluster.cores_per_node for s in perm]
     return load_mapping(kind, ntasks, cluster)
@@ -168,8 +175,7 @@ def load_mapping(path: str, ntasks: int, cluster: Cluster) -> list[int]:
 
     p = Path(path)
     if not p.is_file():
-        raise UsageError(f"'{path}' is neither rrn, rrp, random nor a mapping file", "--mapping",
-                         "Use rrn, rrp, random or a file of 'TASK NODE' lines")
+        raise UsageError(f"no mapping file '{path}'", "--mapping-file", "Give a file of 'TASK NODE' lines")
     out: dict[int, int] = {}
     for i, raw in enumerate(read_user_text(p).splitlines(), 1):
         f = raw.split("#", 1)[0].split()
@@ -208,7 +214,7 @@ class Simulator:
     and ``encoded`` (the C core's arrays) are computed on first use when not given; both depend only on the
     trace and the collective algorithm, so callers pass them along to replay one trace many times."""
 
-    def __init__(self, trace: Trace, cluster: Cluster, node_of: list[int], model: str = "none",
+    def __init__(self, trace: Trace, cluster: Cluster, node_of: list[int], model: str = "none",  # noqa: PLR0913
                  params: dict | None = None, algo: str = "binomial", eager_bytes: int = 65536,
                  jitter=None, lowered=None, engine: str = "auto", encoded=None, keep_rows: bool = True,
                  progress=None):

@@ -150,10 +150,10 @@ def encode(ops: list[list[tuple]]) -> Encoded:
 
 
 def op_codes(ops) -> np.ndarray:
-    """int8 codes (hpcvar.traces.native.OPS) of an op column (categorical or strings)."""
+    """int8 codes (hpcvar.traces.parquet.OPS) of an op column (categorical or strings)."""
     import pandas as pd
 
-    from hpcvar.traces.native import OPS
+    from hpcvar.traces.parquet import OPS
 
     cat = ops.dtype if isinstance(ops.dtype, pd.CategoricalDtype) else None
     if cat is not None and list(cat.categories) == OPS:
@@ -176,7 +176,7 @@ def lower_native(trace, algo: str = "binomial", release_rows: bool = False) -> E
     (``trace.events`` emptied) once the lowering holds its columns, each column freed when no longer needed
     (the peak is the columns plus the op arrays, not a frame besides them)."""
     from hpcvar.sim.replay_ref import lower
-    from hpcvar.traces.native import in_task_seq_order
+    from hpcvar.traces.parquet import in_task_seq_order
 
     _check_algo(algo)
     ev = trace.events
@@ -248,7 +248,7 @@ def _lower_pass(c: _LowerConfig) -> None:
 def _lower_errors(c: _LowerConfig, cols: dict, row_off: np.ndarray, src: str) -> None:
     """The InputFileError of a row the counting pass refused, or of a trace too long for the core."""
     from hpcvar.errors import InputFileError
-    from hpcvar.traces.native import OPS
+    from hpcvar.traces.parquet import OPS
 
     if c.err:
         g = int(c.err_row)
@@ -306,12 +306,38 @@ def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
+def _model_params(c, model: str, params: dict | None) -> None:
+    """The sharing model's parameters into the core's config."""
+    from hpcvar.models.sharing import check_params
+
+    if model == "gige":
+        p = check_params("gige", params)
+        c.beta, c.gamma_in, c.gamma_out = p["beta"], p["gamma_in"], p["gamma_out"]
+    elif model == "myrinet":
+        p = check_params("myrinet", params)
+        c.myr_method = 0 if p["method"] == "exact" else 1
+        c.myr_max_states, c.myr_samples, c.myr_seed = p["max_states"], p["samples"], p["seed"]
+
+
+def _check_rc(rc: int, c, params: dict | None) -> None:
+    """The core's return code as an error: too many Stop&Go states, or no memory."""
+    from hpcvar.models.sharing import ModelLimitError, check_params
+
+    if rc == -2:
+        p = check_params("myrinet", params)
+        raise ModelLimitError(
+            f"a conflict component of {c.error_size} communications has more than {p['max_states']} Stop&Go states",
+            "--max-states",
+            "Use the bounded sampling method (--myrinet-method sample, params method=sample) or raise --max-states")
+    if rc != 0:
+        raise HpcvarError("the replay core ran out of memory", None, "Replay a shorter trace")
+
+
 def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
     """Replay ``enc`` with the simulator's cluster, mapping, model and jitter in C; a ``Result``.
     ``keep_rows``: also the per-row start and end times (16 bytes per row; the Chrome export and the tests
     use them). ``progress(ops_done, nops)`` is called every PROGRESS_EVERY events."""
     from hpcvar.errors import InputFileError
-    from hpcvar.models.sharing import ModelLimitError, check_params
     from hpcvar.sim.replay_ref import Result
 
     cl, ntasks = sim.cluster, enc.ntasks
@@ -333,13 +359,7 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
                 latency=float(cl.latency), shm_bandwidth=float(cl.shm_bandwidth), shm_latency=float(cl.shm_latency),
                 rndv_latency=float(cl.rndv_latency), shm_rndv_latency=float(cl.shm_rndv_latency),
                 send_buffer=float(cl.send_buffer), rndv_first=float(cl.rndv_first), nlinks=len(links))
-    if sim.model == "gige":
-        p = check_params("gige", sim.params)
-        c.beta, c.gamma_in, c.gamma_out = p["beta"], p["gamma_in"], p["gamma_out"]
-    elif sim.model == "myrinet":
-        p = check_params("myrinet", sim.params)
-        c.myr_method = 0 if p["method"] == "exact" else 1
-        c.myr_max_states, c.myr_samples, c.myr_seed = p["max_states"], p["samples"], p["seed"]
+    _model_params(c, sim.model, sim.params)
     arrays = dict(link_key=link_key, link_bw=link_bw, link_lat=link_lat, task_off=enc.task_off, kind=enc.kind,
                   peer=enc.peer, val=enc.val, key=enc.key, req=enc.req, wreq=enc.wreq, row=enc.row, node_of=node_of,
                   clock=clock, comm=comm, pen_sum=pen_sum, pen_n=pen_n, kinds=kinds, pc=pc, blocked=blocked)
@@ -353,15 +373,7 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
         setattr(c, name, _ptr(arr))
     cb = PROGRESS_FN(progress) if progress is not None else PROGRESS_FN()
     c.progress = cb
-    rc = lib().hv_rp_run(ctypes.byref(c))
-    if rc == -2:
-        p = check_params("myrinet", sim.params)
-        raise ModelLimitError(
-            f"a conflict component of {c.error_size} communications has more than {p['max_states']} Stop&Go states",
-            "--max-states",
-            "Use the bounded sampling method (--myrinet-method sample, params method=sample) or raise --max-states")
-    if rc != 0:
-        raise HpcvarError("the replay core ran out of memory", None, "Replay a shorter trace")
+    _check_rc(lib().hv_rp_run(ctypes.byref(c)), c, sim.params)
     source = sim.trace.source or "trace"
     if c.finished < ntasks:
         stuck = [t for t in range(ntasks) if blocked[t] > 0]

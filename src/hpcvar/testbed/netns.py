@@ -135,7 +135,7 @@ def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None, slurm:
     """Create the testbed of ``plan`` (replacing a recorded one), with a Slurm cluster over its hosts when
     ``slurm``; returns the plan as built."""
     from hpcvar.testbed import cgroups
-    from hpcvar.testbed import slurm as sl
+    from hpcvar.testbed import slurm_daemons as sl
 
     check_root()
     if slurm:
@@ -230,7 +230,7 @@ def down(state_path: Path, log=None) -> list[str]:
         return []
     stop_noise(plan)
     if plan.slurm:
-        from hpcvar.testbed import slurm as sl
+        from hpcvar.testbed import slurm_daemons as sl
 
         sl.stop(plan, say)
         say("stopped the testbed's Slurm")
@@ -367,7 +367,7 @@ def status(state_path: Path) -> dict:
            "ranks_per_host": plan.ranks_per_host, "intra_host": plan.intra_host, "mtu": plan.mtu, "hosts": hosts,
            "noise": [n for n in plan.noise if n.get("until", 0) > time.time()]}
     if plan.slurm:
-        from hpcvar.testbed import slurm as sl
+        from hpcvar.testbed import slurm_daemons as sl
 
         out["slurm"] = {"conf": plan.slurm["conf"], "controller": f"{plan.slurm['ctl_addr']}:{plan.slurm['ctl_port']}",
                         "nodes": sl.sinfo(plan)}
@@ -388,7 +388,7 @@ def leftovers(prefix: str, state_path: Path | None = None) -> dict:
 
     out["cgroups"] = cgroups.leftovers(prefix)
     if state_path is not None:
-        from hpcvar.testbed import slurm as sl
+        from hpcvar.testbed import slurm_daemons as sl
 
         out["cgroup_mount"] = [str(p) for p in [cgroups.mount_path(Path(state_path))] if os.path.ismount(p)]
 

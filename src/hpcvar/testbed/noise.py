@@ -99,6 +99,11 @@ def run_flows(state_path: Path, flows: list[Flow], duration_s: float, port: int 
         save_state(state_path, plan)
         return {"background": True, "pids": [p.pid for p in procs], "until_unix": until,
                 "flows": [vars(f) for f in flows]}
+    return _merge(plan, flows, _wait_flows(procs, duration_s), len(recvs))
+
+
+def _wait_flows(procs: list, duration_s: float) -> list[dict]:
+    """What every traffic process measured (the last line of its output), once they all ended."""
     results = []
     try:
         for p in procs:
@@ -116,7 +121,7 @@ def run_flows(state_path: Path, flows: list[Flow], duration_s: float, port: int 
         for p in procs:
             p.terminate()
         raise
-    return _merge(plan, flows, results, len(recvs))
+    return results
 
 
 def _merge(plan: Plan, flows: list[Flow], results: list[dict], nrecv: int) -> dict:

@@ -1,9 +1,8 @@
-"""'sim app' output: terminal renderer, plots (the paper's Figures 8-9) and the HTML report section."""
+"""The views of 'sim app' runs: terminal tables, figures (the paper's Figures 8-9), the HTML report section."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -11,51 +10,58 @@ from rich.console import Console
 from rich.table import Table
 
 from hpcvar.report.sections import MODEL, Headline, Section
+from hpcvar.report.terminal import Cell, seconds
 from hpcvar.report.verdict import judge_error_pct
+from hpcvar.results import Run
 
 
 def _conflicts(c: dict) -> str:
     return " ".join(f"{k}:{v}" for k, v in sorted(c.items())) or "-"
 
 
-def render_app(console: Console, run) -> None:
+def render(console: Console, run: Run) -> None:
     """A stored 'sim app' run: per mapping x model, the tasks; then the comparison (and the breakdown)."""
-    stored = run
     out = run.info["result"]
     cl = out["cluster"]
     console.print(f"{out['trace']}: {out['ntasks']} tasks on {cl['nodes']} nodes x {cl['cores_per_node']} cores; "
                   f"collectives {out['collectives']}")
-    timed = out["timed"]
-    for run in out["runs"]:
-        t = Table(title=f"mapping {run['mapping']}, model {run['model']}"
-                        + (f", {run['replicas']} replicas (median)" if run["replicas"] > 1 else ""),
-                  title_justify="left", box=None)
-        cols = ["task", "node", "total", "comm", "avg penalty", "conflicts"]
+    for one in out["runs"]:
+        console.print(_tasks_table(one, out["timed"]))
+    console.print(_comparison(out["runs"], out["timed"]))
+    if "replay.breakdown" in run.info.get("tables", []):
+        render_breakdown(console, run.read_table("replay.breakdown"))
+
+
+def _tasks_table(one: dict, timed: bool) -> Table:
+    t = Table(title=f"mapping {one['mapping']}, model {one['model']}"
+                    + (f", {one['replicas']} replicas (median)" if one["replicas"] > 1 else ""),
+              title_justify="left", box=None)
+    cols = ["task", "node", "total", "comm", "avg penalty", "conflicts"] + (["measured comm", "E_abs %"] if timed
+                                                                            else [])
+    for c in cols:
+        t.add_column(c, justify="right" if c != "conflicts" else "left")
+    for r in one["tasks"]:
+        cells: list[Cell | str] = [str(r["task"]), str(r["node"]), seconds(r["total_s"]), seconds(r["comm_s"]),
+                                   f"{r['avg_penalty']:.2f}", _conflicts(r["conflicts"])]
         if timed:
-            cols += ["measured comm", "E_abs %"]
-        for c in cols:
-            t.add_column(c, justify="right" if c != "conflicts" else "left")
-        for r in run["tasks"]:
-            cells = [str(r["task"]), str(r["node"]), f"{r['total_s']:.6f} s", f"{r['comm_s']:.6f} s",
-                     f"{r['avg_penalty']:.2f}", _conflicts(r["conflicts"])]
-            if timed:
-                cells += [f"{r['measured_comm_s']:.6f} s", f"{r['e_abs_pct']:.1f}"]
-            t.add_row(*cells)
-        console.print(t)
+            cells += [seconds(r["measured_comm_s"]), f"{r['e_abs_pct']:.1f}"]
+        t.add_row(*cells)
+    return t
+
+
+def _comparison(runs: list[dict], timed: bool) -> Table:
     s = Table(title="comparison", title_justify="left", box=None)
     for c in ["mapping", "model", "makespan"] + (["mean E_abs %"] if timed else []) + ["engine", "events/s"]:
         s.add_column(c, justify="left" if c in ("mapping", "model", "engine") else "right")
-    for run in out["runs"]:
-        cells = [run["mapping"], run["model"], f"{run['makespan_s']:.6f} s"]
+    for one in runs:
+        cells: list[Cell | str] = [one["mapping"], one["model"], seconds(one["makespan_s"])]
         if timed:
-            v = run.get("mean_e_abs_pct")
+            v = one.get("mean_e_abs_pct")
             cells.append("-" if v is None else f"{v:.1f}")
-        eps = run.get("events_per_s")
-        cells += [str(run.get("engine", "-")), "-" if not eps else f"{eps:,.0f}"]
+        eps = one.get("events_per_s")
+        cells += [str(one.get("engine", "-")), "-" if not eps else f"{eps:,.0f}"]
         s.add_row(*cells)
-    console.print(s)
-    if "replay.breakdown" in stored.info.get("tables", []):
-        render_breakdown(console, stored.read_table("replay.breakdown"))
+    return s
 
 
 BREAKDOWN_TASKS = 8  # beyond this many tasks the breakdown views sum over tasks (the table keeps every task)
@@ -81,14 +87,6 @@ def breakdown_views(bd) -> tuple:
     return kind, pd.DataFrame(phase)
 
 
-def _timer(values) -> Callable[[float], str]:
-    """A formatter of seconds in one unit for a whole column (the unit of its largest value): '12.3 ms'."""
-    a = np.abs(np.asarray(values, float))
-    big = float(np.nanmax(a)) if np.isfinite(a).any() else 0.0
-    scale, unit = next(((f, u) for f, u in ((1.0, "s"), (1e-3, "ms"), (1e-6, "us")) if big >= f), (1e-9, "ns"))
-    return lambda v: "-" if v != v else f"{v / scale:.4g} {unit}"
-
-
 def render_breakdown(console: Console, bd) -> None:
     """The breakdown in the terminal: per mapping x model (replica 0), by call kind, then by phase."""
     kind, phase = breakdown_views(bd)
@@ -97,22 +95,18 @@ def render_breakdown(console: Console, bd) -> None:
                         "measured", title_justify="left", box=None)
         for c in ("task", "kind", "calls", "measured", "predicted", "error", "measured/call", "predicted/call"):
             t.add_column(c, justify="left" if c == "kind" else "right")
-        f = {c: _timer(k[c]) for c in ("measured_s", "predicted_s", "error_s")}
-        per = _timer(np.concatenate([k["measured_per_call_s"], k["predicted_per_call_s"]]))
         for r in k.itertuples():
-            t.add_row(str(r.task), r.kind, str(r.calls), f["measured_s"](r.measured_s), f["predicted_s"](r.predicted_s),
-                      f["error_s"](r.error_s), per(r.measured_per_call_s), per(r.predicted_per_call_s))
+            t.add_row(str(r.task), r.kind, str(r.calls), seconds(r.measured_s), seconds(r.predicted_s),
+                      seconds(r.error_s), seconds(r.measured_per_call_s), seconds(r.predicted_per_call_s))
         console.print(t)
         p = phase[(phase["mapping"] == mp) & (phase["model"] == m)]
         t = Table(title=f"breakdown by phase (slices of each task's measured span): mapping {mp}, model {m}",
                   title_justify="left", box=None)
         for c in ("task", "phase", "from", "to", "calls", "measured", "predicted", "error", "largest error"):
             t.add_column(c, justify="left" if c == "largest error" else "right")
-        edge = _timer(p["phase_end_s"])
-        f = {c: _timer(p[c]) for c in ("measured_s", "predicted_s", "error_s")}
         for r in p.itertuples():
-            t.add_row(str(r.task), str(r.phase), edge(r.phase_start_s), edge(r.phase_end_s), str(r.calls),
-                      f["measured_s"](r.measured_s), f["predicted_s"](r.predicted_s), f["error_s"](r.error_s),
+            t.add_row(str(r.task), str(r.phase), seconds(r.phase_start_s), seconds(r.phase_end_s), str(r.calls),
+                      seconds(r.measured_s), seconds(r.predicted_s), seconds(r.error_s),
                       r.largest_error_kind)
         console.print(t)
 
@@ -166,8 +160,23 @@ def plot_e_abs(runs: list[dict], stem) -> list[Path]:
     return save(fig, Path(stem))
 
 
-def app_section(run) -> Section:
-    p = run.info.get("params", {})
+def plots(run: Run) -> list[Path]:
+    """Measured and predicted communication time per task (every mapping x model), and with several of them
+    the mean E_abs of each; unless the run was made with --no-plots. The comparison also at --plot STEM."""
+    res, params = run.info["result"], run.info.get("params") or {}
+    out = []
+    if params.get("plots", True):
+        out += plot_comparison(res["runs"], run.plots_dir() / "comm_per_task")
+        if len(res["runs"]) > 1 and res.get("timed"):
+            out += plot_e_abs(res["runs"], run.plots_dir() / "e_abs")
+    if params.get("plot_stem"):
+        out += plot_comparison(res["runs"], params["plot_stem"])
+    return out
+
+
+def section(run: Run) -> Section:
+    # what the run resolved is in its result (runs of 55a5545 and before kept it in their params)
+    p = {**(run.info.get("params") or {}), **(run.info.get("result") or {})}
     cl = p.get("cluster", {})
     sec = Section(title=f"Application replay: {Path(p.get('trace', '?')).name}")
     runs = run.read_table("replay.runs")
@@ -221,4 +230,4 @@ def _fmt(v) -> str:
     return "?" if v is None or (isinstance(v, float) and math.isnan(v)) else f"{v:.4g}"
 
 
-__all__ = ["app_section", "breakdown_views", "plot_comparison", "plot_e_abs", "render_app", "render_breakdown"]
+__all__ = ["breakdown_views", "plot_comparison", "plot_e_abs", "plots", "render", "render_breakdown", "section"]

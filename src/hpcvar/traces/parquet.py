@@ -426,13 +426,8 @@ def events_from_arrow(table, where: str) -> pd.DataFrame:
 
 # ---- the tracer's per-rank raw files (native/trace/hv_trace.c) ----
 
-def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
-    """(header, records, {local comm id: world ranks}) of one rank.<r>.hvt file; ``rank`` and ``size`` of the
-    header are checked integers (``head["rank"]``, ``head["size"]`` stay strings)."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputFileError(f"cannot read the raw trace: {e.strerror}", str(path)) from None
+def _raw_header(data: bytes, path: Path) -> tuple[dict[str, str], int]:
+    """The 'key=value' lines between 'HVTRACE 1' and 'end', and the offset after them."""
     head: dict[str, str] = {}
     pos, line_no = 0, 0
     while True:
@@ -448,9 +443,19 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
                                      todo="Give the directory the tracer wrote (HV_TRACE_DIR)")
             continue
         if line == "end":
-            break
+            return head, pos
         k, _, v = line.partition("=")
         head[k] = v
+
+
+def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
+    """(header, records, {local comm id: world ranks}) of one rank.<r>.hvt file; ``rank`` and ``size`` of the
+    header are checked integers (``head["rank"]``, ``head["size"]`` stay strings)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise InputFileError(f"cannot read the raw trace: {e.strerror}", str(path)) from None
+    head, pos = _raw_header(data, path)
     try:
         n = int(head.get("records", "-1"))
         nbytes = int(head.get("record_bytes", RAW_RECORD.itemsize))
