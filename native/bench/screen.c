@@ -76,7 +76,7 @@ typedef struct { /* the validated options */
     const char *out;
     const char *noise_dir; /* NULL: traces/ beside the directory of --out (the run's raw/) */
     int64_t *todo_node, *todo_round, *pair_a, *pair_b, *pair_round;
-    size_t ntodo, npairs;
+    size_t ntodo, nrounds, npairs, nb, nround;
 } screen_config;
 
 typedef struct { /* one rank's identity, as gathered */
@@ -123,44 +123,12 @@ static void add_row(row_buf *b, double it, int kind, int node, double idx, doubl
 
 /* ---- options --------------------------------------------------------------------------------------------- */
 
-static void opt_list(const hv_opt *opts, size_t nopts, const char *name, int64_t **out, size_t *n) {
-    char err[256];
-    *out = NULL;
-    *n = 0;
-    const char *v = hv_args_get(opts, nopts, name);
-    if (v && *v && hv_args_list(opts, nopts, name, out, n, err, sizeof err)) HV_DIE("hv_screen: %s", err);
-}
-
-static void parse_config(const hv_opt *opts, size_t nopts, screen_config *c) {
-    char err[256];
-    if (hv_args_long(opts, nopts, "rounds", 1, 1000, &c->rounds, err, sizeof err) ||
-        hv_args_double(opts, nopts, "check-s", 0, 3600, &c->check_s, err, sizeof err) ||
-        hv_args_double(opts, nopts, "noise-s", 0, 3600, &c->noise_s, err, sizeof err) ||
-        hv_args_double(opts, nopts, "kernel-s", 0, 3600, &c->kernel_s, err, sizeof err) ||
-        hv_args_double(opts, nopts, "quantum-ns", 1e3, 1e9, &c->quantum_ns, err, sizeof err) ||
-        hv_args_double(opts, nopts, "threshold-ns", 0, 1e9, &c->threshold_ns, err, sizeof err) ||
-        hv_args_long(opts, nopts, "max-events", 1, 1L << 32, &c->max_events, err, sizeof err) ||
-        hv_args_long(opts, nopts, "timer-samples", 1, 1L << 20, &c->timer_samples, err, sizeof err) ||
-        hv_args_long(opts, nopts, "timer-reads", 1, 1L << 20, &c->timer_reads, err, sizeof err) ||
-        hv_args_long(opts, nopts, "shm-iters", 1, 1L << 24, &c->shm_iters, err, sizeof err) ||
-        hv_args_long(opts, nopts, "shm-warmup", 0, 1L << 24, &c->shm_warmup, err, sizeof err) ||
-        hv_args_long(opts, nopts, "lat-iters", 1, 1L << 24, &c->lat_iters, err, sizeof err) ||
-        hv_args_long(opts, nopts, "lat-warmup", 0, 1L << 24, &c->lat_warmup, err, sizeof err) ||
-        hv_args_long(opts, nopts, "bw-iters", 1, 1L << 20, &c->bw_iters, err, sizeof err) ||
-        hv_args_long(opts, nopts, "bw-warmup", 0, 1L << 20, &c->bw_warmup, err, sizeof err) ||
-        hv_args_long(opts, nopts, "bw-size", 8, 0x7fffffffL, &c->bw_size, err, sizeof err) ||
-        hv_args_long(opts, nopts, "wait-us", -1, 1000000, &c->wait_us, err, sizeof err))
-        HV_DIE("hv_screen: %s", err);
-    c->noise_dir = hv_args_get(opts, nopts, "noise-dir");
+/* What the option table cannot say: lists of one length, read --out (for the default trace directory). */
+static void check_config(const hv_opt *opts, size_t nopts, screen_config *c) {
     c->out = hv_args_get(opts, nopts, "out");
-    size_t nr, nb, npr;
-    opt_list(opts, nopts, "todo-nodes", &c->todo_node, &c->ntodo);
-    opt_list(opts, nopts, "todo-rounds", &c->todo_round, &nr);
-    opt_list(opts, nopts, "pair-a", &c->pair_a, &c->npairs);
-    opt_list(opts, nopts, "pair-b", &c->pair_b, &nb);
-    opt_list(opts, nopts, "pair-round", &c->pair_round, &npr);
-    if (nr != c->ntodo) HV_DIE("hv_screen: --todo-nodes and --todo-rounds differ in length");
-    if (nb != c->npairs || npr != c->npairs) HV_DIE("hv_screen: --pair-a, --pair-b and --pair-round differ in length");
+    if (c->nrounds != c->ntodo) HV_DIE("hv_screen: --todo-nodes and --todo-rounds differ in length");
+    if (c->nb != c->npairs || c->nround != c->npairs)
+        HV_DIE("hv_screen: --pair-a, --pair-b and --pair-round differ in length");
 }
 
 static void free_config(screen_config *c) {
@@ -719,36 +687,36 @@ static void free_world(screen_world *w) {
 int main(int argc, char **argv) {
     hv_opt opts[] = {
         HV_COMMON_OPTS,
-        {"rounds", NULL, 0, "node measurement rounds (the nodes take turns within each)"},
-        {"check-s", NULL, 0, "load check before measuring, seconds (0: none)"},
-        {"noise-s", NULL, 0, "noise recording per node and round, seconds (0: none)"},
-        {"noise-dir", NULL, 0,
-         "directory of the traces <host>-r<round>.jtr, seen by every node (default: traces/ beside the directory of --out)"},
-        {"threshold-ns", NULL, 0, "collector threshold in ns (0: its default)"},
-        {"max-events", NULL, 0, "collector buffer per CPU"},
-        {"kernel-s", NULL, 0, "compute kernel time per node and round, seconds (0: none)"},
-        {"quantum-ns", NULL, 0, "length of one kernel call, calibrated on rank 0"},
-        {"timer-samples", NULL, 0, "timer cost samples"},
-        {"timer-reads", NULL, 0, "back-to-back clock reads per timer sample"},
-        {"shm-iters", NULL, 0, "8-byte round trips inside a node"},
-        {"shm-warmup", NULL, 0, "untimed round trips inside a node"},
-        {"lat-iters", NULL, 0, "8-byte round trips per pair"},
-        {"lat-warmup", NULL, 0, "untimed round trips per pair"},
-        {"bw-size", NULL, 0, "bytes of a bandwidth message"},
-        {"bw-iters", NULL, 0, "timed bandwidth messages per pair and direction"},
-        {"bw-warmup", NULL, 0, "untimed bandwidth messages per pair and direction"},
-        {"todo-nodes", NULL, 0, "node items to measure: nodes"},
-        {"todo-rounds", NULL, 0, "node items to measure: rounds"},
-        {"pair-a", NULL, 0, "pairs to measure: first nodes"},
-        {"pair-b", NULL, 0, "pairs to measure: second nodes"},
-        {"pair-round", NULL, 0, "pairs to measure: round of each (non-decreasing)"},
-        {"wait-us", NULL, 0, "waiting: 0 spin in MPI, -1 yield, N sleep N us between tests"},
+        HV_OPT_LONG(screen_config, rounds, "rounds", 1, 1000, "node rounds (the nodes take turns within each)"),
+        HV_OPT_DOUBLE(screen_config, check_s, "check-s", 0, 3600, "load check before measuring, s (0: none)"),
+        HV_OPT_DOUBLE(screen_config, noise_s, "noise-s", 0, 3600, "noise per node and round, s (0: none)"),
+        HV_OPT_STRING_OR(screen_config, noise_dir, "noise-dir",
+                         "directory of the traces <host>-r<round>.jtr (default: traces/ beside --out's directory)"),
+        HV_OPT_DOUBLE(screen_config, threshold_ns, "threshold-ns", 0, 1e9, "collector threshold ns (0: default)"),
+        HV_OPT_LONG(screen_config, max_events, "max-events", 1, 1L << 32, "collector buffer per CPU"),
+        HV_OPT_DOUBLE(screen_config, kernel_s, "kernel-s", 0, 3600, "kernel time per node and round, s (0: none)"),
+        HV_OPT_DOUBLE(screen_config, quantum_ns, "quantum-ns", 1e3, 1e9, "one kernel call, calibrated on rank 0"),
+        HV_OPT_LONG(screen_config, timer_samples, "timer-samples", 1, 1L << 20, "timer cost samples"),
+        HV_OPT_LONG(screen_config, timer_reads, "timer-reads", 1, 1L << 20, "back-to-back reads per sample"),
+        HV_OPT_LONG(screen_config, shm_iters, "shm-iters", 1, 1L << 24, "8-byte round trips inside a node"),
+        HV_OPT_LONG(screen_config, shm_warmup, "shm-warmup", 0, 1L << 24, "untimed round trips inside a node"),
+        HV_OPT_LONG(screen_config, lat_iters, "lat-iters", 1, 1L << 24, "8-byte round trips per pair"),
+        HV_OPT_LONG(screen_config, lat_warmup, "lat-warmup", 0, 1L << 24, "untimed round trips per pair"),
+        HV_OPT_LONG(screen_config, bw_size, "bw-size", 8, 0x7fffffffL, "bytes of a bandwidth message"),
+        HV_OPT_LONG(screen_config, bw_iters, "bw-iters", 1, 1L << 20, "timed messages per pair and direction"),
+        HV_OPT_LONG(screen_config, bw_warmup, "bw-warmup", 0, 1L << 20, "untimed messages per pair and direction"),
+        HV_OPT_LIST_OR(screen_config, todo_node, ntodo, "todo-nodes", "node items to measure: nodes"),
+        HV_OPT_LIST_OR(screen_config, todo_round, nrounds, "todo-rounds", "node items to measure: rounds"),
+        HV_OPT_LIST_OR(screen_config, pair_a, npairs, "pair-a", "pairs to measure: first nodes"),
+        HV_OPT_LIST_OR(screen_config, pair_b, nb, "pair-b", "pairs to measure: second nodes"),
+        HV_OPT_LIST_OR(screen_config, pair_round, nround, "pair-round", "pairs: round of each (non-decreasing)"),
+        HV_OPT_LONG(screen_config, wait_us, "wait-us", -1, 1000000, "waiting: 0 spin, -1 yield, N sleep N us"),
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     hv_ctx ctx;
-    hv_ctx_init(&ctx, &argc, &argv, "hv_screen", opts, nopts);
-    screen_config cfg;
-    parse_config(opts, nopts, &cfg);
+    screen_config cfg = {0};
+    hv_ctx_init_config(&ctx, &argc, &argv, "hv_screen", opts, nopts, &cfg);
+    check_config(opts, nopts, &cfg);
     hv_set_wait(&ctx, (int)cfg.wait_us);
     screen_world w;
     discover(&ctx, &w);

@@ -366,11 +366,7 @@ def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, 
                     console.print(f"[red]step {step.name} failed:[/] {e.render()}")
             parent.save()
             bar.advance(task)
-    end = metadata.LoadMark.now() if mark is not None else None
-    if mark is not None and end is not None:
-        load = end.since(mark)
-        parent.info["load"] = {**load, "warning": metadata.load_warning(load, "while the steps ran")}
-        parent.save()
+    _record_load(parent, mark)
     children = parent.children()
     verdicts: list = []
     out = write_report(children, parent.path / "report.html", "hpcvar characterization", tops=[parent],
@@ -385,6 +381,18 @@ def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, 
               "load_check": parent.info.get("load_check"), "load": parent.info.get("load")}
     parent.finish("failed" if failed else "complete", result, exit_status=answer.exit_code)
     return result
+
+
+def _record_load(parent: Run, mark) -> None:
+    """Other processes' share of this machine's CPUs while the steps ran (``load`` in run.json), from ``mark``
+    (metadata.LoadMark at the start; None where the steps run elsewhere)."""
+    from hpcvar import metadata
+
+    end = metadata.LoadMark.now() if mark is not None else None
+    if mark is not None and end is not None:
+        load = end.since(mark)
+        parent.info["load"] = {**load, "warning": metadata.load_warning(load, "while the steps ran")}
+        parent.save()
 
 
 def _child_ctx(ctx: BenchContext, parent: Run) -> BenchContext:

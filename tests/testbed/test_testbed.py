@@ -159,7 +159,7 @@ def test_cpu_fault_throttles_only_that_hosts_processes_and_down_removes_it(tmp_p
     throttled when it keeps both CPUs busy; another host's processes are not; down removes group and mount, also
     when up died after making them (the plan records them first) and a process of the host is still running."""
     from hpcvar.testbed import cgroups
-    from hpcvar.testbed.plan import place_cgroups, save_state
+    from hpcvar.testbed.plan import place_cgroups, save_state, with_cpu_faults
 
     prefix, state = "hvc-", tmp_path / "state.json"
     env = {"HPCVAR_TESTBED_STATE": str(state)}
@@ -189,7 +189,7 @@ def test_cpu_fault_throttles_only_that_hosts_processes_and_down_removes_it(tmp_p
         run_cli(["testbed", "down"], env=env, check=True, timeout=120)
         bg.wait(timeout=10)
         assert not group.exists() and not any(netns.leftovers(prefix, state).values()), netns.leftovers(prefix, state)
-        half = make_plan(2, 1e9, prefix=prefix, cpu_of={"h1": (100_000, 100_000)})
+        half = with_cpu_faults(make_plan(2, 1e9, prefix=prefix), {"h1": (100_000, 100_000)})
         place_cgroups(half, state)
         half.status = "creating"
         save_state(state, half)

@@ -343,7 +343,9 @@ def test_faulty_hosts_processes_join_their_cgroup(tmp_path):
     clean = make_plan(3, 1e9)
     place_cgroups(clean, tmp_path / "state.json")  # no fault: no group, argv as before
     assert not clean.cgroup_mount and in_host_argv(clean.hosts[0], ["x"]) == [*IN_H1, "x"]
-    p = make_plan(3, 1e9, cpu_of={"h2": (10_000, 18_000)})
+    from hpcvar.testbed.plan import with_cpu_faults
+
+    p = with_cpu_faults(make_plan(3, 1e9), {"h2": (10_000, 18_000)})
     place_cgroups(p, tmp_path / "state.json")
     h1, h2 = p.hosts[0], p.hosts[1]
     assert p.cgroup_mount == str(tmp_path / "cgroup-cpu") and h2.cgroup == str(tmp_path / "cgroup-cpu/hpcvar-hv-h2")

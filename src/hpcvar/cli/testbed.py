@@ -69,7 +69,7 @@ def up_cmd(hosts, rate, rate_of, cpu_quota_of, cpu_noise_of, switches, uplink_ra
            subnet, prefix, slurm, owner_pid, state_path, as_json):
     """Create the testbed (replacing a recorded one)."""
     from hpcvar.testbed import cgroups, netns
-    from hpcvar.testbed.plan import make_plan, parse_rate_of
+    from hpcvar.testbed.plan import make_plan, parse_rate_of, with_cpu_faults
 
     if uplink_rate is not None and switches != 2:
         raise UsageError("--uplink-rate needs --switches 2", "--uplink-rate", "Add --switches 2 or drop it")
@@ -81,7 +81,8 @@ def up_cmd(hosts, rate, rate_of, cpu_quota_of, cpu_noise_of, switches, uplink_ra
         raise UsageError(f"{both[0]} has both a CPU quota and CPU noise", "--cpu-noise-of",
                          "Give one CPU fault per host")
     plan = make_plan(hosts, rate, parse_rate_of(rate_of, hosts), switches, uplink_rate, ranks_per_host, prefix,
-                     intra_host=intra_host, mtu=mtu, cpu_of={**cpu_of, **noisy})
+                     intra_host=intra_host, mtu=mtu)
+    plan = with_cpu_faults(plan, {**cpu_of, **noisy})
     err = stderr_console()
     plan = netns.up(plan, _state(state_path), subnet, log=None if as_json else (lambda m: err.print(m)),
                     slurm=slurm)

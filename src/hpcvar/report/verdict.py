@@ -231,13 +231,9 @@ def _label(run) -> str:
     return str((run.info.get("params") or {}).get("step") or run.info.get("command") or run.id)
 
 
-def answer(v: Verdict, tops: list, sections: list) -> Answer:
-    """The one line (hpcvar.answer): a bad measurement makes it DEGRADED, a suspect one UNRELIABLE; models'
-    errors and predictions are reported but judge no machine, and a prediction on suspect input is suspect
-    (its section says so). Screens answer for themselves; failed steps, load during the run, degradations
-    against the baseline and failed expectations count too."""
-    from hpcvar.expect import failure_text
-
+def _section_answers(sections: list) -> tuple[list[str], list[str]]:
+    """What the runs' sections say: a screen's own answer, the measurements judged bad (findings) or suspect
+    (reasons); models and predictions judge no machine."""
     findings: list[str] = []
     reasons: list[str] = []
     for run, sec in sections:
@@ -248,23 +244,28 @@ def answer(v: Verdict, tops: list, sections: list) -> Answer:
             reasons += [f"{label}: {r}" for r in a.reasons]
             continue
         for h in sec.headlines:
-            if h.role != MEASUREMENT:
-                continue
-            if h.status == BAD:
+            if h.role == MEASUREMENT and h.status == BAD:
                 findings.append(f"{label}: {h.label} {h.value} ({h.reference})")
-            elif h.status == SUSPECT:
+            elif h.role == MEASUREMENT and h.status == SUSPECT:
                 reasons.append(f"{label}: {h.label}: {h.reference}")
+    return findings, reasons
+
+
+def answer(v: Verdict, tops: list, sections: list) -> Answer:
+    """The one line (hpcvar.answer): a bad measurement makes it DEGRADED, a suspect one UNRELIABLE; models'
+    errors and predictions are reported but judge no machine, and a prediction on suspect input is suspect
+    (its section says so). Screens answer for themselves; failed steps, load during the run, degradations
+    against the baseline and failed expectations count too."""
+    from hpcvar.expect import failure_text
+
+    findings, reasons = _section_answers(sections)
     reasons += [f"step {s.name} {s.status}" + (f": {s.detail}" if s.detail else "") for s in v.steps
                 if s.status in ("failed", "interrupted", "not run")]
-    for top in tops:
-        load = (top.info.get("load") or {}).get("warning")
-        if load:
-            reasons.append(load)
+    reasons += [w for w in ((top.info.get("load") or {}).get("warning") for top in tops) if w]
     if v.baseline is not None:
-        for r in v.baseline["metrics"]:
-            if r["verdict"] == "degraded":
-                findings.append(f"{r['metric']}: median {r['baseline_median']:.4g} -> {r['current_median']:.4g} "
-                                f"{r['unit']} ({r['change_pct']:+.0f}%) against baseline {v.baseline['baseline_id']}")
+        findings += [f"{r['metric']}: median {r['baseline_median']:.4g} -> {r['current_median']:.4g} {r['unit']} "
+                     f"({r['change_pct']:+.0f}%) against baseline {v.baseline['baseline_id']}"
+                     for r in v.baseline["metrics"] if r["verdict"] == "degraded"]
     failed = [c for c in v.checks if c["status"] == "failed"]
     findings += [failure_text(c) for c in failed if c["valid"]]
     reasons += [f"{failure_text(c)}, but {c['why']}" for c in failed if not c["valid"]]

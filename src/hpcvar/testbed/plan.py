@@ -186,9 +186,7 @@ def choose_subnet(in_use: list[ipaddress.IPv4Network], wanted: str | None = None
 
 def make_plan(hosts: int, rate_bps: float, rate_of: dict[str, float] | None = None, switches: int = 1,
               uplink_rate_bps: float | None = None, ranks_per_host: int = 1, prefix: str = DEFAULT_PREFIX,
-              subnet: str = SUBNET_CANDIDATES[0], intra_host: str = "shm", mtu: int = 1500,
-              cpu_of: dict[str, tuple[int, int]] | None = None) -> Plan:
-    """The plan of ``up``; ``cpu_of``: {host: (cpu period us, cpu quota us)} of hosts with a CPU fault."""
+              subnet: str = SUBNET_CANDIDATES[0], intra_host: str = "shm", mtu: int = 1500) -> Plan:
     if not PREFIX_RE.fullmatch(prefix):
         raise UsageError(f"prefix '{prefix}' is not 1-5 lowercase letters/digits and a dash", "--prefix",
                          "Use a short prefix such as hv- (interface names are limited to 15 characters)")
@@ -204,7 +202,6 @@ def make_plan(hosts: int, rate_bps: float, rate_of: dict[str, float] | None = No
     if intra_host not in ("shm", "tcp"):
         raise UsageError(f"unknown intra-host transport '{intra_host}'", "--intra-host", "Use shm or tcp")
     rate_of = rate_of or {}
-    cpu_of = cpu_of or {}
     net = ipaddress.ip_network(subnet)
     addrs = list(net.hosts())
     first_on_s1 = (hosts + 1) // 2  # two switches: h1..h(ceil(N/2)) on the first, the rest on the second
@@ -213,14 +210,20 @@ def make_plan(hosts: int, rate_bps: float, rate_of: dict[str, float] | None = No
         name = f"h{i}"
         host_list.append(Host(name=name, ns=f"{prefix}{name}", addr=str(addrs[i - 1]), dev=f"{prefix}{HOST_DEV}",
                               port=f"{prefix}p{i}", switch=0 if switches == 1 or i <= first_on_s1 else 1,
-                              rate_bps=float(rate_of.get(name, rate_bps)),
-                              cpu_period_us=cpu_of.get(name, (0, 0))[0], cpu_quota_us=cpu_of.get(name, (0, 0))[1]))
+                              rate_bps=float(rate_of.get(name, rate_bps))))
     plan = Plan(prefix=prefix, subnet=str(net), hosts=host_list, switch_ns=f"{prefix}sw",
                 bridges=[f"{prefix}br{k}" for k in range(switches)], ranks_per_host=ranks_per_host,
                 intra_host=intra_host, mtu=mtu)
     if switches == 2:
         plan.uplink = [f"{prefix}up0", f"{prefix}up1"]
         plan.uplink_rate_bps = float(uplink_rate_bps or rate_bps)
+    return plan
+
+
+def with_cpu_faults(plan: Plan, cpu_of: dict[str, tuple[int, int]]) -> Plan:
+    """The plan with CPU faults (testbed.cgroups): ``cpu_of`` {host: (cpu period us, cpu quota us)}."""
+    for h in plan.hosts:
+        h.cpu_period_us, h.cpu_quota_us = cpu_of.get(h.name, (0, 0))
     return plan
 
 
