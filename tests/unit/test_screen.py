@@ -205,3 +205,11 @@ def test_a_load_every_item_had_cannot_make_one_stand_out():
     assert "also unreliable: other processes and the hypervisor took a median 15%" in a.line()
     _, _, f, a = analyse(tables(loaded=uniform, pair_load=0.15))
     assert f.empty and a.status == UNRELIABLE and "could hide in it" in a.line()
+
+
+def test_three_nodes_one_slow_link_is_that_nodes():
+    """With 3 nodes and one slow, 4 of the 6 directed links are slow: the reference is the 2 links between the
+    other two nodes, not the median of all links (which is the slow node's own)."""
+    _, _, f, a = analyse(tables(n=3, slow_link={"n2": 0.5}))
+    assert [(r.where, r.metric, r.side) for r in f.itertuples()] == [("n2", "link_bandwidth", "both")], f
+    assert a.status == DEGRADED
