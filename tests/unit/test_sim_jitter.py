@@ -374,7 +374,8 @@ def test_one_replica_has_no_interval_and_intervals_stay_above_t0(tmp_path):
     intervals below zero. One replica: "n = 1", NaN bounds; several: the interval of the mean never leaves the
     replicas' range, so never below T0 (a slowdown below zero is impossible)."""
     env = {"HPCVAR_RUNS": str(tmp_path / "runs")}
-    args = ["sim", "jitter", "--synthetic", "poisson:300Hz:200us", "--duration", "10s", "--tasks", "1,64", "--phases", "5", "--no-plots"]
+    args = ["sim", "jitter", "--synthetic", "poisson:300Hz:200us", "--duration", "10s", "--tasks", "1,64",
+            "--phases", "5", "--no-plots"]
     one = run_cli(args + ["--replicas", "1"], env=env, check=True).stdout
     assert "n = 1" in one and ".." not in one.split("95% CI")[1], one
     res = json.loads(run_cli(args + ["--replicas", "1", "--json"], env=env, check=True).stdout)
