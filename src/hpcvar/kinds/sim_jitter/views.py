@@ -37,7 +37,7 @@ def render(console: Console, run: Run) -> None:
         cf = p.get("closed_form") or {}
         cf_txt = _pct(cf["expected_slowdown"]) if "expected_slowdown" in cf else "-"
         t.add_row(p["config"], str(p["tasks"]), f"{p['total_cycles']:.4g}", _pct(p["slowdown"]),
-                  _ci(*p["slowdown_ci"], int(p["replicas"])), cf_txt, _pct(p["coverage"]),
+                  _ci(p["slowdown_ci"][0], p["slowdown_ci"][1], int(p["replicas"])), cf_txt, _pct(p["coverage"]),
                   f"{p['task_phases_per_s'] / 1e6:.2f}")
     console.print(t)
 
