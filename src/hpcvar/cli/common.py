@@ -57,7 +57,20 @@ def _positive_time(text: str, flag: str) -> float:
     return value
 
 
-POSITIVE_DURATION = _UnitType(_positive_time, "duration")  # a timeout, a period, a recording: 0 means nothing
+POSITIVE_DURATION = _UnitType(_positive_time, "duration")
+
+
+class FiniteFloat(click.FloatRange):
+    """A number in a range that is a number: click's FloatRange lets 'nan' through any bound and 'inf' through
+    an open end (``--beta inf``, ``--threshold nan`` were taken and gave nan results)."""
+
+    def convert(self, value, param, ctx):
+        import math
+
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv  # a timeout, a period, a recording: 0 means nothing
 RATE = _UnitType(units.parse_rate, "rate")
 
 
