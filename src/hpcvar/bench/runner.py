@@ -41,6 +41,8 @@ class BenchContext(JobContext):
     launcher_args: list[str] = field(default_factory=list)
     ranks_per_node: int | None = None
     timer: str | None = None
+    # with resume: continue with the run's stored parameters (the command line set none of its own)
+    stored_params: bool = False
 
 
 P = TypeVar("P", bound=Params)
@@ -173,24 +175,14 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
     ``from_json`` of the same Params class and must equal ``params``. ``after(run, result)``: the job's own
     last step (e.g. the figures stored with the run; it may add keys to ``result``), run before the run is
     marked complete, so that its failure marks the run failed."""
+    command = bench.command or f"bench {bench.name}"
+    resumed = _resumed(bench, params, ctx, command) if ctx.resume else None
+    if resumed is not None:
+        run, params = resumed
     bench.validate(params, ctx)
     exe = find_program(bench.program, needs_mpi=True)
     points = bench.points(params)
-    command = bench.command or f"bench {bench.name}"
-    if ctx.resume:
-        run = Run.open(resolve_run(ctx.resume, ctx.runs_dir))
-        if run.info.get("command") != command:
-            raise UsageError(f"run {run.id} is a '{run.info.get('command')}' run, not '{command}'", "--resume",
-                             "Resume it with its own command")
-        stored = run.info.get("params")
-        step = stored.get("step") if isinstance(stored, dict) else None
-        if step:  # characterize marks its step runs in their params (hpcvar.characterize)
-            raise UsageError(f"run {run.id} is the '{step}' step of a characterization", "--resume",
-                             "Resume the characterization itself (hpcvar characterize --resume RUN)")
-        stored_params = type(params).from_json(stored, str(run.path / "run.json"))
-        if stored_params.to_json() != params.to_json():
-            raise UsageError(f"the parameters differ from those of run {run.id}", "--resume",
-                             "Repeat the original command line with --resume, or start a new run")
+    if resumed is not None:
         run.claim()
         run.save()
     else:
@@ -223,6 +215,30 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
         if after is not None:
             after(run, result)
     return run, result
+
+
+def _resumed(bench: Benchmark[P], params: P, ctx: BenchContext, command: str) -> tuple[Run, P]:
+    """The run ``--resume`` names and the parameters to continue it with: its stored ones when the command line
+    set none (``ctx.stored_params``), else the command line's, which must be the stored ones."""
+    assert ctx.resume
+    run = Run.open(resolve_run(ctx.resume, ctx.runs_dir))
+    if run.info.get("command") != command:
+        raise UsageError(f"run {run.id} is a '{run.info.get('command')}' run, not '{command}'", "--resume",
+                         "Resume it with its own command")
+    stored = run.info.get("params")
+    step = stored.get("step") if isinstance(stored, dict) else None
+    if step:  # characterize marks its step runs in their params (hpcvar.characterize)
+        raise UsageError(f"run {run.id} is the '{step}' step of a characterization", "--resume",
+                         "Resume the characterization itself (hpcvar characterize --resume RUN)")
+    stored_params = type(params).from_json(stored, str(run.path / "run.json"))
+    if ctx.stored_params:
+        return run, stored_params
+    if stored_params.to_json() != params.to_json():
+        diff = [k for k, v in params.to_json().items() if stored_params.to_json().get(k) != v]
+        raise UsageError(f"the parameters differ from those of run {run.id} ({', '.join(diff)})", "--resume",
+                         f"Give --resume {run.id} alone (with launch options if you like) to continue with its own "
+                         "parameters, or start a new run")
+    return run, params
 
 
 def _results(bench: Benchmark[P], run: Run, params: P, ticks0: Any) -> dict:

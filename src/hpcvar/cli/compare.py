@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.cli.common import output_options
+from hpcvar.cli.common import FiniteFloat, output_options
 
 
 @click.command("compare")
 @click.argument("baseline")
 @click.argument("current")
-@click.option("--alpha", type=click.FloatRange(0, 1, min_open=True), default=0.01, show_default=True,
+@click.option("--alpha", type=FiniteFloat(0, 1, min_open=True), default=0.01, show_default=True,
               help="Significance level after Holm's correction over all metrics.")
-@click.option("--threshold", type=click.FloatRange(0), default=10.0, show_default=True,
+@click.option("--threshold", type=FiniteFloat(0), default=10.0, show_default=True,
               help="Smallest change of the median, in percent, that counts as a degradation.")
-@click.option("--min-effect", type=click.FloatRange(0, 1), default=0.33, show_default=True,
+@click.option("--min-effect", type=FiniteFloat(0, 1), default=0.33, show_default=True,
               help="Smallest |Cliff's delta| that counts (0.33 = medium effect).")
 @click.option("--force", is_flag=True, help="Compare runs of different machines, commands or schema versions.")
 @click.option("--expect", "expect_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",

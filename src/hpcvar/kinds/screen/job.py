@@ -243,6 +243,12 @@ def job(p: ScreenParams, ctx: BenchContext) -> Run:
     def after(run: Run, result: dict) -> None:
         result["plots"] = draw_plots(run)
 
+    if ctx.resume and ctx.stored_params:  # --resume RUN alone: its own parameters, and so its own layout
+        from hpcvar.results import resolve_run
+
+        stored = Run.open(resolve_run(ctx.resume, ctx.runs_dir))
+        p = ScreenParams.from_json(stored.info.get("params"), str(stored.path / "run.json"))
+
     run, _ = run_benchmark(Screen(), p, _with_layout(ctx, p), after=after)
     return run
 

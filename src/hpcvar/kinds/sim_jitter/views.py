@@ -18,6 +18,13 @@ def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
+def _ci(lo: float | None, hi: float | None, replicas: int, sep: str = "..") -> str:
+    """The 95% CI of a slowdown; one replica has none ("n = 1")."""
+    if replicas < 2 or lo is None or hi is None or lo != lo or hi != hi:
+        return f"n = {replicas}"
+    return f"{_pct(lo)}{sep}{_pct(hi)}"
+
+
 def render(console: Console, run: Run) -> None:
     """A stored 'sim jitter' run: one row per configuration and task count."""
     result = run.info["result"]
@@ -30,7 +37,7 @@ def render(console: Console, run: Run) -> None:
         cf = p.get("closed_form") or {}
         cf_txt = _pct(cf["expected_slowdown"]) if "expected_slowdown" in cf else "-"
         t.add_row(p["config"], str(p["tasks"]), f"{p['total_cycles']:.4g}", _pct(p["slowdown"]),
-                  f"{_pct(p['slowdown_ci'][0])}..{_pct(p['slowdown_ci'][1])}", cf_txt, _pct(p["coverage"]),
+                  _ci(p["slowdown_ci"][0], p["slowdown_ci"][1], int(p["replicas"])), cf_txt, _pct(p["coverage"]),
                   f"{p['task_phases_per_s'] / 1e6:.2f}")
     console.print(t)
 
@@ -153,7 +160,7 @@ def section(run: Run) -> Section:
         else:
             status, ref = GOOD, f"within {SLOWDOWN_BAD_PCT:g}% {assumptions}"
         sec.headlines.append(Headline(f"jitter slowdown, {cfg}, {p['tasks']:,} tasks",
-                                      f"{_pct(p['slowdown'])} [{_pct(lo)}, {_pct(hi)}]",
+                                      f"{_pct(p['slowdown'])} [{_ci(lo, hi, int(p['replicas']), ', ')}]",
                                       f"T/T0 - 1 of compute + barrier phases, 95% CI over {p['replicas']} replicas; "
                                       f"T = {p.get('total_s', float('nan')):.4g} s", status, ref,
                                       role=PREDICTION))
