@@ -247,7 +247,9 @@ def job(p: ScreenParams, ctx: BenchContext) -> Run:
         from hpcvar.results import resolve_run
 
         stored = Run.open(resolve_run(ctx.resume, ctx.runs_dir))
-        p = ScreenParams.from_json(stored.info.get("params"), str(stored.path / "run.json"))
+        doc = stored.info.get("params")
+        if stored.info.get("command") == COMMAND and isinstance(doc, dict) and "step" not in doc:
+            p = ScreenParams.from_json(doc, str(stored.path / "run.json"))  # else the runner says what it is
 
     run, _ = run_benchmark(Screen(), p, _with_layout(ctx, p), after=after)
     return run
