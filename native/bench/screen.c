@@ -39,6 +39,8 @@
  *   kind 6 lat     node=a, idx=iteration  v0=round trip ns v1=b
  *   kind 7 bw      node=sender, idx=iter  v0=ns to send --bw-size and receive the 8-byte answer
  *                                          v1=direction (0: a to b, 1: b to a) v2=receiver
+ *   kind 8 phase   node, idx=part         as kind 1, over one part of a node item: 1 noise, 2 kernel, 3 shm
+ *                                          (the shm part from both ranks)
  * Header keys: nodes (host per node), boot_ids, node_cpus (CPUs per node), turns (turn per node),
  * kernel_iters, bw_size.
  *
@@ -64,7 +66,8 @@
 extern char **environ;
 
 enum { NCOLS = 7, GCOLS = 8 }; /* written columns; gathered rows carry the item first */
-enum { K_LOAD = 1, K_KERNEL = 2, K_TIMER = 3, K_SHM = 4, K_NOISE = 5, K_LAT = 6, K_BW = 7 };
+enum { K_LOAD = 1, K_KERNEL = 2, K_TIMER = 3, K_SHM = 4, K_NOISE = 5, K_LAT = 6, K_BW = 7, K_PHASE = 8 };
+enum { PH_NOISE = 1, PH_KERNEL = 2, PH_SHM = 3 }; /* the parts of a node item whose load is kept apart */
 enum { TAG_SYNC = 30, TAG_SHM = 31, TAG_LAT = 32, TAG_BW = 33, TAG_ACK = 34 };
 enum { HOSTLEN = 64, BOOTLEN = 40, MASKLEN = 128, MAXCPUS = MASKLEN * 8 };
 enum { IT_CHECK = 0, IT_NODE = 1, IT_PAIR = 2 };
@@ -326,6 +329,13 @@ static void load_row(row_buf *b, int it, const screen_world *w, const load_mark 
             (z->wall_ns - a->wall_ns) * w->ncpus[w->my_node], z->steal_ns - a->steal_ns, z->own_ns - a->own_ns);
 }
 
+/* The load of one part of a node item (a burst of other processes during the 0.2 s of the kernel weighs on it,
+ * not on the noise recorded before): kind 8, idx = the part. */
+static void phase_row(row_buf *b, int it, const screen_world *w, int phase, const load_mark *a, const load_mark *z) {
+    add_row(b, it, K_PHASE, w->my_node, phase, z->busy_ns - a->busy_ns,
+            (z->wall_ns - a->wall_ns) * w->ncpus[w->my_node], z->steal_ns - a->steal_ns, z->own_ns - a->own_ns);
+}
+
 static void sleep_s(double s) {
     struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
     while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {}
@@ -494,7 +504,7 @@ static void unpin(const cpu_set_t *old) { sched_setaffinity(0, sizeof *old, old)
 
 /* 8-byte ping-pong between two ranks; the initiator keeps every round trip. The first message is awaited
  * asleep (the peer may still be busy), the timed ones spin. */
-static void pingpong(const hv_ctx *ctx, int peer, int initiator, long warmup, long iters, int tag, uint64_t *rtt) {
+static void pp_sync(const hv_ctx *ctx, int peer, int initiator) {
     char buf[8] = {0};
     MPI_Request rq;
     if (initiator) {
@@ -503,6 +513,10 @@ static void pingpong(const hv_ctx *ctx, int peer, int initiator, long warmup, lo
         HV_MPI_CHECK(MPI_Irecv(buf, 8, MPI_BYTE, peer, TAG_SYNC, ctx->comm, &rq));
     }
     hv_wait(ctx, &rq);
+}
+
+static void pp_loop(const hv_ctx *ctx, int peer, int initiator, long warmup, long iters, int tag, uint64_t *rtt) {
+    char buf[8] = {0};
     for (long i = 0; i < warmup + iters; i++) {
         if (initiator) {
             const uint64_t a = hv_ticks(&ctx->timer);
@@ -517,20 +531,39 @@ static void pingpong(const hv_ctx *ctx, int peer, int initiator, long warmup, lo
     }
 }
 
+static void pingpong(const hv_ctx *ctx, int peer, int initiator, long warmup, long iters, int tag, uint64_t *rtt) {
+    pp_sync(ctx, peer, initiator);
+    pp_loop(ctx, peer, initiator, warmup, iters, tag, rtt);
+}
+
 /* This rank's part of a node item (leader: noise, kernel, timer, shm; partner: shm). */
 static void run_node_item(const hv_ctx *ctx, const screen_config *c, const screen_world *w, long round, uint64_t iters,
                           row_buf *b, int it, uint64_t *samples) {
     const int partner = w->partner[w->my_node], leader = w->leader[w->my_node];
-    load_mark a = load_now(w);
+    load_mark a = load_now(w), p0, p1;
     if (w->my_local == 0) {
-        if (c->noise_s > 0) run_collector(c, w, round, b, it);
-        if (c->kernel_s > 0) run_kernel(ctx, c, w, iters, b, it);
+        if (c->noise_s > 0) {
+            p0 = load_now(w);
+            run_collector(c, w, round, b, it);
+            p1 = load_now(w);
+            phase_row(b, it, w, PH_NOISE, &p0, &p1);
+        }
+        if (c->kernel_s > 0) {
+            p0 = load_now(w);
+            run_kernel(ctx, c, w, iters, b, it);
+            p1 = load_now(w);
+            phase_row(b, it, w, PH_KERNEL, &p0, &p1);
+        }
         run_timer(ctx, c, w, b, it);
     }
     if (partner >= 0 && w->my_local < 2) {
         const cpu_set_t old = pin_to(w, w->my_local == 1);
-        pingpong(ctx, w->my_local == 0 ? partner : leader, w->my_local == 0, c->shm_warmup, c->shm_iters, TAG_SHM,
-                 samples);
+        const int peer = w->my_local == 0 ? partner : leader;
+        pp_sync(ctx, peer, w->my_local == 0); /* the partner waits asleep for the leader's noise and kernel */
+        p0 = load_now(w);
+        pp_loop(ctx, peer, w->my_local == 0, c->shm_warmup, c->shm_iters, TAG_SHM, samples);
+        p1 = load_now(w);
+        phase_row(b, it, w, PH_SHM, &p0, &p1);
         unpin(&old);
         for (long i = 0; w->my_local == 0 && i < c->shm_iters; i++)
             add_row(b, it, K_SHM, w->my_node, (double)i, hv_ticks_to_ns(&ctx->timer, samples[i]), 0, 0, 0);

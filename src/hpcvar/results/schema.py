@@ -564,7 +564,9 @@ TABLES.update({
                      "turn": "measurement turn: nodes of one turn share no CPU and are measured together"},
     "screen.load": {"item": "check (before measuring) | node | pair", "a": "node index (pair: first node; else "
                     "-1 or the node)", "b": "second node of a pair (-1 otherwise)", "round": "round (-1 for pairs)",
-                    "host": "node whose CPUs are read", "local": "0 leader rank, 1 its partner",
+                    "host": "node whose CPUs are read",
+                    "phase": "all (the whole item) | noise | kernel | shm (a part of a node item)",
+                    "local": "0 leader rank, 1 its partner (-1 in a part's rows)",
                     "busy_ns": "time the node's CPUs ran processes (/proc/stat user+nice+system) (ns)",
                     "cap_ns": "wall time x the node's CPUs (ns)", "steal_ns": "hypervisor steal (ns)",
                     "own_ns": "CPU time of this rank and its waited-for children (getrusage) (ns)"},

@@ -85,7 +85,8 @@ def _others_pct(rows: pd.DataFrame, boot: dict[str, str]) -> tuple[float, float]
     """(other processes' %, steal %) of the CPUs of the machines in ``rows`` (load rows of one or more items):
     per item and machine, the busiest reading minus the screen's own CPU time of every rank there."""
     busy = own = cap = steal = 0.0
-    keys = ["item", "a", "b", "round"]
+    rows = rows if "phase" in rows.columns else rows.assign(phase="all")
+    keys = ["item", "a", "b", "round", "phase"]
     for _, g in rows.assign(machine=rows["host"].map(boot)).groupby([*keys, "machine"]):
         busy += float(g["busy_ns"].max())
         own += float(g["own_ns"].sum())
@@ -134,10 +135,18 @@ def merge_whys(whys) -> str:
     return "; ".join(parts + other)
 
 
-def node_validity(tables: dict[str, pd.DataFrame]) -> dict[str, tuple[float, float, str]]:
-    """host -> (others %, steal %, why it is disturbed or '') over the node's measurement items."""
+PHASE_OF = {"noise_fraction": "noise", "longest_detour": "noise", "compute_rate": "kernel", "shm_latency": "shm"}
+
+
+def node_validity(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str, tuple[float, float, str]]:
+    """host -> (others %, steal %, why it is disturbed or '') over the node's measurement items, or over the part
+    of them that measured ``metric`` (PHASE_OF) where the run kept it."""
     load, nodes = tables["screen.load"], tables["screen.nodes"]
     boot = dict(zip(nodes["host"], nodes["boot_id"], strict=True))
+    phase = PHASE_OF.get(metric, "all")
+    if "phase" not in load.columns or not (load["phase"] == phase).any():
+        phase = "all"
+    load = load[load["phase"] == phase] if "phase" in load.columns else load
     out = {}
     for host in nodes["host"]:
         rows = load[(load["item"] == "node") & (load["host"] == host)]
@@ -202,14 +211,15 @@ def _median_row(host, metric, x, validity) -> list[dict]:
 
 def node_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per node and metric, judged by the outlier rule among the nodes."""
-    valid = node_validity(t)
+    valid = {m: node_validity(t, m) for m in ("", "noise_fraction", "compute_rate", "shm_latency")}
     rows = []
     for host in t["screen.nodes"]["host"]:
-        v = valid[host]
-        rows += _noise_rows(host, t, v)
-        rows += _kernel_row(host, t, v)
-        rows += _median_row(host, "timer_cost", t["screen.timer"][t["screen.timer"]["host"] == host]["read_ns"], v)
-        rows += _median_row(host, "shm_latency", t["screen.shm"][t["screen.shm"]["host"] == host]["oneway_ns"], v)
+        rows += _noise_rows(host, t, valid["noise_fraction"][host])
+        rows += _kernel_row(host, t, valid["compute_rate"][host])
+        rows += _median_row(host, "timer_cost", t["screen.timer"][t["screen.timer"]["host"] == host]["read_ns"],
+                            valid[""][host])
+        rows += _median_row(host, "shm_latency", t["screen.shm"][t["screen.shm"]["host"] == host]["oneway_ns"],
+                            valid["shm_latency"][host])
     df = pd.DataFrame(rows, columns=NODE_COLS)
     for name, idx in df.groupby("metric").groups.items():
         m = METRICS[str(name)]
@@ -405,11 +415,12 @@ def load_explains(r, validity: dict[str, tuple[float, float, str]]) -> str:
     return ""
 
 
-def node_findings(nm: pd.DataFrame, validity: dict[str, tuple[float, float, str]] | None = None) -> list[dict]:
+def node_findings(nm: pd.DataFrame, tables: dict[str, pd.DataFrame] | None = None) -> list[dict]:
+    """The nodes' outliers; with the tables, each judged against the load of the part that measured it."""
     out = []
     for r in nm[nm["outlier"]].itertuples(index=False):
         ratio = r.value / r.rest_median if r.rest_median else float("nan")
-        why = r.why or load_explains(r, validity or {})
+        why = r.why or (load_explains(r, node_validity(tables, r.metric)) if tables is not None else "")
         out.append({"scope": "node", "where": r.host, "hosts": r.host, "metric": r.metric, "side": "",
                     "value": r.value, "reference": r.rest_median, "ratio": ratio, "z": r.z,
                     "threshold": MODIFIED_Z_THRESHOLD, "links": 0, "status": "suspect" if why else "degraded",

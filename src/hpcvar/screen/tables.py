@@ -15,7 +15,8 @@ import pandas as pd
 from hpcvar.errors import ResultsError
 from hpcvar.results import RawFile
 
-K_LOAD, K_KERNEL, K_TIMER, K_SHM, K_NOISE, K_LAT, K_BW = 1, 2, 3, 4, 5, 6, 7
+K_LOAD, K_KERNEL, K_TIMER, K_SHM, K_NOISE, K_LAT, K_BW, K_PHASE = 1, 2, 3, 4, 5, 6, 7, 8
+PHASES = {1: "noise", 2: "kernel", 3: "shm"}  # the parts of a node item with a load of their own
 NOISE_WINDOW_S = 0.1  # the noise fraction per 100 ms window: the samples of a node's noise CI
 
 
@@ -59,7 +60,7 @@ def _frame(records: list[dict], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(records, columns=columns) if records else pd.DataFrame({c: [] for c in columns})
 
 
-LOAD_COLS = ["item", "a", "b", "round", "host", "local", "busy_ns", "cap_ns", "steal_ns", "own_ns"]
+LOAD_COLS = ["item", "a", "b", "round", "host", "phase", "local", "busy_ns", "cap_ns", "steal_ns", "own_ns"]
 
 
 def raw_tables(raws: list[RawFile], where: str = "run") -> dict[str, pd.DataFrame]:
@@ -72,8 +73,10 @@ def raw_tables(raws: list[RawFile], where: str = "run") -> dict[str, pd.DataFram
         for r in rows:
             kind, node, idx, v0, v1, v2, v3 = (float(x) for x in r)
             h = host.get(int(node), f"node{int(node)}")
-            if kind == K_LOAD:
-                rec["load"].append({"item": item, "a": a, "b": b, "round": rnd, "host": h, "local": int(idx),
+            if kind in (K_LOAD, K_PHASE):
+                rec["load"].append({"item": item, "a": a, "b": b, "round": rnd, "host": h,
+                                    "phase": PHASES.get(int(idx), "?") if kind == K_PHASE else "all",
+                                    "local": int(idx) if kind == K_LOAD else -1,
                                     "busy_ns": v0, "cap_ns": v1, "steal_ns": v2, "own_ns": v3})
             elif kind == K_KERNEL:
                 rec["kernel"].append({"host": h, "round": rnd, "cpu": int(idx), "call": int(v1), "call_ns": v0,

@@ -158,7 +158,7 @@ class Screen(Benchmark[ScreenParams]):
         nm = an.node_metrics(t)
         lm = an.link_metrics(t)
         hosts = list(t["screen.nodes"]["host"])
-        findings = an.ordered(pd.DataFrame(an.node_findings(nm, an.node_validity(t)) + an.link_findings(lm, hosts),
+        findings = an.ordered(pd.DataFrame(an.node_findings(nm, t) + an.link_findings(lm, hosts),
                                            columns=an.FINDING_COLS))
         if p.costs:
             findings = self._with_costs(findings, nm, lm, hosts)
