@@ -160,7 +160,7 @@ EA_TOML = b'[[ea]]\nname = "a"\npattern = "pairs"\nsize = "1MiB"\nload = 20\ncyc
 @FUZZ
 @given(mutated(EA_TOML))
 def test_ea_config(data):
-    from hpcvar.bench.ace import load_config
+    from hpcvar.kinds.ace.job import load_config
 
     outcome(load_config, _file("eas.toml", data), where="eas.toml")
 

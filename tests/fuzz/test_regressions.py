@@ -127,7 +127,7 @@ def test_range_from_zero_to_zero_ends():
 
 @pytest.mark.parametrize("text", ["1_0001_0001_000", "4294967297", str(1 << 21)])
 def test_fanin_depth_beyond_c_int_refused(text):
-    from hpcvar.bench.fanin import parse_depth_list
+    from hpcvar.kinds.fanin.job import parse_depth_list
 
     assert _err(parse_depth_list, text, "--depth").where == "--depth"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from hpcvar.cli.bench import command_ref
-from hpcvar.kinds import KINDS, bench_commands, resolve
+from hpcvar.results.kinds import KINDS, bench_commands, resolve
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "hpcvar"
 
@@ -103,8 +103,8 @@ MODULES = {_module_name(p): p for p in SRC.rglob("*.py")}
 def test_every_view_of_every_kind_resolves(command):
     kind = KINDS[command]
     assert kind.section or kind.render, f"{command} has neither a report section nor a terminal renderer"
-    for view in ("job", "render", "section", "metrics"):
-        if getattr(kind, view):
+    for view in ("job", "render", "section", "metrics", "plots"):
+        if kind.ref(view):
             assert callable(kind.view(view)), (command, view)
     if kind.cli:  # relative to the command-line package, which alone resolves it
         assert callable(resolve(command_ref(kind.cli))), (command, "cli")
@@ -211,13 +211,12 @@ def test_module_import_graph_has_no_cycles():
 def test_the_layout_checks_see_what_they_claim():
     """The parsing above on known cases: deferred and importlib references count for the command-line check,
     TYPE_CHECKING and function-level imports do not count for the cycle check."""
-    kinds = _imports(MODULES["hpcvar.kinds"], False)
-    assert "hpcvar.bench.jobs" in kinds and "hpcvar.report.terminal" in kinds  # strings of the table, f-strings too
+    kinds = _imports(MODULES["hpcvar.results.kinds"], False)
+    assert "hpcvar.kinds.sim_jitter.job" in kinds  # strings of the table
     assert not any(m.startswith("hpcvar.cli") for m in kinds)
     assert "hpcvar.testbed.launcher" in _imports(MODULES["hpcvar.launch"], False)
     store = _import_time_graph()["hpcvar.results.store"]
     assert "hpcvar.results.schema" in store and "hpcvar.results" not in store  # its own package is not an edge
-    jobs = _import_time_graph()["hpcvar.bench.jobs"]
-    assert "hpcvar.models.scheme" not in jobs  # under TYPE_CHECKING
-    assert "hpcvar.bench.latency" not in jobs  # inside a function
+    assert "hpcvar.results.params" not in _import_time_graph()["hpcvar.results.context"]  # under TYPE_CHECKING
+    assert "hpcvar.kinds.latency.job" not in _import_time_graph()["hpcvar.cli.bench_latency"]  # inside a function
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]

@@ -14,7 +14,6 @@ from hpcvar.cli.common import (
     format_options,
     option,
     runs_dir_option,
-    stderr_console,
 )
 
 
@@ -131,7 +130,4 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
                chrome_file=chrome_file, plot_stem=plot_stem, no_plots=not plots, breakdown=breakdown, phases=phases)
     # a progress bar on long replays, on stderr and only on a terminal: never inside --json output
     run, out = run_job(p, runs_dir, ["hpcvar", *sys.argv[1:]], show_progress=None if not as_json else False)
-    if as_json:
-        for w in out["warnings"]:
-            stderr_console().print(f"[yellow]warning:[/] {w}")
-    emit_run(run, out, as_json)
+    emit_run(run, as_json)

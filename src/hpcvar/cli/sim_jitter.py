@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from hpcvar.cli.common import INT_LIST, OUT_PATH, emit_run, option, output_options, stderr_console
+from hpcvar.cli.common import INT_LIST, OUT_PATH, emit_run, option, output_options
 
 
 @click.command("jitter")
@@ -69,13 +69,10 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
     compute-available time; jitter delays it. Reports T, the jitter-free T0 and the
     slowdown T/T0 - 1, with the closed form beside it for a periodic trace.
     """
-    from hpcvar.sim.jitter_job import run_job
+    from hpcvar.kinds.sim_jitter.job import run_job
 
     run, result, warnings = run_job(
         traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
         cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
         phases, task_list, per_task, not plots, threads, runs_dir, ["hpcvar", *sys.argv[1:]])
-    if as_json:
-        for w in warnings:
-            stderr_console().print(f"[yellow]warning:[/] {w}")
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)

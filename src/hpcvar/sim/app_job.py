@@ -167,8 +167,7 @@ def run_job(p: Params, runs_dir=None, argv=None, show_progress: bool | None = No
                "plots": plots, "warnings": warnings, "run": str(run.path)}
         if grid is not None:
             out["breakdown"] = {"phases": grid.nphases, "rows": bd.to_dict("records")}
-        run.info["result"] = {k: v for k, v in out.items() if k not in ("tasks", "breakdown")}
-        run.info["result"]["breakdown_phases"] = grid.nphases if grid is not None else None
+        run.info["result"] = out
     return run, out
 
 

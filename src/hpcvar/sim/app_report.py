@@ -56,12 +56,6 @@ def render_app(console: Console, run) -> None:
     console.print(s)
     if "replay.breakdown" in stored.info.get("tables", []):
         render_breakdown(console, stored.read_table("replay.breakdown"))
-    for w in out.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {w}")
-    if out.get("plots"):
-        console.print("plots: " + ", ".join(out["plots"]))
-    if out.get("run"):
-        console.print(f"stored in {out['run']}")
 
 
 BREAKDOWN_TASKS = 8  # beyond this many tasks the breakdown views sum over tasks (the table keeps every task)

@@ -1,4 +1,4 @@
-"""Terminal renderer, plots and report section of `bench ace` runs."""
+"""The views of `bench ace` runs: the terminal tables, the report section, the metrics, the figures."""
 
 from __future__ import annotations
 
@@ -8,18 +8,21 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from hpcvar.compare import Metric
 from hpcvar.report.sections import BAD, GOOD, SUSPECT, Headline, Section
+from hpcvar.report.terminal import Cell, nbytes, ns, seconds
 from hpcvar.report.verdict import BUSY_WAIT_GOOD_PCT, judge_error_pct
-from hpcvar.units import format_size, format_time_ns
+from hpcvar.results import Run
+from hpcvar.units import format_size
 
 MAX_DIST_POINTS = 6  # distributions drawn per EA (the first points of the sweep)
 
 
-def _t(s: float | None) -> str:
-    return "-" if s is None or not np.isfinite(s) else format_time_ns(s * 1e9)
+def _t(s: float | None) -> Cell:
+    return seconds(s)
 
 
-def render_ace(console: Console, run) -> None:
+def render(console: Console, run: Run) -> None:
     """A stored 'bench ace' run: prediction and measurement per EA and sweep point."""
     render_ace_result(console, run.info["result"])
 
@@ -34,9 +37,9 @@ def render_ace_result(console: Console, result: dict) -> None:
               "T_run"):
         t.add_column(c, justify="right", no_wrap=True)
     for e in result["eas"]:
-        t.add_row(e["name"], f"{e['pattern']} {e['mode']}", str(e["ranks"]), format_size(e["size_bytes"]),
+        t.add_row(e["name"], f"{e['pattern']} {e['mode']}", str(e["ranks"]), nbytes(e["size_bytes"]),
                   f"{e['load_pct']:g}%", str(e["cycles"]), f"{e['messages_per_cycle']:g}", _t(e["alpha_s"]),
-                  f"{e['beta_s_per_byte'] * 1e9:.4g} ns", _t(e["t_comm_s"]), _t(e["t_comp_s"]), _t(e["t_run_s"]))
+                  ns(e["beta_s_per_byte"] * 1e9), _t(e["t_comm_s"]), _t(e["t_comp_s"]), _t(e["t_run_s"]))
     console.print(t)
     if measured:
         m = Table(title="ACE measured (means per cycle; run = max over the EA's processes)", title_justify="left")
@@ -44,7 +47,7 @@ def render_ace_result(console: Console, result: dict) -> None:
                   "busy-wait median"):
             m.add_column(c, justify="right", no_wrap=True)
         for e in result["eas"]:
-            m.add_row(e["name"], format_size(e["size_bytes"]), f"{e['load_pct']:g}%", _t(e["measured_t_comm_s"]),
+            m.add_row(e["name"], nbytes(e["size_bytes"]), f"{e['load_pct']:g}%", _t(e["measured_t_comm_s"]),
                       _t(e["measured_t_comp_s"]), _t(e["measured_t_barr_s"]), _t(e["measured_t_run_s"]),
                       f"{e['error_pct']:+.2f}%", f"{e['comp_error_pct']:+.3f}%",
                       f"{e['comp_error_median_pct']:+.4f}%")
@@ -56,7 +59,7 @@ def render_ace_result(console: Console, result: dict) -> None:
         for e in result["eas"]:
             for what in ("comm", "comp", "barr"):
                 st = e[f"t_{what}_stats_s"]
-                d.add_row(e["name"], f"{e['load_pct']:g}%", format_size(e["size_bytes"]), f"T_{what}",
+                d.add_row(e["name"], f"{e['load_pct']:g}%", nbytes(e["size_bytes"]), f"T_{what}",
                           _t(st["mean"]), _t(st["stdev"]), f"{st['variance'] * 1e12:.4g} us^2", _t(st["p50"]),
                           _t(st["p99"]), _t(st["max"]))
         console.print(d)
@@ -68,11 +71,13 @@ def render_ace_result(console: Console, result: dict) -> None:
             console.print(f"{v['name']} {format_size(v['size_bytes'])} {v['load_pct']:g}%: {v['runs']} runs, "
                           f"run-time CV {v['run_cv']:.3%}; T_comm variance between runs "
                           f"{v['comm_between_var_ns2']:.4g} ns^2 vs within {v['comm_within_var_ns2']:.4g} ns^2")
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
-def plot_ace(run) -> list[tuple[str, Path]]:
+def plots(run: Run) -> list[Path]:
+    return [p for _, p in figures(run)]
+
+
+def figures(run: Run) -> list[tuple[str, Path]]:
     """ace_error_vs_load (paper figures 1-4) and ace_dist_<ea> (per-cycle T_comm and T_barr CCDFs)."""
     from hpcvar.report.plots import figure, save
 
@@ -116,7 +121,7 @@ def plot_ace(run) -> list[tuple[str, Path]]:
     return figs
 
 
-def ace_section(run) -> Section:
+def section(run: Run) -> Section:
     sec = Section(title="Application communication emulator (ACE)")
     summ = run.read_table("ace.summary")
     if summ.empty:
@@ -151,7 +156,7 @@ def ace_section(run) -> Section:
         sec.notes.append(f"Suspect: {len(bad_fit)} point(s) have a negative alpha or beta "
                          f"(points {', '.join(str(int(p)) for p in bad_fit['point'])}); their predictions rest on a "
                          "fit that noise dominated.")
-    sec.figures.extend(plot_ace(run))
+    sec.figures.extend(figures(run))
     cols = ["name", "pattern", "mode", "ranks", "size_bytes", "load_pct", "cycles", "alpha_ns", "beta_ns_per_byte",
             "pred_t_comm_ns", "pred_t_comp_ns", "pred_t_run_ns", "meas_t_run_ns", "error_pct", "comp_error_pct"]
     sec.tables.append(("Predicted (eq. 4, 6) and measured run time per EA and point", summ[cols]))
@@ -167,3 +172,12 @@ def ace_section(run) -> Section:
     for w in run.info.get("warnings", []):
         sec.notes.append(w)
     return sec
+
+
+def metrics(run: Run) -> list[Metric]:
+    c = run.read_table("ace.cycles")
+    out = []
+    for (name, size), g in c.groupby(["name", "size_bytes"]):
+        for col, what in (("t_comm_ns", "T_comm"), ("t_barr_ns", "T_barr")):
+            out.append(Metric(f"ace {name} size={format_size(size)} {what} per cycle", g[col].to_numpy(), True, "ns"))
+    return out

@@ -29,10 +29,6 @@ def render_jitter(console: Console, run) -> None:
                   f"{_pct(p['slowdown_ci'][0])}..{_pct(p['slowdown_ci'][1])}", cf_txt, _pct(p["coverage"]),
                   f"{p['task_phases_per_s'] / 1e6:.2f}")
     console.print(t)
-    for w in result.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {w}")
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
 def plot_sweep(points: pd.DataFrame, stem) -> list:

@@ -1,4 +1,4 @@
-"""Plots, report sections and terminal tables of `bench queues posted|unexpected` runs.
+"""The views of `bench queues posted|unexpected` runs: terminal tables, report sections, metrics, figures.
 
 Plots (the views of the paper's Figures 3 to 5):
   queues_posted_heatmap_<size>   median one-way latency over (length, % traversed), one per size
@@ -13,17 +13,12 @@ from pathlib import Path
 
 import numpy as np
 
+from hpcvar.compare import Metric
 from hpcvar.report.sections import INFO, SUSPECT, Headline, Section
+from hpcvar.report.terminal import nbytes, ns, ns_interval
 from hpcvar.report.verdict import judge_ci
+from hpcvar.results import Run
 from hpcvar.units import format_size, format_time_ns
-
-
-def _interval(lo, hi) -> str:
-    if lo is None or hi is None:
-        return "-"
-    from hpcvar.report.terminal import format_interval_ns
-
-    return format_interval_ns(lo, hi)
 
 
 def _slope_text(slope, ci) -> str:
@@ -39,7 +34,15 @@ def _slope_text(slope, ci) -> str:
 
 # --- plots ------------------------------------------------------------------------------------------------
 
-def plot_posted(run) -> list[tuple[str, Path]]:
+def posted_plots(run: Run) -> list[Path]:
+    return [p for _, p in posted_figures(run)]
+
+
+def unexpected_plots(run: Run) -> list[Path]:
+    return [p for _, p in unexpected_figures(run)]
+
+
+def posted_figures(run: Run) -> list[tuple[str, Path]]:
     from hpcvar.report.plots import figure, save
 
     summ = run.read_table("queues_posted.summary")
@@ -90,7 +93,7 @@ def plot_posted(run) -> list[tuple[str, Path]]:
     return figs
 
 
-def plot_unexpected(run) -> list[tuple[str, Path]]:
+def unexpected_figures(run: Run) -> list[tuple[str, Path]]:
     from hpcvar.report.plots import figure, save
 
     summ = run.read_table("queues_unexpected.summary")
@@ -175,7 +178,7 @@ def _section(run, title: str, table: str, per: str, plot) -> Section:
 
 def posted_section(run) -> Section:
     sec = _section(run, "Latency under a long posted-receive queue", "queues_posted", "traversed entry",
-                   plot_posted)
+                   posted_figures)
     if run.info.get("params", {}).get("any_source"):
         sec.notes.append("Receives were posted with MPI_ANY_SOURCE (the wildcard that defeats hashed matching).")
     return sec
@@ -183,7 +186,7 @@ def posted_section(run) -> Section:
 
 def unexpected_section(run) -> Section:
     return _section(run, "Latency under a long unexpected-message queue", "queues_unexpected",
-                    "unexpected message", plot_unexpected)
+                    "unexpected message", unexpected_figures)
 
 
 # --- terminal ------------------------------------------------------------------------------------------------
@@ -196,9 +199,10 @@ def _render(console, result: dict, title: str, posted: bool) -> None:
     for c in cols:
         t.add_column(c, justify="right", no_wrap=True)
     for p in result["points"]:
-        row = [str(p["length"])] + ([str(p["traversed_pct"]), str(p["entries"])] if posted else [])
-        row += [format_size(p["size"]), str(p["n"]), format_time_ns(p["median_ns"]), _interval(*p["median_ci_ns"]),
-                format_time_ns(p["p99_ns"])]
+        row: list = [str(p["length"])] + ([str(p["traversed_pct"]), str(p["entries"])] if posted else [])
+        lo, hi = p["median_ci_ns"]
+        row += [nbytes(p["size"]), str(p["n"]), ns(p["median_ns"]),
+                ns_interval(lo, hi) if lo is not None and hi is not None else "-", ns(p["p99_ns"])]
         t.add_row(*row)
     console.print(t)
     per = "traversed posted receive" if posted else "unexpected message"
@@ -212,18 +216,30 @@ def _render(console, result: dict, title: str, posted: bool) -> None:
         if posted and f.get("untraversed_slope_ns_per_entry") is not None:
             line += f"; per untraversed entry {f['untraversed_slope_ns_per_entry']:.3g} ns"
         console.print(line)
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
-def render_queues_posted(console, run) -> None:
+def render_posted(console, run: Run) -> None:
     """A stored 'bench queues posted' run."""
     result = run.info["result"]
     wild = " (MPI_ANY_SOURCE receives)" if result.get("any_source") else ""
     _render(console, result, f"One-way latency under a posted-receive queue{wild}", True)
 
 
-def render_queues_unexpected(console, run) -> None:
+def render_unexpected(console, run: Run) -> None:
     """A stored 'bench queues unexpected' run."""
     _render(console, run.info["result"], "One-way latency under an unexpected-message queue (receive post timed)",
             False)
+
+
+# --- hpcvar compare ------------------------------------------------------------------------------------------
+
+def posted_metrics(run: Run) -> list[Metric]:
+    s = run.read_table("queues_posted.samples")
+    return [Metric(f"posted queue length={L} traversed={t}% size={format_size(z)}", g["oneway_ns"].to_numpy(),
+                   True, "ns") for (L, t, z), g in s.groupby(["length", "traversed_pct", "size_bytes"])]
+
+
+def unexpected_metrics(run: Run) -> list[Metric]:
+    s = run.read_table("queues_unexpected.samples")
+    return [Metric(f"unexpected queue length={L} size={format_size(z)}", g["oneway_ns"].to_numpy(), True, "ns")
+            for (L, z), g in s.groupby(["length", "size_bytes"])]

@@ -12,11 +12,11 @@ import pandas as pd
 
 from hpcvar import metadata, units
 from hpcvar.errors import InputFileError, UsageError
+from hpcvar.kinds.sim_jitter.views import plot_phases, plot_sweep
 from hpcvar.results import Run
 from hpcvar.results.store import atomic_write_text, run_lifecycle
 from hpcvar.sim import closed_form as cf
 from hpcvar.sim import jitter as J
-from hpcvar.sim.jitter_report import plot_phases, plot_sweep
 from hpcvar.sim.synth import parse_freq, synthesize
 
 _PLAIN_INT = re.compile(r"\d+")

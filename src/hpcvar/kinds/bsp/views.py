@@ -1,4 +1,4 @@
-"""bench bsp results for people: terminal table, plots, report section."""
+"""The views of 'bench bsp' runs: terminal table, figure, report section, metrics."""
 
 from __future__ import annotations
 
@@ -9,8 +9,11 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
+from hpcvar.compare import Metric
 from hpcvar.report.sections import INFO, Headline, Section
+from hpcvar.report.terminal import ns
 from hpcvar.report.verdict import judge_ci
+from hpcvar.results import Run
 from hpcvar.units import format_time_ns
 
 
@@ -22,10 +25,14 @@ def _ci_pct(ci) -> str:
     return f"[{100.0 * ci[0]:+.2f}, {100.0 * ci[1]:+.2f}]%"
 
 
+def plots(run: Run) -> list[Path]:
+    return plot_bsp(run, run.read_table("bsp.phases"), run.info["result"])
+
+
 def plot_bsp(run, phases: pd.DataFrame, result: dict) -> list[Path]:
     """bsp-phases: left, every phase's duration (last barrier exit to last barrier exit) per repetition;
     right, the distribution (CCDF) of the per-rank compute times against the quantum."""
-    from hpcvar.bench.bsp import global_phases
+    from hpcvar.kinds.bsp.job import global_phases
     from hpcvar.report.plots import figure, save
 
     if phases.empty:
@@ -48,8 +55,8 @@ def plot_bsp(run, phases: pd.DataFrame, result: dict) -> list[Path]:
     return [save(fig, run.plots_dir() / "bsp-phases")[0]]
 
 
-def render_bsp(console: Console, run) -> None:
-    """A stored 'bench bsp' run: per repetition, the slowdowns, the plots."""
+def render(console: Console, run: Run) -> None:
+    """A stored 'bench bsp' run: per repetition, the slowdowns."""
     result = run.info["result"]
     arity = f" (arity {result['arity']})" if result.get("arity") else ""
     t = Table(title=f"BSP: {result.get('ranks', '?')} ranks, W = {format_time_ns(result['quantum_ns'])}, "
@@ -57,9 +64,8 @@ def render_bsp(console: Console, run) -> None:
     for c in ("rep", "T", "T/N", "vs N*W", "vs baseline", "phase p50", "p99", "max"):
         t.add_column(c, justify="right", no_wrap=True)
     for r in result["reps"]:
-        t.add_row(str(r["rep"]), format_time_ns(r["total_ns"]), format_time_ns(r["per_phase_ns"]),
-                  _pct(r["slowdown_vs_compute"]), _pct(r["slowdown"]), format_time_ns(r["phase_p50_ns"]),
-                  format_time_ns(r["phase_p99_ns"]), format_time_ns(r["phase_max_ns"]))
+        t.add_row(str(r["rep"]), ns(r["total_ns"]), ns(r["per_phase_ns"]), _pct(r["slowdown_vs_compute"]),
+                  _pct(r["slowdown"]), ns(r["phase_p50_ns"]), ns(r["phase_p99_ns"]), ns(r["phase_max_ns"]))
     console.print(t)
     if "slowdown_vs_compute" in result:
         console.print(f"slowdown T/(N*W) - 1: {_pct(result['slowdown_vs_compute'])} "
@@ -70,15 +76,9 @@ def render_bsp(console: Console, run) -> None:
                       f"95% CI {_ci_pct(result['slowdown_ci'])} (T0/N0 = "
                       f"{format_time_ns(result['baseline']['per_phase_ns'])}, {result['baseline']['run']})",
                       soft_wrap=True)
-    if result.get("warning"):
-        console.print(f"[yellow]warning:[/] {result['warning']}")
-    for p in result.get("plots", []):
-        console.print(f"plot: {p}", soft_wrap=True)
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
-def bsp_section(run) -> Section:
+def section(run: Run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="Bulk-synchronous workload (compute quantum + barrier)")
     if "slowdown_vs_compute" in res:
@@ -104,11 +104,9 @@ def bsp_section(run) -> Section:
     pdir = run.path / "plots"
     for png in sorted(pdir.glob("bsp-*.png")) if pdir.is_dir() else []:
         sec.figures.append((png.stem, png))
-    if res.get("warning"):
-        sec.notes.append(res["warning"])
-    for w in run.info.get("warnings", []):
-        sec.notes.append(w)
     return sec
 
 
-__all__ = ["bsp_section", "plot_bsp", "render_bsp"]
+def metrics(run: Run) -> list[Metric]:
+    p = run.read_table("bsp.phases")
+    return [Metric("bsp phase duration", p.groupby(["rep", "phase"])["phase_ns"].max().to_numpy(), True, "ns")]

@@ -1,4 +1,5 @@
-"""Fan-in results for people: plots (the paper's Figures 5-11 style), terminal tables, report section."""
+"""The views of 'bench fanin' runs: figures (the paper's Figures 5-11 style), terminal tables, report section,
+metrics."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.bench.fanin import strategy_label
+from hpcvar.compare import Metric
+from hpcvar.kinds.fanin.job import strategy_label
 from hpcvar.report.sections import BAD, GOOD, INFO, Headline, Section
+from hpcvar.report.terminal import Cell, ns, rate
 from hpcvar.report.verdict import JAIN_GOOD, judge_rate, link_rate
-from hpcvar.units import format_rate_bytes, format_size, format_time_ns
+from hpcvar.results import Run
+from hpcvar.units import format_rate_bytes, format_size
 
 MAX_SERIES_LINES = 12  # time-series figure: at most this many lines per panel
 
@@ -24,6 +28,13 @@ def _panels(points: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     if (points["chatter"] > 0).any():
         out.append(("+ chatter", points[points["chatter"] > 0]))
     return out
+
+
+def plots(run: Run) -> list[Path]:
+    """The fan-in figures of a stored run; chatter settings are ratios when the run swept --chatter-ratio (no
+    --chatter counts)."""
+    by_ratio = (run.info.get("params") or {}).get("chatter") is None
+    return plot_fanin(run, run.read_table("fanin.points"), run.read_table("fanin.bins"), by_ratio)
 
 
 def plot_fanin(run, points: pd.DataFrame, bins: pd.DataFrame, by_ratio: bool = True) -> list[Path]:
@@ -132,7 +143,7 @@ def _fmt_depth(d) -> str:
     return str(d)
 
 
-def render_fanin(console: Console, run) -> None:
+def render(console: Console, run: Run) -> None:
     """A stored 'bench fanin' run: points, run-to-run variability, effect of chatter."""
     result = run.info["result"]
     t = Table(title=f"Fan-in: {result['servers']} root(s), large {format_size(result['large'])}, "
@@ -142,11 +153,10 @@ def render_fanin(console: Console, run) -> None:
         t.add_column(c, justify="right", no_wrap=True)
     for p in result["points"]:
         t.add_row(str(p["rep"]), str(p["clients"]), str(p["chatter"]), p["queues"], _fmt_depth(p["depth"]),
-                  p["match"], format_rate_bytes(p["aggregate_bytes_per_s"]),
-                  format_rate_bytes(p["chatter_bytes_per_s"]) if p["chatter"] else "-",
-                  f"{p['jain_index']:.3f}",
-                  format_time_ns(p["chatter_rtt_median_ns"]) if p["chatter_rtt_n"] else "-",
-                  format_time_ns(p["chatter_rtt_p99_ns"]) if p["chatter_rtt_n"] else "-")
+                  p["match"], rate(p["aggregate_bytes_per_s"]),
+                  rate(p["chatter_bytes_per_s"] if p["chatter"] else None), f"{p['jain_index']:.3f}",
+                  ns(p["chatter_rtt_median_ns"] if p["chatter_rtt_n"] else None),
+                  ns(p["chatter_rtt_p99_ns"] if p["chatter_rtt_n"] else None))
     console.print(t)
     var = [v for v in result.get("variability", []) if v["runs"] > 1]
     if var:
@@ -156,8 +166,7 @@ def render_fanin(console: Console, run) -> None:
             v.add_column(c, justify="right", no_wrap=True)
         for r in var:
             v.add_row(str(r["clients"]), str(r["chatter"]), strategy_label(r["queues"], r["depth"], r["match"]),
-                      str(r["runs"]), format_rate_bytes(r["mean_bytes_per_s"]),
-                      f"{format_rate_bytes(r['run_mean_min'])} - {format_rate_bytes(r['run_mean_max'])}",
+                      str(r["runs"]), rate(r["mean_bytes_per_s"]), Cell("rate", r["run_mean_min"], r["run_mean_max"]),
                       f"{r['cv_between']:.3f}", f"{r['cv_overall']:.3f}", f"{r['between_over_within']:.3g}")
         console.print(v)
     eff = result.get("chatter_effect", [])
@@ -167,16 +176,12 @@ def render_fanin(console: Console, run) -> None:
             e.add_column(c, justify="right", no_wrap=True)
         for r in eff:
             e.add_row(str(r["clients"]), strategy_label(r["queues"], r["depth"], r["match"]), str(r["chatter"]),
-                      format_rate_bytes(r["without_bytes_per_s"]), format_rate_bytes(r["with_bytes_per_s"]),
+                      rate(r["without_bytes_per_s"]), rate(r["with_bytes_per_s"]),
                       f"{r['drop_pct']:.1f}%")
         console.print(e)
-    for p in result.get("plots", []):
-        console.print(f"plot: {p}", soft_wrap=True)
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
-def fanin_section(run) -> Section:
+def section(run: Run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="Fan-in (many clients into one root)")
     pts = pd.DataFrame(res.get("points", []))
@@ -212,9 +217,12 @@ def fanin_section(run) -> Section:
     pdir = run.path / "plots"
     for png in sorted(pdir.glob("fanin-*.png")) if pdir.is_dir() else []:
         sec.figures.append((fanin_caption(png.stem), png))
-    for w in run.info.get("warnings", []):
-        sec.notes.append(w)
     return sec
 
 
-__all__ = ["fanin_section", "plot_fanin", "render_fanin"]
+def metrics(run: Run) -> list[Metric]:
+    b = run.read_table("fanin.bins")
+    b = b[b["full"]]
+    keys = ["clients", "chatter", "queues", "depth", "match"]
+    return [Metric("fanin " + " ".join(f"{k}={v}" for k, v in zip(keys, kv, strict=True)),
+                   g["large_bytes_per_s"].to_numpy(), False, "B/s") for kv, g in b.groupby(keys)]

@@ -1,16 +1,23 @@
-"""Terminal rendering and the HTML report section of 'noise record' runs."""
+"""The views of 'noise record' runs (one machine or several nodes): terminal tables, report section, metrics,
+figures; also the terminal view of 'noise report' (an analysis of a trace, no stored run)."""
 
 from __future__ import annotations
 
 import re
 from pathlib import Path
 
+import numpy as np
 from rich.console import Console
 from rich.table import Table
 
+from hpcvar.compare import Metric
 from hpcvar.report.sections import Headline, Section
+from hpcvar.report.terminal import ns
 from hpcvar.report.verdict import judge_noise_pct
+from hpcvar.results import Run
 from hpcvar.units import format_time_ns
+
+NOISE_WINDOW_S = 0.1  # hpcvar compare: the noise fraction per 100 ms window, a sample per window
 
 
 def noise_caption(stem: str) -> str:
@@ -83,11 +90,9 @@ def render_nodes(console: Console, result: dict) -> None:
                                                                                        "right: use --align measured")
     console.print(f"{mode}; rule: {a['rule']} (long detours >= {a['min_detour_s'] * 1e6:g} us, windows "
                   f"{a['window_s'] * 1e3:g} ms)")
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
-def render_noise(console: Console, run) -> None:
+def render(console: Console, run: Run) -> None:
     """A stored 'noise record' run (one machine or several nodes)."""
     render_noise_result(console, run.info["result"])
 
@@ -103,9 +108,8 @@ def render_noise_result(console: Console, result: dict) -> None:
         last = col.startswith("periodic")
         t.add_column(col, justify="left" if last else "right", no_wrap=not last)
     for c in result["cpus"]:
-        t.add_row(str(c["cpu"]), format_time_ns(c["t_min_ns"]) if c["t_min_ns"] is not None else "-",
-                  str(c["events"]), f"{c['events_per_s']:.0f}/s", f"{100 * c['noise_fraction']:.3g}%",
-                  format_time_ns(c["p50_ns"]), format_time_ns(c["p99_ns"]), format_time_ns(c["max_ns"]),
+        t.add_row(str(c["cpu"]), ns(c["t_min_ns"]), str(c["events"]), f"{c['events_per_s']:.0f}/s",
+                  f"{100 * c['noise_fraction']:.3g}%", ns(c["p50_ns"]), ns(c["p99_ns"]), ns(c["max_ns"]),
                   _periods(c))
     console.print(t)
     tick = [c["tick"] for c in result["cpus"] if c.get("tick")]
@@ -134,8 +138,6 @@ def render_noise_result(console: Console, result: dict) -> None:
                       + (", in a VM" if q.get("in_vm") else ""))
     for line in tracing_notes(q):
         console.print(line)
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
 
 
 def _pct(x: float | None) -> str:
@@ -152,7 +154,7 @@ def render_matched(console: Console, matched: dict, top: int = 8) -> None:
         rows += [s for s in c["sources"] if s["source"] == "unattributed"]
         for s in rows:
             t.add_row(str(c["cpu"]), s["source"], str(s["detours"]), _pct(s["detour_share"]),
-                      format_time_ns(s["lost_ns"]), _pct(s["lost_share"]),
+                      ns(s["lost_ns"]), _pct(s["lost_share"]),
                       f"{s['kernel_events_in_detours']}/{s['kernel_events']}" if s["kernel_events"] else "-")
     console.print(t)
     for c in matched.get("cpus", []):
@@ -220,8 +222,6 @@ def nodes_section(run) -> Section:
     if png.is_file():  # drawn when the recording was stored: the report never rewrites a run
         sec.figures.append(("Share of each 10 ms window lost to detours in the first second, every node and CPU on "
                             "the common time base (peaks at the same time are aligned noise)", png))
-    for w in run.info.get("warnings", []):
-        sec.notes.append(w)
     return sec
 
 
@@ -246,7 +246,7 @@ def plot_windows(run, w) -> Path | None:
     return save(fig, run.plots_dir() / "noise_nodes_windows")[0]
 
 
-def noise_section(run) -> Section:
+def section(run: Run) -> Section:
     if run.info.get("nodes"):
         return nodes_section(run)
     res = run.info.get("result") or {}
@@ -280,9 +280,81 @@ def noise_section(run) -> Section:
                      "not a time-aligned proof (docs/noise.md). 'noise record --attribute' matches each detour "
                      "in time with the kernel's tracepoints instead.")
     sec.notes += tracing_notes(res.get("quality") or {})
-    for w in run.info.get("warnings", []):
-        sec.notes.append(w)
     return sec
 
 
-__all__ = ["render_noise", "render_noise_result", "noise_section"]
+def plots(run: Run) -> list[Path]:
+    """One machine: per CPU the detours and their spectrum (from trace.jtr, the periods of the result marked);
+    several nodes: the per-window noise of every node on the common time base."""
+    if run.info.get("nodes"):
+        png = plot_windows(run, run.read_table("noise.windows"))
+        return [png] if png else []
+    from hpcvar.noise.formats import read_jtr
+
+    return [p for _, p in plot_trace(read_jtr(run.path / "trace.jtr"), run.info["result"], run.plots_dir())]
+
+
+def plot_trace(trace, report: dict, outdir: Path) -> list[tuple[str, Path]]:
+    """Time series, linear and log histograms, CCDF and spectrum per CPU: PNG + SVG in outdir. ``report``:
+    ``hpcvar.noise.analysis.analyze``'s, or a recording's result (each CPU's ``periods`` are marked)."""
+    from hpcvar.noise.analysis import spectrum
+    from hpcvar.noise.trace import recorded_starts
+    from hpcvar.report.plots import figure, save
+
+    outdir = Path(outdir)
+    outdir.mkdir(parents=True, exist_ok=True)
+    ns = 1e9 / trace.freq_hz
+    figs = []
+    for c, r in zip(trace.cpus, report["cpus"], strict=True):
+        d_us = c.duration * ns / 1e3
+        t_s = recorded_starts(c) * ns / 1e9
+        fig, ax = figure(2, 2, figsize=(11, 7))
+        ax[0, 0].plot(t_s, d_us, ".", ms=2)
+        ax[0, 0].set(xlabel="time (s)", ylabel="detour (us)", yscale="log", title=f"CPU {c.cpu}: detours over time")
+        ax[0, 1].hist(d_us, bins=100)
+        ax[0, 1].set(xlabel="detour (us)", ylabel="events", yscale="log", title="histogram (linear bins)")
+        lo, hi = max(d_us.min(), 1e-3), max(d_us.max(), 2e-3)
+        ax[1, 0].hist(d_us, bins=np.logspace(np.log10(lo), np.log10(hi) + 1e-9, 60))
+        ax[1, 0].set(xlabel="detour (us)", ylabel="events", xscale="log", yscale="log", title="histogram (log bins)")
+        srt = np.sort(d_us)
+        ccdf = 1.0 - np.arange(srt.size) / srt.size
+        ax[1, 1].step(srt, ccdf, where="post")
+        ax[1, 1].set(xlabel="detour (us)", ylabel="P(D >= x)", xscale="log", yscale="log", title="CCDF")
+        figs.append((f"CPU {c.cpu}: detours", save(fig, outdir / f"noise_cpu{c.cpu}")[0]))
+        f, p = spectrum(trace, c)
+        fig, ax = figure()
+        ax.semilogy(f[1:], p[1:], lw=0.7)
+        for s in r["periods"]:
+            ax.axvline(s["hz"], color="C3", ls=":", lw=0.8)
+            ax.annotate(f"{s['hz']:.1f} Hz", (s["hz"], p[1:].max()), fontsize=8, rotation=90, va="top")
+        ax.set(xlabel="frequency (Hz)", ylabel="power", title=f"CPU {c.cpu}: spectrum of the event train")
+        figs.append((f"CPU {c.cpu}: spectrum", save(fig, outdir / f"noise_spectrum_cpu{c.cpu}")[0]))
+    return figs
+
+
+def metrics(run: Run) -> list[Metric]:
+    """Per CPU: the fraction of CPU lost in every 100 ms window, and every detour's duration. A multi-node
+    recording gives them per node ("noise <host> cpu0 ...")."""
+    from hpcvar.noise.formats import load_trace
+
+    single = run.path / "trace.jtr"
+    if single.is_file():
+        return _trace_metrics(load_trace(single), "noise")
+    out = []
+    for f in sorted((run.path / "traces").glob("*.jtr")):
+        out += _trace_metrics(load_trace(f), f"noise {f.stem}")
+    return out
+
+
+def _trace_metrics(trace, label: str) -> list[Metric]:
+    out = []
+    for c in trace.cpus:
+        starts = c.starts()
+        window = int(NOISE_WINDOW_S * trace.freq_hz)
+        if c.length >= 2 * window and c.events:
+            idx = starts // window
+            lost = np.bincount(idx, weights=c.duration, minlength=int(c.length // window))[: c.length // window]
+            out.append(Metric(f"{label} cpu{c.cpu} fraction lost per {NOISE_WINDOW_S * 1e3:.0f} ms", lost / window,
+                              True, ""))
+        out.append(Metric(f"{label} cpu{c.cpu} detour", c.duration / trace.freq_hz * 1e9, True, "ns"))
+    return out

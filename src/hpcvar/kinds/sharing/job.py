@@ -19,10 +19,10 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hpcvar.bench.runner import BenchContext, Benchmark, Params
+from hpcvar.bench.runner import BenchContext, Benchmark, Params, run_benchmark
 from hpcvar.errors import ResultsError, UsageError
 from hpcvar.models.scheme import Comm, Scheme
-from hpcvar.results import RawFile
+from hpcvar.results import RawFile, Run
 from hpcvar.stats import summarize
 
 MAX_SIZE = (1 << 31) - 1  # MPI count limit of one MPI_Send of bytes
@@ -164,3 +164,14 @@ _SAMPLE_COLS = ("rep", "comm_index", "comm", "src", "dst", "size_bytes", "t_ns",
 _SUMMARY_COLS = ("comm_index", "comm", "src", "dst", "size_bytes", "n", "t_median_ns", "t_min_ns", "t_max_ns",
                  "t_ref_median_ns", "penalty", "penalty_rep_median", "penalty_min", "penalty_max", "penalty_mad",
                  "penalty_ci_lo", "penalty_ci_hi", "penalty_cv")
+
+
+def job(params: SharingParams, ctx: BenchContext) -> Run:
+    """``hpcvar bench sharing``. ``ctx.np`` / ``ctx.ranks_per_node`` None: one rank per communication end
+    (locally), one node per scheme node (multi-node launchers)."""
+    np_, per = default_np(params.scheme, ctx.launcher.name)
+    if ctx.np is None:
+        ctx.np = np_
+    if ctx.ranks_per_node is None and per is not None:
+        ctx.ranks_per_node = per
+    return run_benchmark(Sharing(), params, ctx)[0]

@@ -24,9 +24,10 @@ from dataclasses import dataclass, fields
 import numpy as np
 import pandas as pd
 
-from hpcvar.bench.runner import BenchContext, Benchmark, Params
+from hpcvar.bench.runner import BenchContext, Benchmark, Params, run_benchmark
 from hpcvar.errors import ResultsError, UsageError
 from hpcvar.results import RawFile, Run, resolve_run
+from hpcvar.results.kinds import draw_plots
 
 BARRIERS = ("mpi", "tree")
 MAX_QUANTUM_S = 10.0  # one phase's work; longer belongs to a different experiment
@@ -186,6 +187,22 @@ class Bsp(Benchmark[BspParams]):
     def result(self, tables: dict[str, pd.DataFrame], params: BspParams) -> dict:
         return summary(tables["bsp.reps"], params)
 
+    def warnings(self, tables: dict[str, pd.DataFrame], params: BspParams) -> list[str]:
+        reps = tables["bsp.reps"]
+        if not reps.empty and (reps["cpu_changes"] > 0).any():
+            return ["ranks changed CPU during the phases: a rank's jitter is not one CPU's; use --pin (default) "
+                    "with at most as many ranks as CPUs"]
+        return []
+
+
+def job(params: BspParams, ctx: BenchContext) -> Run:
+    """``hpcvar bench bsp``: ``params.work_iters`` and ``params.baseline`` as the command line sets them
+    (``load_baseline``); the figure is stored with the run."""
+    def plots(run: Run, result: dict) -> None:
+        result["plots"] = draw_plots(run)
+
+    return run_benchmark(Bsp(), params, ctx, after=plots)[0]
+
 
 def _phase_table(raw: RawFile, p, rep: int) -> pd.DataFrame:
     col = {c: raw.column(p, c) for c in raw.columns}
@@ -252,9 +269,6 @@ def summary(reps: pd.DataFrame, params: BspParams) -> dict:
         m, lo, hi = mean_ci(reps["slowdown"].to_numpy())
         out["slowdown"], out["slowdown_ci"] = m, [lo, hi]
         out["baseline"] = {"run": base.run, "per_phase_ns": base.per_phase_ns, "work_iters": base.work_iters}
-    if (reps["cpu_changes"] > 0).any():
-        out["warning"] = ("ranks changed CPU during the phases: a rank's jitter is not one CPU's; "
-                          "use --pin (default) with at most as many ranks as CPUs")
     return out
 
 

@@ -27,6 +27,7 @@ variance of the binned aggregate rate into between-run and within-run parts
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from dataclasses import dataclass
 
@@ -34,9 +35,10 @@ import numpy as np
 import pandas as pd
 
 from hpcvar import metadata, units
-from hpcvar.bench.runner import BenchContext, Benchmark, Params
+from hpcvar.bench.runner import BenchContext, Benchmark, Params, run_benchmark
 from hpcvar.errors import UsageError
-from hpcvar.results import RawFile
+from hpcvar.results import RawFile, Run
+from hpcvar.results.kinds import draw_plots
 from hpcvar.results.schema import columns
 from hpcvar.stats import jain_index, summarize, variance_components
 
@@ -354,6 +356,21 @@ _POINT_COLS = tuple(columns("fanin.points"))
 _CLIENT_COLS = tuple(columns("fanin.clients"))
 _BIN_COLS = tuple(columns("fanin.bins"))
 _RTT_COLS = tuple(columns("fanin.rtt"))
+
+
+def job(params: FaninParams, ctx: BenchContext) -> Run:
+    """``hpcvar bench fanin``: run (or resume) every point, store the figures; the result in the run.
+    ``ctx.np`` None: what the largest point needs; ``params.wait`` "auto" is resolved against the launcher's
+    cores."""
+    if ctx.np is None:
+        ctx.np = max(ranks_needed(params), Fanin.min_np) if params.servers >= 1 and min(params.clients) >= 1 \
+            else 2
+    params = dataclasses.replace(params, wait=resolve_wait(params.wait, ctx.np, ctx.launcher.slots()))
+
+    def plots(run: Run, result: dict) -> None:
+        result["plots"] = draw_plots(run)
+
+    return run_benchmark(Fanin(), params, ctx, after=plots)[0]
 
 
 def _concat(frames: list[pd.DataFrame], cols) -> pd.DataFrame:

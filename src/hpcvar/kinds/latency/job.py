@@ -17,8 +17,15 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hpcvar.bench.runner import MAX_PINGPONG_SIZE, BenchContext, Benchmark, Params, check_sizes_and_iters
-from hpcvar.results import RawFile
+from hpcvar.bench.runner import (
+    MAX_PINGPONG_SIZE,
+    BenchContext,
+    Benchmark,
+    Params,
+    check_sizes_and_iters,
+    run_benchmark,
+)
+from hpcvar.results import RawFile, Run
 from hpcvar.stats import summarize
 
 MAX_SIZE = MAX_PINGPONG_SIZE
@@ -110,3 +117,9 @@ class Latency(Benchmark[LatencyParams]):
                           "send_median_ns": _num(r.get("send_median_ns")),
                           "buffered_bytes": _num(r.get("buffered_bytes"))})
         return {"benchmark": "latency", "sizes": sizes}
+
+
+def job(params: LatencyParams, ctx: BenchContext) -> Run:
+    """``hpcvar bench latency``: run (or resume, ``ctx.resume``) the ping-pong sweep; the samples, the summary
+    and the result (``run.info["result"]``) are in the returned run."""
+    return run_benchmark(Latency(), params, ctx)[0]

@@ -39,9 +39,17 @@ import pandas as pd
 from scipy import stats as sps
 
 from hpcvar import metadata
-from hpcvar.bench.runner import MAX_PINGPONG_SIZE, BenchContext, Benchmark, Params, check_sizes_and_iters
+from hpcvar.bench.runner import (
+    MAX_PINGPONG_SIZE,
+    BenchContext,
+    Benchmark,
+    Params,
+    check_sizes_and_iters,
+    run_benchmark,
+)
 from hpcvar.errors import UsageError
-from hpcvar.results import RawFile
+from hpcvar.results import RawFile, Run
+from hpcvar.results.kinds import draw_plots
 from hpcvar.stats import summarize
 from hpcvar.units import format_size
 
@@ -402,3 +410,16 @@ def _fit_records(fits: pd.DataFrame) -> list[dict]:
     return [{k: (_none(float(v)) if isinstance(v, float) else v) for k, v in r.items()}
             for r in fits.to_dict("records")]
 
+
+def posted(params: PostedParams, ctx: BenchContext) -> Run:
+    """``hpcvar bench queues posted``: run (or resume) the sweep, store its figures; the result in the run."""
+    return run_benchmark(PostedQueue(), params, ctx, after=_plots)[0]
+
+
+def unexpected(params: UnexpectedParams, ctx: BenchContext) -> Run:
+    """``hpcvar bench queues unexpected``: run (or resume) the sweep, store its figures; the result in the run."""
+    return run_benchmark(UnexpectedQueue(), params, ctx, after=_plots)[0]
+
+
+def _plots(run: Run, result: dict) -> None:
+    result["plots"] = draw_plots(run)

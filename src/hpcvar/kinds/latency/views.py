@@ -1,12 +1,40 @@
-"""Report section and plots of `bench latency` runs."""
+"""The views of `bench latency` runs: the terminal table, the report section, the metrics, the figures."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
+from rich.console import Console
+from rich.table import Table
 
 from hpcvar.compare import Metric
 from hpcvar.report.sections import Headline, Section
+from hpcvar.report.terminal import Cell, nbytes, ns, ns_interval, rate
+from hpcvar.results import Run
 from hpcvar.units import format_rate_bytes, format_size, format_time_ns
+
+
+def render(console: Console, run: Run) -> None:
+    result = run.info["result"]
+    t = Table(title="Ping-pong, one-way latency", title_justify="left")
+    sends = any(r.get("send_median_ns") is not None for r in result["sizes"])  # runs before send times: none
+    cols: tuple[str, ...] = ("size", "n", "median", "95% CI", "p99", "p99.9", "max", "bandwidth")
+    cols += ("send", "buffered") if sends else ()
+    for col in cols:
+        t.add_column(col, justify="right", no_wrap=True)
+    for r in result["sizes"]:
+        row: list[Cell | str] = [nbytes(r["size"]), str(r["n"]), ns(r["median_ns"]), ns_interval(*r["median_ci_ns"]),
+                                 ns(r["p99_ns"]), ns(r["p99_9_ns"]), ns(r["max_ns"]),
+                                 rate(r["bw_bytes_per_s"] if r["size"] else None)]
+        if sends:
+            buf = r.get("buffered_bytes")
+            row += [ns(r.get("send_median_ns")), nbytes(round(buf) if buf is not None and r["size"] else None)]
+        t.add_row(*row)
+    console.print(t)
+    if sends:
+        console.print("send: median time of rank 0's MPI_Send (timed from 64 KiB up); buffered: bytes still on "
+                      "their way when it returned (hpcvar sim app --send-buffer)")
 
 
 def size_axis(ax, axis: str = "x") -> None:
@@ -28,7 +56,7 @@ def _loglog(ax, ylabel: str) -> None:
     ax.legend(loc="upper left", fontsize=8)
 
 
-def plot_latency(run) -> list:
+def figures(run: Run) -> list[tuple[str, Path]]:
     """latency_vs_size (median, CI, p99, log-log), bandwidth_vs_size and latency_ccdf (every sample, per size);
     a baseline run set for the report (hpcvar report --baseline) is overlaid in grey."""
     from hpcvar.report.plots import baseline_for, figure, save
@@ -83,7 +111,11 @@ def plot_latency(run) -> list:
     return figs
 
 
-def latency_section(run) -> Section:
+def plots(run: Run) -> list[Path]:
+    return [p for _, p in figures(run)]
+
+
+def section(run: Run) -> Section:
     from hpcvar.report.sections import GOOD, SUSPECT
     from hpcvar.report.verdict import TIMER_READS, judge_rate, link_rate
 
@@ -113,7 +145,7 @@ def latency_section(run) -> Section:
         sec.headlines.append(Headline(
             f"bandwidth, {format_size(big.size_bytes)}", format_rate_bytes(big.bw_bytes_per_s),
             "size / median one-way time for the largest message", status, ref))
-    sec.figures.extend(plot_latency(run))
+    sec.figures.extend(figures(run))
     table = summ[["size_bytes", "n", "median_ns", "median_ci_lo_ns", "median_ci_hi_ns", "p99_ns", "p99_9_ns",
                   "max_ns", "outliers", "bw_bytes_per_s"]]
     sec.tables.append(("One-way latency per size (ns) and bandwidth (bytes/s)", table))
@@ -123,7 +155,7 @@ def latency_section(run) -> Section:
     return sec
 
 
-def latency_metrics(run) -> list[Metric]:
+def metrics(run: Run) -> list[Metric]:
     samples = run.read_table("latency.samples")
     return [Metric(f"latency one-way size={format_size(size)}", grp["oneway_ns"].to_numpy(), True, "ns")
             for size, grp in samples.groupby("size_bytes")]

@@ -15,10 +15,11 @@ import numpy as np
 import pandas as pd
 
 from hpcvar import units
-from hpcvar.bench.runner import BenchContext, Benchmark, Params
+from hpcvar.bench.runner import BenchContext, Benchmark, Params, run_benchmark
 from hpcvar.errors import InputFileError, ResultsError, UsageError
 from hpcvar.models import ace as model
-from hpcvar.results import RawFile, RawPoint
+from hpcvar.results import RawFile, RawPoint, Run
+from hpcvar.results.kinds import draw_plots
 from hpcvar.stats import summarize, variance_components
 
 MAX_SIZE = (1 << 31) - 1  # MPI count limit for MPI_BYTE messages
@@ -508,6 +509,15 @@ class Ace(Benchmark[AceParams]):
             eas.append(e)
         var = tables["ace.variability"]
         return {"benchmark": "ace", "eas": eas, "variability": var.to_dict("records")}
+
+
+def job(params: AceParams, ctx: BenchContext) -> Run:
+    """``hpcvar bench ace``: run (or resume) every EA at every sweep point, store the figures; the result in the
+    run."""
+    def plots(run: Run, result: dict) -> None:
+        result["plots"] = draw_plots(run)
+
+    return run_benchmark(Ace(), params, ctx, after=plots)[0]
 
 
 def _empty(name: str) -> pd.DataFrame:
