@@ -13,6 +13,11 @@ The first line names the format version, ``#@hpcvar_raw=N``. The reader refuses 
 file without it, and a version it does not read (a newer hpcvar's, or one no
 longer supported), instead of guessing at its content.
 
+Stored compactly: once a benchmark's tables are written from its raw files, each raw file is replaced by its
+zstd-compressed copy ``<name>.raw.zst`` (a standard zstd stream: ``zstd -dc`` shows it; the content is unchanged,
+so the format version below is the content's). ``read_raw`` reads either form, and ``raw_files`` lists a
+directory's raw files in either form (issue 26: text rows took about 30 bytes per sample, compressed about 4).
+
 Version history (RAW_FORMAT_VERSION; native/common/hv_out.h HV_RAW_FORMAT_VERSION
 writes the same number):
   1: header, columns, points (CSV or binary rows), point end markers; written
@@ -35,6 +40,7 @@ import numpy as np
 from hpcvar.errors import InputFileError, ResultsError
 
 RAW_FORMAT_VERSION = 1  # the version the native programs of this hpcvar write
+COMPRESSED_SUFFIX = ".zst"  # a raw file compressed once its run's tables were written from it
 RAW_FORMAT_READABLE = frozenset({1})  # every version this reader reads (the current one and older ones)
 _VERSION_KEY = b"#@hpcvar_raw="
 
@@ -100,14 +106,71 @@ def check_raw_version(data: bytes, path: str | os.PathLike[str]) -> int:
         "Re-run the measurement with this hpcvar, or read the file with the hpcvar version that wrote it")
 
 
-def read_raw(path: str | os.PathLike[str]) -> RawFile:
-    """Parse one raw file; malformed content raises InputFileError with file:line, a format version this
-    hpcvar does not read a ResultsError (``check_raw_version``)."""
+def raw_bytes(path: str | os.PathLike[str]) -> bytes:
+    """The content of a raw file, ``<name>.raw`` or its compressed form ``<name>.raw.zst`` (given either name:
+    ``x.raw`` is read from ``x.raw.zst`` once it was compressed)."""
     path = Path(path)
+    if path.suffix != COMPRESSED_SUFFIX and not path.exists() and _zst(path).exists():
+        path = _zst(path)
     try:
         data = path.read_bytes()
     except OSError as e:
         raise InputFileError(f"cannot read raw output: {e.strerror}", str(path)) from None
+    if path.suffix != COMPRESSED_SUFFIX:
+        return data
+    import pyarrow as pa
+
+    try:
+        with pa.CompressedInputStream(pa.BufferReader(data), "zstd") as f:
+            return bytes(f.read())
+    except (OSError, pa.ArrowException) as e:
+        raise InputFileError(f"cannot decompress the raw file: {str(e).splitlines()[0][:200]}", str(path),
+                             todo="The file is damaged (truncated?): re-run the measurement") from None
+
+
+def _zst(path: Path) -> Path:
+    return path.with_name(path.name + COMPRESSED_SUFFIX)
+
+
+def raw_files(directory: str | os.PathLike[str], pattern: str = "*.raw") -> list[Path]:
+    """The raw files of a directory matching ``pattern`` (a ``.raw`` glob), compressed or not, sorted by name.
+    A file present in both forms (its compression was interrupted between writing the copy and removing the
+    original) is listed once, as its complete compressed copy."""
+    d = Path(directory)
+    if not d.is_dir():
+        return []
+    plain = set(d.glob(pattern))
+    packed = {p for p in d.glob(pattern + COMPRESSED_SUFFIX)}
+    out = packed | {p for p in plain if _zst(p) not in packed}
+    return sorted(out, key=lambda p: p.name.removesuffix(COMPRESSED_SUFFIX))
+
+
+def compress_raw(path: str | os.PathLike[str]) -> Path:
+    """Replace the raw file ``path`` by its zstd-compressed copy ``path.zst`` (written atomically, then the
+    original removed); returns the new path. A file already compressed is left as it is."""
+    from hpcvar.results.store import atomic_write_bytes
+
+    path = Path(path)
+    if path.suffix == COMPRESSED_SUFFIX:
+        return path
+    target = _zst(path)
+    if not target.exists():
+        import pyarrow as pa
+
+        sink = pa.BufferOutputStream()
+        with pa.CompressedOutputStream(sink, "zstd") as f:
+            f.write(path.read_bytes())
+        atomic_write_bytes(target, sink.getvalue().to_pybytes())
+    path.unlink()
+    return target
+
+
+def read_raw(path: str | os.PathLike[str]) -> RawFile:
+    """Parse one raw file (plain, or compressed ``.raw.zst``: see ``raw_bytes``); malformed content raises
+    InputFileError with file:line, a format version this hpcvar does not read a ResultsError
+    (``check_raw_version``)."""
+    path = Path(path)
+    data = raw_bytes(path)
     raw = RawFile(path)
     pos, lineno, n = 0, 0, len(data)
     cur: dict[str, str] | None = None

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 RUNS_ENV = "HPCVAR_RUNS"
+PARQUET_COMPRESSION = "zstd"
 DEFAULT_RUNS_DIR = "hpcvar-runs"
 
 
@@ -241,13 +242,14 @@ class Run:
         return d
 
     def write_table(self, name: str, df: pd.DataFrame) -> Path:
-        """Write a declared table atomically as <name>.parquet."""
+        """Write a declared table atomically as <name>.parquet (zstd-compressed pages: about half the bytes of
+        the default snappy for raw samples, read by every Parquet reader)."""
         check_table(name, df)
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), sink)
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), sink, compression=PARQUET_COMPRESSION)
         target = self.path / f"{name}.parquet"
         atomic_write_bytes(target, sink.getvalue().to_pybytes())
         if name not in self.info["tables"]:
