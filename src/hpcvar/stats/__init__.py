@@ -5,9 +5,11 @@ from hpcvar.stats.summary import (
     jain_index,
     mad,
     median_ci,
+    median_ci_order,
     outlier_mask,
     summarize,
     variance_components,
 )
 
-__all__ = ["PERCENTILES", "jain_index", "mad", "median_ci", "outlier_mask", "summarize", "variance_components"]
+__all__ = ["PERCENTILES", "jain_index", "mad", "median_ci", "median_ci_order", "outlier_mask", "summarize",
+           "variance_components"]
