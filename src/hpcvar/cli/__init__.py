@@ -28,6 +28,7 @@ COMMANDS = {
                                                     "applications."),
     "report": ("hpcvar.cli.report:cli", "Write one self-contained HTML (or Markdown) report of RUNS."),
     "compare": ("hpcvar.cli.compare:cli", "Compare two runs and flag significant degradations."),
+    "export": ("hpcvar.cli.export:cli", "Stored runs for Prometheus, ReFrame, Caliper/Thicket and Extra-P."),
     "history": ("hpcvar.cli.history:cli", "Series of stored runs with the changes confirmed in them (since when?)."),
     "runs": ("hpcvar.cli.runs:cli", "List, show and remove stored runs (run directories under --runs-dir)."),
     "info": ("hpcvar.cli.info:cli", "Show the MPI hpcvar was built with, the timers and the machine."),

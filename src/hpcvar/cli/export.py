@@ -1,0 +1,43 @@
+"""hpcvar export: stored runs in the formats of the tools sites already run (docs/watch.md)."""
+
+from __future__ import annotations
+
+import click
+
+from hpcvar.cli.common import OUT_PATH, option, runs_dir_option
+
+
+@click.group("export")
+def cli() -> None:
+    """Stored runs for Prometheus, ReFrame, Caliper/Thicket and Extra-P."""
+
+
+def _write_or_print(text: str, out: str | None) -> None:
+    from pathlib import Path
+
+    from hpcvar.cli.common import writing_out
+    from hpcvar.results.store import atomic_write_text
+
+    if out is None:
+        click.echo(text, nl=False)
+        return
+    with writing_out(out):
+        atomic_write_text(Path(out), text)
+
+
+@cli.command("prometheus")
+@click.argument("run")
+@option("-o", "--out", "out", default=None, type=OUT_PATH,
+        help="Write here, atomically (e.g. /var/lib/node_exporter/textfile/hpcvar.prom); default: standard output.")
+@runs_dir_option
+def prometheus_cmd(run, out, runs_dir):
+    """RUN's figures in the text format node_exporter's textfile collector reads.
+
+    Per node and CPU: OS noise (share of time lost, longest detour); per pair of nodes and size: latency
+    quantiles and bandwidth; a screen's per-node and per-link figures; the run's answer as a number
+    (0 OK, 3 DEGRADED, 4 UNRELIABLE) and its run time. The file is replaced whole (temporary name, then
+    rename), so the collector never reads half of it."""
+    from hpcvar.export.prometheus import prometheus_text
+    from hpcvar.results.store import Run, resolve_run
+
+    _write_or_print(prometheus_text(Run.open(resolve_run(run, runs_dir))), out)
