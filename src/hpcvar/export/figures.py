@@ -113,11 +113,11 @@ def _latency(run: Run) -> Iterator[Figure]:
     if len(summ):
         top = summ.iloc[-1]
         bw = float(top["bw_bytes_per_s"])
-        lo, hi = float(top["median_ci_hi_ns"]), float(top["median_ci_lo_ns"])
-        size = float(top["size_bytes"])
+        slow, fast = float(top["median_ci_hi_ns"]), float(top["median_ci_lo_ns"])
+        nbytes = float(top["size_bytes"])
         yield Figure("pingpong_bandwidth_bytes_per_second", "Ping-pong bandwidth at the largest size (size / "
-                     "median one-way latency)", bw, {**pair, "size_bytes": str(int(size))},
-                     size / lo if lo > 0 else math.nan, size / hi if hi > 0 else math.nan)
+                     "median one-way latency)", bw, {**pair, "size_bytes": str(int(nbytes))},
+                     nbytes / slow * 1e9 if slow > 0 else math.nan, nbytes / fast * 1e9 if fast > 0 else math.nan)
 
 
 # screen's per-node metrics (hpcvar screen, issue 31): table unit -> factor to SI

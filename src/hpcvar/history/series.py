@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as _dt
 import fnmatch
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -12,6 +13,9 @@ from hpcvar.errors import UsageError
 from hpcvar.results.groups import group_key, group_label
 from hpcvar.results.store import Run, list_runs
 from hpcvar.results.upkeep import started
+
+if TYPE_CHECKING:
+    from hpcvar.history.changes import Change
 
 # run statuses a history takes: a failed characterization still has its complete steps, a failed benchmark its
 # stored points; runs in progress, interrupted or lost are left out (named in the result)
@@ -37,8 +41,8 @@ class Series:
     unit: str
     higher_is_worse: bool
     points: list[Point] = field(default_factory=list)
-    changes: list = field(default_factory=list)  # hpcvar.history.changes.Change, confirmed, in run order
-    latest: object = None  # the last run against the runs since the last change (a Change, confirmed or not)
+    changes: list[Change] = field(default_factory=list)  # confirmed, in run order
+    latest: Change | None = None  # the last run against the runs since the last change (confirmed or not)
     segments: list[tuple[int, int]] = field(default_factory=list)  # [start, end) run positions between changes
 
 
