@@ -41,3 +41,25 @@ def prometheus_cmd(run, out, runs_dir):
     from hpcvar.results.store import Run, resolve_run
 
     _write_or_print(prometheus_text(Run.open(resolve_run(run, runs_dir))), out)
+
+
+@cli.command("reframe-refs")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--drop-label", "drop", multiple=True, metavar="LABEL",
+              help="Leave this label out of the variable names (node: one reference for every node of a "
+                   "--distribute'd test). Repeatable.")
+@option("-o", "--out", "out", default=None, type=OUT_PATH, help="Write the JSON here; default: standard output.")
+@runs_dir_option
+def reframe_refs_cmd(runs, drop, out, runs_dir):
+    """ReFrame references (value, lower, upper, unit) from RUNS, bounds from the measured dispersion.
+
+    One run: each figure's 95% CI; several runs of one group (a site's last good nights): the range of their
+    values and CIs, which holds the run-to-run variation. Only the bad side is bounded. The JSON's
+    'reference' is what hpcvar.integrations.reframe's tests take (their 'references' variable), and the
+    same command on a test's own run gives its performance variables (docs/watch.md)."""
+    from hpcvar.export.reframe import refs_json
+    from hpcvar.results import dumps
+    from hpcvar.results.store import Run, resolve_run
+
+    chosen = [Run.open(resolve_run(r, runs_dir)) for r in runs]
+    _write_or_print(dumps(refs_json(chosen, drop)) + "\n", out)

@@ -17,6 +17,7 @@ from hpcvar.results.store import Run
 
 # the one-line answer (hpcvar.answer, issue 31) as a number: the exit code the commands return for it
 ANSWER_CODES = {"OK": 0, "DEGRADED": 3, "UNRELIABLE": 4}
+WINDOW_S = 0.1  # the windows of the noise fraction's CI: those of the noise record view's metric
 LATENCY_QUANTILES = (("0.5", "median_ns"), ("0.9", "p90_ns"), ("0.99", "p99_ns"), ("0.999", "p99_9_ns"))
 
 
@@ -90,12 +91,52 @@ def _noise(run: Run) -> Iterator[Figure]:
     if not run.has_table("noise.summary"):
         return
     default = str((run.info.get("metadata") or {}).get("host") or "")
+    windows = _noise_windows(run)
     for r in run.read_table("noise.summary").itertuples(index=False):
-        labels = {"node": str(getattr(r, "host", "") or default), "cpu": str(int(r.cpu))}
+        host = str(getattr(r, "host", "") or default)
+        labels = {"node": host, "cpu": str(int(r.cpu))}
+        lo, hi = _mean_ci(windows.get((host, int(r.cpu))) or windows.get(("", int(r.cpu))) or [])
         yield Figure("noise_lost_ratio", "Share of the CPU's time lost to OS noise (detours)",
-                     float(r.noise_fraction), labels)
+                     float(r.noise_fraction), labels, lo, hi)
         yield Figure("noise_longest_detour_seconds", "Longest detour of the CPU", float(r.max_ns) * 1e-9, labels)
-        yield Figure("noise_detours_per_second", "Detours per second on the CPU", float(r.events_per_s), labels)
+        rate, n = float(r.events_per_s), float(r.events)
+        half = 1.96 * math.sqrt(n) / float(r.length_s) if n > 0 and float(r.length_s) > 0 else math.nan
+        yield Figure("noise_detours_per_second", "Detours per second on the CPU", rate, labels, rate - half,
+                     rate + half)
+
+
+def _noise_windows(run: Run) -> dict[tuple[str, int], list[float]]:
+    """The CPU time lost in each 100 ms window, per (node, CPU), from the recording's trace(s) (node '' for a
+    recording of this machine)."""
+    from hpcvar.noise.formats import load_trace
+
+    paths = [("", run.path / "trace.jtr")] if (run.path / "trace.jtr").is_file() else [
+        (p.stem, p) for p in sorted((run.path / "traces").glob("*.jtr"))]
+    out: dict[tuple[str, int], list[float]] = {}
+    for host, p in paths:
+        trace = load_trace(p)
+        window = int(WINDOW_S * trace.freq_hz)
+        for c in trace.cpus:
+            n = int(c.length // window) if window > 0 else 0
+            if n < 2:
+                continue
+            idx = c.starts() // window
+            keep = idx < n
+            lost = [0.0] * n
+            for i, d in zip(idx[keep], c.duration[keep], strict=True):
+                lost[int(i)] += float(d) / window
+            out[(host, int(c.cpu))] = lost
+    return out
+
+
+def _mean_ci(x: list[float]) -> tuple[float, float]:
+    """95% CI of the mean (normal approximation; NaN below 2 values)."""
+    if len(x) < 2:
+        return math.nan, math.nan
+    m = sum(x) / len(x)
+    sd = math.sqrt(sum((v - m) ** 2 for v in x) / (len(x) - 1))
+    half = 1.96 * sd / math.sqrt(len(x))
+    return m - half, m + half
 
 
 def _latency(run: Run) -> Iterator[Figure]:
