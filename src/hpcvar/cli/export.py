@@ -63,3 +63,54 @@ def reframe_refs_cmd(runs, drop, out, runs_dir):
 
     chosen = [Run.open(resolve_run(r, runs_dir)) for r in runs]
     _write_or_print(dumps(refs_json(chosen, drop)) + "\n", out)
+
+
+@cli.command("caliper")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("-o", "--out", "out", required=True, type=click.Path(),
+              help="A .json file for one run, or an existing directory: one <run>.json per run.")
+@runs_dir_option
+def caliper_cmd(runs, out, runs_dir):
+    """RUNS as Caliper profiles (json-split, with the run's metadata) that Thicket and Hatchet read.
+
+    One profile per run: regions hpcvar > command (a characterization: its steps) > metric, with the
+    median, mean, min, max, p90, p99 and count of each metric's samples; the metadata names the cluster,
+    nodes, ranks, MPI and hpcvar version. In Python: thicket.Thicket.from_caliper(files)."""
+    from pathlib import Path
+
+    from hpcvar.errors import UsageError
+    from hpcvar.export.caliper import caliper_profile
+    from hpcvar.results import dumps
+    from hpcvar.results.store import Run, resolve_run
+
+    chosen = [Run.open(resolve_run(r, runs_dir)) for r in runs]
+    target = Path(out)
+    if target.suffix.lower() == ".json" and not target.is_dir():
+        if len(chosen) > 1:
+            raise UsageError(f"{len(chosen)} runs make {len(chosen)} profiles, not one file", "-o",
+                             "Give an existing directory (one <run>.json each)")
+        _write_or_print(dumps(caliper_profile(chosen[0])) + "\n", str(target))
+        click.echo(f"written {target}")
+        return
+    if not target.is_dir():
+        raise UsageError(f"'{out}' is neither a .json file name nor an existing directory", "-o",
+                         f"Create the directory first (mkdir -p {out}) or give a .json file for one run")
+    for run in chosen:
+        _write_or_print(dumps(caliper_profile(run)) + "\n", str(target / f"{run.id}.json"))
+    click.echo(f"written {len(chosen)} profile(s) into {target}")
+
+
+@cli.command("extrap")
+@click.argument("runs", nargs=-1, required=True)
+@option("-o", "--out", "out", default=None, type=OUT_PATH,
+        help="Write the JSON Lines here (e.g. sweep.jsonl); default: standard output.")
+@runs_dir_option
+def extrap_cmd(runs, out, runs_dir):
+    """RUNS (sweeps over size, queue length, clients, or runs at several --np) as Extra-P JSON Lines.
+
+    One line per repetition: every sample is kept. Then: extrap --jsonlines FILE (or Thicket's Extra-P
+    modeling)."""
+    from hpcvar.export.extrap import extrap_lines
+    from hpcvar.results.store import Run, resolve_run
+
+    _write_or_print(extrap_lines([Run.open(resolve_run(r, runs_dir)) for r in runs]), out)

@@ -81,6 +81,13 @@ def _answer(run: Run) -> Iterator[Figure]:
                      1.0 if a["status"] == status else 0.0, {**labels, "state": status})
 
 
+def mpi_name(run: Run) -> str:
+    """The MPI library of a run in a few words: "MPICH 5.0.2", "Open MPI v5.0.11"."""
+    native = (run.info.get("metadata") or {}).get("native") or {}
+    lib = str(native.get("mpi_library") or "").split(" MPICH Release")[0].split(",")[0]
+    return " ".join(lib.replace("Version:", "").split())
+
+
 def _hosts(run: Run) -> list[str]:
     native = (run.info.get("metadata") or {}).get("native") or {}
     hosts = [h for h in str(native.get("hosts") or "").split(",") if h]

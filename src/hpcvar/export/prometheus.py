@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from hpcvar import __version__
 from hpcvar.errors import UsageError
-from hpcvar.export.figures import Figure, run_figures
+from hpcvar.export.figures import Figure, mpi_name, run_figures
 from hpcvar.results.groups import run_hosts
 from hpcvar.results.store import Run
 
@@ -34,9 +34,7 @@ def _client():
 
 
 def _info(run: Run) -> Figure:
-    native = (run.info.get("metadata") or {}).get("native") or {}
-    lib = str(native.get("mpi_library") or "").split(" MPICH Release")[0].split(",")[0]
-    mpi = " ".join(lib.replace("Version:", "").split())  # "MPICH 5.0.2", "Open MPI v5.0.11"
+    mpi = mpi_name(run)
     return Figure("run_info", "The run these figures come from (value 1)", 1.0,
                   {"run": run.id, "command": str(run.info.get("command")), "hosts": ",".join(run_hosts(run)),
                    "hpcvar_version": str(run.info.get("hpcvar_version") or __version__), "mpi": mpi})
