@@ -80,8 +80,8 @@ def synthetic(events: int, tasks: int):
 
 _CHILD = r"""
 import json, resource, sys, time
-from hpcvar.sim.app_job import Params, run_job
-import hpcvar.sim.replay_native, hpcvar.traces.native, hpcvar.sim.app_report, pyarrow.parquet
+from hpcvar.kinds.sim_app.job import Params, run_job
+import hpcvar.sim.replay_native, hpcvar.traces.native, hpcvar.kinds.sim_app.views, pyarrow.parquet
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize()
@@ -116,7 +116,7 @@ def main() -> None:
                     help="also replay a trace of this many events with the Python reference engine")
     ap.add_argument("--keep", default=None, help="keep the trace file here")
     a = ap.parse_args()
-    from hpcvar.sim.app import Cluster, Simulator, mapping
+    from hpcvar.sim.replay import Cluster, Simulator, mapping
     from hpcvar.sim.replay_native import lower_native
     from hpcvar.traces.native import write_parquet
 

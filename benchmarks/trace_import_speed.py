@@ -1,8 +1,10 @@
 """Trace import speed: SimGrid TIT (C parser and Python reference) and OTF2 (C reader and the otf2 package).
 
-TIT (--lines 0: none): a synthetic single-file trace of about --lines actions over --tasks ranks (each rank
-repeats: compute, Isend 4 KiB to the right, Irecv from the left, wait, wait, and every 50th iteration an
-allreduce), written once, then timed:
+TIT (--lines 0: none): a synthetic single-file trace of about --lines actions over --tasks ranks, in each of
+SimGrid's dialects (--dialects): >= 3.20, as smpirun -trace-ti writes it (each rank repeats: compute, isend of
+512 doubles to the right with tag and datatype, irecv from the left, 'wait SRC DST TAG' twice, and every 50th
+iteration an allreduce with its flops), and <= 3.19 (compute, Isend 4096 bytes, Irecv, wait, wait, allReduce),
+written once, then timed:
 
 1. the C parser from the file's bytes to column arrays (``tit_native.parse``), lines per second;
 2. ``read_tit`` end to end with the C parser (read the file, parse, build the events frame);
@@ -14,7 +16,7 @@ an archive of about N events, read by ``read_otf2`` with each engine.
 Figures are printed with the target of issue 18 (TIT: >= 5M lines/s to arrays); this is not a timed test.
 
     .venv/bin/python benchmarks/trace_import_speed.py [--lines 10000000] [--tasks 64] [--python-lines 1000000]
-        [--otf2-events 200000]
+        [--otf2-events 200000] [--dialects 3.20,3.19]
 """
 
 from __future__ import annotations
@@ -29,16 +31,22 @@ TARGET_TIT = 5e6  # lines/s, TIT to column arrays
 PYTHON_OTF2_MAX = 2_000_000  # events: the otf2 package's reader takes 10 s there
 
 
-def tit_text(lines: int, tasks: int) -> bytes:
+def tit_text(lines: int, tasks: int, dialect: str = "3.20") -> bytes:
     """About ``lines`` actions: per rank an init, the iterations, a finalize (rank blocks one after the other)."""
     per_iter = 5 + 1 / 50
     iters = max(1, int((lines / tasks - 2) / per_iter))
     out = []
     for r in range(tasks):
         right, left = (r + 1) % tasks, (r - 1) % tasks
-        it = f"p{r} compute 1e4\np{r} Isend p{right} 4096\np{r} Irecv p{left} 4096\np{r} wait\np{r} wait\n"
-        block = it * 49 + it + f"p{r} allreduce 8 1\n"
-        out += [f"p{r} init\n", block * (iters // 50), it * (iters % 50), f"p{r} finalize\n"]
+        if dialect == "3.20":
+            it = (f"{r} compute 10000\n{r} isend {right} 7 512 0\n{r} irecv {left} 7 512 0\n{r} wait {r} {right} 7\n"
+                  f"{r} wait {left} {r} 7\n")
+            coll = f"{r} allreduce 1 1000 0 \n"
+        else:
+            it = f"p{r} compute 1e4\np{r} Isend p{right} 4096\np{r} Irecv p{left} 4096\np{r} wait\np{r} wait\n"
+            coll = f"p{r} allReduce 8 1\n"
+        block = it * 49 + it + coll
+        out += [f"{r} init\n", block * (iters // 50), it * (iters % 50), f"{r} finalize\n"]
     return "".join(out).encode()
 
 
@@ -52,16 +60,18 @@ def best_of(fn, repeat: int = 3):
     return best, res
 
 
-def bench_tit(lines: int, tasks: int, python_lines: int, d: Path) -> None:
+def bench_tit(lines: int, tasks: int, python_lines: int, d: Path, dialect: str) -> None:
     from hpcvar.traces import tit_native
     from hpcvar.traces.tit import read_tit
 
     t0 = time.perf_counter()
-    data = tit_text(lines, tasks)
+    data = tit_text(lines, tasks, dialect)
     path = d / "big.tit"
     path.write_bytes(data)
     n = data.count(b"\n")
-    print(f"TIT: {n:,} lines, {tasks} ranks, {len(data) / 2**20:.0f} MiB (written in {time.perf_counter() - t0:.1f} s)")
+    name = "SimGrid >= 3.20" if dialect == "3.20" else "SimGrid <= 3.19"
+    print(f"TIT, {name}'s dialect: {n:,} lines, {tasks} ranks, {len(data) / 2**20:.0f} MiB (written in "
+          f"{time.perf_counter() - t0:.1f} s)")
     t_arr, res = best_of(lambda: tit_native.parse([data], 1e9))
     rows = len(res.cols["task"])
     verdict = "meets" if n / t_arr >= TARGET_TIT else "MISSES"
@@ -73,7 +83,7 @@ def bench_tit(lines: int, tasks: int, python_lines: int, d: Path) -> None:
     del tr, res
     if python_lines > 0:
         small = d / "small.tit"
-        head = tit_text(python_lines, tasks)
+        head = tit_text(python_lines, tasks, dialect)
         small.write_bytes(head)
         m = head.count(b"\n")
         t_py, _ = best_of(lambda: read_tit(small, 1e9, "python"), repeat=1)
@@ -145,11 +155,12 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=64)
     ap.add_argument("--python-lines", type=int, default=1_000_000)
     ap.add_argument("--otf2-events", type=int, default=200_000)
+    ap.add_argument("--dialects", default="3.20,3.19", help="TIT dialects to time: 3.20 (SimGrid >= 3.20), 3.19")
     a = ap.parse_args()
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs")
     with tempfile.TemporaryDirectory() as d:
-        if a.lines > 0:
-            bench_tit(a.lines, a.tasks, a.python_lines, Path(d))
+        for dialect in a.dialects.split(",") if a.lines > 0 else []:
+            bench_tit(a.lines, a.tasks, a.python_lines, Path(d), dialect)
         if a.otf2_events > 0:
             bench_otf2(a.otf2_events, min(a.tasks, 16), Path(d))
 

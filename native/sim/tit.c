@@ -1,5 +1,7 @@
 /* SimGrid time-independent traces (TIT) into column arrays: the compiled twin of the Python reference
- * hpcvar.traces.tit (its _Parser), for ASCII input (Python sends any other text to the reference).
+ * hpcvar.traces.tit (its _Parser), for ASCII input (Python sends any other text to the reference). Both dialects
+ * of SimGrid (native/sim/tit_dialect.c): each file's grammar is chosen by its first line that only one grammar
+ * reads (or by the dialect given), then its lines are read in order.
  * Lines end at \n, \r\n, \r, \v, \f, \x1c, \x1d, \x1e (str.splitlines); fields are separated by space,
  * \t, \x1f (str.split). Numbers follow Python's int() and float() grammars (signs, underscores between
  * digits, inf/nan, the int digit limit) so that the same tokens are accepted with the same values.
@@ -8,6 +10,7 @@
  * error stops the parse: its kind, file, line and token; Python writes the message (hpcvar.traces.tit). */
 #include "hv_ops.h"
 #include "tit.h"
+#include "tit_dialect.h"
 
 #include <locale.h>
 #include <math.h>
@@ -19,12 +22,12 @@
 #define MAX_NS 100000000000000000LL /* 10**17: hpcvar.traces.native.MAX_NS */
 #define MAX_BYTES (1LL << 62)
 #define MAX_SIZE 1125899906842624.0 /* 2**50: hpcvar.units.MAX_SIZE */
-#define MAX_TOK 6
+#define MAX_TAG 2147483647LL
 
 enum { C_TOK = 0, C_SPACE = 1, C_BREAK = 2, C_CR = 3, C_HIGH = 4 };
 
 typedef struct {
-    int64_t rank, clock, nrows;
+    int64_t rank, clock, nrows, default_size; /* default_size: bytes of a count without a datatype */
     int8_t last_op;
     int64_t *pend; /* the pending isend/irecv: (file-order row index, seq) pairs, oldest first */
     int64_t npend, cappend;
@@ -33,7 +36,7 @@ typedef struct {
 typedef struct {
     int32_t *tid;
     int8_t *op;
-    int32_t *peer;
+    int32_t *peer, *tag;
     int64_t *bytes, *req, *t;
     int64_t n, cap;
     task_st *task;
@@ -44,12 +47,13 @@ typedef struct {
     int64_t peer_max, peer_file, peer_line;
     char *scratch;
     int64_t capscratch;
+    int64_t world; /* the ranks of the trace (the highest first field + 1), counted for a v-collective; 0: not yet */
 } tit_st;
 
 typedef struct {
-    const char *p[MAX_TOK];
-    int64_t len[MAX_TOK];
-    int n; /* fields in the line, at most MAX_TOK counted */
+    const char **p; /* the fields of the line (all of them: a v-collective has a count per rank) */
+    int64_t *len;
+    int64_t n, cap;
 } fields;
 
 static unsigned char cls[256];
@@ -204,6 +208,7 @@ static int64_t new_task(tit_st *S, int64_t rank) {
     memset(t, 0, sizeof *t);
     t->rank = rank;
     t->last_op = -1;
+    t->default_size = 1;
     return S->ntask++;
 }
 
@@ -228,26 +233,27 @@ static int64_t task_of(tit_st *S, int64_t rank) {
 static int rows_grow(tit_st *S, int64_t want) {
     int64_t cap = S->cap ? 2 * S->cap : 4096;
     if (want > cap) cap = want;
-    void *p[6] = {realloc(S->tid, (size_t)cap * 4), NULL, NULL, NULL, NULL, NULL};
+    void *p[7] = {realloc(S->tid, (size_t)cap * 4), NULL, NULL, NULL, NULL, NULL, NULL};
     if (p[0]) S->tid = p[0];
     if ((p[1] = realloc(S->op, (size_t)cap))) S->op = p[1];
     if ((p[2] = realloc(S->peer, (size_t)cap * 4))) S->peer = p[2];
     if ((p[3] = realloc(S->bytes, (size_t)cap * 8))) S->bytes = p[3];
     if ((p[4] = realloc(S->req, (size_t)cap * 8))) S->req = p[4];
     if ((p[5] = realloc(S->t, (size_t)cap * 8))) S->t = p[5];
-    for (int i = 0; i < 6; i++)
+    if ((p[6] = realloc(S->tag, (size_t)cap * 4))) S->tag = p[6];
+    for (int i = 0; i < 7; i++)
         if (!p[i]) return -1;
     S->cap = cap;
     return 0;
 }
 
 /* a row of task ti at its clock (every TIT row lasts 0 s); the row's index, -1 on no memory */
-static int64_t add_row(tit_st *S, int64_t ti, int op, int64_t peer, int64_t nbytes, int64_t req, int64_t file,
-                       int64_t line) {
+static int64_t add_row(tit_st *S, int64_t ti, int op, int64_t peer, int64_t nbytes, int64_t tag, int64_t req,
+                       int64_t file, int64_t line) {
     if (S->n == S->cap && rows_grow(S, 0)) return -1;
     task_st *t = &S->task[ti];
     int64_t i = S->n++;
-    S->tid[i] = (int32_t)ti, S->op[i] = (int8_t)op, S->peer[i] = (int32_t)peer;
+    S->tid[i] = (int32_t)ti, S->op[i] = (int8_t)op, S->peer[i] = (int32_t)peer, S->tag[i] = (int32_t)tag;
     S->bytes[i] = nbytes, S->req[i] = req, S->t[i] = t->clock;
     t->nrows++;
     t->last_op = (int8_t)op;
@@ -269,56 +275,12 @@ static int push_pending(task_st *t, int64_t row) {
 
 /* ---- one line ------------------------------------------------------------------------------- */
 
-enum { A_INIT, A_FINALIZE, A_COMPUTE, A_SLEEP, A_P2P, A_WAIT, A_WAITALL, A_COLL, A_IGNORED, A_UNKNOWN };
-
-typedef struct {
-    const char *name;
-    int action, op;
-} action_def;
-
-static int64_t action_len[32];
-
-static const action_def ACTIONS[] = {
-    {"init", A_INIT, OP_INIT},
-    {"finalize", A_FINALIZE, OP_FINALIZE},
-    {"compute", A_COMPUTE, -1},
-    {"sleep", A_SLEEP, -1},
-    {"send", A_P2P, OP_SEND},
-    {"isend", A_P2P, OP_ISEND},
-    {"recv", A_P2P, OP_RECV},
-    {"irecv", A_P2P, OP_IRECV},
-    {"wait", A_WAIT, OP_WAIT},
-    {"waitall", A_WAITALL, OP_WAIT},
-    {"barrier", A_COLL, OP_BARRIER},
-    {"bcast", A_COLL, OP_BCAST},
-    {"reduce", A_COLL, OP_REDUCE},
-    {"allreduce", A_COLL, OP_ALLREDUCE},
-    {"gather", A_COLL, OP_GATHER},
-    {"scatter", A_COLL, OP_SCATTER},
-    {"allgather", A_COLL, OP_ALLGATHER},
-    {"alltoall", A_COLL, OP_ALLTOALL},
-    {"comm_size", A_IGNORED, -1},
-    {"comm_split", A_IGNORED, -1},
-    {"comm_dup", A_IGNORED, -1},
-    {"test", A_IGNORED, -1},
-};
-
-static void init_actions(void) {
-    for (size_t i = 0; i < sizeof ACTIONS / sizeof *ACTIONS; i++) action_len[i] = (int64_t)strlen(ACTIONS[i].name);
-}
-
-static const action_def *action_of(const char *s, int64_t n) {
-    static const action_def unknown = {"", A_UNKNOWN, -1};
-    for (size_t i = 0; i < sizeof ACTIONS / sizeof *ACTIONS; i++)
-        if (action_len[i] == n && ci_eq(s, n, ACTIONS[i].name, n)) return &ACTIONS[i];
-    return &unknown;
-}
-
 typedef struct {
     tit_st *S;
     hv_tit_config *c;
     fields f;
-    int64_t file, line, start, end, ti;
+    int64_t file, line, start, end, ti, chosen_at;
+    int grammar;
 } line_ctx;
 
 static int fail(line_ctx *L, int err, int tok, int64_t a, int64_t b) {
@@ -328,9 +290,10 @@ static int fail(line_ctx *L, int err, int tok, int64_t a, int64_t b) {
     return -1;
 }
 
+static const tit_action *action_of(line_ctx *L) { return tit_action_of(L->f.p[1], L->f.len[1]); }
+
 /* field i as a rank (``3`` or ``p3``) */
 static int get_rank(line_ctx *L, int i, int64_t *r) {
-    if (i >= L->f.n) return fail(L, HV_TIT_E_MISSING, i, 0, 0);
     const char *s = L->f.p[i];
     int64_t n = L->f.len[i];
     if (n && s[0] == 'p') s++, n--;
@@ -338,35 +301,67 @@ static int get_rank(line_ctx *L, int i, int64_t *r) {
     return 0;
 }
 
-static int get_size(line_ctx *L, int i, int64_t *v) {
+/* field i as a rank, or ``dflt`` when the line has no field i */
+static int opt_rank(line_ctx *L, int i, int64_t dflt, int64_t *r) {
+    if (i >= L->f.n) return *r = dflt, 0;
+    return get_rank(L, i, r);
+}
+
+static int get_tag(line_ctx *L, int i, int64_t *v) {
+    if (py_int(L->f.p[i], L->f.len[i], L->c->max_digits, v) || *v < 0 || *v > MAX_TAG)
+        return fail(L, HV_TIT_E_TAG, i, 0, 0);
+    return 0;
+}
+
+/* field i as a count: float() truncated, in 0..MAX_SIZE */
+static int get_count(line_ctx *L, int i, int64_t *v) {
     double x;
-    if (i >= L->f.n) return fail(L, HV_TIT_E_MISSING, i, 0, 0);
     if (py_float(L->S, L->f.p[i], L->f.len[i], &x) || !(x >= 0 && x <= MAX_SIZE))
         return fail(L, HV_TIT_E_SIZE, i, 0, 0);
     *v = (int64_t)x;
     return 0;
 }
 
-/* field 2 as seconds (divided by ``divisor``) into ns, rounded half to even like Python's round() */
-static int get_ns(line_ctx *L, double divisor, int err, int64_t *ns) {
+/* field i as seconds (divided by ``divisor``) into ns, rounded half to even like Python's round() */
+static int get_ns(line_ctx *L, int i, double divisor, int err, int64_t *ns) {
     double x;
-    if (2 >= L->f.n) return fail(L, HV_TIT_E_MISSING, 2, 0, 0);
-    if (py_float(L->S, L->f.p[2], L->f.len[2], &x)) return fail(L, err, 2, 0, 0);
+    if (py_float(L->S, L->f.p[i], L->f.len[i], &x)) return fail(L, err, i, 0, 0);
     double y = x / divisor * 1e9;
-    if (!(y >= 0 && y <= (double)MAX_NS)) return fail(L, err, 2, 0, 0);
+    if (!(y >= 0 && y <= (double)MAX_NS)) return fail(L, err, i, 0, 0);
     *ns = (int64_t)nearbyint(y);
     return 0;
 }
 
-static int add(line_ctx *L, int op, int64_t peer, int64_t nbytes, int64_t req) {
-    if (add_row(L->S, L->ti, op, peer, nbytes, req, L->file, L->line) < 0) return fail(L, HV_TIT_E_MEMORY, 0, 0, 0);
+/* the size of the datatype at field i (absent: the task's default) */
+static int get_datatype(line_ctx *L, int i, int64_t *size) {
+    if (i >= L->f.n) return *size = L->S->task[L->ti].default_size, 0;
+    int s = tit_datatype_size(L->f.p[i], L->f.len[i], L->c->dialect, L->grammar);
+    if (s < 0) return fail(L, HV_TIT_E_DATATYPE, i, -s, L->grammar);
+    *size = s;
     return 0;
 }
 
+/* count (field i) times size, at most MAX_SIZE */
+static int bytes_of(line_ctx *L, int i, int64_t count, int64_t size, int64_t *out) {
+    if (count * size > (int64_t)MAX_SIZE) return fail(L, HV_TIT_E_BYTES, i, size, 0); /* <= 2^50 * 32 */
+    *out = count * size;
+    return 0;
+}
+
+static int add(line_ctx *L, int op, int64_t peer, int64_t nbytes, int64_t tag, int64_t req) {
+    if (add_row(L->S, L->ti, op, peer, nbytes, tag, req, L->file, L->line) < 0)
+        return fail(L, HV_TIT_E_MEMORY, 0, 0, 0);
+    return 0;
+}
+
+/* PEER [TAG] COUNT [DATATYPE] (the tag: in the 3.20 grammar only) */
 static int do_p2p(line_ctx *L, int op) {
-    int64_t peer, nbytes;
-    if (get_rank(L, 2, &peer) || get_size(L, 3, &nbytes)) return -1;
-    int64_t row = add_row(L->S, L->ti, op, peer, nbytes, -1, L->file, L->line);
+    int64_t peer, tag = 0, count, size, nbytes;
+    int neu = L->grammar == HV_TIT_NEW, ci = neu ? 4 : 3;
+    if (get_rank(L, 2, &peer) || (neu && get_tag(L, 3, &tag)) || get_count(L, ci, &count) ||
+        get_datatype(L, ci + 1, &size) || bytes_of(L, ci, count, size, &nbytes))
+        return -1;
+    int64_t row = add_row(L->S, L->ti, op, peer, nbytes, tag, -1, L->file, L->line);
     if (row < 0 || ((op == OP_ISEND || op == OP_IRECV) && push_pending(&L->S->task[L->ti], row)))
         return fail(L, HV_TIT_E_MEMORY, 0, 0, 0);
     return 0;
@@ -378,24 +373,31 @@ static int complete(line_ctx *L, task_st *t, int64_t k) {
     int64_t row = t->pend[2 * k], seq = t->pend[2 * k + 1];
     memmove(&t->pend[2 * k], &t->pend[2 * k + 2], (size_t)(t->npend - k - 1) * 2 * sizeof *t->pend);
     t->npend--;
-    return add(L, OP_WAIT, S->peer[row], S->bytes[row], seq);
+    return add(L, OP_WAIT, S->peer[row], S->bytes[row], S->tag[row], seq);
 }
 
-/* wait: the most recent pending request, or with ``wait SRC DST`` the oldest one between them */
+/* 3.19: the most recent pending request; 3.20: ``wait SRC DST TAG``, the oldest pending one with that key */
 static int do_wait(line_ctx *L) {
     task_st *t = &L->S->task[L->ti];
-    if (!t->npend) return fail(L, HV_TIT_E_WAIT_EMPTY, 0, 0, 0);
-    int64_t pick = t->npend - 1, src, dst;
-    if (L->f.n >= 4) {
-        if (get_rank(L, 2, &src) || get_rank(L, 3, &dst)) return -1;
-        for (pick = 0; pick < t->npend; pick++) {
-            int64_t row = t->pend[2 * pick], op = L->S->op[row], peer = L->S->peer[row];
-            if ((op == OP_ISEND && t->rank == src && peer == dst) || (op == OP_IRECV && t->rank == dst && peer == src))
-                break;
-        }
-        if (pick == t->npend) return fail(L, HV_TIT_E_WAIT_NONE, 0, src, dst);
+    if (L->grammar != HV_TIT_NEW) {
+        if (!t->npend) return fail(L, HV_TIT_E_WAIT_EMPTY, 0, 0, 0);
+        return complete(L, t, t->npend - 1);
     }
-    return complete(L, t, pick);
+    int64_t src, dst, tag;
+    if (get_rank(L, 2, &src) || get_rank(L, 3, &dst) || get_tag(L, 4, &tag)) return -1;
+    for (int64_t k = 0; k < t->npend; k++) {
+        int64_t row = t->pend[2 * k], op = L->S->op[row], peer = L->S->peer[row];
+        if (L->S->tag[row] == tag &&
+            ((op == OP_ISEND && t->rank == src && peer == dst) || (op == OP_IRECV && t->rank == dst && peer == src)))
+            return complete(L, t, k);
+    }
+    return fail(L, HV_TIT_E_WAIT_NONE, 4, src, dst);
+}
+
+static int do_test(line_ctx *L) {
+    int64_t src, dst, tag;
+    if (L->grammar != HV_TIT_NEW) return 0;
+    return get_rank(L, 2, &src) || get_rank(L, 3, &dst) || get_tag(L, 4, &tag) ? -1 : 0;
 }
 
 static int do_waitall(line_ctx *L) {
@@ -405,41 +407,167 @@ static int do_waitall(line_ctx *L) {
     return 0;
 }
 
-/* a collective: bytes from field 2 (not for barrier), the root (bcast: field 3; reduce, gather, scatter:
- * field 4; else 0) for rooted ones */
-static int do_coll(line_ctx *L, int op) {
-    int64_t nb = 0, root = -1;
-    int nargs = L->f.n - 2, rooted = op == OP_BCAST || op == OP_REDUCE || op == OP_GATHER || op == OP_SCATTER;
-    if (nargs > 0 && op != OP_BARRIER && get_size(L, 2, &nb)) return -1;
-    if (op == OP_BCAST && nargs >= 2) {
-        if (get_rank(L, 3, &root)) return -1;
-    } else if (op != OP_BCAST && rooted && nargs >= 3) {
-        if (get_rank(L, 4, &root)) return -1;
-    } else if (rooted) root = 0;
-    if (op == OP_ALLTOALL && get_size(L, 2, &nb)) return -1;
-    return add(L, op, root, nb, -1);
+/* SEND RECV [ROOT] [DT1 [DT2]] of gather, scatter (rooted), allgather, alltoall: this rank's bytes */
+static int coll_blocks(line_ctx *L, int op, int64_t count, int64_t *root, int64_t *nbytes) {
+    int64_t recv, ss, rs, sb, rb;
+    int rooted = op == OP_GATHER || op == OP_SCATTER, d = rooted ? 5 : 4;
+    if (get_count(L, 3, &recv) || (rooted && opt_rank(L, 4, 0, root)) || get_datatype(L, d, &ss) ||
+        get_datatype(L, d + 1, &rs) || bytes_of(L, 2, count, ss, &sb) || bytes_of(L, 3, recv, rs, &rb))
+        return -1;
+    *nbytes = op == OP_SCATTER ? rb : sb; /* scatter: the block received (significant everywhere) */
+    return 0;
 }
 
-static int do_action(line_ctx *L, const action_def *a) {
+/* a collective row (bytes: this rank's contribution), then the FLOPS of reduce and allreduce */
+static int do_coll(line_ctx *L, int op) {
+    int64_t count, ns = 0, root = -1, size, nbytes;
+    if (op == OP_BARRIER) return add(L, op, -1, 0, 0, -1);
+    if (get_count(L, 2, &count)) return -1;
+    if (op == OP_REDUCE || op == OP_ALLREDUCE) {
+        int d = op == OP_REDUCE ? 5 : 4;
+        if (get_ns(L, 3, L->c->flops_rate, HV_TIT_E_COMPUTE, &ns) || (op == OP_REDUCE && opt_rank(L, 4, 0, &root)) ||
+            get_datatype(L, d, &size) || bytes_of(L, 2, count, size, &nbytes))
+            return -1;
+    } else if (op == OP_BCAST) {
+        if (opt_rank(L, 3, 0, &root) || get_datatype(L, 4, &size) || bytes_of(L, 2, count, size, &nbytes)) return -1;
+    } else if (coll_blocks(L, op, count, &root, &nbytes)) return -1;
+    if (add(L, op, root, nbytes, 0, -1)) return -1;
+    L->S->task[L->ti].clock += ns;
+    return 0;
+}
+
+/* sendRecv SEND_COUNT DST RECV_COUNT SRC [DT1 [DT2]] (SimGrid 3.32; tag 0 on both sides) */
+static int do_sendrecv(line_ctx *L) {
+    int64_t sc, dst, rc, src, ss, rs, sb, rb;
+    if (get_count(L, 2, &sc) || get_rank(L, 3, &dst) || get_count(L, 4, &rc) || get_rank(L, 5, &src) ||
+        get_datatype(L, 6, &ss) || get_datatype(L, 7, &rs) || bytes_of(L, 2, sc, ss, &sb) ||
+        bytes_of(L, 4, rc, rs, &rb))
+        return -1;
+    return add(L, OP_SENDRECV, dst, sb, 0, -1) || add(L, OP_SENDRECV_RECV, src, rb, 0, -1) ? -1 : 0;
+}
+
+/* the first field of every line that is not a comment, as a rank: the highest + 1 (computed once) */
+static int64_t world_size(line_ctx *L) {
+    tit_st *S = L->S;
+    if (S->world) return S->world;
+    for (int64_t file = 0; file < L->c->nfiles; file++) {
+        const char *s = L->c->buf[file];
+        int64_t n = L->c->len[file], i = 0, r;
+        while (i < n) {
+            while (i < n && cls[(unsigned char)s[i]] == C_SPACE) i++;
+            int64_t b = i;
+            while (i < n && cls[(unsigned char)s[i]] == C_TOK) i++;
+            const char *t = s + b;
+            int64_t k = i - b;
+            if (k && t[0] != '#' && (i >= n || cls[(unsigned char)s[i]] != C_HIGH)) {
+                if (t[0] == 'p') t++, k--;
+                if (!py_int(t, k, L->c->max_digits, &r) && r >= 0 && r < MAX_TASKS && r + 1 > S->world)
+                    S->world = r + 1;
+            }
+            while (i < n && cls[(unsigned char)s[i]] != C_BREAK && cls[(unsigned char)s[i]] != C_CR) i++;
+            i += (i < n && s[i] == '\r' && i + 1 < n && s[i + 1] == '\n') ? 2 : 1;
+        }
+    }
+    return S->world;
+}
+
+/* the sum of the n counts from field i */
+static int get_counts(line_ctx *L, int64_t i, int64_t n, int64_t *total) {
+    int64_t v;
+    *total = 0;
+    for (int64_t k = i; k < i + n; k++) {
+        if (get_count(L, (int)k, &v)) return -1;
+        *total += v; /* each at most 2^50; saturated below: beyond MAX_SIZE is an error anyway */
+        if (*total > (1LL << 62)) *total = 1LL << 62;
+    }
+    return 0;
+}
+
+static int total_of(line_ctx *L, int64_t i, int64_t total, int64_t size, int64_t *out) {
+    if (total > (int64_t)MAX_SIZE || total * size > (int64_t)MAX_SIZE) return fail(L, HV_TIT_E_TOTAL, (int)i, size, 0);
+    *out = total * size;
+    return 0;
+}
+
+/* gatherv, scatterv, allgatherv, alltoallv with a count per rank (bytes: this rank's, the root's the sum);
+ * reducescatter as a reduce to rank 0 of the sum, a scatterv of each rank's count, then its flops */
+static int do_vcoll(line_ctx *L, int op) {
+    int64_t n = world_size(L), r = L->S->task[L->ti].rank, a, total, total2, root = -1, ss, rs, b1, b2, ns = 0;
+    if (op == OP_GATHERV) {
+        if (get_count(L, 2, &a) || get_counts(L, 3, n, &total) || opt_rank(L, (int)(3 + n), 0, &root) ||
+            get_datatype(L, (int)(4 + n), &ss) || get_datatype(L, (int)(5 + n), &rs) || bytes_of(L, 2, a, ss, &b1) ||
+            total_of(L, 3, total, rs, &b2))
+            return -1;
+        return add(L, op, root, r == root ? b2 : b1, 0, -1);
+    }
+    if (op == OP_SCATTERV) {
+        if (get_counts(L, 2, n, &total) || get_count(L, (int)(2 + n), &a) || opt_rank(L, (int)(3 + n), 0, &root) ||
+            get_datatype(L, (int)(4 + n), &ss) || get_datatype(L, (int)(5 + n), &rs) ||
+            total_of(L, 2, total, ss, &b2) || bytes_of(L, (int)(2 + n), a, rs, &b1))
+            return -1;
+        return add(L, op, root, r == root ? b2 : b1, 0, -1);
+    }
+    if (op == OP_ALLGATHERV) {
+        if (get_count(L, 2, &a) || get_counts(L, 3, n, &total) || get_datatype(L, (int)(3 + n), &ss) ||
+            get_datatype(L, (int)(4 + n), &rs) || bytes_of(L, 2, a, ss, &b1) || total_of(L, 3, total, rs, &b2))
+            return -1;
+        return add(L, op, -1, b2, 0, -1);
+    }
+    if (op == OP_ALLTOALLV) {
+        if (get_count(L, 2, &a) || get_counts(L, 3, n, &total) || get_count(L, (int)(3 + n), &a) ||
+            get_counts(L, 4 + n, n, &total2) || get_datatype(L, (int)(4 + 2 * n), &ss) ||
+            get_datatype(L, (int)(5 + 2 * n), &rs) || total_of(L, 3, total, ss, &b1) ||
+            total_of(L, 4 + n, total2, rs, &b2))
+            return -1;
+        return add(L, op, -1, b1, 0, -1);
+    }
+    if (get_counts(L, 2, n, &total) || get_ns(L, (int)(2 + n), L->c->flops_rate, HV_TIT_E_COMPUTE, &ns) ||
+        get_datatype(L, (int)(3 + n), &ss) || total_of(L, 2, total, ss, &b2) || get_count(L, (int)(2 + r), &a))
+        return -1;
+    if (add(L, OP_REDUCE, 0, b2, 0, -1) || add(L, OP_SCATTERV, 0, r == 0 ? b2 : a * ss, 0, -1)) return -1;
+    L->S->task[L->ti].clock += ns;
+    return 0;
+}
+
+static int do_action(line_ctx *L, const tit_action *a) {
     task_st *t = &L->S->task[L->ti];
     int64_t ns;
-    switch (a->action) {
-    case A_INIT:
-    case A_FINALIZE: return add(L, a->op, -1, 0, -1);
-    case A_COMPUTE:
-        if (get_ns(L, L->c->flops_rate, HV_TIT_E_COMPUTE, &ns)) return -1;
+    switch (a->kind) {
+    case K_INIT:
+        t->default_size = L->f.n > 2 ? 8 : 1; /* SimGrid: MPI_DOUBLE after 'init X', else MPI_BYTE */
+        return add(L, OP_INIT, -1, 0, 0, -1);
+    case K_FINALIZE: return add(L, OP_FINALIZE, -1, 0, 0, -1);
+    case K_COMPUTE:
+        if (get_ns(L, 2, L->c->flops_rate, HV_TIT_E_COMPUTE, &ns)) return -1;
         t->clock += ns;
         return 0;
-    case A_SLEEP:
-        if (get_ns(L, 1.0, HV_TIT_E_SLEEP, &ns)) return -1;
+    case K_SLEEP:
+        if (get_ns(L, 2, 1.0, HV_TIT_E_SLEEP, &ns)) return -1;
         t->clock += ns;
         return 0;
-    case A_P2P: return do_p2p(L, a->op);
-    case A_WAIT: return do_wait(L);
-    case A_WAITALL: return do_waitall(L);
-    case A_COLL: return do_coll(L, a->op);
+    case K_P2P: return do_p2p(L, a->op);
+    case K_WAIT: return do_wait(L);
+    case K_TEST: return do_test(L);
+    case K_WAITALL: return do_waitall(L);
+    case K_COLL: return do_coll(L, a->op);
+    case K_SENDRECV: return do_sendrecv(L);
+    case K_UNSUPPORTED: return fail(L, HV_TIT_E_UNSUPPORTED, 1, 0, 0);
+    case K_VCOLL: return do_vcoll(L, a->op);
     default: return 0;
     }
+}
+
+/* the line's action and number of arguments against the file's grammar and the action's layout */
+static int check_dialect(line_ctx *L, const tit_action *a) {
+    int64_t nargs = L->f.n - 2;
+    int cl = tit_classify(a, nargs);
+    if (cl == CL_UNKNOWN) return fail(L, HV_TIT_E_UNKNOWN, 1, 0, L->grammar);
+    if ((cl == CL_OLD || cl == CL_NEW) && cl != L->grammar)
+        return fail(L, HV_TIT_E_DIALECT, 1, L->chosen_at, L->grammar);
+    if (cl == CL_AMBIGUOUS && L->grammar == HV_TIT_UNDECIDED) return fail(L, HV_TIT_E_AMBIGUOUS, 1, 0, 0);
+    int64_t world = a->kind == K_VCOLL ? world_size(L) : 0;
+    if (!tit_nargs_ok(a, L->grammar, nargs, world)) return fail(L, HV_TIT_E_NARGS, 1, L->grammar, world);
+    return 0;
 }
 
 /* a line with at least one field that is not a comment */
@@ -448,36 +576,74 @@ static int do_line(line_ctx *L) {
     if (get_rank(L, 0, &rank)) return -1;
     if (L->f.n < 2) return fail(L, HV_TIT_E_MISSING, 1, 0, 0);
     if ((L->ti = task_of(L->S, rank)) < 0) return fail(L, HV_TIT_E_MEMORY, 0, 0, 0);
-    const action_def *a = action_of(L->f.p[1], L->f.len[1]);
-    if (a->action == A_UNKNOWN) return fail(L, HV_TIT_E_UNKNOWN, 1, 0, 0);
-    if (do_action(L, a)) return -1;
+    const tit_action *a = action_of(L);
+    if (check_dialect(L, a) || do_action(L, a)) return -1;
     if (L->S->task[L->ti].clock > MAX_NS) return fail(L, HV_TIT_E_BEYOND, 0, rank, 0);
     return 0;
 }
 
 /* ---- files ---------------------------------------------------------------------------------- */
 
-/* the fields of the line from s[i]; returns the index after the line's break (\r\n is one break) */
-static int64_t split_line(const char *s, int64_t n, int64_t i, fields *f, int64_t *end, int *high) {
-    f->n = 0;
+/* room for one more field */
+static int fields_grow(fields *f) {
+    int64_t cap = f->cap ? 2 * f->cap : 16;
+    const char **p = realloc(f->p, (size_t)cap * sizeof *p);
+    if (p) f->p = p;
+    int64_t *len = realloc(f->len, (size_t)cap * sizeof *len);
+    if (len) f->len = len;
+    if (!p || !len) return -1;
+    f->cap = cap;
+    return 0;
+}
+
+/* the fields of the line from s[i]; returns the index after the line's break (\r\n is one break); *flag: 1 on a
+ * byte >= 0x80, 2 on no memory */
+static int64_t split_line(const char *s, int64_t n, int64_t i, fields *f, int64_t *end, int *flag) {
+    int64_t k = 0, cap = f->cap; /* locals: the stores below could alias f's fields */
+    const char **p = f->p;
+    int64_t *len = f->len;
     for (;;) {
         while (i < n && cls[(unsigned char)s[i]] == C_SPACE) i++;
         if (i >= n || cls[(unsigned char)s[i]] == C_BREAK || cls[(unsigned char)s[i]] == C_CR) break;
         int64_t b = i;
         while (i < n && cls[(unsigned char)s[i]] == C_TOK) i++;
-        if (i < n && cls[(unsigned char)s[i]] == C_HIGH) return *high = 1, i;
-        if (f->n < MAX_TOK) f->p[f->n] = s + b, f->len[f->n] = i - b;
-        if (f->n < MAX_TOK) f->n++;
+        if (i < n && cls[(unsigned char)s[i]] == C_HIGH) return f->n = k, *flag = 1, i;
+        if (k == cap) {
+            f->n = k;
+            if (fields_grow(f)) return *flag = 2, i;
+            cap = f->cap, p = f->p, len = f->len;
+        }
+        p[k] = s + b, len[k] = i - b;
+        k++;
     }
+    f->n = k;
     *end = i;
     if (i < n && s[i] == '\r' && i + 1 < n && s[i + 1] == '\n') return i + 2;
     return i < n ? i + 1 : i;
+}
+
+/* the grammar of a file: of its first line only one grammar reads (and that line's number), else undecided */
+static int detect(line_ctx *L, const char *s, int64_t n, int64_t *at) {
+    int64_t i = 0, line = 0, end;
+    while (i < n) {
+        int flag = 0;
+        line++;
+        i = split_line(s, n, i, &L->f, &end, &flag);
+        if (flag) break; /* the parse stops there */
+        if (L->f.n < 2 || L->f.p[0][0] == '#') continue;
+        int cl = tit_classify(action_of(L), L->f.n - 2);
+        if (cl == CL_OLD || cl == CL_NEW) return *at = line, cl;
+    }
+    return *at = 0, HV_TIT_UNDECIDED;
 }
 
 static int parse_file(tit_st *S, hv_tit_config *c, int64_t file) {
     const char *s = c->buf[file];
     int64_t n = c->len[file], i = 0;
     line_ctx L = {.S = S, .c = c, .file = file};
+    if (c->dialect == HV_TIT_AUTO) L.grammar = detect(&L, s, n, &L.chosen_at);
+    else L.grammar = c->dialect == HV_TIT_V319 ? HV_TIT_OLD : HV_TIT_NEW;
+    c->grammars[file] = L.grammar;
     while (i < n) {
         int high = 0;
         L.start = i;
@@ -496,7 +662,7 @@ static int cmp_rank(const void *a, const void *b, void *tasks) {
     return (ra > rb) - (ra < rb);
 }
 
-/* the file-order index of the first allToAll (by rank, then seq) of more than ``limit`` bytes per peer, -1 if
+/* the file-order index of the first alltoall (by rank, then seq) of more than ``limit`` bytes per peer, -1 if
  * none, -2 on no memory */
 static int64_t first_big_alltoall(tit_st *S, int64_t limit) {
     int64_t best = -1, best_seq = 0, *seq = calloc((size_t)S->ntask, sizeof *seq);
@@ -511,7 +677,7 @@ static int64_t first_big_alltoall(tit_st *S, int64_t limit) {
     return best;
 }
 
-/* the checks after the last line: some action, peers and roots among the ranks, allToAll totals */
+/* the checks after the last line: some action, peers and roots among the ranks, alltoall totals */
 static void check_end(tit_st *S, hv_tit_config *c) {
     line_ctx L = {.S = S, .c = c, .file = -1};
     if (!S->ntask) return (void)fail(&L, HV_TIT_E_NO_ACTION, 0, 0, 0);
@@ -533,7 +699,7 @@ static void check_end(tit_st *S, hv_tit_config *c) {
 static void free_state(tit_st *S) {
     if (!S) return;
     for (int64_t t = 0; t < S->ntask; t++) free(S->task[t].pend);
-    free(S->tid), free(S->op), free(S->peer), free(S->bytes), free(S->req), free(S->t);
+    free(S->tid), free(S->op), free(S->peer), free(S->tag), free(S->bytes), free(S->req), free(S->t);
     free(S->task), free(S->hk), free(S->hv), free(S->scratch), free(S);
 }
 
@@ -554,7 +720,7 @@ int hv_tit_parse(hv_tit_config *c) {
     c->state = S, c->err = HV_TIT_OK, c->nrows = 0, c->ntasks = 0;
     if (!S || !c_locale()) return -1;
     init_classes();
-    init_actions();
+    tit_dialect_init();
     S->last_rank = -1, S->peer_max = -1;
     if (rows_grow(S, count_lines(c) + 1)) return -1;
     for (int64_t f = 0; f < c->nfiles && c->err == HV_TIT_OK; f++) parse_file(S, c, f);
@@ -562,7 +728,7 @@ int hv_tit_parse(hv_tit_config *c) {
     return c->err == HV_TIT_E_MEMORY ? -1 : 0;
 }
 
-/* rows sorted by task (each task's in seq order), allToAll bytes times ntasks, then a finalize row for
+/* rows sorted by task (each task's in seq order), alltoall bytes times ntasks, then a finalize row for
  * each task whose last row is not one, in order of the tasks' first lines */
 void hv_tit_fill(hv_tit_config *c) {
     tit_st *S = c->state;
@@ -576,14 +742,14 @@ void hv_tit_fill(hv_tit_config *c) {
     for (int64_t i = 0; i < S->n; i++) {
         int64_t ti = S->tid[i], j = base[ti]++;
         c->task[j] = (int32_t)S->task[ti].rank, c->seq[j] = j - start[ti], c->op[j] = S->op[i];
-        c->peer[j] = S->peer[i], c->req[j] = S->req[i], c->t[j] = S->t[i];
+        c->peer[j] = S->peer[i], c->tag[j] = S->tag[i], c->req[j] = S->req[i], c->t[j] = S->t[i];
         c->bytes[j] = S->op[i] == OP_ALLTOALL ? S->bytes[i] * c->ntasks : S->bytes[i];
     }
     for (int64_t t = 0, j = S->n; t < S->ntask; t++) {
         const task_st *ts = &S->task[t];
         if (ts->last_op == OP_FINALIZE) continue;
         c->task[j] = (int32_t)ts->rank, c->seq[j] = ts->nrows, c->op[j] = OP_FINALIZE;
-        c->peer[j] = -1, c->bytes[j] = 0, c->req[j] = -1, c->t[j] = ts->clock;
+        c->peer[j] = -1, c->bytes[j] = 0, c->tag[j] = 0, c->req[j] = -1, c->t[j] = ts->clock;
         j++;
     }
     free(order), free(base), free(start);

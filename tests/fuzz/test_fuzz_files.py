@@ -66,7 +66,7 @@ MAPPING = b"# task node\n0 0\n1 0\n2 1\n3 1\n4 2\n5 3\n"
 @FUZZ
 @given(mutated(CLUSTER), mutated(MAPPING))
 def test_cluster_and_mapping(cdata, mdata):
-    from hpcvar.sim.app import load_cluster, load_mapping
+    from hpcvar.sim.replay import load_cluster, load_mapping
 
     cluster, _ = outcome(load_cluster, str(_file("c.cluster", cdata)), where="c.cluster")
     if cluster is not None:
@@ -110,12 +110,14 @@ def test_noise_csv(data):
         _check_trace(tr)
 
 
-TIT = b"p0 init\np1 init\np0 compute 1000000\np0 send p1 1024\np1 recv p0 1024\np0 allreduce 8 1000 0\n" \
-      b"p1 allreduce 8 1000 0\np0 finalize\np1 finalize\n"
+TIT = b"p0 init\np1 init\np0 compute 1000000\np0 send p1 1024\np1 recv p0 1024\np0 allReduce 8 1000 0\n" \
+      b"p1 allReduce 8 1000 0\np0 Isend 1 8 1\np1 Irecv 0 2\np1 wait\np0 waitAll\np0 finalize\np1 finalize\n"
+TIT_320 = b"0 init\n1 init 1\n0 compute 1e+06\n0 isend 1 7 128 0 \n1 irecv 0 7 128 0\n0 wait 0 1 7\n1 wait 0 1 7\n" \
+          b"0 allreduce 8 1000 0 \n1 allreduce 8 1000 0 \n0 sendRecv 1 1 1 1 6 6\n1 sendRecv 1 0 1 0 6 6\n0 finalize\n"
 
 
 @FUZZ
-@given(mutated(TIT))
+@given(mutated(TIT) | mutated(TIT_320))
 def test_tit(data):
     """Both parsers (native/sim/tit.c and the Python reference) on the same bytes: the same rows or the same
     error."""

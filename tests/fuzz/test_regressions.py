@@ -7,7 +7,7 @@ import pytest
 
 from hpcvar.errors import HpcvarError
 from hpcvar.noise import formats
-from hpcvar.sim.app import Cluster, load_cluster, load_mapping
+from hpcvar.sim.replay import Cluster, load_cluster, load_mapping
 from hpcvar.traces.tit import read_tit
 
 HUGE = "9" * 30

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcvar.errors import LaunchError, UsageError
+from hpcvar.errors import LaunchError, LaunchTimeout, UsageError
 from hpcvar.launch import LaunchSpec, get_launcher, oversubscription_warning
 from hpcvar.launch.launchers import LocalLauncher, SrunLauncher, TemplateLauncher
 from hpcvar.launch.mpi import MpiFlavor, parse_version_text
@@ -165,7 +165,8 @@ def test_timeout_stops_the_job(tmp_path):
     spec = LaunchSpec(np=1, exe=Path("/bin/sleep"), args=["30"], timeout_s=1.0)
     with pytest.raises(LaunchError) as e:
         t.run(spec, tmp_path)
-    assert e.value.where == "--timeout" and "within 1 s" in e.value.what
+    assert e.value.where == "--timeout" and "ran past its timeout of 1 s" in e.value.what
+    assert isinstance(e.value, LaunchTimeout) and e.value.exit_code == 124
 
 
 def test_failure_names_the_rank_and_its_last_lines(tmp_path):

@@ -212,7 +212,7 @@ def test_the_layout_checks_see_what_they_claim():
     """The parsing above on known cases: deferred and importlib references count for the command-line check,
     TYPE_CHECKING and function-level imports do not count for the cycle check."""
     kinds = _imports(MODULES["hpcvar.results.kinds"], False)
-    assert "hpcvar.kinds.sim_jitter.job" in kinds  # strings of the table
+    assert "hpcvar.kinds.sim_app.job" in kinds  # strings of the table
     assert not any(m.startswith("hpcvar.cli") for m in kinds)
     assert "hpcvar.testbed.launcher" in _imports(MODULES["hpcvar.launch"], False)
     store = _import_time_graph()["hpcvar.results.store"]

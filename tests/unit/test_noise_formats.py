@@ -191,3 +191,30 @@ def test_bad_component_and_cpus():
         collector.parse_component("periodic:1kHz:2ms", "--periodic")
     with pytest.raises(UsageError, match="not available"):
         collector.parse_cpus("4096")
+
+
+def test_harmonics_are_folded_into_their_source_not_listed():
+    """Issue #27: a 250 Hz tick was reported with 'sources' at 4750 and 4250.9 Hz, its 19th and 17th harmonics."""
+    found = [{"hz": 4750.0, "strength": 0.8}, {"hz": 250.02, "strength": 0.5}, {"hz": 4250.9, "strength": 0.4},
+             {"hz": 61.3, "strength": 0.3}, {"hz": 1003.0, "strength": 0.2}]
+    out = analysis.fold_harmonics(found, df=0.25)
+    assert [s["hz"] for s in out] == [250.02, 61.3, 1003.0]  # 1003 Hz is no multiple of 250 or 61.3 Hz
+    assert sorted(out[0]["folded_hz"]) == [4250.9, 4750.0]
+    # the timer method's sampling grid (200 us: 5 kHz) is the sampler's, not a source
+    grid = analysis.fold_harmonics([{"hz": 5000.0, "strength": 0.9}, {"hz": 61.3, "strength": 0.3}], 0.25, 5000.0)
+    assert [s["hz"] for s in grid] == [61.3]
+
+
+def test_a_tick_seen_on_a_sampling_grid_is_one_source():
+    """A 250 Hz tick whose detours are seen on a 200 us grid (the timer method's): its spectrum peaks at 1000,
+    1250, 2500 and 5000 Hz too; the report names one source, the tick."""
+    rng = np.random.default_rng(0)
+    length = 4 * 10**9
+    tick = np.arange(0, length - 10**6, 4_000_000)
+    tick = tick + rng.integers(0, 20_000, size=tick.size)
+    other = rng.integers(0, length - 10**6, 2000)
+    starts = np.unique(np.ceil(np.concatenate([tick, other]) / 200_000).astype(np.int64) * 200_000)
+    c = cpu_trace_from_events(0, starts, np.full(starts.size, 150_000), length)
+    t = JitterTrace(1e9, [c], {"method": "timer", "interval_ns": 200000})
+    hz = [s["hz"] for s in analysis.sources_by_class(t, c)]
+    assert len(hz) == 1 and abs(hz[0] - 250.0) < 0.3, hz

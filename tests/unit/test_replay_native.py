@@ -9,8 +9,8 @@ import pytest
 from hpcvar.errors import InputFileError, UsageError
 from hpcvar.models.sharing import ModelLimitError
 from hpcvar.sim import replay_native
-from hpcvar.sim.app import Cluster, Simulator, lower, mapping, measured
 from hpcvar.sim.jitter_ref import RefTrace, offsets
+from hpcvar.sim.replay import Cluster, Simulator, lower, mapping, measured
 from hpcvar.sim.replay_jitter import ReplayJitter
 from hpcvar.traces.native import Trace, make_events
 

@@ -141,7 +141,7 @@ def test_merge_raw_and_truncated_raw(tmp_path):
 def test_tit_import(tmp_path):
     f = tmp_path / "app.txt"
     f.write_text("p0 init\np1 init\np0 compute 2e6\np0 Isend 1 1000\np1 Irecv 0 1000\np1 wait\np0 wait\n"
-                 "p0 allreduce 64 10\np1 allreduce 64 10\np0 finalize\np1 finalize\n")
+                 "p0 allReduce 64 10\np1 allReduce 64 10\np0 finalize\np1 finalize\n")
     tr = read_tit(f, flops_rate=1e9)
     assert not tr.timed and tr.ntasks == 2
     t0 = tr.events[tr.events["task"] == 0]
@@ -286,3 +286,41 @@ def test_otf2_without_the_c_reader_uses_the_package(tmp_path, monkeypatch):
     assert read_otf2(anchor).ntasks == 2
     with pytest.raises(MissingToolError, match="libhv_otf2.so"):
         read_otf2(anchor, "native")
+
+
+def test_cli_sim_app_flops_rate_flag_and_cluster_key(tmp_path, runs_dir):
+    """sim app reads a TIT trace's flops at --flops-rate, else at the cluster file's flops_rate (both: refused)."""
+    f = tmp_path / "t.tit"
+    f.write_text("0 init\n1 init\n0 compute 4e6\n1 compute 2e6\n0 reduce 8 2e6 1 6\n1 reduce 8 2e6 1 6\n"
+                 "0 finalize\n1 finalize\n")
+
+    def makespan(*args):
+        res = run_cli(["sim", "app", str(f), "--json", "--no-plots", *args])
+        assert res.returncode == 0, res.stderr
+        return json.loads(res.stdout)["runs"][0]["makespan_s"]
+
+    base = makespan("--nodes", "2", "--latency", "0")
+    assert base == pytest.approx(6e-3, abs=1e-5)  # 4 ms, the reduce, then its 2e6 flops at 1e9 flop/s
+    assert makespan("--nodes", "2", "--latency", "0", "--flops-rate", "2e9") == pytest.approx(3e-3, abs=1e-5)
+    cluster = tmp_path / "c.txt"
+    cluster.write_text("nodes 2\ncores_per_node 1\nbandwidth 1gbit\nlatency 0s\nflops_rate 4e9\n")
+    assert makespan("--cluster", str(cluster)) == pytest.approx(1.5e-3, abs=1e-5)
+    res = run_cli(["sim", "app", str(f), "--cluster", str(cluster), "--flops-rate", "1e9"])
+    assert res.returncode == 2 and "(--flops-rate)" in res.stderr and "'flops_rate RATE'" in res.stderr
+    cluster.write_text("nodes 2\ncores_per_node 1\nbandwidth 1gbit\nlatency 0s\nflops_rate 0\n")
+    res = run_cli(["sim", "app", str(f), "--cluster", str(cluster)])
+    assert res.returncode == 2 and f"{cluster}:5" in res.stderr, res.stderr
+
+
+def test_cli_dialect_flag(tmp_path, runs_dir):
+    f = tmp_path / "t.tit"
+    f.write_text("0 send 1 2 6\n1 recv 0 2 6\n")  # ambiguous without --dialect
+    res = run_cli(["trace", "import", str(f), "-o", str(tmp_path / "t.trace")])
+    assert res.returncode == 2 and f"{f}:1" in res.stderr and "--dialect 3.19" in res.stderr
+    res = run_cli(["trace", "import", str(f), "-o", str(tmp_path / "t.trace"), "--dialect", "3.32", "--json"])
+    assert res.returncode == 0, res.stderr
+    assert read_parquet(tmp_path / "t.trace").events["bytes"].tolist()[:1] == [6]
+    res = run_cli(["sim", "app", str(f), "--dialect", "3.19", "--json", "--no-plots"])
+    assert res.returncode == 0, res.stderr
+    res = run_cli(["sim", "app", str(f), "--dialect", "three"])
+    assert res.returncode == 2 and "(--dialect)" in res.stderr

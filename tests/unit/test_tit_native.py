@@ -1,6 +1,7 @@
 """The compiled SimGrid TIT parser (native/sim/tit.c) against the Python reference (hpcvar.traces.tit._Parser):
 the same frame (columns, dtypes, values, row order) and ntasks, or the same first error (type, message, file:line,
-remedy), on the golden files and on random TIT texts (hypothesis, derandomised)."""
+remedy), on the golden files and on random TIT texts of both of SimGrid's dialects, read with each --dialect
+(hypothesis, derandomised)."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from tests.conftest import assert_same_import
 
 pytestmark = pytest.mark.skipif(not tit_native.available(), reason="libhv_replay.so is not built (make install)")
 DATA = Path(__file__).resolve().parents[1] / "data" / "tit"
-GOLDEN = [DATA / "all_actions.tit", DATA / "per_rank" / "app.txt"]
+GOLDEN = [DATA / "simgrid_3.19.tit", DATA / "simgrid_3.32.txt"]
+DIALECTS = ["auto", "3.19", "3.20", "3.22", "3.23", "3.25", "3.32"]
 SETTINGS = settings(max_examples=300, deadline=None, derandomize=True, database=None,
                     suppress_health_check=list(HealthCheck))
 
 
-def assert_same(path, flops_rate: float = 1e9):
-    return assert_same_import(read_tit, path, flops_rate)
+def assert_same(path, flops_rate: float = 1e9, dialect: str = "auto"):
+    return assert_same_import(lambda p, rate, engine: read_tit(p, rate, engine, dialect), path, flops_rate)
 
 
 @pytest.mark.parametrize("path", GOLDEN, ids=lambda p: p.name)
@@ -33,27 +35,29 @@ def test_golden_files_same_frames(path):
     assert res[0] == "ok" and len(res[1]) > 10
 
 
-def test_golden_per_rank_set_values():
-    ev = read_tit(GOLDEN[1], engine="native").events
-    t0 = ev[ev["task"] == 0]
-    assert list(t0["op"]) == ["init", "isend", "isend", "wait", "wait", "allreduce", "finalize"]
-    assert list(t0["req"].iloc[3:5]) == [1, 2] and int(t0["t_start_ns"].iloc[1]) == 1_000_000
-    last = ev.iloc[-1]  # rank 1 ends without finalize: added last, with its final compute
-    assert (last["task"], last["op"], last["t_start_ns"]) == (1, "finalize", 3_000_000)
+@pytest.mark.parametrize("dialect", DIALECTS)
+def test_golden_files_with_each_dialect(dialect):
+    for path in GOLDEN:
+        assert_same(path, dialect=dialect)
 
 
 # ---- random TIT texts --------------------------------------------------------------------------------------
 
 RANKS = ["0", "1", "2", "3", "p0", "p1", "p2", "p3", "+1", "-0", "p-0", "01", "0_1", "1__0", "_1", "p", "x", "-1",
          "p16777215", "16777216", "9" * 30, "0" * 4301 + "1", "p+2"]
-ACTIONS = ["init", "finalize", "compute", "sleep", "send", "Isend", "recv", "Irecv", "wait", "waitall", "barrier",
-           "bcast", "reduce", "allreduce", "gather", "scatter", "allgather", "allToAll", "comm_size", "comm_split",
-           "comm_dup", "test", "INIT", "WaitAll", "teleport", "#", "comm-size", "isend\x00"]
+ACTIONS = ["init", "finalize", "compute", "sleep", "send", "Isend", "isend", "recv", "Irecv", "irecv", "wait",
+           "waitAll", "waitall", "test", "barrier", "bcast", "reduce", "allReduce", "allreduce", "gather", "scatter",
+           "allGather", "allgather", "allToAll", "alltoall", "sendRecv", "location", "comm_size", "comm_split",
+           "comm_dup", "gatherv", "allToAllV", "scan", "INIT", "WaitAll", "ISend", "Ssend", "teleport", "#",
+           "comm-size", "isend\x00"]
 NUMBERS = ["0", "1", "2", "3", "8", "1024", "1e3", "2e6", "-1", "-0", "1.5", ".5", "5.", ".", "1e400", "1e-400",
            "nan", "-nan", "inf", "-inf", "Infinity", "iNf", "infinit", "1_000", "1__0", "_1", "1_", "1_.5", "1._5",
            "1e1_0", "0x10", "1e", "1e+3", "1E-3", "+7", "++7", "p1", "p2", "p0", "9" * 30, "1e17", "2e16", "9e7",
            "1125899906842624", "1125899906842625", "4.6e18", "1e16", "0.0000000015", "12345678901234567", "\x00",
-           "7\x00", "2.5e-10", "1e9", "1e11", "1e17"]
+           "7\x00", "2.5e-10", "1e9", "1e11", "1e17", "2147483647", "2147483648", "6", "7", "40", "44", "51", "53",
+           "55", "56", "57", "59", "60", "00", "07", "99", "100"]
+DATATYPES = ["0", "1", "2", "3", "4", "5", "6", "7", "14", "27", "39", "40", "41", "42", "44", "45", "50", "51", "53",
+             "54", "55", "56", "57", "58", "59", "60", "-1", "00", "07", "+1", "x"]
 SEPS = [" ", " ", " ", "\t", "\x1f", "  "]
 BREAKS = ["\n"] * 8 + ["\r\n", "\r", "\v", "\f", "\x1c", "\x1d", "\x1e"]
 
@@ -69,7 +73,8 @@ def tit_line(draw) -> str:
         return draw(st.text(alphabet="p0123 _.e#\t", max_size=8))
     toks = [draw(st.sampled_from(RANKS[:8]) if draw(st.integers(0, 9)) else st.sampled_from(RANKS)),
             draw(st.sampled_from(ACTIONS))]
-    toks += draw(st.lists(st.sampled_from(NUMBERS[:12]) | st.sampled_from(NUMBERS), max_size=4))
+    toks += draw(st.lists(st.sampled_from(NUMBERS[:12]) | st.sampled_from(NUMBERS) | st.sampled_from(DATATYPES),
+                          max_size=7))
     lead = draw(st.sampled_from(["", "", "", " ", "\t"]))
     return lead + "".join(t + draw(st.sampled_from(SEPS)) for t in toks[:-1]) + toks[-1]
 
@@ -80,22 +85,54 @@ def tit_text(draw) -> str:
     return "".join(ln + draw(st.sampled_from(BREAKS)) for ln in lines)[:None if draw(st.booleans()) else -1]
 
 
+def _vcolls(r: int, n: int, peer: int, dt: str, old: bool) -> list[str]:
+    """v-collectives with a count per rank (n of them), in the names of either dialect."""
+    c = " ".join(str(8 * (k + 1)) for k in range(n))
+    names = ("gatherV", "allGatherV", "allToAllV", "scatterV", "reduceScatter") if old else \
+        ("gatherv", "allgatherv", "alltoallv", "scatterv", "reducescatter")
+    return [f"{r} {names[0]} 8 {c} {peer}{dt}{dt}", f"{r} {names[1]} 8 {c}{dt}", f"{r} {names[2]} 9 {c} 9 {c}{dt}{dt}",
+            f"{r} {names[3]} {c} 8 {peer}{dt}", f"{r} {names[4]} {c} 1e3{dt}"]
+
+
+def _old_lines(draw, r: int, peer: int, size: str, dt: str, pend: list[int]) -> list[str]:
+    out = [f"p{r} send p{peer} {size}{dt}", f"p{r} Irecv {peer} {size}{dt}", f"p{r} Isend {peer} {size}{dt}",
+           f"p{r} allReduce {size} 1{dt}", f"p{r} allToAll {size} {size}{dt}{dt}", f"p{r} allGather 8 8{dt}",
+           f"p{r} waitAll", f"p{r} test"]
+    if pend[r]:
+        out += [f"p{r} wait"] * 3
+    return out
+
+
+def _new_lines(draw, r: int, peer: int, size: str, dt: str, pend: list[int]) -> list[str]:
+    tag = draw(st.sampled_from(["0", "7", "0", "2147483647"]))
+    out = [f"{r} send {peer} {tag} {size}{dt}", f"{r} irecv {peer} {tag} {size}{dt}",
+           f"{r} isend {peer} {tag} {size}{dt}", f"{r} allreduce {size} 1e3{dt}", f"{r} alltoall {size} {size}{dt}",
+           f"{r} allgather 8 8{dt}{dt}", f"{r} waitall 2", f"{r} sleep 1e-5", f"{r} sendRecv 8 {peer} 16 {peer}{dt}",
+           f"{r} test {r} {peer} {tag}", f"{r} location a.c 3"]
+    if pend[r]:
+        out += [f"{r} wait {peer} {r} {tag}", f"{r} wait {r} {peer} {tag}", f"{r} wait {r} {peer} 0"] * 2
+    return out
+
+
 @st.composite
 def valid_text(draw) -> str:
-    """A trace that mostly parses: ranks 0..n-1, waits only where a request is pending."""
-    n = draw(st.integers(1, 4))
-    lines, pend = [f"p{r} init" for r in range(n)], [0] * n
+    """A trace that mostly parses, in one dialect: ranks 0..n-1, waits mostly where a request is pending."""
+    n, old = draw(st.integers(1, 4)), draw(st.booleans())
+    lines = [f"p{r} init" + draw(st.sampled_from(["", "", " 1"])) for r in range(n)]
+    pend = [0] * n
     for _ in range(draw(st.integers(0, 30))):
         r, peer = draw(st.integers(0, n - 1)), draw(st.integers(0, n - 1))
         size = draw(st.sampled_from(["8", "1024", "1e6", "65536", "1_000", "0"]))
-        choices = [f"{r} compute {draw(st.sampled_from(['1e6', '123456', '0', '2.5e3', '7']))}", f"p{r} sleep 1e-5",
-                   f"p{r} send p{peer} {size}", f"p{r} Irecv {peer} {size}", f"p{r} Isend {peer} {size}",
-                   f"p{r} bcast {size} {peer}", f"p{r} reduce {size} 10 {peer}", f"p{r} allToAll {size} {size}",
-                   f"p{r} gather 8 8", f"p{r} barrier", f"p{r} allreduce {size} 1", f"p{r} waitall", f"p{r} test"]
-        if pend[r]:
-            choices += [f"p{r} wait", f"p{r} wait {peer} {r} 0", f"p{r} wait {r} {peer}"] * 2
+        dt = draw(st.sampled_from(["", "", " 0", " 1", " 6"] + ([] if old else [" 7", " 24", " 57"])))
+        choices = [f"{r} compute {draw(st.sampled_from(['1e6', '123456', '0', '2.5e3', '7']))}",
+                   f"p{r} bcast {size} {peer}{dt}", f"p{r} reduce {size} 10 {peer}{dt}", f"p{r} gather 8 8",
+                   f"p{r} scatter 8 16 {peer}{dt}{dt}", f"p{r} barrier"]
+        choices += (_old_lines if old else _new_lines)(draw, r, peer, size, dt, pend)
+        choices += _vcolls(r, n if draw(st.integers(0, 5)) else n + 1, peer, dt, old)  # sometimes a count too many
         line = draw(st.sampled_from(choices))
-        pend[r] = 0 if "waitall" in line else pend[r] + ("Isend" in line or "Irecv" in line) - (" wait" in line)
+        name = line.split()[1]
+        pend[r] = 0 if name in ("waitAll", "waitall") else pend[r] + (name in ("Isend", "Irecv", "isend", "irecv")) \
+            - (name == "wait")
         lines.append(line)
     lines += [f"p{r} finalize" for r in range(n) if draw(st.booleans())]
     return "\n".join(lines) + "\n"
@@ -107,7 +144,9 @@ def valid_text(draw) -> str:
     "p4096 init\np0 allToAll 1125899906842624 8\np1 allToAll 1125899906842624 8\n",  # beyond MAX_BYTES
     "p2 allToAll 1125899906842624 8\np4096 init\np1 allToAll 1125899906842624 8\n",
     "", "# nothing\n\n", "p3 comm_size 4\n", "p1 compute 5\np0 finalize\np1 test\n", "p0 init\r\np0 finalize",
-    "p0 Isend 1 8\np1 Irecv 0 8\np0 wait 0 1\np1 wait 0 1\np0 wait\n", "p0 wait\n", "p0 teleport\n",
+    "p0 Isend 1 8\np1 Irecv 0 8\np0 wait\np1 wait\np0 wait\n", "p0 wait\n", "p0 teleport\n",
+    "0 isend 1 3 8\n1 irecv 0 3 8\n0 wait 0 1 3\n1 wait 0 1 3\n0 wait 0 1 3\n", "0 send 1 2 6\n",
+    "0 Isend 1 8\n0 isend 1 0 8\n", "0 isend 1 0 8 53\n", "0 bcast 1 0 53\n", "0 isend 0 0 8 -1\n",
     "  # indented comment first\np0 init\n", " #x\np0 init\n", "init\n", "p0 bcast\np0 alltoall\n"])
 def test_edge_cases_same_result(tmp_path, text):
     p = tmp_path / "t.tit"
@@ -116,29 +155,45 @@ def test_edge_cases_same_result(tmp_path, text):
 
 
 @SETTINGS
-@given(text=tit_text(), rate=st.sampled_from([1e9, 1.0, 3e7, 1e20]))
-def test_random_texts_same_result(tmp_path_factory, text, rate):
+@given(text=tit_text(), rate=st.sampled_from([1e9, 1.0, 3e7, 1e20]), dialect=st.sampled_from(DIALECTS))
+def test_random_texts_same_result(tmp_path_factory, text, rate, dialect):
     p = tmp_path_factory.mktemp("tit") / "t.tit"
     p.write_bytes(text.encode())
-    assert_same(p, rate)
+    assert_same(p, rate, dialect)
 
 
 @SETTINGS
-@given(text=valid_text())
-def test_random_valid_traces_same_frames(tmp_path_factory, text):
+@given(text=valid_text(), dialect=st.sampled_from(["auto"] * 4 + DIALECTS))
+def test_random_valid_traces_same_frames(tmp_path_factory, text, dialect):
     p = tmp_path_factory.mktemp("tit") / "t.tit"
     p.write_text(text)
-    assert_same(p)
+    assert_same(p, dialect=dialect)
 
 
 @SETTINGS
-@given(parts=st.lists(tit_text() | valid_text(), min_size=1, max_size=3))
-def test_random_per_rank_sets_same_result(tmp_path_factory, parts):
+@given(parts=st.lists(tit_text() | valid_text(), min_size=1, max_size=3), dialect=st.sampled_from(DIALECTS))
+def test_random_per_rank_sets_same_result(tmp_path_factory, parts, dialect):
     d = tmp_path_factory.mktemp("titset")
     for i, text in enumerate(parts):
         (d / f"rank{i}.txt").write_bytes(text.encode())
     (d / "index.txt").write_text("".join(f"rank{i}.txt\n" for i in range(len(parts))))
-    assert_same(d / "index.txt")
+    assert_same(d / "index.txt", dialect=dialect)
+
+
+def test_random_valid_traces_mostly_parse(tmp_path_factory):
+    """The generator of valid traces makes traces that parse (else the equality above tests only errors)."""
+    ok = []
+
+    @settings(max_examples=100, deadline=None, derandomize=True, database=None,
+              suppress_health_check=list(HealthCheck))
+    @given(text=valid_text())
+    def run(text):
+        p = tmp_path_factory.mktemp("tit") / "t.tit"
+        p.write_text(text)
+        ok.append(assert_same(p)[0] == "ok")
+
+    run()
+    assert sum(ok) >= len(ok) // 3, f"{sum(ok)} of {len(ok)} parse"
 
 
 def test_non_ascii_text_is_read_by_the_reference(tmp_path):

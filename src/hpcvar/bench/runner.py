@@ -52,6 +52,7 @@ class Benchmark(ABC, Generic[P]):
 
     name: str = ""  # "latency"
     program: str = ""  # "hv_latency"
+    command: str = ""  # the run's command, when it is not "bench <name>" (screen)
     min_np: int = 2
     any_source: bool = False  # receives with MPI_ANY_SOURCE from competing senders (see LaunchSpec)
 
@@ -175,7 +176,7 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
     bench.validate(params, ctx)
     exe = find_program(bench.program, needs_mpi=True)
     points = bench.points(params)
-    command = f"bench {bench.name}"
+    command = bench.command or f"bench {bench.name}"
     if ctx.resume:
         run = Run.open(resolve_run(ctx.resume, ctx.runs_dir))
         if run.info.get("command") != command:
@@ -281,8 +282,9 @@ def _launch(bench: Benchmark[P], params: P, ctx: BenchContext, run: Run, exe: Pa
 
     console = ctx.console
     show = bool(ctx.progress and console is not None and getattr(console, "is_terminal", False))
-    with Progress(TextColumn(f"bench {bench.name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=not show, transient=True) as bar:
+    label = bench.command or f"bench {bench.name}"
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                  disable=not show, transient=True) as bar:
         task = bar.add_task("points", total=len(batch))
         res = ctx.launcher.run(spec, run.raw_dir(), raw_path.stem, poll=_Progress(bar, task, raw_path))
     run.info["launches"][-1]["elapsed_s"] = round(res.elapsed_s, 3)

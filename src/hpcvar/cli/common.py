@@ -43,6 +43,7 @@ SIZE_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: units.parse_siz
 INT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: units.parse_int(x, f), f), "integers")
 FLOAT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: _float(x, f), f), "numbers")
 DURATION = _UnitType(units.parse_time, "duration")
+FREQ = _UnitType(units.parse_freq, "frequency")
 
 
 def _positive_time(text: str, flag: str) -> float:
@@ -101,6 +102,10 @@ class AliasOption(click.Option):
             return super().get_help_record(ctx)
         finally:
             self.opts, self.secondary_opts = saved
+
+
+DIALECT_HELP = ("TIT: the SimGrid version that wrote the trace (3.19, 3.25, 3.32, ...), or auto: each file's dialect "
+                "from its lines (the datatype ids whose size changed between versions are then refused).")
 
 
 def option(*decls: str, aliases: tuple[str, ...] = (), **kwargs: Any):
@@ -406,7 +411,7 @@ def emit_run(run, as_json: bool) -> None:
 
 
 __all__ = [
-    "DURATION", "POSITIVE_DURATION", "FLOAT_LIST", "INT_LIST", "OUT_PATH", "RATE", "SIZE", "SIZE_LIST",
+    "DURATION", "FLOAT_LIST", "FREQ", "INT_LIST", "OUT_PATH", "POSITIVE_DURATION", "RATE", "SIZE", "SIZE_LIST",
     "bench_context", "emit",
     "emit_run", "emit_tables", "format_options", "launch_options", "option", "output_options", "print_json",
     "result_tables", "run_tables", "runs_dir_option", "stderr_console", "stdout_console", "tables_text",

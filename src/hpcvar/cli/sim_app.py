@@ -7,6 +7,7 @@ import sys
 import click
 
 from hpcvar.cli.common import (
+    DIALECT_HELP,
     DURATION,
     OUT_PATH,
     SIZE,
@@ -45,8 +46,13 @@ def _split(text: str) -> list[str]:
 @click.argument("trace_file", metavar="APP.trace", type=click.Path())
 @click.option("--from", "fmt", type=click.Choice(["auto", "native", "tit", "otf2"]), default="auto",
               show_default=True, help="Trace format (auto: by extension; .txt/.tit = SimGrid TIT, .otf2 = OTF2).")
+@click.option("--flops-rate", type=float, default=None,
+              help="TIT traces: flop/s that turn 'compute FLOPS' (and the FLOPS of reduce/allreduce) into seconds "
+                   "(default: the cluster file's flops_rate, else 1e9).")
+@click.option("--dialect", default="auto", show_default=True, help=DIALECT_HELP)
 @click.option("--cluster", "cluster_file", type=click.Path(), default=None,
-              help="Cluster file (nodes, cores_per_node, bandwidth, latency, shm_*, per-link 'link A B BW LAT').")
+              help="Cluster file (nodes, cores_per_node, bandwidth, latency, shm_*, flops_rate, per-link "
+                   "'link A B BW LAT').")
 @click.option("--nodes", type=click.IntRange(1), default=None, help="Nodes (default: one per task).")
 @click.option("--cores-per-node", type=click.IntRange(1), default=None, help="Cores per node (default 1).")
 @click.option("--bandwidth", type=BANDWIDTH, default="1gbit", show_default=True,
@@ -107,8 +113,8 @@ def _split(text: str) -> list[str]:
 @option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
 @format_options(legacy=("fmt", ("auto", "native", "tit", "otf2")))
 @runs_dir_option
-def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth, shm_latency,
-        rndv_latency, shm_rndv_latency, send_buffer, rndv_first,
+def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
+        shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first,
         mapping, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window, window_origin,
         replicas, seed, engine, chrome_file, plot_stem, breakdown, phases, plots, as_json, runs_dir):
     """Replay APP.trace on a simulated cluster: predicted time per task and per event, communication
@@ -118,7 +124,7 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
 
     The application simulator (cluster, mapping, sharing model) of Vienne, Martinasso, Vincent, Mehaut,
     Predictive models for bandwidth sharing in high performance clusters."""
-    from hpcvar.sim.app_job import Params, run_job
+    from hpcvar.kinds.sim_app.job import Params, run_job
 
     p = Params(trace=trace_file, fmt=fmt, cluster_file=cluster_file, nodes=nodes, cores_per_node=cores_per_node,
                bandwidth=bandwidth, latency=latency, shm_bandwidth=shm_bandwidth, shm_latency=shm_latency,
@@ -127,7 +133,8 @@ def cli(trace_file, fmt, cluster_file, nodes, cores_per_node, bandwidth, latency
                params_file=params_file,
                collectives=collectives, eager=eager, jitter_file=jitter_file, jitter_freq=jitter_freq, align=align,
                window=window, window_origin=window_origin, replicas=replicas, seed=seed, engine=engine,
-               chrome_file=chrome_file, plot_stem=plot_stem, no_plots=not plots, breakdown=breakdown, phases=phases)
+               chrome_file=chrome_file, plot_stem=plot_stem, no_plots=not plots, breakdown=breakdown, phases=phases,
+               flops_rate=flops_rate, dialect=dialect)
     # a progress bar on long replays, on stderr and only on a terminal: never inside --json output
     run, out = run_job(p, runs_dir, ["hpcvar", *sys.argv[1:]], show_progress=None if not as_json else False)
     emit_run(run, as_json)

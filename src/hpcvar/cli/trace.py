@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from hpcvar.cli.common import (
+    DIALECT_HELP,
     OUT_PATH,
     POSITIVE_DURATION,
     emit,
@@ -41,6 +42,7 @@ def cli() -> None:
     \b
     hpcvar trace -o APP.trace -- mpiexec -n 4 ./app     (the same as 'hpcvar trace run ...')
     hpcvar trace import SOURCE -o APP.trace             (OTF2 or SimGrid TIT)
+    hpcvar trace export APP.trace --to tit -o APP.txt   (SimGrid TIT, for smpirun -replay)
     hpcvar trace show APP.trace
     hpcvar trace cut APP.trace -o PART.trace --after-collective -1
     """
@@ -126,7 +128,7 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
 def _summary(trace, path) -> dict:
     ev = trace.events
     span = (ev.groupby("task")["t_end_ns"].max() - ev.groupby("task")["t_start_ns"].min()) * 1e-9
-    from hpcvar.sim.app import mpi_time_s
+    from hpcvar.sim.replay import mpi_time_s
     from hpcvar.traces.cut import world_collectives
 
     comm = mpi_time_s(ev, trace.ntasks)
@@ -165,19 +167,25 @@ def _render_summary(c, s: dict) -> None:
 @click.option("--from", "fmt", type=click.Choice(["auto", "tit", "otf2"]), default="auto", show_default=True,
               help="Input format: SimGrid time-independent trace (tit) or OTF2 archive (the .otf2 anchor file).")
 @click.option("--flops-rate", type=float, default=1e9, show_default=True,
-              help="TIT: flop/s that turn 'compute FLOPS' into seconds.")
+              help="TIT: flop/s that turn 'compute FLOPS' (and the FLOPS of reduce/allreduce) into seconds.")
+@click.option("--dialect", default="auto", show_default=True, help=DIALECT_HELP)
 @click.option("--engine", type=click.Choice(["auto", "native", "python"]), default=None,
               help="Importer: C (native/sim/tit.c; OTF2: libotf2, where hpcvar was built with it), the Python "
                    "reference, or auto (C when installed) [default: $HPCVAR_IMPORT_ENGINE, else auto].")
 @format_options(legacy=("fmt", ("auto", "tit", "otf2")))
-def import_cmd(source, output, fmt, flops_rate, engine, as_json):
-    """Convert an OTF2 or SimGrid TIT trace to the native format."""
+def import_cmd(source, output, fmt, flops_rate, dialect, engine, as_json):
+    """Convert an OTF2 or SimGrid TIT trace to the native format.
+
+    A TIT trace is one file or an index of per-rank files (what 'smpirun -trace-ti' writes), in SimGrid's
+    dialect of 3.20 and later ('isend DST TAG COUNT DATATYPE') or of 3.19 and before ('Isend DST COUNT'),
+    chosen per file from its lines (docs/formats.md).
+    """
     from hpcvar.traces import load_trace
     from hpcvar.traces.native import write_parquet
 
     if fmt == "auto":
         fmt = "otf2" if source.endswith(".otf2") else "tit"
-    trace = load_trace(source, fmt, flops_rate, engine)
+    trace = load_trace(source, fmt, flops_rate, engine, dialect)
     with writing_out(output):
         write_parquet(trace, output)
     emit(_summary(trace, output), as_json, _render_summary)
@@ -221,3 +229,45 @@ def cut_cmd(trace_file, output, after, before, as_json):
     with writing_out(output):
         write_parquet(part, output)
     emit(_summary(part, output), as_json, _render_summary)
+
+
+@cli.command("export")
+@click.argument("trace_file", type=click.Path())
+@click.option("--to", "to", type=click.Choice(["tit"]), required=True,
+              help="tit: SimGrid's time-independent trace (the dialect of SimGrid 3.20 and later), an index file and "
+                   "one file per rank in <OUT>_files/, which 'smpirun -replay OUT' replays.")
+@option("-o", "--out", "output", required=True, type=OUT_PATH, help="The index file to write, e.g. app.txt.")
+@click.option("--flops-rate", type=float, default=1e9, show_default=True,
+              help="flop/s that the compute between calls is written in: the speed of the hosts SimGrid replays on "
+                   "(its platform's 'speed').")
+@click.option("--collectives", type=click.Choice(["binomial", "recdoub", "ring"]), default="binomial",
+              show_default=True,
+              help="The algorithm that writes as messages the collectives TIT cannot hold (on communicators other "
+                   "than MPI_COMM_WORLD, v-collectives): that of 'sim app --collectives'.")
+@click.option("--from", "fmt", type=click.Choice(["auto", "native", "tit", "otf2"]), default="auto",
+              show_default=True, help="Format of TRACE_FILE (auto: by extension).")
+@format_options
+def export_cmd(trace_file, to, output, flops_rate, collectives, fmt, as_json):
+    """Write a trace in another simulator's format: SimGrid's time-independent trace (--to tit).
+
+    Example: replay a trace recorded with 'hpcvar trace' in SimGrid (docs/replay.md, "SimGrid"):
+
+    \b
+    hpcvar trace export app.trace --to tit -o app.txt
+    smpirun -np 4 -platform cluster.xml -hostfile hosts -replay app.txt
+    """
+    from hpcvar.traces import load_trace
+    from hpcvar.traces.tit_export import write_tit
+
+    trace = load_trace(trace_file, fmt)
+    with writing_out(output):
+        files = write_tit(trace, output, flops_rate, collectives)
+    emit({"trace": str(trace_file), "to": to, "index": str(output), "files": [str(f) for f in files[:-1]],
+          "ntasks": trace.ntasks, "rows": int(len(trace.events)), "flops_rate": flops_rate}, as_json, _render_export)
+
+
+def _render_export(c, s: dict) -> None:
+    c.print(f"{s['trace']}: {s['ntasks']} tasks, {s['rows']} rows written as SimGrid's time-independent trace "
+            f"{s['index']} (one file per rank in {s['index']}_files/, compute at {s['flops_rate']:g} flop/s)")
+    c.print(f"replay it in SimGrid: smpirun -np {s['ntasks']} -platform PLATFORM.xml -hostfile HOSTS -replay "
+            f"{s['index']}   (hosts of speed {s['flops_rate']:g}f; run it where the index's paths lead)")

@@ -175,7 +175,35 @@ def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict
     for s_ in found:
         if not any(abs(s_["hz"] - o["hz"]) <= 0.005 * o["hz"] for o in out):
             out.append(s_)
-    return out[:top]
+    grid = 1e9 / float(trace.meta["interval_ns"]) if trace.meta.get("method") == "timer" and \
+        float(trace.meta.get("interval_ns") or 0) > 0 else None
+    return fold_harmonics(out, trace.freq_hz / c.length if c.length else 0.0, grid)[:top]
+
+
+MAX_FOLD = 32  # a source at k x another's frequency, k = 2..MAX_FOLD, is that source's harmonic
+
+
+def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None) -> list[dict]:
+    """Sources (strongest first) without the harmonics of others: a source at k x f of another source at f
+    (k = 2..MAX_FOLD, within max(3 df, 0.1%)) is that source's harmonic, listed in its ``folded_hz`` and not as a
+    source of its own (a 250 Hz tick's train has peaks at 4250 and 4750 Hz too, and the per-class spectra can
+    find them without their fundamental). With the timer method, detours are seen on a grid of the sampling
+    interval: sources at multiples of its frequency ``grid_hz`` are the sampler's, not the machine's, and are
+    left out. Order kept."""
+    def near(x: float, f: float, kmin: int) -> bool:
+        k = round(x / f)
+        return kmin <= k <= MAX_FOLD and abs(x - k * f) <= max(3.0 * df, 1e-3 * x)
+
+    kept = [dict(s_) for s_ in sources if not (grid_hz and near(s_["hz"], grid_hz, 1))]
+    by_hz = sorted(kept, key=lambda s_: s_["hz"])
+    folded: set[int] = set()
+    for i, s_ in enumerate(by_hz):
+        for f0 in by_hz[:i]:
+            if id(f0) not in folded and near(s_["hz"], f0["hz"], 2):
+                f0.setdefault("folded_hz", []).append(s_["hz"])
+                folded.add(id(s_))
+                break
+    return [s_ for s_ in kept if id(s_) not in folded]
 
 
 def tick_check(f: np.ndarray, p: np.ndarray, sources: list[dict], hz: float | None) -> dict | None:
@@ -323,3 +351,29 @@ def analyze(trace: JitterTrace, top: int = 5) -> dict:
     return {"freq_hz": trace.freq_hz, "kernel": m.get("kernel"), "kernel_hz": khz,
             "source": m.get("source"), "cpus": cpus, "quality": quality(trace),
             "attribution": attribution(trace, periods)}
+
+
+# The collector runs alone on its CPU: a few preemptions a second come from kernel threads; tens a second mean
+# other user processes were scheduled there (the recording then measured their load, not the OS).
+PREEMPTIONS_PER_S = 10.0
+
+
+def preemption_suspicion(res: dict, cpu) -> str:
+    """Why the recording of ``cpu`` measured load rather than OS noise ('' when it did not): the collector's
+    thread was preempted more than PREEMPTIONS_PER_S times a second (``res``: a noise record result)."""
+    att = res.get("attribution") or {}
+    window = att.get("window_s") or 0
+    preempt = ((att.get("thread_context_switches") or {}).get(str(cpu)) or {}).get("nonvoluntary") or 0
+    if window and preempt / window > PREEMPTIONS_PER_S:
+        return (f"the collector was preempted {preempt} times ({preempt / window:.0f}/s): other processes shared "
+                f"CPU {cpu}, so this is load, not OS noise")
+    return ""
+
+
+def recording_suspicion(res: dict) -> str:
+    """Why a noise recording (a noise record result) is suspect as a whole ('' when no CPU of it is)."""
+    for c in res.get("cpus") or []:
+        why = preemption_suspicion(res, c.get("cpu"))
+        if why:
+            return why
+    return ""

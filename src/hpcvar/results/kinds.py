@@ -109,12 +109,12 @@ KINDS: dict[str, Kind] = {k.command: k for k in [
          cli_help="Fan-in: large-buffer clients and chatter clients into one root."),
     Kind("bench bsp", "Bulk-synchronous phases", "bsp", cli="bench_bsp:cli", summary=("bsp.reps",),
          cli_help="Bulk-synchronous phases: fixed CPU work, then a barrier, on every rank."),
+    Kind("screen", "Screen: which node, which link", "screen",
+         summary=("screen.findings", "screen.node_metrics", "screen.link_metrics")),
     Kind("noise record", "OS jitter recording", "noise_record", summary=("noise.summary",)),
-    Kind("sim jitter", "jitSim prediction", job="hpcvar.kinds.sim_jitter.job:run_job",
-         render="hpcvar.kinds.sim_jitter.views:render_jitter", section="hpcvar.kinds.sim_jitter.views:jitter_section",
-         metrics=None, plots=None, summary=("jitter.points",)),
-    Kind("sim app", "Application replay", job="hpcvar.sim.app_job:run_job",
-         render="hpcvar.sim.app_report:render_app", section="hpcvar.sim.app_report:app_section",
+    Kind("sim jitter", "jitSim prediction", "sim_jitter", metrics=None, summary=("jitter.points",)),
+    Kind("sim app", "Application replay", job="hpcvar.kinds.sim_app.job:run_job",
+         render="hpcvar.kinds.sim_app.views:render_app", section="hpcvar.kinds.sim_app.views:app_section",
          metrics=None, plots=None, summary=("replay.runs",)),
 ]}
 

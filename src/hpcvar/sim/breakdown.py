@@ -63,7 +63,7 @@ def _sorted_columns(ev: pd.DataFrame) -> dict[str, np.ndarray]:
 def covered_ns(task: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per row, the ns of its [start, end] not covered by the same task's rows before it in time order
     ((start, end) ascending, ties in row order): the rows' shares of the union of their intervals."""
-    from hpcvar.sim.app import _cummax_by
+    from hpcvar.sim.replay import _cummax_by
 
     out = np.zeros(len(task))
     if not len(task):

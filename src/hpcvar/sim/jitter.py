@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import math
 import time
 import weakref
 from dataclasses import dataclass, field
@@ -19,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcvar.errors import HpcvarError, UsageError
+from hpcvar.noise import COSCHED, SYNC, UNSYNC
 from hpcvar.noise.trace import CpuTrace, JitterTrace
 
 if TYPE_CHECKING:
@@ -28,7 +28,7 @@ TASK_DTYPE = np.dtype([("offset", "<i8"), ("t", "<i8"), ("slot", "<i8"), ("absor
                        ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("lap", "<i4")])
 TASK_BYTES = TASK_DTYPE.itemsize  # 64
 DRIVER_BYTES_PER_TASK = 0  # the summaries are computed inside the task array (_summaries_in_place)
-ALIGN_CODES = {"unsync": 0, "sync": 1, "cosched": 2}
+ALIGN_CODES = {UNSYNC: 0, SYNC: 1, COSCHED: 2}  # the C core's codes (native/sim/jitsim.h)
 BARRIER_CODES = {"none": 0, "tree": 1}
 
 
@@ -289,15 +289,23 @@ def _pack(flat: np.ndarray, field: int, stride: int, start: int, n: int, chunk: 
 # ---- statistics over replicas ----------------------------------------------------------------------
 
 def mean_ci(values) -> tuple[float, float, float]:
-    """Mean and 95% Student-t confidence interval (the interval is the mean itself for one value)."""
+    """Mean over replicas and its 95% confidence interval: the bootstrap percentile interval of the mean
+    (hpcvar.stats.summary's resamples and seed). One replica has no interval (NaN, NaN). A percentile interval
+    stays inside the replicas' range, so the interval of a makespan never goes below the jitter-free T0 (every
+    replica's T >= T0): a Student-t interval did with few, spread replicas (slowdown intervals below zero)."""
     v = np.asarray(values, dtype=float)
     m = float(v.mean())
     if v.size < 2:
+        return m, float("nan"), float("nan")
+    if np.all(v == v[0]):
         return m, m, m
-    from scipy import stats
+    from scipy import stats as sps
 
-    half = float(stats.t.ppf(0.975, v.size - 1) * v.std(ddof=1) / math.sqrt(v.size))
-    return m, m - half, m + half
+    from hpcvar.stats.summary import BOOTSTRAP_RESAMPLES, BOOTSTRAP_SEED
+
+    res = sps.bootstrap((v,), np.mean, confidence_level=0.95, n_resamples=BOOTSTRAP_RESAMPLES, method="percentile",
+                        vectorized=True, random_state=np.random.default_rng(BOOTSTRAP_SEED))
+    return m, float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 QUANTILES = (("mean", None), ("p50", 50), ("p90", 90), ("p99", 99), ("max", 100))

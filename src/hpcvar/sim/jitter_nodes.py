@@ -3,9 +3,17 @@ from recorded node j mod N, and ``--align measured`` keeps the measured cross-no
 
 The traces of all nodes are brought to one frequency (the first node's: cycles must mean the same) and one
 length (the shortest recorded one), so that positions are comparable and every alignment mode can use
-them. With ``measured``, every replica picks one common instant T, uniformly in the recorded span (seeded
-like the other modes: hpcvar.sim.jitter_ref.replica_key), and each task starts at the position of its node's
-trace that its node's clock read at T (the clock model of hpcvar.noise.alignment.NodeTrace).
+them. With ``measured``, the simulated nodes form groups of N (the recorded node count: simulated nodes
+g*N .. g*N+N-1 are group g, node j of a group replays recorded node j). Every group picks one instant T_g,
+uniformly in the recorded span (seeded like the other modes: hpcvar.sim.jitter_ref.replica_key), and each
+task starts at the position of its node's trace that its node's clock read at T_g (the clock model of
+hpcvar.noise.alignment.NodeTrace): inside a group the nodes keep the alignment they were recorded with.
+Between groups the recording says what to do: nodes whose noise the recording finds aligned (its verdict,
+hpcvar.noise.alignment.analyze) share one instant, T_g = T_0, since their noise has a common cause that
+every node would share; otherwise (not aligned, mixed, inconclusive) the groups' instants are independent,
+as the noise of nodes that were not recorded together has no relation the recording could show. So up to N
+nodes ``measured`` replays the recording as it was, and beyond N it lies between ``sync`` and ``unsync``:
+at ``sync`` for aligned noise, towards ``unsync`` for independent noise (docs/jitter-sim.md).
 """
 
 from __future__ import annotations
@@ -79,18 +87,65 @@ class NodeTraces:
         return self.length / self.freq_hz
 
 
+# the stream of the groups' instants: its own key, so that group 0's instant stays the replica's (instant_s)
+_GROUP_STREAM = 0x6D656173_75726564  # "measured"
+
+
+def _mix64(z: np.ndarray) -> np.ndarray:
+    """splitmix64's output function (hpcvar.sim.jitter_ref.mix64) on an array of uint64 (wrapping arithmetic)."""
+    z = z ^ (z >> np.uint64(30))
+    z = z * np.uint64(0xBF58476D1CE4E5B9)
+    z = z ^ (z >> np.uint64(27))
+    z = z * np.uint64(0x94D049BB133111EB)
+    return z ^ (z >> np.uint64(31))
+
+
 @dataclass
 class MeasuredAlignment:
     traces: NodeTraces
+    common: bool | None = None  # the groups share one instant: the recording finds the nodes' noise aligned
+
+    def __post_init__(self) -> None:
+        if self.common is None:
+            from hpcvar.noise.alignment import analyze
+
+            self.common = analyze(self.traces.nodes)[2]["verdict"] == "aligned"
 
     def instant_s(self, seed: int, replica: int) -> float:
-        """The common instant of a replica: uniform in the recorded span."""
+        """The common instant of a replica (group 0's): uniform in the recorded span."""
         u = mix64(replica_key(seed, replica))
         return (u / 2.0**64) * self.traces.span_s()
 
+    def group_instants_s(self, groups: int, seed: int, replica: int) -> np.ndarray:
+        """T_g of groups 0 .. groups-1: T_0 = instant_s; the others T_0 too when ``common``, else each its own
+        uniform draw."""
+        t = np.full(groups, self.instant_s(seed, replica))
+        if not self.common and groups > 1:
+            key = np.uint64(replica_key(seed ^ _GROUP_STREAM, replica))
+            with np.errstate(over="ignore"):
+                u = _mix64(key + np.uint64(0x9E3779B97F4A7C15) * np.arange(2, groups + 1, dtype=np.uint64))
+            t[1:] = u.astype(np.float64) / 2.0**64 * self.traces.span_s()
+        return t
+
+    def positions(self, t_s: np.ndarray) -> np.ndarray:
+        """[instant, node, core] trace positions: NodeTraces.position for an array of instants."""
+        nts = self.traces
+        cores = len(nts.cores[0])
+        out = np.empty((t_s.size, len(nts.nodes), cores), dtype=np.int64)
+        for j, n in enumerate(nts.nodes):
+            common_ns = n.t0_common_ns + t_s * 1e9
+            local_ns = common_ns * (1.0 + n.drift) + n.offset_ns - n.drift * n.t_ref_ns
+            local_start = float(n.trace.meta.get("t0_mono_raw_ns", n.t0_common_ns + n.offset_ns))
+            rec = (local_ns - local_start) * nts.freq_hz / 1e9
+            for c in range(cores):
+                lead = int(nts.cores[j][c].meta.get("lead_in_cycles", 0))
+                out[:, j, c] = np.rint(rec - lead).astype(np.int64) % nts.length
+        return out
+
     def offsets(self, ntasks: int, cores: int, seed: int, replica: int) -> np.ndarray:
-        t = self.instant_s(seed, replica)
         nn = len(self.traces.nodes)
-        pos = np.array([[self.traces.position(j, c, t) for c in range(cores)] for j in range(nn)], dtype=np.int64)
         i = np.arange(ntasks, dtype=np.int64)
-        return pos[(i // cores) % nn, i % cores]
+        node = i // cores
+        groups = int(node[-1] // nn) + 1 if ntasks else 1
+        pos = self.positions(self.group_instants_s(groups, seed, replica))
+        return pos[node // nn, node % nn, i % cores]

@@ -4,6 +4,7 @@ from hpcvar.stats.summary import (
     PERCENTILES,
     jain_index,
     mad,
+    mean_ci,
     median_ci,
     median_ci_order,
     outlier_mask,
@@ -11,5 +12,5 @@ from hpcvar.stats.summary import (
     variance_components,
 )
 
-__all__ = ["PERCENTILES", "jain_index", "mad", "median_ci", "median_ci_order", "outlier_mask", "summarize",
-           "variance_components"]
+__all__ = ["PERCENTILES", "jain_index", "mad", "mean_ci", "median_ci", "median_ci_order", "outlier_mask",
+           "summarize", "variance_components"]

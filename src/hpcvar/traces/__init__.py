@@ -27,9 +27,11 @@ def import_engine(engine: str | None, available: Callable[[], bool], lib: Callab
     return "native" if engine == "auto" and available() else "python"
 
 
-def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: str | None = None):
+def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: str | None = None,
+               dialect: str | None = None):
     """A Trace from a native Parquet trace, a SimGrid TIT file or an OTF2 archive (anchor .otf2); ``engine``
-    picks the TIT and OTF2 importer (import_engine)."""
+    picks the TIT and OTF2 importer (import_engine); ``dialect``: the TIT dialect (None: auto, else the SimGrid
+    version that wrote it, hpcvar.traces.tit_dialect)."""
     from hpcvar.traces import native
 
     p = Path(path)
@@ -40,7 +42,7 @@ def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: st
     if fmt == "tit":
         from hpcvar.traces.tit import read_tit
 
-        return read_tit(p, flops_rate, engine)
+        return read_tit(p, flops_rate, engine, dialect)
     if fmt == "otf2":
         from hpcvar.traces.otf2_import import read_otf2
 

@@ -1,20 +1,24 @@
-"""jitSim output: terminal renderer, plots and the HTML report section of 'sim jitter' runs."""
+"""The views of 'sim jitter' runs: terminal table, figures, report section (no metrics: a prediction has no
+samples to test)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import BAD, GOOD, Headline, Section
+from hpcvar.report.sections import BAD, GOOD, PREDICTION, SUSPECT, Headline, Section
 from hpcvar.report.verdict import SLOWDOWN_BAD_PCT, judge_ci
+from hpcvar.results import Run
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
 
 
-def render_jitter(console: Console, run) -> None:
+def render(console: Console, run: Run) -> None:
     """A stored 'sim jitter' run: one row per configuration and task count."""
     result = run.info["result"]
     t = Table(title=f"jitSim: {result['phases_n']} phases of W = {result['work_cycles']} cycles, "
@@ -29,6 +33,13 @@ def render_jitter(console: Console, run) -> None:
                   f"{_pct(p['slowdown_ci'][0])}..{_pct(p['slowdown_ci'][1])}", cf_txt, _pct(p["coverage"]),
                   f"{p['task_phases_per_s'] / 1e6:.2f}")
     console.print(t)
+
+
+def plots(run: Run) -> list[Path]:
+    """The slowdown against the task count, and replica 0's phase durations."""
+    return [plot_sweep(run.read_table("jitter.points"), run.plots_dir() / "sweep")[0],
+            plot_phases(run.read_table("jitter.phases"), run.plots_dir() / "phases",
+                        freq_hz=run.info["result"].get("freq_hz"))[0]]
 
 
 def plot_sweep(points: pd.DataFrame, stem) -> list:
@@ -72,23 +83,10 @@ def plot_phases(phases: pd.DataFrame, stem, freq_hz: float | None = None) -> lis
 
 def _assumptions(run, res: dict) -> str:
     """What a predicted slowdown rests on: the grain, the phases, the barrier, the noise that was replayed."""
-    from pathlib import Path
-
     freq = res.get("freq_hz") or 0
     grain = f"{res['work_cycles'] / freq * 1e3:.3g} ms" if freq and res.get("work_cycles") else "?"
     text = (f"for a {grain} compute grain, {res.get('phases_n', '?')} phases, a {res.get('barrier', '?')} barrier")
-    params = run.info.get("params") or {}
-    for t in params.get("traces") or []:
-        src = Path(t)
-        rj = (src if src.is_dir() else src.parent) / "run.json"
-        if not rj.is_file():
-            continue
-        import json
-
-        try:
-            noise = json.loads(rj.read_text())
-        except (OSError, ValueError):
-            continue
+    for noise in _noise_runs(run):
         nres = noise.get("result") or {}
         lost = [c.get("noise_fraction", 0) for c in nres.get("cpus", [])]
         where = "a VM" if (noise.get("metadata") or {}).get("virtualized") else "this machine"
@@ -104,7 +102,35 @@ def _assumptions(run, res: dict) -> str:
     return text
 
 
-def jitter_section(run) -> Section:
+def _noise_runs(run) -> list[dict]:
+    """The run.json of the noise recordings a prediction replayed (its traces' runs)."""
+    import json
+    from pathlib import Path
+
+    out = []
+    for t in (run.info.get("params") or {}).get("traces") or []:
+        src = Path(t)
+        rj = (src if src.is_dir() else src.parent) / "run.json"
+        try:
+            out.append(json.loads(rj.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def input_suspicion(run) -> str:
+    """Why the noise a prediction replayed is suspect ('' when it is not): a prediction on suspect input is
+    suspect itself, never bad."""
+    from hpcvar.noise.analysis import recording_suspicion
+
+    for noise in _noise_runs(run):
+        why = recording_suspicion(noise.get("result") or {})
+        if why:
+            return f"built on a noise recording that is suspect ({why})"
+    return ""
+
+
+def section(run: Run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="Jitter slowdown predicted at scale (jitSim)")
     points = res.get("points", [])
@@ -114,10 +140,13 @@ def jitter_section(run) -> Section:
         if p["config"] not in largest or p["tasks"] > largest[p["config"]]["tasks"]:
             largest[p["config"]] = p
     assumptions = _assumptions(run, res)
+    suspect_input = input_suspicion(run)
     for cfg, p in largest.items():
         lo, hi = p["slowdown_ci"]
         flag = judge_ci(lo, hi, replicas=int(p["replicas"]))
-        if flag:
+        if suspect_input:
+            status, ref = SUSPECT, f"{suspect_input}; {assumptions}"
+        elif flag:
             status, ref = flag[0], f"{flag[1]}; {assumptions}"
         elif p["slowdown"] > SLOWDOWN_BAD_PCT / 100:
             status, ref = BAD, f"above {SLOWDOWN_BAD_PCT:g}% {assumptions}"
@@ -126,12 +155,12 @@ def jitter_section(run) -> Section:
         sec.headlines.append(Headline(f"jitter slowdown, {cfg}, {p['tasks']:,} tasks",
                                       f"{_pct(p['slowdown'])} [{_pct(lo)}, {_pct(hi)}]",
                                       f"T/T0 - 1 of compute + barrier phases, 95% CI over {p['replicas']} replicas; "
-                                      f"T = {p.get('total_s', float('nan')):.4g} s", status, ref))
+                                      f"T = {p.get('total_s', float('nan')):.4g} s", status, ref,
+                                      role=PREDICTION))
     if run.has_table("jitter.points"):
         sec.tables.append(("Slowdown against task count", run.read_table("jitter.points")))
     for name, cap in (("sweep", "Slowdown against tasks (log x)"), ("phases", "Phase durations (replica 0)")):
         f = run.path / "plots" / f"{name}.png"
         if f.is_file():
             sec.figures.append((cap, f))
-    sec.notes.extend(run.info.get("warnings", []))
     return sec

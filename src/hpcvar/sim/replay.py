@@ -41,6 +41,9 @@ class Cluster:
     # bytes of a rendezvous message between nodes sent with its request, before the receive is posted (Open MPI's
     # ob1 sends the first eager-limit bytes with the RTS); 0 = none
     rndv_first: float = 0.0
+    # flop/s of a core: turns the flops of a time-independent (TIT) trace into seconds when it is read; None = not
+    # given (the reader's default, 1e9)
+    flops_rate: float | None = None
 
     def link(self, a: int, b: int) -> tuple[float, float]:
         return self.links.get((a, b)) or self.links.get((b, a)) or (self.bandwidth, self.latency)
@@ -51,7 +54,7 @@ class Cluster:
 MAX_NODES = 1 << 20
 MAX_CORES_PER_NODE = 1 << 16
 _CLUSTER_KEYS = ("nodes", "cores_per_node", "bandwidth", "latency", "shm_bandwidth", "shm_latency", "rndv_latency",
-                 "shm_rndv_latency", "send_buffer", "rndv_first")
+                 "shm_rndv_latency", "send_buffer", "rndv_first", "flops_rate")
 
 
 def _cluster_value(key: str, text: str, path: str, line: int) -> float:
@@ -61,6 +64,13 @@ def _cluster_value(key: str, text: str, path: str, line: int) -> float:
     absurd, InputFileError for a value without its unit."""
     from hpcvar import units
 
+    if key == "flops_rate":  # flop/s, a bare number (no other unit is possible)
+        from hpcvar.traces.tit import MAX_FLOPS_RATE
+
+        v = float(text)
+        if not 0 < v <= MAX_FLOPS_RATE:
+            raise ValueError(f"flops_rate must be in (0, {MAX_FLOPS_RATE:g}] flop/s")
+        return v
     if key in ("nodes", "cores_per_node"):
         v = float(text)  # ValueError for non-numbers; never OverflowError ('1e999' is inf)
         hi = MAX_NODES if key == "nodes" else MAX_CORES_PER_NODE
@@ -88,9 +98,9 @@ def _index(text: str, what: str, hi: int) -> int:
 
 def load_cluster(path: str) -> Cluster:
     """A cluster file: 'key value' lines (nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
-    shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first) and 'link A B BANDWIDTH LATENCY' lines;
-    '#' starts a comment. Bandwidths and latencies take their unit (1gbit or 125MB/s, 50us); send_buffer and
-    rndv_first are sizes (512KiB)."""
+    shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first, flops_rate) and 'link A B BANDWIDTH
+    LATENCY' lines; '#' starts a comment. Bandwidths and latencies take their unit (1gbit or 125MB/s, 50us);
+    send_buffer and rndv_first are sizes (512KiB); flops_rate is in flop/s (1e9)."""
     from pathlib import Path
 
     p = Path(path)
@@ -124,7 +134,7 @@ def load_cluster(path: str) -> Cluster:
                 latency=kv["latency"], links=links)
     if "shm_bandwidth" in kv:
         c.shm_bandwidth = kv["shm_bandwidth"]
-    for k in ("shm_latency", "rndv_latency", "shm_rndv_latency", "send_buffer", "rndv_first"):
+    for k in ("shm_latency", "rndv_latency", "shm_rndv_latency", "send_buffer", "rndv_first", "flops_rate"):
         if k in kv:
             setattr(c, k, kv[k])
     for (a, b) in links:

@@ -50,14 +50,15 @@ class Params:
     chrome_file: str | None = None
     plot_stem: str | None = None
     no_plots: bool = False
-    flops_rate: float = 1e9
+    flops_rate: float | None = None  # TIT: flop/s (None: the cluster file's flops_rate, else 1e9)
+    dialect: str = "auto"  # TIT: the SimGrid version that wrote the trace (hpcvar.traces.tit_dialect)
     breakdown: bool = False
     phases: int | None = None
     extra: dict = field(default_factory=dict, compare=False)
 
     def check(self) -> None:
         """Usage errors that need no file, naming the flag."""
-        from hpcvar.sim.app import MODELS
+        from hpcvar.sim.replay import MODELS
 
         if self.window is not None and self.align != "cosched":
             raise UsageError("--window is only for --align cosched", "--window", "Add --align cosched")
@@ -82,8 +83,22 @@ def _check_breakdown(p: Params) -> None:
         raise UsageError(f"--phases {p.phases} is outside 1..{MAX_PHASES}", "--phases", "Give e.g. --phases 4")
 
 
+def flops_rate_of(p: Params) -> float:
+    """The flop/s that turn a TIT trace's flops into seconds: --flops-rate, else the cluster file's flops_rate,
+    else 1e9 (both given: an error, as for the other keys of the cluster file)."""
+    if not p.cluster_file:
+        return 1e9 if p.flops_rate is None else p.flops_rate
+    from hpcvar.sim import replay as simapp
+
+    rate = simapp.load_cluster(p.cluster_file).flops_rate
+    if p.flops_rate is not None:
+        raise UsageError("--flops-rate and --cluster both given", "--flops-rate",
+                         "Put 'flops_rate RATE' (flop/s) in the cluster file")
+    return 1e9 if rate is None else rate
+
+
 def cluster_of(p: Params, ntasks: int):
-    from hpcvar.sim import app as simapp
+    from hpcvar.sim import replay as simapp
 
     if p.cluster_file:
         if p.nodes or p.cores_per_node:
@@ -184,7 +199,7 @@ def _read(p: Params, timings: dict):
         t0 = time.perf_counter()
         # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
         # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
-        trace = load_trace(p.trace, p.fmt, p.flops_rate, "python" if p.engine == "python" else None)
+        trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect)
         timings["read_s"] = time.perf_counter() - t0
         return trace, host.result()
 
@@ -192,7 +207,7 @@ def _read(p: Params, timings: dict):
 def _prepare(p: Params, trace):
     """The cluster, the model parameters and the jitter of the replays; every mapping and model is checked
     before anything runs (an impossible --engine too)."""
-    from hpcvar.sim import app as simapp
+    from hpcvar.sim import replay as simapp
     from hpcvar.sim.replay_jitter import jitter_factory
 
     cl = cluster_of(p, trace.ntasks)
@@ -217,6 +232,8 @@ def _prepare(p: Params, trace):
 def _stored_params(p: Params, trace, cl, params_by_model: dict) -> dict:
     """run.json's params: the options as given plus what they resolved to (cluster, model parameters)."""
     stored = {k: v for k, v in asdict(p).items() if k not in ("extra",)}
+    stored.update(flops_rate=trace.meta.get("flops_rate") if not trace.timed else p.flops_rate,
+                  tit_dialect=trace.meta.get("tit_dialect"))
     stored.update(ntasks=trace.ntasks, timed=trace.timed, mappings=list(p.mappings), models=list(p.models),
                   format=p.fmt, model_params=params_by_model, eager_bytes=p.eager, jitter=p.jitter_file,
                   jitter_freq_hz=p.jitter_freq, window_s=p.window, window_origin_s=p.window_origin,
@@ -232,7 +249,7 @@ def _stored_params(p: Params, trace, cl, params_by_model: dict) -> dict:
 def _lower(p: Params, trace, timings: dict):
     """The trace lowered once for the engine that will replay it (the C lowering also computes the measured
     side in the same pass): (python ops or None, C arrays or None, ops per replay, measured total, comm)."""
-    from hpcvar.sim import app as simapp
+    from hpcvar.sim import replay as simapp
 
     ops, encoded = None, None
     t0 = time.perf_counter()
@@ -260,8 +277,8 @@ def _replay_all(p: Params, run, trace, cl, params_by_model, jit, ops, encoded, o
     of every replay when ``grid`` is given, else None)."""
     import pandas as pd
 
-    from hpcvar.sim import app as simapp
     from hpcvar.sim import breakdown
+    from hpcvar.sim import replay as simapp
 
     runs: list[dict] = []
     rep_rows: list = []
@@ -309,8 +326,8 @@ def _replay_all(p: Params, run, trace, cl, params_by_model, jit, ops, encoded, o
 
 def _outputs(p: Params, run, runs: list[dict], first, timeline_src, timed: bool) -> tuple[list[str], list[str]]:
     """The Chrome/Perfetto timeline, the figures and the warnings of a finished replay."""
-    from hpcvar.sim import app as simapp
-    from hpcvar.sim.app_report import plot_comparison, plot_e_abs
+    from hpcvar.kinds.sim_app.views import plot_comparison, plot_e_abs
+    from hpcvar.sim import replay as simapp
 
     if p.chrome_file:
         from hpcvar.traces.chrome import write_chrome
@@ -368,7 +385,7 @@ def run_rows(runs: list[dict]) -> list[dict]:
 
 def combine(mp, m, reps, m_total, m_comm, timed) -> dict:
     """Medians over replicas per task (95% CIs with several), E_abs against the measurement."""
-    from hpcvar.sim.app import e_abs
+    from hpcvar.sim.replay import e_abs
 
     if len(reps) > 1:
         from hpcvar.stats.summary import median_ci  # scipy: seconds to import, only for CIs
