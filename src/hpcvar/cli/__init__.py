@@ -31,7 +31,7 @@ COMMANDS = {
     "report": ("hpcvar.cli.report:cli", "Write one self-contained HTML (or Markdown) report of RUNS."),
     "compare": ("hpcvar.cli.compare:cli", "Compare two runs and flag significant degradations."),
     "export": ("hpcvar.cli.export:cli", "Stored runs for Prometheus, ReFrame, Caliper/Thicket and Extra-P."),
-    "history": ("hpcvar.cli.history:cli", "Series of stored runs with the changes confirmed in them (since when?)."),
+    "history": ("hpcvar.cli.history:cli", "Series of stored runs, grouped by command and hosts, with the changes confirmed in them."),
     "runs": ("hpcvar.cli.runs:cli", "List, show and remove stored runs (run directories under --runs-dir)."),
     "info": ("hpcvar.cli.info:cli", "Show the MPI hpcvar was built with, the timers and the machine."),
     "demo": ("hpcvar.cli.demo:cli", "Run the main job: a quick characterization of this machine."),

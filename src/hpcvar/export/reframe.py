@@ -60,7 +60,7 @@ def var_name(f: Figure, drop: Iterable[str] = ()) -> str:
         parts.append("p" + f"{float(lab['quantile']) * 100:g}".replace(".", "_"))
     parts += [v for k, v in sorted(lab.items()) if k not in ("node", "src", "dst", "cpu", "size_bytes", "quantile",
                                                                "command")]
-    return re.sub(r"[^A-Za-z0-9_]+", "_", "_".join([base, *parts])).strip("_")
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", "_".join([base, *parts])).strip("_")
 
 
 def references(runs: list[Run], drop: Iterable[str] = ()) -> dict:

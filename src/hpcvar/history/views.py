@@ -132,6 +132,17 @@ def _times(s: Series):
     return [dt.datetime.fromisoformat(p.started_utc.replace("Z", "+00:00")) for p in s.points]
 
 
+def _display_unit(s: Series) -> tuple[str, float]:
+    """Times in ns drawn in us, ms or s by their size; other units as they are."""
+    if s.unit != "ns" or not s.points:
+        return s.unit, 1.0
+    top = max(abs(p.value) for p in s.points)
+    for unit, scale in (("s", 1e-9), ("ms", 1e-6), ("us", 1e-3)):
+        if top * scale >= 1:
+            return unit, scale
+    return "ns", 1.0
+
+
 def plot_series(s: Series, stem: Path, title: str) -> Path:
     """The series with its 95% CIs, each segment's level (median of its runs' medians) and each confirmed change
     with its symbol; a confirmed last-run change in red."""
@@ -141,8 +152,9 @@ def plot_series(s: Series, stem: Path, title: str) -> Path:
     from hpcvar.report.plots import figure, save
 
     x = _times(s)
-    y = np.array([p.value for p in s.points])
-    err = np.array([[p.value - p.ci_lo for p in s.points], [p.ci_hi - p.value for p in s.points]])
+    unit, scale = _display_unit(s)
+    y = np.array([p.value for p in s.points]) * scale
+    err = np.array([[p.value - p.ci_lo for p in s.points], [p.ci_hi - p.value for p in s.points]]) * scale
     fig, ax = figure(figsize=(7.2, 2.8))
     ax.errorbar(x, y, yerr=np.abs(err), fmt="o", ms=4, capsize=2, color="#1f77b4", label="run median, 95% CI")
     for a, b in s.segments:
@@ -155,7 +167,7 @@ def plot_series(s: Series, stem: Path, title: str) -> Path:
                     color=color, fontsize=10, fontweight="bold")
     if s.latest is not None and s.latest.confirmed:
         ax.plot([x[-1]], [y[-1]], "o", ms=9, mfc="none", mec="#c62828", mew=2, label="last run starts a change")
-    ax.set_ylabel(f"median ({s.unit})" if s.unit else "median")
+    ax.set_ylabel(f"median ({unit})" if unit else "median")
     ax.set_title(title, fontsize=9, loc="left", pad=14)
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
     if len(ax.get_legend_handles_labels()[0]) > 1:

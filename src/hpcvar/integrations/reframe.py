@@ -134,6 +134,7 @@ class hpcvar_characterize(hpcvar_check):
     quick = variable(bool, value=True)
     #: MPI ranks per node (srun).
     ranks_per_node = variable(int, value=1)
+    num_tasks_per_node = 1  # one task slot per node: num_tasks is the job's node count
 
     def hpcvar_command(self) -> list[str]:
         cmd = ["characterize", "--launcher", self.chosen_launcher()]
