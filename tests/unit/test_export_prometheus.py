@@ -4,6 +4,7 @@ number, the run time; written atomically."""
 
 from __future__ import annotations
 
+import json
 import shutil
 
 import pandas as pd
@@ -102,3 +103,38 @@ def test_bad_output_and_runs_are_named(runs, tmp_path):
     assert res.returncode == 2 and "does not exist (--out)" in res.stderr
     res = run_cli(["export", "prometheus", "nosuchrun", "--runs-dir", str(runs)])
     assert res.returncode == 2 and "no run 'nosuchrun'" in res.stderr
+
+
+def _screen_run(root, noise_n2: float, bw: float) -> Run:
+    screen = Run.create("screen", {}, root, ["hpcvar"], {"host": "n1"})
+    pd.DataFrame({"host": ["n1", "n2"], "metric": ["noise_fraction", "noise_fraction"], "value": [0.5, noise_n2],
+                  "ci_lo": [0.4, noise_n2 * 0.9], "ci_hi": [0.6, noise_n2 * 1.1], "unit": ["%", "%"],
+                  "outlier": [False, False]}).to_parquet(screen.path / "screen.node_metrics.parquet")
+    pd.DataFrame({"src": ["n1"], "dst": ["n2"], "metric": ["link_bandwidth"], "value": [bw], "ci_lo": [bw * 0.98],
+                  "ci_hi": [bw * 1.01], "unit": ["B/s"]}).to_parquet(screen.path / "screen.link_metrics.parquet")
+    screen.finish("complete", {"answer": {"status": "OK", "line": "OK", "exit_code": 0}})
+    return Run.open(screen.path)
+
+
+def test_reframe_references_bound_the_bad_side_from_the_dispersion(tmp_path):
+    from hpcvar.export.reframe import refs_json
+
+    one = _screen_run(tmp_path, 1.0, 1.0e8)
+    ref = refs_json([one])["reference"]["*"]
+    # noise: higher is worse, bounded above by its CI; bandwidth: bounded below by its CI; units ReFrame shows
+    assert ref["node_noise_lost_pct_n2"] == [pytest.approx(1.0), None, pytest.approx(0.1), "%"]
+    assert ref["link_bandwidth_MBps_n1_to_n2"] == [pytest.approx(100.0), pytest.approx(-0.02), None, "MB/s"]
+    assert "verdict" not in ref and not any(k.startswith("run_") for k in ref)
+    # several nights: the value is their median, the bound their range (and CIs)
+    runs = [one, _screen_run(tmp_path, 2.0, 0.9e8), _screen_run(tmp_path, 1.5, 1.1e8)]
+    doc = refs_json(runs)
+    ref = doc["reference"]["*"]
+    assert ref["node_noise_lost_pct_n2"][0] == pytest.approx(1.5)
+    assert ref["node_noise_lost_pct_n2"][2] == pytest.approx(2.2 / 1.5 - 1)  # up to the worst night's CI
+    assert ref["link_bandwidth_MBps_n1_to_n2"][1] == pytest.approx(0.9 * 0.98 - 1)
+    assert "range of 3 runs" in doc["note"]
+    # without the node in the names, every node's figure is one more value of one reference (--distribute)
+    out = run_cli(["export", "reframe-refs", one.id, "--runs-dir", str(tmp_path), "--drop-label", "node"],
+                  check=True).stdout
+    merged = json.loads(out)["reference"]["*"]["node_noise_lost_pct"]
+    assert merged[0] == pytest.approx(0.75) and merged[2] == pytest.approx(1.1 / 0.75 - 1)

@@ -46,7 +46,6 @@ def cli(since, between, command, hosts, metrics, all_metrics, alpha, threshold, 
 
     from hpcvar.cli.common import current_format, emit, stdout_console, tables_text, writing_out
     from hpcvar.errors import UsageError
-    from hpcvar.history import changes, views
     from hpcvar.history.series import Window, build_series, parse_instant, select_groups
     from hpcvar.results.store import atomic_write_text, runs_root
 
@@ -59,6 +58,11 @@ def cli(since, between, command, hosts, metrics, all_metrics, alpha, threshold, 
         if window.since >= window.until:
             raise UsageError(f"the window {between[0]} .. {between[1]} is empty", "--between",
                              "Give the earlier instant first (ages count back: --between 14d 7d)")
+    if out and Path(out).suffix.lower() not in (".html", ".htm", ".csv", ".json"):
+        raise UsageError(f"cannot tell the format from '{Path(out).name}'", "-o",
+                         "Use a .html, .csv or .json file name")
+    from hpcvar.history import changes, views
+
     groups, skipped = select_groups(runs_dir, window, command, hosts)
     for g in groups:
         build_series(g, tuple(metrics), all_metrics)
@@ -76,13 +80,10 @@ def cli(since, between, command, hosts, metrics, all_metrics, alpha, threshold, 
                 atomic_write_text(Path(out), views.render_html(groups, res, "hpcvar history"))
             elif suffix == ".csv":
                 atomic_write_text(Path(out), views.csv_text(_one_group(groups, "-o")))
-            elif suffix == ".json":
+            else:
                 from hpcvar.results import dumps
 
                 atomic_write_text(Path(out), dumps(res) + "\n")
-            else:
-                raise UsageError(f"cannot tell the format from '{Path(out).name}'", "-o",
-                                 "Use a .html, .csv or .json file name")
     if plots_dir:
         Path(plots_dir).mkdir(parents=True, exist_ok=True)
         for k, g in enumerate(groups):

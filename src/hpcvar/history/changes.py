@@ -30,7 +30,6 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats as sps
 
 from hpcvar.compare import holm, test_samples, verdict
 from hpcvar.history.series import Group, Series
@@ -174,6 +173,8 @@ def _median_replicates(x: np.ndarray, rng: np.random.Generator, b: int) -> np.nd
     """``b`` draws of the bootstrap distribution of the median of ``x``, exactly and without resampling: the
     median of a resample is the order statistic x_(j) with P(median <= x_(j)) = P(Binomial(n, j/n) >= m),
     m = n // 2 + 1 (Efron & Tibshirani 1993, sec. 2.7)."""
+    from scipy import stats as sps
+
     xs = np.sort(x)
     n = xs.size
     if n == 1:

@@ -50,9 +50,9 @@ def _by_run(changes: list[Change], g: Group) -> list[dict]:
 
 
 def result_json(groups: list[Group], skipped: list, settings: dict) -> dict:
-    return {**settings, "groups": [group_json(g) for g in groups],
-            "skipped_runs": [{"run": r.id, "status": r.status} for r in skipped],
-            "last_run_starts_change": any(group_json(g)["last_run_starts_change"] for g in groups),
+    gj = [group_json(g) for g in groups]
+    return {**settings, "groups": gj, "skipped_runs": [{"run": r.id, "status": r.status} for r in skipped],
+            "last_run_starts_change": any(g["last_run_starts_change"] for g in gj),
             "symbols": [{"symbol": s, "meaning": m} for s, m in SYMBOLS]}
 
 
