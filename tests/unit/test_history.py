@@ -116,7 +116,7 @@ def test_the_command_line_groups_windows_and_writes_csv_for_otava(runs_dir, tmp_
     assert res.returncode == 2 and "Choose one with --command and --hosts" in res.stderr
     res = run_cli(["history", "--hosts", "h1", "--format", "csv"])
     rows = list(csv.DictReader(io.StringIO(res.stdout)))
-    assert list(rows[0])[:5] == ["time", "run", "command", "hosts", "status"]
+    assert list(rows[0])[:6] == ["time", "run", "command", "hosts", "status", "answer"]
     assert [r["run"] for r in rows] == [r.id for r in runs]
     assert float(rows[0]["latency one-way size=8B (ns)"]) == pytest.approx(float(np.median(
         runs[0].read_table("latency.samples")["oneway_ns"])))

@@ -13,7 +13,7 @@ from hpcvar.history.changes import SYMBOLS, Change
 from hpcvar.history.series import Group, Series
 
 TIME_COLUMN = "time"  # Otava's default time_column
-ATTRIBUTE_COLUMNS = ("run", "command", "hosts", "status")
+ATTRIBUTE_COLUMNS = ("run", "command", "hosts", "status", "answer")
 
 
 def _change_json(c: Change | None) -> dict | None:
@@ -32,11 +32,17 @@ def group_json(g: Group) -> dict:
     changes = [c for s in g.series for c in s.changes]
     starts = [s.latest for s in g.series if s.latest is not None and s.latest.confirmed]
     return {"command": g.key[1], "hosts": g.key[0].split(",") if g.key[0] else [], "label": g.label,
-            "runs": [{"run": r.id, "started_utc": r.info.get("started_utc"), "status": r.info.get("status")}
-                     for r in g.runs],
+            "runs": [{"run": r.id, "started_utc": r.info.get("started_utc"), "status": r.info.get("status"),
+                      "answer": _answer(r)} for r in g.runs],
             "change_points": _by_run(changes, g), "last_run_starts_change": bool(starts),
             "last_run_changes": [c.to_json() for c in starts],
             "series": [series_json(s) for s in g.series]}
+
+
+def _answer(run) -> str:
+    """The run's one-line answer (OK, DEGRADED, UNRELIABLE; screen and characterize), '' when it has none."""
+    a = (run.info.get("result") or {}).get("answer")
+    return str(a.get("status", "")) if isinstance(a, dict) else ""
 
 
 def _by_run(changes: list[Change], g: Group) -> list[dict]:
@@ -72,7 +78,7 @@ def csv_text(g: Group) -> str:
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(cols)
     for run in g.runs:
-        row = [run.info.get("started_utc"), run.id, g.key[1], g.key[0], run.info.get("status")]
+        row = [run.info.get("started_utc"), run.id, g.key[1], g.key[0], run.info.get("status"), _answer(run)]
         for s in g.series:
             p = next((p for p in s.points if p.run == run.id), None)
             row += [repr(v) for v in ((p.value, p.ci_lo, p.ci_hi) if p else (math.nan,) * 3)]
