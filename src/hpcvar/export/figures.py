@@ -13,6 +13,8 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from hpcvar.results.store import Run
 
 # the one-line answer (hpcvar.answer, issue 31) as a number: the exit code the commands return for it
@@ -129,10 +131,8 @@ def _noise_windows(run: Run) -> dict[tuple[str, int], list[float]]:
                 continue
             idx = c.starts() // window
             keep = idx < n
-            lost = [0.0] * n
-            for i, d in zip(idx[keep], c.duration[keep], strict=True):
-                lost[int(i)] += float(d) / window
-            out[(host, int(c.cpu))] = lost
+            lost = np.bincount(idx[keep], weights=c.duration[keep], minlength=n)[:n] / window
+            out[(host, int(c.cpu))] = [float(v) for v in lost]
     return out
 
 
