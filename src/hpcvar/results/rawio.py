@@ -41,6 +41,9 @@ from hpcvar.errors import InputFileError, ResultsError
 
 RAW_FORMAT_VERSION = 1  # the version the native programs of this hpcvar write
 COMPRESSED_SUFFIX = ".zst"  # a raw file compressed once its run's tables were written from it
+# zstd level of raw files: 9 stores 8-byte round trips in 3.5 bytes each against 4.0 at the default 3, at about
+# 1 s per million samples, once per run (19 gains 13% more at 35 times the time)
+ZSTD_LEVEL = 9
 RAW_FORMAT_READABLE = frozenset({1})  # every version this reader reads (the current one and older ones)
 _VERSION_KEY = b"#@hpcvar_raw="
 
@@ -157,10 +160,8 @@ def compress_raw(path: str | os.PathLike[str]) -> Path:
     if not target.exists():
         import pyarrow as pa
 
-        sink = pa.BufferOutputStream()
-        with pa.CompressedOutputStream(sink, "zstd") as f:
-            f.write(path.read_bytes())
-        atomic_write_bytes(target, sink.getvalue().to_pybytes())
+        data = pa.Codec("zstd", compression_level=ZSTD_LEVEL).compress(path.read_bytes(), asbytes=True)
+        atomic_write_bytes(target, data)
     path.unlink()
     return target
 

