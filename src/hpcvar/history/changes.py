@@ -11,8 +11,9 @@
    which resamples the runs) must not hold 0. Pooled samples alone would call any two nights of a machine whose
    runs differ (they do: docs/watch.md) different. Unconfirmed candidates are dropped, their neighbours merged
    and the rest tested again until every one left is confirmed.
-3. The last run: tested the same way against the other runs since the last change; confirmed, it starts a
-   change (the command's exit code 3), which the next runs will show as a change point.
+3. The last run: tested the same way against the other runs since the last change (at least ``MIN_SEGMENT`` of
+   them: with one, the run-to-run variation is unknown; two runs are hpcvar compare's case); confirmed, it starts
+   a change (the command's exit code 3), which the next runs will show as a change point.
 4. Symbols (HPX's performance CI, tools/perftests_ci/perftest/plot.py, as docs/watch.md reads it): a 95%
    bootstrap CI of the relative change of the level, (after / before) - 1, where a segment's level is the median
    of its runs' medians; each replicate resamples the runs of each segment (between-run variation) and draws
@@ -107,7 +108,9 @@ def _tests(group: Group, cuts: dict[str, list[int]]) -> list[Change]:
         for before, after in zip(spans[:-1], spans[1:], strict=True):
             out.append(_change(s, before, after))
         last = spans[-1]
-        if last[1] - last[0] >= 2:  # the last run against the runs since the last change
+        # the last run against the runs since the last change: at least MIN_SEGMENT of them, or their run-to-run
+        # variation is unknown (two runs are hpcvar compare's case)
+        if last[1] - last[0] >= MIN_SEGMENT + 1:
             out.append(_change(s, (last[0], last[1] - 1), (last[1] - 1, last[1]), latest=True))
     return out
 

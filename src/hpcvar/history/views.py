@@ -149,13 +149,13 @@ def _display_unit(s: Series) -> tuple[str, float]:
     return "ns", 1.0
 
 
-def plot_series(s: Series, stem: Path, title: str) -> Path:
+def series_figure(s: Series, title: str):
     """The series with its 95% CIs, each segment's level (median of its runs' medians) and each confirmed change
     with its symbol; a confirmed last-run change in red."""
     import matplotlib.dates as mdates
     import numpy as np
 
-    from hpcvar.report.plots import figure, save
+    from hpcvar.report.plots import figure
 
     x = _times(s)
     unit, scale = _display_unit(s)
@@ -178,23 +178,37 @@ def plot_series(s: Series, stem: Path, title: str) -> Path:
     ax.xaxis.set_major_formatter(mdates.ConciseDateFormatter(ax.xaxis.get_major_locator()))
     if len(ax.get_legend_handles_labels()[0]) > 1:
         ax.legend(fontsize=7, loc="best")
-    return save(fig, stem)[0]
+    return fig
 
 
-def plot_group(g: Group, directory: Path, prefix: str) -> list[tuple[Series, Path]]:
-    """A figure per metric of the group into ``directory``: the changed metrics first."""
-    order = sorted(g.series, key=lambda s: (not (s.changes or (s.latest is not None and s.latest.confirmed)),))
-    out = []
-    for i, s in enumerate(order):
-        out.append((s, plot_series(s, Path(directory) / f"{prefix}-{i:03d}", s.metric)))
-    return out
+def _changed_first(g: Group) -> list[Series]:
+    return sorted(g.series, key=lambda s: (not (s.changes or (s.latest is not None and s.latest.confirmed)),))
+
+
+def plot_group(g: Group, directory: Path, prefix: str) -> list[Path]:
+    """A figure per metric of the group into ``directory`` (PNG and SVG, hpcvar.report.plots.save): the changed
+    metrics first."""
+    from hpcvar.report.plots import save
+
+    return [save(series_figure(s, s.metric), Path(directory) / f"{prefix}-{i:03d}")[0]
+            for i, s in enumerate(_changed_first(g))]
+
+
+def _png_b64(fig) -> str:
+    """The figure as an inline PNG for the page (no SVG, no file: the page is drawn in one pass)."""
+    import base64
+
+    import matplotlib.pyplot as plt
+
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=80)
+    plt.close(fig)
+    return base64.b64encode(buf.getvalue()).decode()
 
 
 # ---- HTML --------------------------------------------------------------------------------------------------------
 def render_html(groups: list[Group], res: dict, title: str) -> str:
-    import base64
     import datetime as dt
-    import tempfile
 
     from jinja2 import Environment, PackageLoader, select_autoescape
 
@@ -202,11 +216,9 @@ def render_html(groups: list[Group], res: dict, title: str) -> str:
 
     env = Environment(loader=PackageLoader("hpcvar.report", "templates"), autoescape=select_autoescape(["html"]))
     views = []
-    with tempfile.TemporaryDirectory(prefix="hpcvar-history-") as tmp:
-        for k, (g, gj) in enumerate(zip(groups, res["groups"], strict=True)):
-            figs = [{"caption": s.metric, "data": base64.b64encode(p.read_bytes()).decode()}
-                    for s, p in plot_group(g, Path(tmp), f"g{k}")]
-            views.append({**gj, "figures": figs, "latest_rows": _latest_rows(gj)})
+    for g, gj in zip(groups, res["groups"], strict=True):
+        figs = [{"caption": s.metric, "data": _png_b64(series_figure(s, s.metric))} for s in _changed_first(g)]
+        views.append({**gj, "figures": figs, "latest_rows": _latest_rows(gj)})
     return env.get_template("history.html.j2").render(
         title=title, res=res, groups=views, symbols=SYMBOLS, version=__version__,
         generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
