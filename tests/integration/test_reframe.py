@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import best_of_quiet_attempts
+
 pytest.importorskip("reframe", reason="the test extra installs reframe-hpc")
 
 LIBRARY = Path(__file__).resolve().parents[2] / "src" / "hpcvar" / "integrations" / "reframe.py"
@@ -87,10 +89,27 @@ def test_node_noise_figures_and_references_from_hpcvar(tmp_path):
     assert "noise_lost_pct_cpu0" in (case["fail_reason"] or ""), case["fail_reason"]
 
 
+def unreliable(result) -> str | None:
+    """An attempt whose hpcvar answered UNRELIABLE (exit 4: other processes' load during the measurement) failed
+    its sanity by design: disturbed, not a defect (for tests.conftest.best_of_quiet_attempts)."""
+    return next(("hpcvar answered UNRELIABLE" for c in result[1] if "exited with 4" in (c["fail_reason"] or "")),
+                None)
+
+
 @pytest.mark.mpi
 def test_characterize_under_reframe(tmp_path):
-    rc, (case,), out = reframe(tmp_path, LOCAL, "-n", "hpcvar_characterize_check", "-S", "steps=latency")
-    assert rc == 0 and case["result"] == "pass", out
+    attempt = iter(range(100))
+
+    def measure():
+        return reframe(tmp_path / f"try{next(attempt)}", LOCAL, "-n", "hpcvar_characterize_check",
+                       "-S", "steps=latency")
+
+    def passed(result):
+        rc, cases, out = result
+        assert rc == 0 and [c["result"] for c in cases] == ["pass"], out[-3000:]
+
+    rc, (case,), out = best_of_quiet_attempts(measure, passed, disturbed=unreliable,
+                                              what="a characterization under ReFrame")
     perf = _perf(case)
     assert any(k.startswith("latency_us_") and k.endswith("_8B_p50") for k in perf), sorted(perf)
     assert any(k.startswith("pingpong_bandwidth_MBps_") for k in perf), sorted(perf)

@@ -15,7 +15,7 @@ import subprocess
 import pytest
 
 from tests.conftest import best_of_quiet_attempts, run_cli
-from tests.integration.test_reframe import HPCVAR, reframe
+from tests.integration.test_reframe import HPCVAR, reframe, unreliable
 from tests.testbed.conftest import up_testbed
 
 pytest.importorskip("reframe", reason="the test extra installs reframe-hpc")
@@ -88,11 +88,6 @@ def test_screen_and_characterize_in_slurm_jobs(slurm, tmp_path):
         why = "; ".join(f"{c['name']} {c['result']} in {c['fail_phase']}: {c['fail_reason']}" for c in cases
                         if c["result"] != "pass")
         assert rc == 0 and not why, why
-
-    def unreliable(result):
-        # the screen's own load check: UNRELIABLE (exit 4) when other processes took the CPUs it measured
-        return next(("the screen answered UNRELIABLE" for c in result[1] if c["name"] == "hpcvar_screen_check"
-                     and "exited with 4" in (c["fail_reason"] or "")), None)
 
     rc, cases, out = best_of_quiet_attempts(measure, passed, always=ran, disturbed=unreliable,
                                             what="a screen and a characterization in Slurm jobs under ReFrame")
