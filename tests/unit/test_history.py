@@ -138,3 +138,6 @@ def test_bad_windows_and_outputs_are_named(runs_dir):
     assert res.returncode == 2 and "cannot tell the format" in res.stderr
     res = run_cli(["history"])
     assert res.returncode == 0 and "no runs in this window" in res.stdout
+    _stored(runs_dir, "bench latency", 1, np.arange(1.0, 50.0))
+    res = run_cli(["history", "--metric", "bandwidth"])
+    assert res.returncode == 2 and "matches bandwidth (--metric)" in res.stderr, res.stderr

@@ -67,6 +67,10 @@ def cli(since, between, command, hosts, metrics, all_metrics, alpha, threshold, 
     for g in groups:
         build_series(g, tuple(metrics), all_metrics)
         changes.detect(g, alpha=alpha, threshold=threshold / 100.0, min_effect=min_effect)
+    if groups and metrics and not any(g.series for g in groups):
+        raise UsageError(f"no metric of the {sum(len(g.runs) for g in groups)} run(s) in the window matches "
+                         f"{', '.join(metrics)}", "--metric",
+                         "Give a part of a metric's name or a glob ('hpcvar history --json' lists the metrics)")
     groups = [g for g in groups if g.series]
     settings = {"runs_dir": str(runs_root(runs_dir)), "since": window.since.isoformat() if window.since else None,
                 "until": window.until.isoformat() if window.until else None, "alpha": alpha,
