@@ -52,6 +52,20 @@ def redirect(directory: Path) -> Iterator[Path]:
         _REDIRECT.reset(token)
 
 
+_NO_FIGURES: contextvars.ContextVar[bool] = contextvars.ContextVar("hpcvar_no_figures", default=False)
+
+
+@contextlib.contextmanager
+def without_figures() -> Iterator[None]:
+    """Within the block, ``save`` writes nothing (the paths it returns do not exist): for a view that needs a
+    run's section for its headlines only (``hpcvar runs show`` of a characterization)."""
+    token = _NO_FIGURES.set(True)
+    try:
+        yield
+    finally:
+        _NO_FIGURES.reset(token)
+
+
 _BASELINES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("hpcvar_baselines", default=None)
 
 
@@ -155,6 +169,9 @@ def save(fig, stem: Path, formats=("png", "svg")) -> list[Path]:
     import io
 
     stem = target(stem)
+    if _NO_FIGURES.get():
+        plt.close(fig)
+        return [stem.with_suffix(f".{fmt}") for fmt in formats]  # not written
     out = []
     with plt.rc_context(STYLE):
         fig.tight_layout()
