@@ -130,3 +130,107 @@ def test_jitter_table_is_in_seconds_and_percent():
                                  "slowdown CI low (%)", "sim (ms)"]
     assert got.iloc[0].tolist() == ["trace sync", "4", "2", "1.923", "2.35", "1", "300"]
     assert list(frame(points_for_people(pts, None)).columns)[2] == "total (cycles)"  # no frequency: cycles
+
+
+# ---- plots ----------------------------------------------------------------------------------------------------
+def _labels(fig) -> list[str]:
+    fig.canvas.draw()
+    return [t.get_text() for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+            for t in axis.get_ticklabels(which="both") if t.get_visible() and t.get_text()]
+
+
+@pytest.mark.parametrize("lo,hi", [(3.0, 9.0), (1.2, 40.0), (0.1, 20.0)])
+def test_log_axes_over_few_decades_have_plain_ticks(lo, hi):
+    """'6×10^0' was a tick of the ACE distributions: a log axis over few decades is labelled 6, 20, 0.05."""
+    import matplotlib.pyplot as plt
+
+    from hpcvar.report.plots import figure, plain_log_ticks
+
+    fig, ax = figure()
+    ax.loglog([lo, hi], [lo, hi])
+    plain_log_ticks(fig)
+    labels = _labels(fig)
+    plt.close(fig)
+    assert labels and not any("times" in t or "^" in t or "$" in t for t in labels), labels
+    assert all(re.fullmatch(r"[0-9.]+", t.replace("−", "-")) for t in labels), labels
+
+
+def test_log_tick_labels_do_not_overlap():
+    import matplotlib.pyplot as plt
+
+    from hpcvar.report.plots import figure, plain_log_ticks
+
+    fig, ax = figure(figsize=(3.0, 2.5))
+    ax.semilogx([2.0, 9.5], [0, 1])
+    plain_log_ticks(fig)
+    fig.canvas.draw()
+    r = fig.canvas.get_renderer()
+    boxes = sorted((t.get_window_extent(r) for t in ax.xaxis.get_ticklabels(which="both")
+                    if t.get_visible() and t.get_text()), key=lambda b: b.x0)
+    plt.close(fig)
+    assert len(boxes) >= 2
+    assert all(a.x1 <= b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
+
+
+def test_heat_map_text_colour_follows_the_cell():
+    """White on viridis' yellow was unreadable: the text is black on light cells, white on dark ones."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    from hpcvar.report.plots import figure, label_cells
+
+    grid = np.array([[1.15, 1.46], [1.41, 1.19]])
+    fig, ax = figure()
+    im = ax.imshow(grid, cmap="viridis")
+    label_cells(ax, im, grid)
+    colours = {t.get_text(): t.get_color() for t in ax.texts}
+    plt.close(fig)
+    assert colours["1.46"] == "black" and colours["1.41"] == "black"  # yellow, light green
+    assert colours["1.15"] == "white" and colours["1.19"] == "white"  # dark purple
+
+
+def test_fanin_run_of_one_point_has_a_visible_marker():
+    import matplotlib.pyplot as plt
+
+    from hpcvar.kinds.fanin.views import _runs_panel
+    from hpcvar.report.plots import figure
+
+    sub = pd.DataFrame({"rep": [0], "cset": [0.0], "clients": [1], "aggregate_bytes_per_s": [2.1e9]})
+    fig, ax = figure()
+    _runs_panel(ax, "- chatter", sub, ("single", "deep", "any"), lambda c: "")
+    line = ax.get_lines()[0]
+    plt.close(fig)
+    assert line.get_marker() == "o" and line.get_markersize() >= 8
+
+
+def test_sharing_figure_shows_penalties_and_errors_with_the_legend_off_the_bars(tmp_path, monkeypatch):
+    """Bars of 1730-1760 ms on a 0-1750 ms axis hid a 1.7% difference: the figure shows penalties and each
+    model's E_rel, and its legend is under the panels."""
+    from hpcvar.kinds.sharing import views
+    from hpcvar.report import plots
+
+    drawn = {}
+
+    def keep(fig, stem, formats=("png",)):
+        fig.canvas.draw()
+        drawn["axes"] = [(ax.get_ylabel(), [p.get_height() for p in ax.patches]) for ax in fig.axes]
+        drawn["overlap"] = plots.legend_overlap(fig)
+        drawn["legends"] = [ax.get_legend() for ax in fig.axes]
+        return [tmp_path / "x.png"]
+
+    monkeypatch.setattr(plots, "save", keep)
+    res = {"run_id": "r", "models": ["gige", "maxmin"], "e_abs_pct": {"gige": 1.0, "maxmin": 1.7},
+           "communications": [{"name": n, "t_measured_ns": 1.73e9, "penalty_measured": 1.98,
+                               "predicted": {"gige": {"penalty": 2.0, "t_ns": 1.75e9, "e_rel_pct": 1.0},
+                                             "maxmin": {"penalty": 2.0, "t_ns": 1.76e9, "e_rel_pct": 1.7}}}
+                              for n in ("a", "b")]}
+
+    class FakeRun:
+        def plots_dir(self):
+            return tmp_path
+
+    views.plot_evaluation(FakeRun(), res)
+    labels = dict(drawn["axes"])
+    assert labels["E_rel (%)"] == [1.0, 1.0, 1.7, 1.7]
+    assert any(lab.startswith("penalty") for lab in labels)
+    assert drawn["overlap"] == 0 and all(leg is None for leg in drawn["legends"])  # a figure legend, not on an axes
