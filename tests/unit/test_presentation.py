@@ -37,7 +37,7 @@ def test_terminal_column_has_one_unit_and_a_median_shares_it_with_its_interval()
     con = _terminal(200)
     con.print(_latency_like())
     text = con.file.getvalue()
-    assert "median (us)" in text and "95% CI (us)" in text and "max (ms)" in text and "bandwidth (GB/s)" in text
+    assert "median (us)" in text and "95% CI (us)" in text and "max (ms)" in text and "bandwidth (MB/s)" in text
     row = [c.strip() for c in text.splitlines()[3].split("│")[1:-1]]
     assert row[:4] == ["1", "1000", "0.9", "0.88-0.95"]
     assert not re.search(r"\d (ns|us|ms|GB/s)\b", text)  # no unit in a cell

@@ -56,9 +56,14 @@ def label(stem: str) -> str:
     return " ".join(WORDS.get(w, w) for w in stem.split("_") if w) or stem
 
 
+# the smallest value a column's unit may write: below it, the column takes the next smaller unit
+SMALLEST = 0.01
+
+
 def choose_unit(family: str, values: list[float]) -> tuple[str, float]:
     """The one unit of a column of ``values`` (in the family's base unit): a size in the largest unit every value
-    is a whole number of; otherwise the largest unit at least half of the values are 1 or more of."""
+    is a whole number of; otherwise the largest unit at least half of the values are 1 or more of, and its
+    smallest value ``SMALLEST`` or more of."""
     units = UNITS[family]
     nonzero = sorted(abs(v) for v in values if math.isfinite(v) and v != 0)
     if not nonzero:
@@ -66,7 +71,8 @@ def choose_unit(family: str, values: list[float]) -> tuple[str, float]:
     if family == "size":
         return next((u for u in reversed(units) if all(v % u[1] == 0 for v in nonzero)), units[0])
     low_median = nonzero[(len(nonzero) - 1) // 2]
-    return next((u for u in reversed(units) if low_median >= u[1]), units[0])
+    # ... and in which the smallest value keeps 3 significant digits within 5 decimals (not 0.00371 ms: 3.71 us)
+    return next((u for u in reversed(units) if low_median >= u[1] and nonzero[0] >= SMALLEST * u[1]), units[0])
 
 
 def number(v: Any, digits: int = 4) -> str:

@@ -154,18 +154,14 @@ def _typed_cells(c: Any) -> list[Cell] | None:
 
 
 def column_unit(cells: list[Cell]) -> str:
-    """The one unit of a column, chosen from its values (never per cell): a size in the largest unit every
-    value is a whole number of (1 B..4 MiB stays in B, 4 KiB..1 MiB in KiB); a time or a rate in the largest
-    unit at least half of its values (both ends of an interval) are 1 or more of (1.2 us..2 ms: us)."""
-    units = FAMILY_UNITS[cells[0].family]
-    values = sorted(abs(float(v)) for x in cells if not x.missing() for v in (x.value, x.hi) if v is not None)
-    nonzero = [v for v in values if v > 0]
-    if not nonzero:
-        return units[0][0]  # no value turns into 0.00
-    if cells[0].family == "size":
-        return next((u for u, size in reversed(units) if all(v % size == 0 for v in nonzero)), units[0][0])
-    low_median = nonzero[(len(nonzero) - 1) // 2]
-    return next((u for u, size in reversed(units) if low_median >= size), units[0][0])
+    """The one unit of a column, chosen from its values (never per cell), by the report's rule
+    (hpcvar.report.humanize.choose_unit): a size in the largest unit every value is a whole number of (1 B..4 MiB
+    stays in B); a time or a rate in the largest unit at least half of its values (both ends of an interval)
+    are 1 or more of, and its smallest 0.01 or more of (1.2 us..2 ms: us)."""
+    from hpcvar.report.humanize import choose_unit
+
+    values = [float(v) for x in cells if not x.missing() for v in (x.value, x.hi) if v is not None]
+    return choose_unit(cells[0].family, values)[0]
 
 
 def _column_units(t: Table) -> dict[int, tuple[str, float]]:

@@ -165,7 +165,7 @@ def _section(run, title: str, table: str, per: str, plot) -> Section:
                                           f"{f.fit_stat} one-way latency with an empty queue"))
     sec.figures.extend(plot(run))
     cols = [c for c in summ.columns if c not in ("mean_ns", "min_ns", "mad_ns")]
-    sec.tables.append(("One-way latency per point (ns)", summ[cols]))
+    sec.tables.append(("One-way latency per point", summ[cols]))
     sec.tables.append(("Least-squares fits per message size", fits))
     native = run.info.get("metadata", {}).get("native", {})
     if native:
