@@ -102,6 +102,7 @@ def test_report_tables_have_human_headers_and_scaled_values():
     assert got["bandwidth (MB/s)"].tolist() == ["4.4", "11970"]
     assert got["median (us)"].tolist() == ["1.82", "2500"]
     assert got["ok"].tolist() == ["yes", ""]
+    assert list(frame(pd.DataFrame({"gige E_rel %": [1.0]})).columns) == ["gige E_rel %"]  # already for people
     assert not REPR.search(got.to_string())
 
 

@@ -51,7 +51,10 @@ def split_name(name: str) -> tuple[str, str | None, float]:
 
 
 def label(stem: str) -> str:
-    """``median_ci_lo`` -> 'median CI low', ``p99_9`` -> 'p99.9'."""
+    """``median_ci_lo`` -> 'median CI low', ``p99_9`` -> 'p99.9'; a name already written for people (with a
+    space: 'gige E_rel %') is kept."""
+    if " " in stem:
+        return stem
     stem = stem.replace("p99_9", "p99.9")
     return " ".join(WORDS.get(w, w) for w in stem.split("_") if w) or stem
 
