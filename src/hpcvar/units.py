@@ -213,12 +213,20 @@ def parse_freq(text: str, flag: str) -> float:
     return v
 
 
+def _g3(v: float) -> str:
+    """3 significant digits, never an exponent: 0.0123, 1.5, 512, 1500 (a value of 1000 or more is whole)."""
+    if abs(v) >= 1000:
+        return f"{v:.0f}"
+    text = f"{v:.3g}"
+    return f"{v:.6f}".rstrip("0").rstrip(".") if "e" in text else text
+
+
 def format_size(n: float) -> str:
     """1048576 -> '1MiB', 1000 -> '1000B', 1536 -> '1.5KiB'."""
     for unit, mult in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if n >= mult:
             v = n / mult
-            return f"{v:.0f}{unit}" if v == int(v) else f"{v:.3g}{unit}"
+            return f"{v:.0f}{unit}" if v == int(v) else f"{_g3(v)}{unit}"
     return f"{int(n)}B"
 
 
@@ -228,17 +236,17 @@ def format_time_ns(ns: float) -> str:
         return str(ns)
     a = abs(ns)
     if a < 1e3:
-        return f"{ns:.0f} ns" if a >= 100 else f"{ns:.3g} ns"
+        return f"{ns:.0f} ns" if a >= 100 else f"{_g3(ns)} ns"
     if a < 1e6:
         return f"{ns / 1e3:.3g} us"
     if a < 1e9:
         return f"{ns / 1e6:.3g} ms"
-    return f"{ns / 1e9:.3g} s"
+    return f"{_g3(ns / 1e9)} s"
 
 
 def format_rate_bytes(bps: float) -> str:
     """Bytes per second: 1.2e9 -> '1.20 GB/s' (decimal, as bandwidths are quoted)."""
     for unit, mult in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
         if bps >= mult:
-            return f"{bps / mult:.3g} {unit}"
-    return f"{bps:.3g} B/s"
+            return f"{_g3(bps / mult)} {unit}"
+    return f"{_g3(bps)} B/s"

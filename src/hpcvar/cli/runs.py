@@ -60,17 +60,21 @@ def _print_error(console, r: Run) -> None:
 
 
 def _metadata_table(meta: dict) -> Table:
+    from hpcvar.report.humanize import value
+
     t = Table(title="Metadata", title_justify="left", show_header=False)
     for k in ("host", "cpu_model", "cores", "kernel", "governor", "virtualized", "clocksource", "git_sha"):
-        t.add_row(k, str(meta.get(k)))
+        t.add_row(*value(k, meta.get(k), "unknown"))
     launcher = meta.get("launcher") or {}
     for k, v in launcher.items():
-        text = str(v)  # a nested value (the testbed's hosts) in full would widen every row: --json has it whole
-        t.add_row(f"launcher.{k}", text if len(text) <= 100 else text[:97] + "...")
+        name, text = value(k, v)  # a nested value (the testbed's hosts) in full would widen every row: --json has it
+        name = name if name.startswith("launcher") else f"launcher {name}"
+        t.add_row(name, text if len(text) <= 100 else text[:97] + "...")
     native = meta.get("native") or {}
     for k in ("mpi_library", "timer", "timer_resolution_ns", "timer_cost_ns", "timer_tsc_hz", "hosts"):
         if k in native:
-            t.add_row(f"native.{k}", str(native[k])[:100])
+            name, text = value(k, native[k])
+            t.add_row(name, text[:100])
     return t
 
 
@@ -101,8 +105,10 @@ def show_cmd(run, as_json, runs_dir):
     console.print(f"command line: {' '.join(info.get('argv', []))}", markup=False)
     console.print(_metadata_table(info.get("metadata", {})))
     p = Table(title="Parameters", title_justify="left", show_header=False)
+    from hpcvar.report.humanize import value
+
     for k, v in (info.get("params") or {}).items():
-        p.add_row(k, str(v))
+        p.add_row(*value(str(k), v))
     console.print(p)
     console.print(f"tables: {', '.join(info.get('tables', [])) or 'none'}")
     steps = r.children()

@@ -43,7 +43,7 @@ def unexpected_plots(run: Run) -> list[Path]:
 
 
 def posted_figures(run: Run) -> list[tuple[str, Path]]:
-    from hpcvar.report.plots import figure, save
+    from hpcvar.report.plots import figure, label_cells, save
 
     summ = run.read_table("queues_posted.summary")
     fits = run.read_table("queues_posted.fit")
@@ -64,9 +64,7 @@ def posted_figures(run: Run) -> list[tuple[str, Path]]:
         ax.set_ylabel("posted-queue length (receives)")
         ax.grid(False)
         if grid.size <= 64:
-            for (i, j), v in np.ndenumerate(grid):
-                if np.isfinite(v):
-                    ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7, color="w")
+            label_cells(ax, im, grid, fontsize=7)
         fig.colorbar(im, ax=ax, label="median one-way latency (us)")
         ax.set_title(f"{format_size(size)} messages")
         figs.append((f"Median one-way latency (us) over queue length and percent traversed, "
@@ -169,7 +167,7 @@ def _section(run, title: str, table: str, per: str, plot) -> Section:
                                           f"{f.fit_stat} one-way latency with an empty queue"))
     sec.figures.extend(plot(run))
     cols = [c for c in summ.columns if c not in ("mean_ns", "min_ns", "mad_ns")]
-    sec.tables.append(("One-way latency per point (ns)", summ[cols]))
+    sec.tables.append(("One-way latency per point", summ[cols]))
     sec.tables.append(("Least-squares fits per message size", fits))
     native = run.info.get("metadata", {}).get("native", {})
     if native:

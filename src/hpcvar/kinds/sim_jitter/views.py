@@ -166,9 +166,29 @@ def section(run: Run) -> Section:
                                       f"T = {p.get('total_s', float('nan')):.4g} s", status, ref,
                                       role=PREDICTION))
     if run.has_table("jitter.points"):
-        sec.tables.append(("Slowdown against task count", run.read_table("jitter.points")))
+        sec.tables.append(("Slowdown against task count",
+                           points_for_people(run.read_table("jitter.points"), run.info["result"].get("freq_hz"))))
     for name, cap in (("sweep", "Slowdown against tasks (log x)"), ("phases", "Phase durations (replica 0)")):
         f = run.path / "plots" / f"{name}.png"
         if f.is_file():
             sec.figures.append((cap, f))
     return sec
+
+
+SLOWDOWNS = ("slowdown", "slowdown_ci_lo", "slowdown_ci_hi", "slowdown_vs_compute", "closed_form_slowdown")
+
+
+def points_for_people(points: pd.DataFrame, freq_hz: float | None) -> pd.DataFrame:
+    """jitter.points for the report: times in seconds when the trace's frequency is known (``total_s``, not
+    ``total_cycles``), slowdowns in percent (``slowdown_pct``, not the fraction)."""
+    out = points.copy()
+    for c in SLOWDOWNS:
+        if c in out:
+            out = out.rename(columns={c: f"{c}_pct"})
+            out[f"{c}_pct"] = out[f"{c}_pct"] * 100.0
+    if freq_hz:
+        out = out.rename(columns={c: c.removesuffix("_cycles") + "_s" for c in out.columns if c.endswith("_cycles")})
+        for c in out.columns:
+            if c.endswith("_s") and c != "sim_s" and f"{c.removesuffix('_s')}_cycles" in points:
+                out[c] = out[c] / float(freq_hz)
+    return out
