@@ -9,13 +9,13 @@
 
 /* ---- the event heap: ordered by (time, insertion counter) like Python's heapq of tuples ------ */
 
-enum { EV_TASK = 0, EV_LATENCY = 1, EV_DATA_END = 2, EV_FINISH = 3, EV_SEND_DONE = 4 };
+enum { EV_TASK = 0, EV_LATENCY = 1, EV_FINISH = 3, EV_SEND_DONE = 4 }; /* shared transfers: flow events */
 
 typedef struct {
     double t;
     int64_t cnt;
     int64_t obj; /* task or transfer */
-    int64_t ver; /* EV_DATA_END, EV_SEND_DONE: the transfer's rate version */
+    int64_t ver; /* unused */
     int32_t kind, pad;
 } hv_ev;
 
@@ -66,7 +66,9 @@ static hv_ev heap_pop(hv_heap *h) {
 
 typedef struct {
     double nbytes, bw, lat, remaining, rate, last, data_start, end, posted;
-    int64_t op, sreq, rreq, version, next; /* next: FIFO link in the unsent queue of its key, or free list */
+    double et, st;     /* a shared transfer's pending events: its data end, its send's completion (buffered) */
+    int64_t ecnt, scnt; /* ... their heap counters (-1: none pending); see flow events below */
+    int64_t op, sreq, rreq, next; /* next: FIFO link in the unsent queue of its key, or free list */
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
 } hv_xfer;                                                           /* ... and the send completed */
@@ -76,8 +78,10 @@ static const int KIND_RANK[4] = {0, 1, 1, 2}; /* none, out, in, in-out */
 typedef struct {
     hv_rp_config *c;
     hv_heap heap;
+    int64_t fmin;  /* flow events: the position in `active` of the earliest pending one (-1: none) */
+    int fmin_send; /* ... and whether it is its send's completion (else its data end) */
     hv_xfer *x;
-    int64_t nx, xcap, free_head, vcounter;
+    int64_t nx, xcap, free_head;
     double *done_at;    /* per request: completion time, or -1 */
     int32_t *waiting;   /* per request: the task blocked on it, or -1 */
     int64_t *pending_row;
@@ -498,10 +502,39 @@ static int myrinet(hv_rp *s) {
     return 0;
 }
 
+/* ---- flow events -----------------------------------------------------------------------------------
+ *
+ * The reference pushes a new data-end event (and, for a buffered send, a send-completion event) for every
+ * shared transfer whose rate a recomputation changes, and skips the stale ones when they come out of the heap:
+ * with n transfers sharing a link, every start and end of one of them pushes n events. Here a shared transfer
+ * keeps its one pending event of each kind, (time, counter), with the counter the reference's push would take
+ * (the same global counter as the heap's), and the event loop takes the earliest of the heap's top and of these
+ * flow events, in the same (time, counter) order: the same events run in the same order, without the stale
+ * ones (which did nothing but count: c->nevents still counts them, as every push). */
+
+static inline int key_less(double t1, int64_t c1, double t2, int64_t c2) { return t1 < t2 || (t1 == t2 && c1 < c2); }
+
+/* The earliest pending flow event (s->fmin, s->fmin_send), over the shared transfers. */
+static void flow_min(hv_rp *s) {
+    double bt = 0.0;
+    int64_t bc = -1;
+    s->fmin = -1;
+    for (int64_t k = 0; k < s->nactive; k++) {
+        const hv_xfer *x = &s->x[s->active[k]];
+        if (x->ecnt >= 0 && (bc < 0 || key_less(x->et, x->ecnt, bt, bc)))
+            bt = x->et, bc = x->ecnt, s->fmin = k, s->fmin_send = 0;
+        if (x->scnt >= 0 && (bc < 0 || key_less(x->st, x->scnt, bt, bc)))
+            bt = x->st, bc = x->scnt, s->fmin = k, s->fmin_send = 1;
+    }
+}
+
 static int recompute(hv_rp *s, double now) {
     hv_rp_config *c = s->c;
     int64_t n = s->nactive;
-    if (n == 0) return 0;
+    if (n == 0) {
+        s->fmin = -1;
+        return 0;
+    }
     const int32_t *node = c->node_of;
     if (n > 1) {
         if (c->model == HV_RP_MAXMIN) maxmin(s);
@@ -530,22 +563,23 @@ static int recompute(hv_rp *s, double now) {
         s->pen[0] = 1.0;
     }
     for (int64_t k = 0; k < n; k++) {
-        int64_t xi = s->active[k];
-        hv_xfer *x = &s->x[xi];
+        hv_xfer *x = &s->x[s->active[k]];
         double rate = x->bw / s->pen[k];
-        if (rate != x->rate) {
+        if (rate != x->rate) { /* its events move: they take the counters the reference's pushes take */
             x->remaining -= x->rate * (now - x->last);
             x->last = now;
             x->rate = rate;
-            x->version = ++s->vcounter;
             double rem = x->remaining > 0.0 ? x->remaining : 0.0;
-            if (push(s, now + rem / rate, EV_DATA_END, xi, x->version)) return HV_RP_ENOMEM;
+            x->et = now + rem / rate;
+            x->ecnt = ++s->heap.counter;
             if (x->buffered && !x->sdone) {
                 double rs = x->remaining - s->c->send_buffer;
-                if (push(s, now + (rs > 0.0 ? rs : 0.0) / rate, EV_SEND_DONE, xi, x->version)) return HV_RP_ENOMEM;
+                x->st = now + (rs > 0.0 ? rs : 0.0) / rate;
+                x->scnt = ++s->heap.counter;
             }
         }
     }
+    flow_min(s);
     return 0;
 }
 
@@ -907,25 +941,33 @@ static int on_latency(hv_rp *s, int64_t xi, double now) {
         x->remaining = x->nbytes;
         x->last = now;
         x->rate = 0.0;
+        x->ecnt = x->scnt = -1;
         s->active[s->nactive++] = xi;
         return recompute(s, now);
     }
     if (x->buffered) {
         double rs = x->nbytes - c->send_buffer;
-        if (push(s, now + (rs > 0.0 ? rs : 0.0) / x->bw, EV_SEND_DONE, xi, x->version)) return HV_RP_ENOMEM;
+        if (push(s, now + (rs > 0.0 ? rs : 0.0) / x->bw, EV_SEND_DONE, xi, 0)) return HV_RP_ENOMEM;
     }
     return push(s, now + x->nbytes / x->bw, EV_FINISH, xi, 0) ? HV_RP_ENOMEM : 0;
 }
 
-/* A shared transfer's data has all arrived (unless a recomputation moved its end since). */
-static int on_data_end(hv_rp *s, const hv_ev *ev, double now) {
-    hv_xfer *x = &s->x[ev->obj];
-    if (ev->ver != x->version || x->done) return 0;
-    int64_t k = 0;
-    while (s->active[k] != ev->obj) k++;
+/* The earliest flow event (s->fmin): a shared transfer's data has all arrived (it leaves the shared ones and
+ * the others' rates are recomputed), or its send completes (at most the send buffer left). */
+static int on_flow_event(hv_rp *s) {
+    const int64_t k = s->fmin, xi = s->active[k];
+    hv_xfer *x = &s->x[xi];
+    if (s->fmin_send) {
+        const double now = x->st;
+        x->sdone = 1;
+        x->scnt = -1;
+        flow_min(s);
+        return complete(s, x->sreq, now) ? HV_RP_ENOMEM : 0;
+    }
+    const double now = x->et;
     memmove(&s->active[k], &s->active[k + 1], (size_t)(s->nactive - k - 1) * sizeof *s->active);
     s->nactive--;
-    if (finish(s, ev->obj, now)) return HV_RP_ENOMEM;
+    if (finish(s, xi, now)) return HV_RP_ENOMEM;
     return recompute(s, now);
 }
 
@@ -943,10 +985,9 @@ static int on_event(hv_rp *s, const hv_ev *ev) {
         return step(s, task) ? HV_RP_ENOMEM : 0;
     }
     if (ev->kind == EV_LATENCY) return on_latency(s, ev->obj, now);
-    if (ev->kind == EV_DATA_END) return on_data_end(s, ev, now);
     if (ev->kind == EV_SEND_DONE) { /* at most the send buffer left: the send completes */
         hv_xfer *x = &s->x[ev->obj];
-        if (ev->ver != x->version || x->sdone || x->done) return 0;
+        if (x->sdone || x->done) return 0; /* the slot is not reused before: this event comes before FINISH */
         x->sdone = 1;
         return complete(s, x->sreq, now) ? HV_RP_ENOMEM : 0;
     }
@@ -969,13 +1010,26 @@ static int run_events(hv_rp *s) {
     for (int64_t t = 0; t < c->ntasks; t++)
         if (push(s, 0.0, EV_TASK, t, 0)) return HV_RP_ENOMEM;
     const int64_t every = (int64_t)1 << 20;
-    while (s->heap.n > 0) {
+    int64_t done = 0;
+    for (;;) {
+        int e;
+        if (s->fmin >= 0) {
+            const hv_xfer *x = &s->x[s->active[s->fmin]];
+            const double ft = s->fmin_send ? x->st : x->et;
+            const int64_t fc = s->fmin_send ? x->scnt : x->ecnt;
+            if (s->heap.n == 0 || key_less(ft, fc, s->heap.a[0].t, s->heap.a[0].cnt)) {
+                if (c->progress && (++done & (every - 1)) == 0) c->progress(s->ops_done, c->nops);
+                if ((e = on_flow_event(s))) return e;
+                continue;
+            }
+        } else if (s->heap.n == 0) {
+            break;
+        }
         hv_ev ev = heap_pop(&s->heap);
-        c->nevents++;
-        if (c->progress && (c->nevents & (every - 1)) == 0) c->progress(s->ops_done, c->nops);
-        int e = on_event(s, &ev);
-        if (e) return e;
+        if (c->progress && (++done & (every - 1)) == 0) c->progress(s->ops_done, c->nops);
+        if ((e = on_event(s, &ev))) return e;
     }
+    c->nevents = s->heap.counter; /* every event pushed, the reference's stale ones included, comes out once */
     for (int64_t t = 0; t < c->ntasks; t++) row_flush(s, t);
     count_unmatched(s);
     if (c->progress) c->progress(s->ops_done, c->nops);
@@ -987,6 +1041,7 @@ int hv_rp_run(hv_rp_config *c) {
     memset(&s, 0, sizeof s);
     s.c = c;
     s.free_head = -1;
+    s.fmin = -1;
     int rc = HV_RP_ENOMEM;
     if (rp_alloc(&s) == 0) {
         rp_reset(&s);

@@ -247,7 +247,7 @@ def test_cli_figure2_json_and_per_task(runs_dir, fig2_files, tmp_path):
 def test_cli_sweep_tables_plots(runs_dir):
     r = run_cli(["sim", "jitter", "--synthetic", "1kHz:25us", "--trace-length", "10s", "--quantum", "1ms",
                  "--barrier", "none", "--phases", "3", "--tasks", "1..64:x4", "--align", "unsync,cosched",
-                 "--window", "1ms", "--replicas", "2", "--json"], check=True)
+                 "--window", "1ms", "--replicas", "2", "--json", "--plots"], check=True)
     res = json.loads(r.stdout)
     assert [p["tasks"] for p in res["points"]] == [1, 4, 16, 64] * 2
     for p in res["points"]:

@@ -53,7 +53,9 @@ from hpcvar.cli.common import DURATION, FREQ, INT_LIST, OUT_PATH, emit_run, opti
               help="Task counts (ranges: 1..1M doubles).")
 @click.option("--per-task", "per_task", type=OUT_PATH, default=None,
               help="Write CSV task,phase,compute_end,next_start (cycles) of replica 0 (one task count).")
-@option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
+@option("--plots/--no-plots", "plots", default=False, show_default=True,
+        help="Draw the figures now (PNG and SVG in the run's plots/). By default none are drawn (they cost more "
+             "than a small simulation); 'hpcvar report' draws a run's missing figures when it needs them.")
 @click.option("--threads", type=int, default=1, show_default=True,
               help="POSIX threads of the C core (the same results for any count; 2 on a 2-core machine).")
 @output_options
@@ -90,5 +92,6 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
         barrier=barrier, arity=arity, send=span(send_cycles, "--send-cycles"), recv=span(recv_cycles, "--recv-cycles"),
         latency_intra=span(latency_intra, "--latency-intra"), latency_inter=span(latency_inter, "--latency-inter"),
         phases=phases, tasks=tuple(task_list), per_task_path=per_task, plots=plots, threads=threads)
-    ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]], console=stderr_console())
+    ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]],
+                     console=stderr_console() if sys.stderr.isatty() else None)
     emit_run(job(params, ctx), as_json)

@@ -20,7 +20,7 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -120,6 +120,30 @@ def dumps(obj: Any) -> str:
 # keys of run.json whose type every reader relies on (checked on open; absent keys are left to each reader)
 RUN_KEYS = {"id": str, "command": str, "argv": list, "params": dict, "metadata": dict, "status": str,
             "tables": list, "warnings": list, "launches": list}
+
+
+def _arrow_column(values: Any) -> Any:
+    """An Arrow array of a table column given as a list or a numpy array: numbers and booleans as they are
+    (NaN stays NaN), anything else as text (None: null). Built from buffers: ``pyarrow.array`` imports pandas
+    (over 0.2 s) the first time it sees a list or a numpy array, and a job that stores small tables should not
+    pay that."""
+    import numpy as np
+    import pyarrow as pa
+
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values)
+    n = len(arr)
+    if arr.dtype.kind in "iuf":
+        arr = np.ascontiguousarray(arr)
+        return pa.Array.from_buffers(pa.from_numpy_dtype(arr.dtype), n, [None, pa.py_buffer(arr)])
+    if arr.dtype.kind == "b":
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(np.packbits(arr, bitorder="little"))])
+    present = np.array([v is not None for v in arr.tolist()], dtype=bool)
+    data = [str(v).encode() if v is not None else b"" for v in arr.tolist()]
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum([len(d) for d in data], out=offsets[1:])
+    valid = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(pa.large_string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))],
+                                 null_count=int(n - present.sum())).cast(pa.string())
 
 
 class Run:
@@ -240,14 +264,20 @@ class Run:
         d.mkdir(exist_ok=True)
         return d
 
-    def write_table(self, name: str, df: pd.DataFrame) -> Path:
-        """Write a declared table atomically as <name>.parquet."""
+    def write_table(self, name: str, df: pd.DataFrame | Mapping[str, Any]) -> Path:
+        """Write a declared table atomically as <name>.parquet: a DataFrame, or its columns as a mapping of
+        name -> list or numpy array (written by Arrow without pandas: a job that needs no pandas does not
+        import it)."""
         check_table(name, df)
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), sink)
+        if isinstance(df, Mapping):
+            table = pa.Table.from_arrays([_arrow_column(v) for v in df.values()], names=list(df))
+        else:
+            table = pa.Table.from_pandas(df, preserve_index=False)
+        pq.write_table(table, sink)
         target = self.path / f"{name}.parquet"
         atomic_write_bytes(target, sink.getvalue().to_pybytes())
         if name not in self.info["tables"]:

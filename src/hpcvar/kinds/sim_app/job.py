@@ -57,7 +57,7 @@ class AppParams(Params):
     engine: str = "auto"  # auto | native | python
     chrome_path: str | None = None  # the first timeline as Chrome/Perfetto JSON
     plot_stem: str | None = None  # the per-task figure here too
-    plots: bool = True
+    plots: bool = False  # draw the figures now (else the report draws them when it needs them)
     flops_per_s: float | None = None  # TIT: flop/s of a core (None: the cluster file's flops_rate, else 1e9)
     dialect: str = "auto"  # TIT: the SimGrid version that wrote the trace (hpcvar.traces.tit_dialect)
     breakdown: bool = False
@@ -162,7 +162,6 @@ def job(p: AppParams, ctx: JobContext) -> Run:
     """Replay ``p.trace`` for every mapping x model (x replica); store the run. A progress bar when the replays
     are long (PROGRESS_MIN_OPS) and ``ctx.show_progress()``."""
     from hpcvar.results.store import run_lifecycle
-    from hpcvar.sim import breakdown
 
     p.check()
     timings: dict = {}
@@ -170,8 +169,8 @@ def job(p: AppParams, ctx: JobContext) -> Run:
     cl, params_by_model, jit = _prepare(p, trace)
     run = ctx.create_run("sim app", p, host)
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
-        nevents_trace = len(trace.events)
-        grid = breakdown.grid(trace, p.phases or 1) if p.breakdown else None  # before the lowering frees the rows
+        nevents_trace = trace.nrows
+        grid = _grid(p, trace)  # before the lowering frees the rows
         ops, encoded, ops_per_replay, m_total, m_comm = _lower(p, trace, timings)
         timeline_src = trace if p.chrome_path else None
         nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.all_mappings()) \
@@ -205,22 +204,26 @@ def job(p: AppParams, ctx: JobContext) -> Run:
     return run
 
 
-def _read(p: AppParams, timings: dict):
-    """(the trace, the host's metadata): the metadata is collected in a thread while the trace is read (its
-    timer probe runs a program for about 0.25 s, mostly on the other core)."""
-    from concurrent.futures import ThreadPoolExecutor
+def _grid(p: AppParams, trace):
+    """The breakdown's grid (--breakdown), else None."""
+    if not p.breakdown:
+        return None
+    from hpcvar.sim import breakdown
 
+    return breakdown.grid(trace, p.phases or 1)
+
+
+def _read(p: AppParams, timings: dict):
+    """(the trace, the host's metadata; a simulation times nothing with the host's clocks: no timer probe)."""
     from hpcvar import metadata
     from hpcvar.traces import load_trace
 
-    with ThreadPoolExecutor(1) as pool:
-        host = pool.submit(metadata.collect, {})
-        t0 = time.perf_counter()
-        # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
-        # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
-        trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect)
-        timings["read_s"] = time.perf_counter() - t0
-        return trace, host.result()
+    t0 = time.perf_counter()
+    # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
+    # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
+    trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect)
+    timings["read_s"] = time.perf_counter() - t0
+    return trace, metadata.collect({}, timer=False)
 
 
 def _prepare(p: AppParams, trace):
@@ -323,13 +326,9 @@ def _replay_all(rp: _Replays, run):
     """Every mapping x model (x replica for random mappings and jitter); the tables are stored after each
     mapping x model. Returns (one summary per mapping x model, the first replay's result, the breakdown rows
     of every replay when ``rp.grid`` is given, else None)."""
-    import pandas as pd
-
-    from hpcvar.sim import breakdown
-
     p, trace, grid = rp.p, rp.trace, rp.grid
     runs: list[dict] = []
-    rep_rows: list = []
+    rep_rows: dict[str, list] = {c: [] for c in REPLICA_COLUMNS}
     bd_rows: list = []
     first = None
     for mp in p.all_mappings():
@@ -340,29 +339,52 @@ def _replay_all(rp: _Replays, run):
                                                 grid is not None)
                 t_sim += elapsed
                 reps.append(res)
-                rep_rows.append(pd.DataFrame({
-                    "mapping": mp, "model": m, "replica": r, "seed": p.seed + r, "task": np.arange(trace.ntasks),
-                    "node": np.asarray(res.node_of, np.int64), "total_s": res.total_s, "comm_s": res.comm_s,
-                    "avg_penalty": res.avg_penalty}))
+                _replica_rows(rep_rows, mp, m, r, p.seed + r, res, trace.ntasks)
                 first = first if first is not None else res
                 if grid is not None:
+                    from hpcvar.sim import breakdown
+
                     bd_rows.append(breakdown.rows(grid, res, mp, m, r))
             one = combine(mp, m, reps, rp.measured[0], rp.measured[1], trace.timed)
             one.update(engine=eng, replay_s=t_sim,
                        events_per_s=rp.nevents_trace * len(reps) / t_sim if t_sim > 0 else None)
             runs.append(one)
             _store_tables(run, runs, rep_rows, bd_rows if grid is not None else None)
-    return runs, first, (pd.concat(bd_rows, ignore_index=True) if grid is not None else None)
-
-
-def _store_tables(run, runs: list[dict], rep_rows: list, bd_rows: list | None) -> None:
+    if grid is None:
+        return runs, first, None
     import pandas as pd
 
-    run.write_table("replay.replicas", pd.concat(rep_rows, ignore_index=True))
-    run.write_table("replay.tasks", pd.DataFrame(task_rows(runs)))
-    run.write_table("replay.runs", pd.DataFrame(run_rows(runs)))
+    return runs, first, pd.concat(bd_rows, ignore_index=True)
+
+
+REPLICA_COLUMNS = ("mapping", "model", "replica", "seed", "task", "node", "total_s", "comm_s", "avg_penalty")
+
+
+def _replica_rows(rows: dict[str, list], mp: str, m: str, r: int, seed: int, res, ntasks: int) -> None:
+    """The rows of replay.replicas of one replay (one per task), appended to its columns."""
+    node = np.asarray(res.node_of, np.int64)
+    for c, v in (("mapping", [mp] * ntasks), ("model", [m] * ntasks), ("replica", np.full(ntasks, r, np.int64)),
+                 ("seed", np.full(ntasks, seed, np.int64)), ("task", np.arange(ntasks, dtype=np.int64)),
+                 ("node", node), ("total_s", np.asarray(res.total_s, float)), ("comm_s", np.asarray(res.comm_s, float)),
+                 ("avg_penalty", np.asarray(res.avg_penalty, float))):
+        rows[c].append(v)
+
+
+def _store_tables(run, runs: list[dict], rep_rows: dict[str, list], bd_rows: list | None) -> None:
+    run.write_table("replay.replicas", {c: np.concatenate([np.asarray(v, dtype=object if c in ("mapping", "model")
+                                                                      else None) for v in vals])
+                                        for c, vals in rep_rows.items()})
+    run.write_table("replay.tasks", _columns(task_rows(runs)))
+    run.write_table("replay.runs", _columns(run_rows(runs)))
     if bd_rows is not None:
+        import pandas as pd
+
         run.write_table("replay.breakdown", pd.concat(bd_rows, ignore_index=True))
+
+
+def _columns(rows: list[dict]) -> dict[str, list]:
+    """A table's columns from its rows (dicts with the same keys, in order)."""
+    return {c: [r[c] for r in rows] for c in rows[0]} if rows else {}
 
 
 def _outputs(p: AppParams, run, runs: list[dict], first, timeline_src) -> list[str]:

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from hpcvar import metadata, units
 from hpcvar.errors import InputFileError, UsageError
@@ -68,7 +67,7 @@ class JitterParams(Params):
     phases: int = 10
     tasks: tuple[int, ...] = DEFAULT_TASKS
     per_task_path: str | None = None  # CSV of replica 0's per-task times (one task count)
-    plots: bool = True
+    plots: bool = False  # draw the figures now (else the report draws them when it needs them)
     threads: int = 1
 
     @classmethod
@@ -112,10 +111,10 @@ def job(params: JitterParams, ctx: JobContext) -> Run:
     warnings: list[str] = []
     configs = _configs(loaded, recordings, params.align, params.cores_per_node, w_cycles, win, origin, warnings)
     _check_memory(configs, params.tasks, params.phases, params.per_task_path)
-    run = ctx.create_run(COMMAND, params, metadata.collect({}))
+    run = ctx.create_run(COMMAND, params, metadata.collect({}, timer=False))
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
         phase_rows, summaries = _simulate(run, configs, params, wl_base, win, origin, f0, warnings)
-        run.write_table("jitter.phases", pd.DataFrame(phase_rows))
+        run.write_table("jitter.phases", columns(phase_rows, PHASE_COLUMNS))
         for w in warnings:
             run.warn(w)
         head = summaries[-1] if len(configs) == 1 else [s for s in summaries if s["config"] == configs[0][0]][-1]
@@ -329,8 +328,20 @@ def _simulate(run, configs, p: JitterParams, wl_base: dict, win: int, origin: in
             phase_rows += _phase_rows(name, n, pr)
             if p.per_task_path:
                 _write_per_task(p.per_task_path, pr.replicas[0])
-            run.write_table("jitter.points", pd.DataFrame(rows))
+            run.write_table("jitter.points", columns(rows, POINT_COLUMNS))
     return phase_rows, summaries
+
+
+PHASE_COLUMNS = ("config", "tasks", "replica", "phase", "end_cycles", "duration_cycles")
+POINT_COLUMNS = ("config", "tasks", "replicas", "total_cycles", "total_ci_lo_cycles", "total_ci_hi_cycles",
+                 "baseline_cycles", "slowdown", "slowdown_ci_lo", "slowdown_ci_hi", "slowdown_vs_compute", "coverage",
+                 "closed_form_slowdown", "absorbed_mean_cycles", "absorbed_max_cycles", "waiting_mean_cycles",
+                 "waiting_max_cycles", "sim_s", "task_phases_per_s")
+
+
+def columns(rows: list[dict], names: tuple[str, ...]) -> dict[str, list]:
+    """A table's columns from its rows (dicts with those keys): what Run.write_table stores without pandas."""
+    return {c: [r[c] for r in rows] for c in names}
 
 
 def _phase_rows(name: str, n: int, pr) -> list[dict]:

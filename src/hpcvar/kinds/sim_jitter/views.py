@@ -4,14 +4,17 @@ samples to test)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import BAD, GOOD, Headline, Section
+from hpcvar.report.sections import BAD, GOOD, Headline, Section, figures_of
 from hpcvar.report.verdict import SLOWDOWN_BAD_PCT, judge_ci
 from hpcvar.results import Run
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _pct(x: float) -> str:
@@ -140,8 +143,6 @@ def section(run: Run) -> Section:
                                       f"T = {p.get('total_s', float('nan')):.4g} s", status, ref))
     if run.has_table("jitter.points"):
         sec.tables.append(("Slowdown against task count", run.read_table("jitter.points")))
-    for name, cap in (("sweep", "Slowdown against tasks (log x)"), ("phases", "Phase durations (replica 0)")):
-        f = run.path / "plots" / f"{name}.png"
-        if f.is_file():
-            sec.figures.append((cap, f))
+    sec.figures += figures_of(run, (("sweep", "Slowdown against tasks (log x)"),
+                                    ("phases", "Phase durations (replica 0)")), plots)
     return sec
