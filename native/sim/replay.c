@@ -89,6 +89,7 @@ typedef struct {
     int32_t *ur_head, *ur_tail; /* per key: FIFO of posted receives (op indices) */
     int32_t *ur_next;           /* per op: next receive in its FIFO */
     int64_t *active;            /* transfers in their data phase (contention models), in arrival order */
+    int64_t *ares;              /* 2 per active transfer: its source node, nnodes + its destination node */
     int64_t nactive;
     double *pen;                /* penalties of the active transfers */
     int8_t *frozen;
@@ -99,7 +100,8 @@ typedef struct {
     /* per-node scratch for the models */
     int64_t *n_out, *n_in, *top, *card, *top2, *card2;
     double *cap;
-    int64_t *users;
+    int64_t *users, *deg;
+    int8_t *mark;
     int64_t *touched;
     /* myrinet scratch, grown on demand */
     int64_t *uf, *first_src, *first_dst, *comp_of, *members, *comp_start, *comp_fill;
@@ -127,58 +129,49 @@ static int complete(hv_rp *s, int64_t rq, double t) {
     return 0;
 }
 
-/* max-min fair shares (progressive filling, as hpcvar.models.sharing.maxmin_shares) -> pen */
+/* max-min fair shares (progressive filling, as hpcvar.models.sharing.maxmin_shares) -> pen: the reference's
+ * operations in its order, over the compact resources of the shared transfers (s->ares). A resource is the
+ * source node's link out (its node number) or the destination node's link in (nnodes + its node), capacity 1. */
 static void maxmin(hv_rp *s) {
-    int64_t n = s->nactive, nn = s->c->nnodes, nt = 0;
-    const int32_t *node = s->c->node_of;
-    double *rate = s->pen;
-    for (int64_t k = 0; k < n; k++) {
-        hv_xfer *x = &s->x[s->active[k]];
-        int64_t r[2] = {node[x->src], nn + node[x->dst]};
-        for (int j = 0; j < 2; j++)
-            if (s->users[r[j]] == 0 && s->cap[r[j]] == 0.0) { /* first sight: capacity 1 */
-                s->cap[r[j]] = 1.0;
-                s->touched[nt++] = r[j];
-                s->users[r[j]] = -1; /* marks it touched until counted below */
-            }
+    const int64_t n = s->nactive, *ar = s->ares;
+    double *rate = s->pen, *cap = s->cap;
+    int64_t *users = s->users, *touched = s->touched, nt = 0;
+    int8_t *frozen = s->frozen;
+    for (int64_t k = 0; k < n; k++) { /* resources in order of first sight, and their users */
+        for (int j = 0; j < 2; j++) {
+            const int64_t r = ar[2 * k + j];
+            if (!s->mark[r]) s->mark[r] = 1, cap[r] = 1.0, users[r] = 0, touched[nt++] = r;
+            users[r]++;
+        }
         rate[k] = 0.0;
-        s->frozen[k] = 0;
+        frozen[k] = 0;
     }
-    int64_t left = n;
-    while (left > 0) {
-        for (int64_t i = 0; i < nt; i++) s->users[s->touched[i]] = 0;
-        for (int64_t k = 0; k < n; k++) {
-            if (s->frozen[k]) continue;
-            hv_xfer *x = &s->x[s->active[k]];
-            s->users[node[x->src]]++;
-            s->users[nn + node[x->dst]]++;
+    for (int64_t left = n, round = 0; left > 0; round++) {
+        if (round > 0) { /* the users still growing */
+            for (int64_t i = 0; i < nt; i++) users[touched[i]] = 0;
+            for (int64_t k = 0; k < n; k++)
+                if (!frozen[k]) users[ar[2 * k]]++, users[ar[2 * k + 1]]++;
         }
         double inc = 0.0;
         int have = 0;
         for (int64_t i = 0; i < nt; i++) {
-            int64_t r = s->touched[i];
-            if (s->users[r] > 0) {
-                double v = s->cap[r] / (double)s->users[r];
+            const int64_t r = touched[i];
+            if (users[r] > 0) {
+                const double v = cap[r] / (double)users[r];
                 if (!have || v < inc) inc = v, have = 1;
             }
         }
-        for (int64_t k = 0; k < n; k++)
-            if (!s->frozen[k]) rate[k] += inc;
         for (int64_t i = 0; i < nt; i++) {
-            int64_t r = s->touched[i];
-            if (s->users[r] > 0) s->cap[r] -= inc * (double)s->users[r];
+            const int64_t r = touched[i];
+            if (users[r] > 0) cap[r] -= inc * (double)users[r];
         }
-        for (int64_t k = 0; k < n; k++) {
-            if (s->frozen[k]) continue;
-            hv_xfer *x = &s->x[s->active[k]];
-            int64_t ra = node[x->src], rb = nn + node[x->dst];
-            if ((s->users[ra] > 0 && s->cap[ra] <= 1e-12) || (s->users[rb] > 0 && s->cap[rb] <= 1e-12)) {
-                s->frozen[k] = 1;
-                left--;
-            }
+        for (int64_t k = 0; k < n; k++) { /* a transfer grows until one of its resources is full */
+            if (frozen[k]) continue;
+            rate[k] += inc;
+            if (cap[ar[2 * k]] <= 1e-12 || cap[ar[2 * k + 1]] <= 1e-12) frozen[k] = 1, left--;
         }
     }
-    for (int64_t i = 0; i < nt; i++) s->cap[s->touched[i]] = 0.0, s->users[s->touched[i]] = 0;
+    for (int64_t i = 0; i < nt; i++) s->mark[touched[i]] = 0;
     for (int64_t k = 0; k < n; k++) rate[k] = 1.0 / rate[k];
 }
 
@@ -528,6 +521,21 @@ static void flow_min(hv_rp *s) {
     }
 }
 
+/* The kind of conflict each shared transfer meets (another one out of its source node, into its destination
+ * node, both), kept as the worst so far: transfers per resource counted over s->ares. */
+static void conflict_kinds(hv_rp *s) {
+    const int64_t n = s->nactive, *ar = s->ares;
+    int64_t *deg = s->deg;
+    for (int64_t k = 0; k < 2 * n; k++) deg[ar[k]]++;
+    for (int64_t k = 0; k < n; k++) {
+        hv_xfer *x = &s->x[s->active[k]];
+        const int o = deg[ar[2 * k]] > 1, i = deg[ar[2 * k + 1]] > 1;
+        const int kd = o && i ? 3 : o ? 1 : i ? 2 : 0;
+        if (KIND_RANK[kd] > KIND_RANK[(int)x->kind]) x->kind = (int8_t)kd;
+    }
+    for (int64_t k = 0; k < 2 * n; k++) deg[ar[k]] = 0;
+}
+
 static int recompute(hv_rp *s, double now) {
     hv_rp_config *c = s->c;
     int64_t n = s->nactive;
@@ -535,7 +543,6 @@ static int recompute(hv_rp *s, double now) {
         s->fmin = -1;
         return 0;
     }
-    const int32_t *node = c->node_of;
     if (n > 1) {
         if (c->model == HV_RP_MAXMIN) maxmin(s);
         else if (c->model == HV_RP_GIGE) gige(s);
@@ -543,25 +550,13 @@ static int recompute(hv_rp *s, double now) {
             int rc = myrinet(s);
             if (rc) return rc;
         }
-        for (int64_t k = 0; k < n; k++) {
-            hv_xfer *x = &s->x[s->active[k]];
-            s->n_out[node[x->src]]++;
-            s->n_in[node[x->dst]]++;
-        }
-        for (int64_t k = 0; k < n; k++) {
-            hv_xfer *x = &s->x[s->active[k]];
-            int o = s->n_out[node[x->src]] > 1, i = s->n_in[node[x->dst]] > 1;
-            int kd = o && i ? 3 : o ? 1 : i ? 2 : 0;
-            if (KIND_RANK[kd] > KIND_RANK[(int)x->kind]) x->kind = (int8_t)kd;
-        }
-        for (int64_t k = 0; k < n; k++) {
-            hv_xfer *x = &s->x[s->active[k]];
-            s->n_out[node[x->src]] = 0;
-            s->n_in[node[x->dst]] = 0;
-        }
+        conflict_kinds(s);
     } else {
         s->pen[0] = 1.0;
     }
+    double bt = 0.0; /* the earliest pending flow event, found on the way (flow_min) */
+    int64_t bc = -1;
+    s->fmin = -1;
     for (int64_t k = 0; k < n; k++) {
         hv_xfer *x = &s->x[s->active[k]];
         double rate = x->bw / s->pen[k];
@@ -578,8 +573,11 @@ static int recompute(hv_rp *s, double now) {
                 x->scnt = ++s->heap.counter;
             }
         }
+        if (x->ecnt >= 0 && (bc < 0 || key_less(x->et, x->ecnt, bt, bc)))
+            bt = x->et, bc = x->ecnt, s->fmin = k, s->fmin_send = 0;
+        if (x->scnt >= 0 && (bc < 0 || key_less(x->st, x->scnt, bt, bc)))
+            bt = x->st, bc = x->scnt, s->fmin = k, s->fmin_send = 1;
     }
-    flow_min(s);
     return 0;
 }
 
@@ -635,6 +633,9 @@ static int64_t xalloc(hv_rp *s) {
         int64_t *a = realloc(s->active, (size_t)cap * sizeof *a);
         if (!a) return -1;
         s->active = a;
+        int64_t *ar = realloc(s->ares, (size_t)(2 * cap) * sizeof *ar);
+        if (!ar) return -1;
+        s->ares = ar;
         double *p = realloc(s->pen, (size_t)cap * sizeof *p);
         if (!p) return -1;
         s->pen = p;
@@ -895,6 +896,8 @@ static int rp_alloc(hv_rp *s) {
     ALLOC(s->card2, nn);
     ALLOC(s->cap, 2 * nn);
     ALLOC(s->users, 2 * nn);
+    ALLOC(s->deg, 2 * nn);
+    ALLOC(s->mark, 2 * nn);
     ALLOC(s->touched, 2 * nn);
     ALLOC(s->first_src, nn);
     ALLOC(s->first_dst, nn);
@@ -902,12 +905,12 @@ static int rp_alloc(hv_rp *s) {
 }
 
 static void rp_free(hv_rp *s) {
-    void *all[] = {s->heap.a,     s->x,         s->done_at,   s->waiting,   s->pending_row, s->cur_row,
-                   s->cur_start,  s->cur_end,   s->us_head,   s->us_tail,   s->ur_head,     s->ur_tail,
-                   s->ur_next,    s->active,    s->pen,       s->frozen,    s->n_out,       s->n_in,
-                   s->top,        s->card,      s->top2,      s->card2,     s->cap,         s->users,
-                   s->touched,    s->uf,        s->first_src, s->first_dst, s->comp_of,     s->members,
-                   s->comp_start, s->comp_fill, s->bits,      s->coef,      s->hits,        s->order};
+    void *all[] = {s->heap.a,  s->x,       s->done_at,    s->waiting,   s->pending_row, s->cur_row,   s->cur_start,
+                   s->cur_end, s->us_head, s->us_tail,    s->ur_head,   s->ur_tail,     s->ur_next,   s->active,
+                   s->pen,     s->frozen,  s->n_out,      s->n_in,      s->top,         s->card,      s->top2,
+                   s->card2,   s->cap,     s->users,      s->touched,   s->uf,          s->first_src, s->first_dst,
+                   s->comp_of, s->members, s->comp_start, s->comp_fill, s->bits,        s->coef,      s->hits,
+                   s->order,   s->ares,    s->deg,        s->mark};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
 }
 
@@ -942,6 +945,8 @@ static int on_latency(hv_rp *s, int64_t xi, double now) {
         x->last = now;
         x->rate = 0.0;
         x->ecnt = x->scnt = -1;
+        s->ares[2 * s->nactive] = c->node_of[x->src];
+        s->ares[2 * s->nactive + 1] = c->nnodes + c->node_of[x->dst];
         s->active[s->nactive++] = xi;
         return recompute(s, now);
     }
@@ -966,6 +971,7 @@ static int on_flow_event(hv_rp *s) {
     }
     const double now = x->et;
     memmove(&s->active[k], &s->active[k + 1], (size_t)(s->nactive - k - 1) * sizeof *s->active);
+    memmove(&s->ares[2 * k], &s->ares[2 * k + 2], (size_t)(2 * (s->nactive - k - 1)) * sizeof *s->ares);
     s->nactive--;
     if (finish(s, xi, now)) return HV_RP_ENOMEM;
     return recompute(s, now);

@@ -122,6 +122,17 @@ RUN_KEYS = {"id": str, "command": str, "argv": list, "params": dict, "metadata":
             "tables": list, "warnings": list, "launches": list}
 
 
+def prefetch_arrow() -> None:
+    """Import Arrow's Parquet writer in a thread, while the caller computes: a job that spends its time in C
+    (ctypes releases the GIL) stores its tables without then waiting for the import (about 50 ms)."""
+    import threading
+
+    def load() -> None:
+        import pyarrow.parquet  # noqa: F401
+
+    threading.Thread(target=load, name="hpcvar-import-arrow").start()
+
+
 def _arrow_column(values: Any) -> Any:
     """An Arrow array of a table column given as a list or a numpy array: numbers and booleans as they are
     (NaN stays NaN), anything else as text (None: null). Built from buffers: ``pyarrow.array`` imports pandas
@@ -141,9 +152,11 @@ def _arrow_column(values: Any) -> Any:
     data = [str(v).encode() if v is not None else b"" for v in arr.tolist()]
     offsets = np.zeros(n + 1, np.int64)
     np.cumsum([len(d) for d in data], out=offsets[1:])
+    wide = offsets[-1] >= 2**31  # Arrow's string offsets are int32; more text takes large_string
     valid = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
-    return pa.Array.from_buffers(pa.large_string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(b"".join(data))],
-                                 null_count=int(n - present.sum())).cast(pa.string())
+    return pa.Array.from_buffers(pa.large_string() if wide else pa.string(), n,
+                                 [valid, pa.py_buffer(offsets if wide else offsets.astype(np.int32)),
+                                  pa.py_buffer(b"".join(data))], null_count=int(n - present.sum()))
 
 
 class Run:

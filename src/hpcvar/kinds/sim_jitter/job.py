@@ -18,7 +18,7 @@ from hpcvar.results import Run
 from hpcvar.results.context import JobContext
 from hpcvar.results.kinds import draw_plots
 from hpcvar.results.params import Params
-from hpcvar.results.store import atomic_write_text, run_lifecycle
+from hpcvar.results.store import atomic_write_text, prefetch_arrow, run_lifecycle
 from hpcvar.sim import closed_form as cf
 from hpcvar.sim import jitter as J
 from hpcvar.sim.synth import synthesize
@@ -106,6 +106,7 @@ def job(params: JitterParams, ctx: JobContext) -> Run:
     """Simulate every trace x alignment at every task count; every check is made before the run is created.
     Warnings (a trace too short for the work, tasks that see the same jitter again) go into the run."""
     _check(params)
+    prefetch_arrow()  # its tables are written after the C work: the import runs meanwhile
     loaded, recordings, f0 = _load_traces(params)
     w_cycles, wl_base, win, origin = _workload(params, f0)
     warnings: list[str] = []
