@@ -317,17 +317,18 @@ def test_cli_wrap_warning(runs_dir, tmp_path):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8, 9, 16, 17, 33, 1000, 9 * 65537 + 3])
 def test_summaries_in_place_equal_the_plain_ones(n):
-    """The per-task quantiles computed inside the task array (no per-task temporary, issue 18's 64 bytes per
-    task) equal numpy's on copies, for sizes around the packing's one-in-eight boundary and chunk size."""
+    """The per-task quantiles computed inside the task arrays (no per-task temporary: the core's bytes per task
+    are all the memory per task) equal numpy's on copies, for sizes around the packing's chunk size."""
     rng = np.random.default_rng(n)
-    tasks = np.zeros(n, J.TASK_DTYPE)
-    tasks["t"] = rng.integers(0, 10**12, n)
-    tasks["absorbed"] = rng.integers(0, 10**6, n)
+    tasks, cursors = np.zeros(n, J.TASK_DTYPE), np.zeros(n, J.CURSOR_DTYPE)
+    tasks["m"] = rng.integers(0, 10**12, n)
     tasks["end"] = rng.integers(0, 10**6, n)
+    cursors["absorbed"] = rng.integers(0, 10**6, n)
+    cursors["offset"] = rng.integers(0, 10**6, n)
     wl = J.Workload(work=1000, phases=3, barrier="tree", arity=2, send=5, recv=5)
-    want_a = J.quantiles(tasks["absorbed"].copy())
-    want_w = J.quantiles(tasks["t"] - wl.busy_per_task(n) - tasks["absorbed"])
-    assert J._summaries_in_place(tasks, wl) == (want_a, want_w)
+    want_a = J.quantiles(cursors["absorbed"].copy())
+    want_w = J.quantiles(tasks["m"] - wl.busy_per_task(n) - cursors["absorbed"])
+    assert J._summaries_in_place(tasks, cursors, wl) == (want_a, want_w)
 
 
 def test_params_are_parsed_by_the_command_line_and_stored(runs_dir, tmp_path):
