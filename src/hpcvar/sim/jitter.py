@@ -213,20 +213,23 @@ def memory_estimate(ntasks: int, phases: int, per_task_out: bool, trace_bytes: i
 MAX_THREADS = 1024  # the core's limit
 
 
-def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alignment, seed: int = 0,
+def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alignment, seed: int = 0,  # noqa: PLR0913
              replica: int = 0, per_task: bool = False, keep_tasks: bool = False, threads: int = 1,
-             grain: int = 0) -> Outcome:
+             grain: int = 0, space: tuple[np.ndarray, np.ndarray] | None = None, summaries: bool = True) -> Outcome:
     """One run of the C core. traces=None simulates the same workload without jitter (T0).
 
     threads > 1 runs the phases on that many POSIX threads (identical results); grain is the
     least work per thread (tasks, or tree nodes at the split level; 0: the core's default).
     With one thread, grain is the most tasks per subtree block of a tree (0: the core's
     default, 4096; a grain of at least the task count gives the plain sweeps): same results.
+    ``space``: the task arrays of an earlier run of as many tasks (native_tasks), reused (the core resets
+    them; their first touch costs more than a small run); ``summaries``: the quantiles over tasks of the
+    absorbed jitter and of the waiting (the baseline needs none).
     """
     if not 1 <= threads <= MAX_THREADS:
         raise UsageError(f"{threads} threads", "--threads", f"Give 1 to {MAX_THREADS} threads")
     so = lib()
-    tasks, cursors = native_tasks(ntasks)
+    tasks, cursors = space if space is not None else native_tasks(ntasks)
     if traces is not None:
         if align.mode == "file":
             cursors["offset"] = align.explicit
@@ -267,7 +270,8 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
         out.absorbed = cursors["absorbed"].copy()
         out.last_start = tasks["m"].copy()
         out.offsets = cursors["offset"].copy() if traces is not None else None
-    out.absorbed_q, out.waiting_q = _summaries_in_place(tasks, cursors, wl)
+    if summaries:
+        out.absorbed_q, out.waiting_q = _summaries_in_place(tasks, cursors, wl)
     return out
 
 
@@ -368,7 +372,20 @@ class PointResult:
 
 def run_point(traces: NativeTraces, wl: Workload, ntasks: int, align: Alignment, seed: int, replicas: int,
               config: str, per_task: bool = False, threads: int = 1) -> PointResult:
-    outs = [simulate(traces, wl, ntasks, align, seed, r, per_task=per_task and r == 0, threads=threads)
-            for r in range(replicas)]
-    base = simulate(None, wl, ntasks, align, threads=threads)
+    """Every replica and the jitter-free baseline, in one set of task arrays."""
+    space = native_tasks(ntasks)
+    outs = [simulate(traces, wl, ntasks, align, seed, r, per_task=per_task and r == 0, threads=threads,
+                     space=space) for r in range(replicas)]
+    base = simulate(None, wl, ntasks, align, threads=threads, space=space, summaries=False)
     return PointResult(config=config, tasks=ntasks, replicas=outs, baseline=base, wl=wl)
+
+
+def auto_threads() -> int:
+    """The CPUs this process may run on (the core splits a run among threads only when it is large enough)."""
+    import os
+
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_THREADS))

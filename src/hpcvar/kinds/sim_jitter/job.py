@@ -68,7 +68,7 @@ class JitterParams(Params):
     tasks: tuple[int, ...] = DEFAULT_TASKS
     per_task_path: str | None = None  # CSV of replica 0's per-task times (one task count)
     plots: bool = False  # draw the figures now (else the report draws them when it needs them)
-    threads: int = 1
+    threads: int = 0  # threads of the core (0: one per CPU this process may use; same results for any count)
 
     @classmethod
     def _decode(cls, doc: dict[str, Any], where: str) -> dict[str, Any]:
@@ -135,8 +135,9 @@ def _check(p: JitterParams) -> None:
     """Refuse inconsistent parameters (naming the flag)."""
     if p.arity < 1:
         raise UsageError(f"arity {p.arity} is below 1", "--arity", "A k-ary tree needs k >= 1 (2: binary)")
-    if not 1 <= p.threads <= J.MAX_THREADS:
-        raise UsageError(f"{p.threads} threads", "--threads", f"Give 1 to {J.MAX_THREADS} (1: no extra threads)")
+    if not 0 <= p.threads <= J.MAX_THREADS:
+        raise UsageError(f"{p.threads} threads", "--threads",
+                         f"Give 1 to {J.MAX_THREADS} (1: no extra threads), or auto (one per CPU)")
     if p.phases < 1:
         raise UsageError(f"{p.phases} phases", "--phases", "Simulate at least one phase")
     if not p.traces and not p.synthetics:
@@ -318,7 +319,7 @@ def _simulate(run, configs, p: JitterParams, wl_base: dict, win: int, origin: in
             else:
                 al = J.Alignment(a, window=win, origin=origin)
             pr = J.run_point(nt, wl, n, al, p.seed, p.replicas if not p.offsets_path else 1, name,
-                             per_task=bool(p.per_task_path), threads=p.threads)
+                             per_task=bool(p.per_task_path), threads=p.threads or J.auto_threads())
             s = pr.summary(f0, min(nt.lengths))
             s["closed_form"] = _closed(periodic, wl, n, a, win, origin) if not p.offsets_path else None
             if s["coverage"] > 1:
