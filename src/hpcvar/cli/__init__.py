@@ -24,11 +24,16 @@ COMMANDS = {
     "model": ("hpcvar.cli.model:cli", "Bandwidth-sharing models: penalties, fitting, evaluation against measurements."),
     "trace": ("hpcvar.cli.trace:cli", "Trace MPI applications (PMPI) and convert traces."),
     "testbed": ("hpcvar.cli.testbed:cli", "A virtual cluster of network namespaces with shaped links (needs root)."),
+    "screen": ("hpcvar.cli.screen:cli", "Screen an allocation: which node, which link, is it OK?"),
+    "expect": ("hpcvar.cli.expect:cli", "Write site expectations from a good run (a TOML file for --expect)."),
     "characterize": ("hpcvar.cli.characterize:cli", "Characterize this machine and predict what it means for "
                                                     "applications."),
     "report": ("hpcvar.cli.report:cli", "Write one self-contained HTML (or Markdown) report of RUNS."),
     "compare": ("hpcvar.cli.compare:cli", "Compare two runs and flag significant degradations."),
-    "runs": ("hpcvar.cli.runs:cli", "List and show stored runs (run directories under --runs-dir)."),
+    "export": ("hpcvar.cli.export:cli", "Stored runs for Prometheus, ReFrame, Caliper/Thicket and Extra-P."),
+    "history": ("hpcvar.cli.history:cli",
+                "Series of stored runs, grouped by command and hosts, with the changes confirmed in them."),
+    "runs": ("hpcvar.cli.runs:cli", "List, show and remove stored runs (run directories under --runs-dir)."),
     "info": ("hpcvar.cli.info:cli", "Show the MPI hpcvar was built with, the timers and the machine."),
     "demo": ("hpcvar.cli.demo:cli", "Run the main job: a quick characterization of this machine."),
 }

@@ -59,7 +59,20 @@ def _positive_time(text: str, flag: str) -> float:
     return value
 
 
-POSITIVE_DURATION = _UnitType(_positive_time, "duration")  # a timeout, a period, a recording: 0 means nothing
+POSITIVE_DURATION = _UnitType(_positive_time, "duration")
+
+
+class FiniteFloat(click.FloatRange):
+    """A number in a range that is a number: click's FloatRange lets 'nan' through any bound and 'inf' through
+    an open end (``--beta inf``, ``--threshold nan`` were taken and gave nan results)."""
+
+    def convert(self, value, param, ctx):
+        import math
+
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv  # a timeout, a period, a recording: 0 means nothing
 RATE = _UnitType(units.parse_rate, "rate")
 
 
@@ -205,9 +218,35 @@ def format_options(f=None, *, pass_json: bool = True, legacy: tuple[str, tuple[s
     return deco(f) if f is not None else deco
 
 
+class _RunsDir(click.ParamType):
+    """--runs-dir: a directory that exists. The default store (./hpcvar-runs, or $HPCVAR_RUNS) is created on first
+    use; a directory named on the command line is not (a typo would silently start a new, empty store)."""
+
+    name = "directory"
+
+    def convert(self, value, param, ctx):
+        from hpcvar.errors import UsageError
+
+        if not isinstance(value, str):
+            return value
+        p = Path(value)
+        if p.is_dir():
+            return value
+        flag = flag_name(param)
+        if p.exists():
+            raise UsageError(f"'{value}' is not a directory", flag, "Give the directory that holds the runs")
+        raise UsageError(f"the runs directory '{value}' does not exist", flag,
+                         f"Check its spelling, or create it first (mkdir -p {shlex.quote(value)}); without "
+                         f"{flag} runs go to $HPCVAR_RUNS or ./hpcvar-runs, created on first use")
+
+
+RUNS_DIR = _RunsDir()
+
+
 def runs_dir_option(f):
-    return click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
-                        help="Root of the results store (default: $HPCVAR_RUNS or ./hpcvar-runs).")(f)
+    return click.option("--runs-dir", type=RUNS_DIR, default=None,
+                        help="Root of the results store: an existing directory (default: $HPCVAR_RUNS or "
+                             "./hpcvar-runs, created on first use).")(f)
 
 
 def output_options(f):
@@ -346,10 +385,30 @@ def bench_context(kw: dict, argv: list[str] | None = None):
         from hpcvar.errors import UsageError
 
         raise UsageError(f"cannot split --launcher-args: {e}", "--launcher-args", "Check its quotes") from None
+    resume = kw.pop("resume")
     return BenchContext(launcher=launcher, np=kw.pop("np"), runs_dir=kw.get("runs_dir"),
-                        timeout_s=kw.pop("timeout"), resume=kw.pop("resume"), launcher_args=extra,
+                        timeout_s=kw.pop("timeout"), resume=resume, launcher_args=extra,
                         ranks_per_node=kw.pop("ranks_per_node"), timer=kw.pop("timer"),
-                        console=stderr_console(), argv=argv or ["hpcvar", *sys.argv[1:]])
+                        console=stderr_console(), argv=argv or ["hpcvar", *sys.argv[1:]],
+                        stored_params=bool(resume) and not measurement_flags_given())
+
+
+# the options that say how and where to run and show, not what to measure: given with --resume, they leave the
+# stored parameters in force
+RUN_OPTIONS = frozenset({"launcher", "np", "ranks_per_node", "template", "launcher_args", "srun_mpi", "map_by",
+                         "timeout", "resume", "timer", "json_flag", "out_format", "runs_dir", "plots", "plots_dir"})
+
+
+def measurement_flags_given() -> list[str]:
+    """The options of the running command given on its command line (or by environment) that set what is measured:
+    with none, ``--resume RUN`` continues RUN with its stored parameters instead of the defaults."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return []
+    return [p.name for p in ctx.command.params if p.name and p.name not in RUN_OPTIONS
+            and ctx.get_parameter_source(p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
 
 
 def emit(result: Any, as_json: bool, render) -> None:

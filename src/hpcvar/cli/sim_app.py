@@ -12,6 +12,7 @@ from hpcvar.cli.common import (
     FREQ,
     OUT_PATH,
     SIZE,
+    FiniteFloat,
     emit_run,
     format_options,
     option,
@@ -50,7 +51,7 @@ def _split(text: str) -> list[str]:
 @click.option("--from", "fmt", type=click.Choice(["auto", "parquet", "tit", "otf2", "native"]), default="auto",
               show_default=True, help="Trace format (auto: by extension; .txt/.tit = SimGrid TIT, .otf2 = OTF2, else "
                                       "parquet, what hpcvar trace writes; native is its former name).")
-@click.option("--flops-rate", type=float, default=None,
+@click.option("--flops-rate", type=FiniteFloat(0, min_open=True), default=None,
               help="TIT traces: flop/s that turn 'compute FLOPS' (and the FLOPS of reduce/allreduce) into seconds "
                    "(default: the cluster file's flops_rate, else 1e9).")
 @click.option("--dialect", default="auto", show_default=True, help=DIALECT_HELP)

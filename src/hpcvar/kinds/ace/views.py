@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpcvar.compare import Metric
-from hpcvar.report.sections import BAD, GOOD, SUSPECT, Headline, Section
+from hpcvar.report.sections import BAD, GOOD, MODEL, SUSPECT, Headline, Section
 from hpcvar.report.terminal import Cell, nbytes, ns, seconds
 from hpcvar.report.verdict import BUSY_WAIT_GOOD_PCT, judge_error_pct
 from hpcvar.results import Run
@@ -149,7 +149,8 @@ def section(run: Run) -> Section:
                                 "measured time per message (the fit predicted <= 0; raise --bench-iters)")
     sec.headlines.append(Headline("run-time prediction error (median of absolute values)", f"{err.median():.2f}%",
                                   f"over {len(summ)} EA runs; worst {worst['error_pct']:+.2f}% ({worst['name']}, "
-                                  f"{format_size(worst['size_bytes'])}, L={worst['load_pct']:g}%)", status, ref))
+                                  f"{format_size(worst['size_bytes'])}, L={worst['load_pct']:g}%)", status, ref,
+                                  role=MODEL))
     cyc = run.read_table("ace.cycles")
     req = cyc.groupby(["point", "repeat", "name"])["t_comp_req_ns"].median()
     longest = req.idxmax()
