@@ -68,7 +68,7 @@ def test_figures_are_drawn_when_asked_or_by_the_report(tmp_path, runs_dir):
     """sim app draws no figure by default (it would cost more than a small replay) and says so; the report draws
     the stored run's figures into its own file, leaving the run as it was."""
     p = write_parquet(Trace(make_events(FANOUT), 3), tmp_path / "fan.trace")
-    res = run_cli(["sim", "app", str(p), "--model", "none,maxmin", "--runs-dir", str(runs_dir)])
+    res = run_cli(["sim", "app", str(p), "--model", "none,maxmin"])
     assert res.returncode == 0, res.stderr
     assert "figures: none drawn (add --plots" in res.stdout
     run = next(runs_dir.iterdir())

@@ -257,6 +257,35 @@ def test_cli_sweep_tables_plots(runs_dir):
     assert (run / "plots" / "sweep.png").is_file() and (run / "plots" / "sweep.svg").is_file()
 
 
+def test_cli_default_draws_no_figures_the_report_draws_them(runs_dir, tmp_path):
+    """sim jitter draws no figure by default (matplotlib costs more than a small simulation); the report draws
+    the stored run's figures into its own file and leaves the run as it was."""
+    run_cli(["sim", "jitter", "--synthetic", "1kHz:25us", "--trace-length", "10s", "--quantum", "1ms",
+             "--phases", "2", "--tasks", "1..16:x4", "--json"], check=True)
+    run = next(runs_dir.iterdir())
+    assert not list(run.glob("plots/*"))
+    rep = run_cli(["report", str(run), "-o", str(tmp_path / "r.html")])
+    assert rep.returncode == 0, rep.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "Slowdown against tasks (log x)" in html and "data:image/png" in html
+    assert not list(run.glob("plots/*"))
+
+
+def test_cli_threads_auto(runs_dir):
+    """--threads auto (the default, stored as 0) gives the integers of one thread, on a tree wide enough to
+    split over two threads; a count that is not one is refused naming the flag."""
+    args = ["sim", "jitter", "--synthetic", "1kHz:25us,poisson:50Hz:200us", "--trace-length", "10s", "--quantum",
+            "1ms", "--send-cycles", "500", "--recv-cycles", "500", "--phases", "3", "--tasks", "4096", "--json"]
+    auto = json.loads(run_cli(args, check=True).stdout)
+    one = json.loads(run_cli(args + ["--threads", "1"], check=True).stdout)
+    keys = ("total_cycles_each", "baseline_cycles", "phases", "absorbed_cycles", "waiting_cycles")
+    assert [[p[k] for k in keys] for p in auto["points"]] == [[p[k] for k in keys] for p in one["points"]]
+    stored = sorted(json.loads((d / "run.json").read_text())["params"]["threads"] for d in runs_dir.iterdir())
+    assert stored == [0, 1]
+    r = run_cli(args + ["--threads", "two"])
+    assert r.returncode == 2 and "--threads" in r.stderr and "auto" in r.stderr
+
+
 def test_cli_threads_same_results(runs_dir):
     args = ["sim", "jitter", "--synthetic", "1kHz:25us,poisson:50Hz:200us", "--trace-length", "10s", "--quantum",
             "1ms", "--barrier", "tree", "--send-cycles", "500", "--recv-cycles", "500", "--latency-inter", "2us",
