@@ -85,9 +85,10 @@ def jitter(repeat: int, d: Path) -> None:
           f"{verdict(TASKS * PHASES / wall, TARGET_JITTER_WHOLE)}")
     print(f"  core alone, one thread: {c['core_s']:.3f} s = {TASKS * PHASES / c['core_s'] / 1e6:.1f} M "
           f"task-phases/s (load {best[1]})   {verdict(TASKS * PHASES / c['core_s'], TARGET_JITTER_CORE)}")
-    run = json.loads(whole[0][2])
-    totals = {p["total_s"] for p in run["points"]} if "points" in run else set()
-    print(f"  whole-process runs' total {sorted(totals)} s")
+    totals = {json.loads(out)["total_cycles"] for _, _, out in whole} | {json.loads(out)["total"] for _, _, out in core}
+    if len(totals) != 1:
+        raise SystemExit(f"the whole-process runs and the core alone gave different totals {sorted(totals)}")
+    print(f"  every run's total: {totals.pop():,.0f} cycles (the same)")
 
 
 def tit(repeat: int, d: Path) -> None:

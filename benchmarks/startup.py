@@ -73,6 +73,7 @@ def tiny_inputs(d: Path) -> dict[str, list[str]]:
     ring.write_text("".join(f"{r} init\n" + f"{r} compute 1000\n{r} Irecv {(r - 1) % 4} 1024\n"
                             f"{r} Isend {(r + 1) % 4} 1024\n{r} wait\n{r} wait\n" * 2 + f"{r} finalize\n"
                             for r in range(4)))
+    (d / "runs").mkdir(exist_ok=True)  # --runs-dir must exist
     runs = str(d / "runs")
     native = d / "ring.trace"
     subprocess.run([sys.executable, "-m", "hpcvar", "trace", "import", str(ring), "-o", str(native)], check=True,

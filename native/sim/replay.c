@@ -108,6 +108,8 @@ typedef struct {
     uint64_t *bits;
     int64_t bits_cap;
     int64_t *coef, *hits, *order;
+    /* myrinet memo: a component's penalties keyed by its members' (source node, destination node), in order */
+    struct hv_memo *memo;
 } hv_rp;
 
 static int push(hv_rp *s, double t, int kind, int64_t obj, int64_t ver) {
@@ -418,14 +420,124 @@ static void sample_states(hv_rp *s, int64_t m, int64_t W, uint64_t *conf, int64_
     for (int64_t i = 0; i < m; i++) frac[i] = (double)cnt[i] / (double)c->myr_samples;
 }
 
-/* one component: positions comp[0..m) of the active list -> pen */
+/* ---- myrinet memo ----------------------------------------------------------------------------------------
+ *
+ * A component's penalties depend only on its members' source and destination nodes, in order (the conflicts,
+ * the states and the minimum over a source node compare nodes; the sampling method reseeds its generator per
+ * component), and a replay meets the same components again and again (every iteration of a loop). The memo
+ * keeps them: a hash table of MEMO_SLOTS slots over at most MEMO_MEMBERS members in all (then it stops
+ * storing); a hit copies the stored penalties, the same doubles the computation gives. */
+
+#define MEMO_SLOTS 4096     /* a power of two */
+#define MEMO_PROBES 8       /* linear probing: slots tried per key */
+#define MEMO_MEMBERS 262144 /* members stored at most (6 MiB of keys and penalties) */
+
+typedef struct hv_memo {
+    struct {
+        uint64_t h;
+        int64_t off, m; /* m = 0: empty */
+    } slot[MEMO_SLOTS];
+    int32_t *keys; /* 2 per stored member */
+    double *pens;  /* 1 per stored member */
+    int64_t used, cap;
+    int32_t *cur; /* the key being looked up (2 m) */
+    int64_t cur_cap;
+} hv_memo;
+
+static void memo_free(hv_memo *mo) {
+    if (!mo) return;
+    free(mo->keys);
+    free(mo->pens);
+    free(mo->cur);
+    free(mo);
+}
+
+/* The key of a component into mo->cur and its hash; -1 without memory (the memo is then not used). */
+static int memo_key(hv_rp *s, hv_memo *mo, const int64_t *comp, int64_t m, uint64_t *h) {
+    const int32_t *node = s->c->node_of;
+    if (2 * m > mo->cur_cap) {
+        int32_t *p = realloc(mo->cur, (size_t)(2 * m) * sizeof *p);
+        if (!p) return -1;
+        mo->cur = p;
+        mo->cur_cap = 2 * m;
+    }
+    uint64_t x = 0xcbf29ce484222325ULL ^ (uint64_t)m;
+    for (int64_t i = 0; i < m; i++) {
+        const hv_xfer *t = &s->x[s->active[comp[i]]];
+        mo->cur[2 * i] = node[t->src];
+        mo->cur[2 * i + 1] = node[t->dst];
+        x = (x ^ ((uint64_t)(uint32_t)node[t->src] << 32 | (uint32_t)node[t->dst])) * 0x100000001b3ULL;
+        x ^= x >> 29;
+    }
+    *h = x;
+    return 0;
+}
+
+/* 1 and the penalties written when the component is in the memo; else 0 and *free_slot a slot for it (-1:
+ * none). */
+static int memo_get(hv_rp *s, hv_memo *mo, const int64_t *comp, int64_t m, uint64_t h, int64_t *free_slot) {
+    *free_slot = -1;
+    for (int64_t k = 0; k < MEMO_PROBES; k++) {
+        int64_t j = (int64_t)((h + (uint64_t)k) & (MEMO_SLOTS - 1));
+        if (mo->slot[j].m == 0) {
+            *free_slot = j;
+            return 0;
+        }
+        if (mo->slot[j].h != h || mo->slot[j].m != m ||
+            memcmp(mo->keys + 2 * mo->slot[j].off, mo->cur, (size_t)(2 * m) * sizeof *mo->cur))
+            continue;
+        const double *p = mo->pens + mo->slot[j].off;
+        for (int64_t i = 0; i < m; i++) s->pen[comp[i]] = p[i];
+        return 1;
+    }
+    return 0;
+}
+
+/* Store the component's penalties in slot j, while the memo has room (else nothing). */
+static void memo_put(hv_rp *s, hv_memo *mo, const int64_t *comp, int64_t m, uint64_t h, int64_t j) {
+    if (j < 0 || mo->used + m > MEMO_MEMBERS) return;
+    if (mo->used + m > mo->cap) {
+        int64_t cap = mo->cap ? mo->cap : 4096;
+        while (cap < mo->used + m) cap *= 2;
+        int32_t *k = realloc(mo->keys, (size_t)(2 * cap) * sizeof *k);
+        if (!k) return;
+        mo->keys = k;
+        double *p = realloc(mo->pens, (size_t)cap * sizeof *p);
+        if (!p) return;
+        mo->pens = p;
+        mo->cap = cap;
+    }
+    memcpy(mo->keys + 2 * mo->used, mo->cur, (size_t)(2 * m) * sizeof *mo->cur);
+    for (int64_t i = 0; i < m; i++) mo->pens[mo->used + i] = s->pen[comp[i]];
+    mo->slot[j].h = h;
+    mo->slot[j].off = mo->used;
+    mo->slot[j].m = m;
+    mo->used += m;
+}
+
+static int myrinet_compute(hv_rp *s, const int64_t *comp, int64_t m);
+
+/* one component: positions comp[0..m) of the active list -> pen (from the memo, or computed and stored) */
 static int myrinet_component(hv_rp *s, const int64_t *comp, int64_t m) {
-    hv_rp_config *c = s->c;
-    const int32_t *node = c->node_of;
     if (m == 1) { /* one state in which it sends: penalty 1 (both methods) */
         s->pen[comp[0]] = 1.0;
         return 0;
     }
+    if (!s->memo) s->memo = calloc(1, sizeof *s->memo);
+    hv_memo *mo = s->memo;
+    uint64_t h = 0;
+    if (!mo || memo_key(s, mo, comp, m, &h)) return myrinet_compute(s, comp, m);
+    int64_t j;
+    if (memo_get(s, mo, comp, m, h, &j)) return 0;
+    int rc = myrinet_compute(s, comp, m);
+    if (!rc) memo_put(s, mo, comp, m, h, j);
+    return rc;
+}
+
+/* The penalties of a component of m >= 2 members. */
+static int myrinet_compute(hv_rp *s, const int64_t *comp, int64_t m) {
+    hv_rp_config *c = s->c;
+    const int32_t *node = c->node_of;
     int64_t W = (m + 63) / 64;
     if (myr_grow(s, 2 * m * W + 4 * W * (m + 2))) return HV_RP_ENOMEM;
     uint64_t *conf = s->bits, *compat = conf + m * W;
@@ -912,6 +1024,7 @@ static void rp_free(hv_rp *s) {
                    s->comp_of, s->members, s->comp_start, s->comp_fill, s->bits,        s->coef,      s->hits,
                    s->order,   s->ares,    s->deg,        s->mark};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    memo_free(s->memo);
 }
 
 /* Every request pending, every queue empty, every task at its first op at time 0. */
