@@ -18,7 +18,6 @@ kind and by phase (``hpcvar sim app --breakdown [--phases N]``, table ``replay.b
 from __future__ import annotations
 
 from dataclasses import dataclass
-
 from typing import TYPE_CHECKING
 
 import numpy as np

@@ -96,7 +96,10 @@ class Trace:
 
     @property
     def nrows(self) -> int:
-        return len(self._events) if self._events is not None else len(next(iter(self._columns.values())))
+        if self._events is not None:
+            return len(self._events)
+        assert self._columns is not None  # one of the two is always set
+        return len(next(iter(self._columns.values())))
 
     def column(self, name: str) -> np.ndarray:
         """A column as numpy (NUMPY_TYPES; ``op``: int8 codes into OPS, -1 for a name not in OPS), without a copy

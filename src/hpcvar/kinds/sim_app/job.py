@@ -450,7 +450,7 @@ def combine(mp, m, reps, m_total, m_comm, timed) -> dict:
     pen = np.array([r.avg_penalty for r in reps])
     ea = e_abs(com, np.broadcast_to(np.asarray(m_comm, float), com.shape)) if timed else None
     cols = [_median(tot).tolist(), _median(com).tolist(), _median(pen).tolist()]
-    ea_med = _median(ea).tolist() if ea is not None else None
+    ea_med = _median(ea).tolist() if ea is not None else []
     tasks = []
     for t in range(tot.shape[1]):
         row = {"task": t, "node": reps[0].node_of[t], "total_s": cols[0][t], "comm_s": cols[1][t],
@@ -461,7 +461,7 @@ def combine(mp, m, reps, m_total, m_comm, timed) -> dict:
         if len(reps) > 1:
             row["total_s_ci"] = list(median_ci(tot[:, t]))
             row["comm_s_ci"] = list(median_ci(com[:, t]))
-            if timed:
+            if ea is not None:
                 row["e_abs_pct_ci"] = list(median_ci(ea[:, t]))
         tasks.append(row)
     out = {"mapping": mp, "model": m, "replicas": len(reps), "tasks": tasks,
