@@ -129,6 +129,42 @@ def test_random_traces_give_identical_results(seed, model):
         exactly(py, nat)
 
 
+def ring_rows(n: int, iters: int, shift: int) -> list[dict]:
+    """Every task, every iteration: irecv from the left and the ``shift``-th left, isend to the right and the
+    ``shift``-th right (large messages: they overlap), then waits; the same contention every iteration."""
+    rows = [dict(task=t, op="init", t_start_ns=0, t_end_ns=0) for t in range(n)]
+    for t in range(n):
+        clock = 0
+        for _ in range(iters):
+            reqs = []
+            for k, d in enumerate((1, shift)):
+                rows.append(dict(task=t, op="irecv", peer=(t - d) % n, bytes=300_000, tag=k, t_start_ns=clock,
+                                 t_end_ns=clock))
+                reqs.append(len([r for r in rows if r["task"] == t]) - 1)
+                rows.append(dict(task=t, op="isend", peer=(t + d) % n, bytes=300_000, tag=k, t_start_ns=clock,
+                                 t_end_ns=clock))
+                reqs.append(len([r for r in rows if r["task"] == t]) - 1)
+            for r in reqs:
+                rows.append(dict(task=t, op="wait", req=r, t_start_ns=clock, t_end_ns=clock + 1000))
+            clock += 2000
+        rows.append(dict(task=t, op="finalize", t_start_ns=clock, t_end_ns=clock))
+    return rows
+
+
+@pytest.mark.parametrize("params", MODEL_PARAMS["myrinet"])
+@pytest.mark.parametrize("mp", ["rrn", "rrp"])
+def test_myrinet_memo_repeated_components(params, mp):
+    """The core keeps each myrinet component's penalties (keyed by its members' nodes) and reuses them when the
+    component comes again: a loop that meets the same components every iteration, and components of the same
+    size over other nodes, give the reference's doubles with both methods."""
+    n = 8
+    tr = Trace(make_events(ring_rows(n, 25, 3)), n)
+    cl = Cluster(4, 2, 1e9, 1e-6, 5e9, 5e-7)
+    py, nat = both(tr, cl, mapping(mp, n, cl), "myrinet", eager_bytes=65536, params=params)
+    exactly(py, nat)
+    assert nat.conflicts and max(nat.avg_penalty) > 1.0  # the transfers did share
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("model", ["none", "maxmin"])
 def test_rendezvous_latency_gives_identical_results(seed, model):

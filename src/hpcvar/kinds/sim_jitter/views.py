@@ -4,15 +4,17 @@ samples to test)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import BAD, GOOD, PREDICTION, SUSPECT, Headline, Section
+from hpcvar.report.sections import BAD, GOOD, PREDICTION, SUSPECT, Headline, Section, figures_of
 from hpcvar.report.verdict import SLOWDOWN_BAD_PCT, judge_ci
 from hpcvar.results import Run
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _pct(x: float) -> str:
@@ -51,6 +53,8 @@ def plots(run: Run) -> list[Path]:
 
 
 def plot_sweep(points: pd.DataFrame, stem) -> list:
+    import numpy as np
+
     from hpcvar.report.plots import figure, save
 
     fig, ax = figure()
@@ -168,10 +172,8 @@ def section(run: Run) -> Section:
     if run.has_table("jitter.points"):
         sec.tables.append(("Slowdown against task count",
                            points_for_people(run.read_table("jitter.points"), run.info["result"].get("freq_hz"))))
-    for name, cap in (("sweep", "Slowdown against tasks (log x)"), ("phases", "Phase durations (replica 0)")):
-        f = run.path / "plots" / f"{name}.png"
-        if f.is_file():
-            sec.figures.append((cap, f))
+    sec.figures += figures_of(run, (("sweep", "Slowdown against tasks (log x)"),
+                                    ("phases", "Phase durations (replica 0)")), plots)
     return sec
 
 
