@@ -190,12 +190,30 @@ def _sharing(ctx: StepContext, quick: bool) -> Run:
     fit = fit_gige(obs)
     for r in runs:
         r.info["gige_fit"] = fit["params"]
+        r.info["gige_fit_runs"] = [o.label for o in obs]
+        held = _held_out_fit(fit_gige, [o for o in obs if o.label != r.id])
+        if held is not None:
+            r.info["gige_heldout_fit"] = held
         r.info["params"]["step"] = "sharing"
         r.save()
     if len(fit_here) < len(schemes):
         runs[-1].warn(f"{len(schemes) - len(fit_here)} standard scheme(s) need more than the {nodes} nodes here "
                       "and were not run")
     return runs[-1]
+
+
+def _held_out_fit(fit_gige, others: list) -> dict | None:
+    """The gige parameters fitted on the other schemes only ({"params", "runs"}), against which a scheme's
+    error is a held-out prediction error; None when the other schemes cannot fit beta (none, or no pure
+    conflict among them): that scheme's gige error is then an in-sample fit only."""
+    from hpcvar.errors import UsageError
+
+    if not others:
+        return None
+    try:
+        return {"params": fit_gige(others)["params"], "runs": [o.label for o in others]}
+    except UsageError:
+        return None
 
 
 def _screen(ctx: StepContext, quick: bool) -> Run:
