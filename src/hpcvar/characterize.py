@@ -136,8 +136,8 @@ def _task_counts(factor: int) -> list[int]:
 
 
 def _fanin(ctx: StepContext, quick: bool) -> Run:
-    """Fan-in with and without chatter; across nodes one rank per node where the nodes suffice, sharing the
-    root's link."""
+    """Fan-in with and without chatter; across nodes one rank per node where the nodes suffice, else the root
+    alone on its node (launchers that can place so), the clients sharing the root's link."""
     from hpcvar.kinds.fanin.job import FaninParams, job
 
     nodes = ctx.nodes()
@@ -151,8 +151,10 @@ def _fanin(ctx: StepContext, quick: bool) -> Run:
                          depth=("deep",), match=("any",) if quick else ("any", "exact"), bin_s=None,
                          repeat=1 if quick else 3, placement="fixed", seed=1, max_samples=20000, wait="auto")
     need = 1 + clients[0] + max(chatter)
-    rpn = -(-need // nodes) if nodes > 1 else None  # one rank per node when the nodes suffice
-    return job(params, ctx.bench_ctx(np=None, ranks_per_node=rpn))
+    # one rank per node when the nodes suffice; else the root alone on its node and the clients K to a node on
+    # the others, where the launcher can place so (the testbed); the fan-in run says when the root shared its node
+    rpn = (1 if nodes >= need else -(-(need - 1) // (nodes - 1))) if nodes > 1 else None
+    return job(params, ctx.bench_ctx(np=None, ranks_per_node=rpn, root_alone=nodes > 1))
 
 
 # the paper's Figure 2 schemes (examples/schemes/ has them as files, with comments)

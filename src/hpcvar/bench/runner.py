@@ -44,6 +44,8 @@ class BenchContext(JobContext):
     timer: str | None = None
     # with resume: continue with the run's stored parameters (the command line set none of its own)
     stored_params: bool = False
+    # rank 0 alone on its node where the launcher can place so (LaunchSpec.root_alone; characterize's fan-in)
+    root_alone: bool = False
 
 
 P = TypeVar("P", bound=Params)
@@ -295,7 +297,8 @@ def _launch(bench: Benchmark[P], params: P, ctx: BenchContext, run: Run, exe: Pa
         args += ["--timer", ctx.timer]
     timeout = ctx.timeout_s or (60.0 + 3.0 * bench.estimate_s(params, batch))
     spec = LaunchSpec(np=ctx.np, exe=exe, args=args, env=bench.env(params), timeout_s=timeout,
-                      ranks_per_node=ctx.ranks_per_node, extra_args=ctx.launcher_args, any_source=bench.any_source)
+                      ranks_per_node=ctx.ranks_per_node, extra_args=ctx.launcher_args, any_source=bench.any_source,
+                      root_alone=ctx.root_alone)
     spec.args += ctx.launcher.layout_args(spec)
     argv, _ = ctx.launcher.command(spec)
     run.info["launches"].append({"label": raw_path.stem, "argv": argv, "timeout_s": timeout, "points": len(batch)})
