@@ -99,15 +99,19 @@ def judge_noise_pct(lost_pct: float) -> tuple[str, str]:
 
 
 def judge_ci(lo: float | None, hi: float | None, points: int | None = None,
-             replicas: int | None = None) -> tuple[str, str] | None:
+             replicas: int | None = None, impossible_below: float | None = None) -> tuple[str, str] | None:
     """Why an estimate with this CI is suspect (None when it is not): a CI spanning zero, a fit of fewer than
-    3 points, an "interval" from one replica."""
+    3 points, an "interval" from one replica, a CI reaching below ``impossible_below`` (a value the quantity
+    cannot take, e.g. a slowdown from added noise under 0: the interval was computed on the wrong scale)."""
     if points is not None and points < 3:
         return SUSPECT, f"a fit of {points} point(s): no uncertainty can be estimated; measure more points"
     if replicas is not None and replicas < 2:
         return SUSPECT, "one replica: the interval is not an interval; use --replicas 2 or more"
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
         return SUSPECT, "no confidence interval could be computed"
+    if impossible_below is not None and lo < impossible_below:
+        return SUSPECT, (f"the 95% CI reaches {lo:.3g}, below {impossible_below:g}, a value this quantity cannot "
+                         "take: the interval is not to be trusted")
     if lo < 0 < hi:
         return SUSPECT, "the 95% CI spans zero: no effect is measurable at this precision"
     return None

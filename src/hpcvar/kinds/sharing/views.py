@@ -14,7 +14,7 @@ from hpcvar.report.sections import INFO, MODEL, Headline, Section
 from hpcvar.report.terminal import nbytes, ns, seconds
 from hpcvar.report.verdict import judge_error_pct
 from hpcvar.results import Run
-from hpcvar.units import format_time_ns
+from hpcvar.units import format_interval, format_time_ns
 
 
 def render(console: Console, run: Run) -> None:
@@ -27,7 +27,8 @@ def render(console: Console, run: Run) -> None:
     for c in result["communications"]:
         lo, hi = c["penalty_ci"]
         t.add_row(c["name"], f"{c['src']} -> {c['dst']}", nbytes(c["size_bytes"]), ns(c["t_ns"]),
-                  f"{c['penalty']:.2f}", f"{lo:.2f}-{hi:.2f}", f"{c['penalty_min']:.2f}", f"{c['penalty_max']:.2f}")
+                  f"{c['penalty']:.2f}", format_interval(lo, hi, c.get("n", result["reps"]), "{:.2f}".format, "-"),
+                  f"{c['penalty_min']:.2f}", f"{c['penalty_max']:.2f}")
     console.print(t)
 
 
