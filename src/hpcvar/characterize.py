@@ -418,4 +418,5 @@ def _record_load(parent: Run, mark) -> None:
 def _child_ctx(ctx: BenchContext, parent: Run) -> BenchContext:
     import dataclasses
 
-    return dataclasses.replace(ctx, runs_dir=str(parent.steps_dir()), resume=None, progress=True)
+    return dataclasses.replace(ctx, runs_dir=str(parent.steps_dir()), resume=None, progress=True,
+                               within="characterize")

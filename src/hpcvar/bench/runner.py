@@ -46,6 +46,9 @@ class BenchContext(JobContext):
     stored_params: bool = False
     # rank 0 alone on its node where the launcher can place so (LaunchSpec.root_alone; characterize's fan-in)
     root_alone: bool = False
+    # the command that runs this job as one of its steps ("characterize"): it chose the parameters and the
+    # placement, so warnings name what that command can change, never the step's own flags
+    within: str | None = None
 
 
 P = TypeVar("P", bound=Params)
@@ -117,9 +120,21 @@ class Benchmark(ABC, Generic[P]):
         stall to warn about."""
         return True
 
-    def warnings(self, tables: dict[str, pd.DataFrame], params: P) -> list[str]:
-        """What the user must know about these measurements (kept in run.json and printed)."""
+    def warnings(self, tables: dict[str, pd.DataFrame], params: P, within: str | None = None) -> list[str]:
+        """What the user must know about these measurements (kept in run.json and printed); ``within``: the
+        command that ran the job as its step (BenchContext.within), whose flags the remedies must name."""
         return []
+
+
+def _oversubscription(bench: Benchmark[P], params: P, ctx: BenchContext, run: Run) -> None:
+    """More busy-polling ranks than cores: a warning with its remedy for a command the user gave; a step of
+    ``ctx.within`` (characterize) chose its ranks and placement itself, so the fact is recorded
+    (``cores_shared`` in run.json) and not warned about (docs/characterize.md)."""
+    warn = oversubscription_warning(ctx.np, ctx.launcher) if bench.busy_polls(params) else None
+    if warn and ctx.within:
+        run.info["cores_shared"] = {"ranks": ctx.np, "cores": ctx.launcher.slots(), "chosen_by": ctx.within}
+    elif warn:
+        run.warn(warn)
 
 
 MAX_PINGPONG_SIZE = 1 << 30  # 1 GiB: ping-pong benchmarks allocate one buffer of the largest size per rank
@@ -192,9 +207,7 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
                                  "ranks_per_node": ctx.ranks_per_node})
         run = Run.create(command, params.to_json(), ctx.runs_dir, ctx.argv, meta)
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
-        warn = oversubscription_warning(ctx.np, ctx.launcher) if bench.busy_polls(params) else None
-        if warn:
-            run.warn(warn)
+        _oversubscription(bench, params, ctx, run)
 
         done = _complete_keys(bench, load_raws(run))
         pending = [p for p in points if bench.point_key(p) not in done]
@@ -213,7 +226,7 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
                 e.todo = (e.todo or "") + (f"\n{stored} of {len(points)} points were stored in {run.path}; "
                                            f"add --resume {run.id} to the same command to continue")
             raise
-        result = _results(bench, run, params, ticks0)
+        result = _results(bench, run, params, ticks0, ctx.within)
         if after is not None:
             after(run, result)
     return run, result
@@ -243,7 +256,7 @@ def _resumed(bench: Benchmark[P], params: P, ctx: BenchContext, command: str) ->
     return run, params
 
 
-def _results(bench: Benchmark[P], run: Run, params: P, ticks0: Any) -> dict:
+def _results(bench: Benchmark[P], run: Run, params: P, ticks0: Any, within: str | None = None) -> dict:
     """Every point measured: the tidy and summary tables, the result built from them (kept as
     ``run.info["result"]``) and the warnings about the measurements, in the run."""
     tables = _write_tables(bench, run, load_raws(run), params)
@@ -253,7 +266,7 @@ def _results(bench: Benchmark[P], run: Run, params: P, ticks0: Any) -> dict:
     result = bench.result(tables, params)
     result["run"] = str(run.path)
     result["steal_pct"] = metadata.steal_pct(ticks0)
-    for warn in [*bench.warnings(tables, params), metadata.steal_warning(result["steal_pct"])]:
+    for warn in [*bench.warnings(tables, params, within), metadata.steal_warning(result["steal_pct"])]:
         if warn:
             run.warn(warn)
     run.info["result"] = result
