@@ -272,11 +272,13 @@ def _applies(step: Step, ctx: BenchContext) -> str | None:
 
 def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None, resume: str | None = None,
                          report: str | None = None, console=None, baseline: str | None = None,
-                         expect: str | None = None) -> dict:
+                         expect: str | None = None, flags_given: tuple[str, ...] = ()) -> dict:
     """Run the chosen steps (each stored as it finishes), then write the report; ``baseline``: an earlier
     characterization the report's verdict compares against (resolved first, so a wrong one fails early);
     ``expect``: a site expectations file (hpcvar.expect; read first). The result holds the one-line answer
-    (``answer``: OK, DEGRADED or UNRELIABLE, hpcvar.answer)."""
+    (``answer``: OK, DEGRADED or UNRELIABLE, hpcvar.answer). With ``resume``, the characterization continues
+    with its stored ``quick`` and ``steps`` unless ``flags_given`` (the command line's --quick, --steps) set
+    them, which must then be the stored ones."""
     from hpcvar import metadata
     from hpcvar.errors import UsageError
     from hpcvar.results.store import resolve_run
@@ -291,6 +293,11 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
     if base is not None and base.info.get("command") != "characterize":
         raise UsageError(f"run {base.id} is not a characterization", "--baseline",
                          "Give an earlier characterize run (hpcvar runs list)")
+    parent = _resumed(resume, ctx) if resume else None
+    if parent is not None:  # what the command line did not set, the characterization's stored parameters do
+        stored = parent.info.get("params") or {}
+        quick = quick if "quick" in flags_given else bool(stored.get("quick", quick))
+        only = only if "steps" in flags_given or not stored.get("steps") else ",".join(stored["steps"])
     chosen = STEPS
     if only:
         names = [n.strip() for n in only.split(",") if n.strip()]
@@ -300,10 +307,8 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
                              f"Choose from {', '.join(step_names())}")
         chosen = [s for s in STEPS if s.name in names]
     params = {"quick": quick, "steps": [s.name for s in chosen], "np": ctx.np, "launcher": ctx.launcher.name}
-    if resume:
-        parent = Run.open(resolve_run(resume, ctx.runs_dir))
-        if parent.info.get("command") != "characterize":
-            raise UsageError(f"run {parent.id} is not a characterization", "--resume", "Give a characterize run")
+    if parent is not None:
+        _check_resumed(parent, params, flags_given)
         parent.claim()
         parent.save()
     else:
@@ -312,6 +317,30 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
     with run_lifecycle(parent):  # Ctrl-C or an unexpected error ends the parent interrupted or failed
         _check_load(ctx, parent, console)
         return _run_steps(ctx, parent, chosen, quick, report, console, base, expectations)
+
+
+def _resumed(resume: str, ctx: BenchContext) -> Run:
+    """The characterization ``--resume`` names."""
+    from hpcvar.errors import UsageError
+    from hpcvar.results.store import resolve_run
+
+    parent = Run.open(resolve_run(resume, ctx.runs_dir))
+    if parent.info.get("command") != "characterize":
+        raise UsageError(f"run {parent.id} is not a characterization", "--resume", "Give a characterize run")
+    return parent
+
+
+def _check_resumed(parent: Run, params: dict, flags_given: tuple[str, ...]) -> None:
+    """--quick / --steps given with --resume must be what the characterization was started with."""
+    from hpcvar.errors import UsageError
+
+    stored = parent.info.get("params") or {}
+    differ = [f"--{key}" for key in ("quick", "steps") if key in flags_given and stored.get(key) != params[key]]
+    if differ:
+        was = f"{'--quick' if stored.get('quick') else 'thorough'}, steps {','.join(stored.get('steps') or [])}"
+        raise UsageError(f"run {parent.id} was started {was}: {' and '.join(differ)} differ", differ[0],
+                         f"Continue it with --resume {parent.id} alone (its stored parameters), or start a new "
+                         "characterization")
 
 
 def _here(ctx: BenchContext) -> bool:
