@@ -390,7 +390,7 @@ def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, 
         for step in chosen:
             bar.update(task, description=step.name)
             state = parent.info["steps"].get(step.name, {})
-            if state.get("status") == "complete":
+            if state.get("status") == "complete" and (parent.path / "steps" / state["run"] / "run.json").is_file():
                 sctx.results[step.name] = Run.open(parent.path / "steps" / state["run"])
                 bar.advance(task)
                 continue

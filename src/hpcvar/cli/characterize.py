@@ -39,6 +39,12 @@ def cli(quick, steps, list_steps, baseline, report, expect_file, as_json, **kw):
         emit({"steps": [{"name": s.name, "title": s.title, "needs": ", ".join(sorted(s.needs)) or "nothing"}
                         for s in ch.STEPS]}, as_json, _render_list)
         return 0
+    if report:
+        from pathlib import Path
+
+        from hpcvar.cli.report import refuse_overwrite
+
+        refuse_overwrite(Path(report), False, None)  # characterize has no --force: name another -o
     resume = kw.get("resume")
     given = tuple(n for n in measurement_flags_given() if n in ("quick", "steps"))
     ctx = bench_context(kw)

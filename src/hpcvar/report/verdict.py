@@ -121,7 +121,7 @@ def judge_ci(lo: float | None, hi: float | None, points: int | None = None,
 class StepLine:
     characterization: str  # the characterize run's id
     name: str
-    status: str  # complete | failed | skipped | not run | interrupted
+    status: str  # complete | failed | skipped | not run | interrupted | missing (its run directory is gone)
     detail: str = ""  # the reason of a skip, the error of a failure
     run: str = ""  # the step's run, as an id hpcvar accepts back (parent/steps/child)
 
@@ -177,6 +177,10 @@ def step_lines(parent) -> list[StepLine]:
         status = st.get("status") or ("interrupted" if info.get("status") == "interrupted" else "not run")
         detail = st.get("reason") or st.get("error") or ""
         run = f"{parent.id}/steps/{st['run']}" if st.get("run") else ""
+        if st.get("run") and not (parent.path / "steps" / st["run"] / "run.json").is_file():
+            status, detail = "missing", (f"its run steps/{st['run']} is gone (deleted or moved): the report has no "
+                                         f"section for it; measure it again with hpcvar characterize --resume "
+                                         f"{parent.id}")
         out.append(StepLine(parent.id, name, status, detail, run))
     return out
 
@@ -264,7 +268,7 @@ def answer(v: Verdict, tops: list, sections: list) -> Answer:
 
     findings, reasons = _section_answers(sections)
     reasons += [f"step {s.name} {s.status}" + (f": {s.detail}" if s.detail else "") for s in v.steps
-                if s.status in ("failed", "interrupted", "not run")]
+                if s.status in ("failed", "interrupted", "not run", "missing")]
     reasons += [w for w in ((top.info.get("load") or {}).get("warning") for top in tops) if w]
     if v.baseline is not None:
         findings += [f"{r['metric']}: median {r['baseline_median']:.4g} -> {r['current_median']:.4g} {r['unit']} "
