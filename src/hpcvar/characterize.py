@@ -265,8 +265,8 @@ def _applies(step: Step, ctx: BenchContext) -> str | None:
     if "root" in step.needs and os.geteuid() != 0:
         return "needs root"
     if "multinode" in step.needs and (ctx.launcher.nodes() or 1) < 3:
-        return ("needs 3 nodes or more (a multi-node launcher: --launcher srun in an allocation of 3+ nodes, or "
-                "--launcher testbed with 3+ hosts)")
+        return ("needs 3 nodes or more (a multi-node launcher: 'hpcvar characterize --launcher srun' in an "
+                "allocation of 3+ nodes, or '--launcher testbed' with 3+ hosts)")
     return None
 
 

@@ -14,6 +14,8 @@ from hpcvar.results.store import Run
 
 
 class _Busy:
+    np_flag = "--np"
+
     def busy_polls(self, params) -> bool:
         return True
 

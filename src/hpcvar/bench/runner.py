@@ -61,6 +61,7 @@ class Benchmark(ABC, Generic[P]):
     program: str = ""  # "hv_latency"
     command: str = ""  # the run's command, when it is not "bench <name>" (screen)
     min_np: int = 2
+    np_flag: str = "--np"  # the flag that sets the ranks, named by the remedies (screen: --ranks-per-node)
     any_source: bool = False  # receives with MPI_ANY_SOURCE from competing senders (see LaunchSpec)
 
     @abstractmethod
@@ -93,8 +94,9 @@ class Benchmark(ABC, Generic[P]):
     def validate(self, params: P, ctx: BenchContext) -> None:
         """Refuse bad parameters before launch (UsageError naming the flag)."""
         if ctx.np < self.min_np:
-            raise UsageError(f"this benchmark needs at least {self.min_np} ranks, got {ctx.np}", "--np",
-                             f"Use --np {self.min_np} or more")
+            raise UsageError(f"this benchmark needs at least {self.min_np} ranks, got {ctx.np}", self.np_flag,
+                             f"Use {self.np_flag} {self.min_np} or more" if self.np_flag == "--np" else
+                             f"Give more ranks ({self.np_flag})")
 
     def point_key(self, point: dict) -> str:
         return " ".join(f"{k}={point[k]}" for k in sorted(point))
@@ -130,7 +132,7 @@ def _oversubscription(bench: Benchmark[P], params: P, ctx: BenchContext, run: Ru
     """More busy-polling ranks than cores: a warning with its remedy for a command the user gave; a step of
     ``ctx.within`` (characterize) chose its ranks and placement itself, so the fact is recorded
     (``cores_shared`` in run.json) and not warned about (docs/characterize.md)."""
-    warn = oversubscription_warning(ctx.np, ctx.launcher) if bench.busy_polls(params) else None
+    warn = oversubscription_warning(ctx.np, ctx.launcher, bench.np_flag) if bench.busy_polls(params) else None
     if warn and ctx.within:
         run.info["cores_shared"] = {"ranks": ctx.np, "cores": ctx.launcher.slots(), "chosen_by": ctx.within}
     elif warn:

@@ -99,14 +99,15 @@ def judge_noise_pct(lost_pct: float) -> tuple[str, str]:
 
 
 def judge_ci(lo: float | None, hi: float | None, points: int | None = None,
-             replicas: int | None = None, impossible_below: float | None = None) -> tuple[str, str] | None:
+             replicas: int | None = None, impossible_below: float | None = None,
+             replicas_flag: str = "--replicas") -> tuple[str, str] | None:
     """Why an estimate with this CI is suspect (None when it is not): a CI spanning zero, a fit of fewer than
     3 points, an "interval" from one replica, a CI reaching below ``impossible_below`` (a value the quantity
     cannot take, e.g. a slowdown from added noise under 0: the interval was computed on the wrong scale)."""
     if points is not None and points < 3:
         return SUSPECT, f"a fit of {points} point(s): no uncertainty can be estimated; measure more points"
     if replicas is not None and replicas < 2:
-        return SUSPECT, "one replica: the interval is not an interval; use --replicas 2 or more"
+        return SUSPECT, f"one replica: the interval is not an interval; use {replicas_flag} 2 or more"
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
         return SUSPECT, "no confidence interval could be computed"
     if impossible_below is not None and lo < impossible_below:
@@ -179,8 +180,8 @@ def step_lines(parent) -> list[StepLine]:
         run = f"{parent.id}/steps/{st['run']}" if st.get("run") else ""
         if st.get("run") and not (parent.path / "steps" / st["run"] / "run.json").is_file():
             status, detail = "missing", (f"its run steps/{st['run']} is gone (deleted or moved): the report has no "
-                                         f"section for it; measure it again with hpcvar characterize --resume "
-                                         f"{parent.id}")
+                                         f"section for it; measure it again with 'hpcvar characterize --resume "
+                                         f"{parent.id}'")
         out.append(StepLine(parent.id, name, status, detail, run))
     return out
 

@@ -91,14 +91,15 @@ def section(run: Run) -> Section:
             f"T/(N*W) - 1 over {res['repeat']} repetitions of {res['phases']} phases of "
             f"{format_time_ns(res['quantum_ns'])} on {res.get('ranks')} ranks ({res['barrier']} barrier)",
             *(judge_ci(res["slowdown_vs_compute_ci"][0], res["slowdown_vs_compute_ci"][1],
-                       replicas=int(res.get("repeat") or 0)) or
+                       replicas=int(res.get("repeat") or 0), replicas_flag="--repeat") or
               (INFO, "no reference: the slowdown of this workload on this machine"))))
     if "slowdown" in res:
         sec.headlines.append(Headline(
             "slowdown against the baseline",
             f"{_pct(res['slowdown'])} {_ci_pct(res['slowdown_ci'], res.get('repeat'))}",
             f"(T/N)/(T0/N0) - 1 against {Path(res['baseline']['run']).name} (no injected noise)",
-            *(judge_ci(res["slowdown_ci"][0], res["slowdown_ci"][1], replicas=int(res.get("repeat") or 0)) or
+            *(judge_ci(res["slowdown_ci"][0], res["slowdown_ci"][1], replicas=int(res.get("repeat") or 0),
+                       replicas_flag="--repeat") or
               (INFO, "against the baseline run named"))))
     reps = pd.DataFrame(res.get("reps", []))
     if not reps.empty:

@@ -79,6 +79,7 @@ class Screen(Benchmark[ScreenParams]):
     program = "hv_screen"
     command = COMMAND
     min_np = 1
+    np_flag = "--ranks-per-node"
 
     def __init__(self) -> None:
         self.traces: Path | None = None  # the run's traces/, known once raw files are read
