@@ -9,6 +9,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -68,7 +69,11 @@ def test_one_change_at_the_seventh_run_under_injected_noise_and_none_without(tmp
                               stderr=subprocess.PIPE, text=True)
     try:
         wait_for_child(inject)
-        _record(noisy, 6)
+        _record(noisy, 1)
+        # run.json's start is to the second and a 0.5 s recording can start within the second of the one before:
+        # the window that ends at the 8th's start below must hold the 7th
+        time.sleep(1.1)
+        _record(noisy, 5)
     finally:
         inject.terminate()
         inject.wait(timeout=30)
@@ -86,6 +91,7 @@ def test_one_change_at_the_seventh_run_under_injected_noise_and_none_without(tmp
     # the window that ends with the 7th run: the last run starts the change (exit code 3 for cron)
     eighth = g["runs"][7]["started_utc"]
     rc7, res7 = _history(noisy, "--between", g["runs"][0]["started_utc"], eighth)
+    assert [r["run"] for r in res7["groups"][0]["runs"]] == [r["run"] for r in g["runs"][:7]]
     assert rc7 == 3 and res7["last_run_starts_change"]
     assert [c["metric"] for c in res7["groups"][0]["last_run_changes"]] == [FRACTION]
 

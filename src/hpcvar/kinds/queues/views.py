@@ -108,8 +108,10 @@ def unexpected_figures(run: Run) -> list[tuple[str, Path]]:
         col = {"median": "median_ns", "p10": "p10_ns", "min": "min_ns"}.get(stat, "median_ns")
         line = ax.errorbar(grp["length"], grp[col] / 1e3,
                            yerr=None if col != "median_ns" else
-                           [(grp["median_ns"] - grp["median_ci_lo_ns"]) / 1e3,
-                            (grp["median_ci_hi_ns"] - grp["median_ns"]) / 1e3],
+                           # runs stored before the intervals were made to hold their median can miss it by
+                           # one rounding step: a bar is never negative
+                           [np.clip(grp["median_ns"] - grp["median_ci_lo_ns"], 0, None) / 1e3,
+                            np.clip(grp["median_ci_hi_ns"] - grp["median_ns"], 0, None) / 1e3],
                            fmt="o", capsize=3, label=f"{format_size(size)} {stat} (fitted points)")[0]
         if len(f) and np.isfinite(f.iloc[0]["slope_ns_per_entry"]):
             _fit_line(ax, f.iloc[0], grp["length"].max(), line.get_color())

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
@@ -57,8 +58,8 @@ def plot_sweep(points: pd.DataFrame, stem) -> list:
     for cfg, grp in points.groupby("config", sort=False):
         grp = grp.sort_values("tasks")
         ax.errorbar(grp["tasks"], 100 * grp["slowdown"],
-                    yerr=[100 * (grp["slowdown"] - grp["slowdown_ci_lo"]),
-                          100 * (grp["slowdown_ci_hi"] - grp["slowdown"])],
+                    yerr=[100 * np.clip(grp["slowdown"] - grp["slowdown_ci_lo"], 0, None),
+                          100 * np.clip(grp["slowdown_ci_hi"] - grp["slowdown"], 0, None)],
                     marker="o", capsize=3, label=cfg)
         if grp["closed_form_slowdown"].notna().any():
             ax.plot(grp["tasks"], 100 * grp["closed_form_slowdown"], ls="--", label=f"{cfg} (closed form)")
