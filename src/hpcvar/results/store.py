@@ -49,12 +49,12 @@ def utc_now() -> str:
 
 def _write_failed(path: Path, e: OSError) -> ResultsError:
     """One clean error for a write the system refused (read-only directory, full disk, quota)."""
-    todo = {errno.ENOSPC: "The disk is full: free space or give another --runs-dir",
-            errno.EDQUOT: "The disk quota is exhausted: free space or give another --runs-dir",
-            errno.EROFS: "The file system is read-only: give a writable --runs-dir",
-            errno.EACCES: "No permission to write there: give a writable --runs-dir",
-            errno.EPERM: "No permission to write there: give a writable --runs-dir"}.get(
-        e.errno or 0, "Check the directory and free space, or give another --runs-dir")
+    todo = {errno.ENOSPC: "The disk is full: free space or write to another directory",
+            errno.EDQUOT: "The disk quota is exhausted: free space or write to another directory",
+            errno.EROFS: "The file system is read-only: write to a writable directory",
+            errno.EACCES: "No permission to write there: write to a writable directory",
+            errno.EPERM: "No permission to write there: write to a writable directory"}.get(
+        e.errno or 0, "Check the directory and free space, or write to another directory")
     return ResultsError(f"cannot write {path.name}: {e.strerror or e}", str(path), todo)
 
 

@@ -321,8 +321,8 @@ def _check_rc(rc: int, c, params: dict | None) -> None:
         p = check_params("myrinet", params)
         raise ModelLimitError(
             f"a conflict component of {c.error_size} communications has more than {p['max_states']} Stop&Go states",
-            "--max-states",
-            "Use the bounded sampling method (--myrinet-method sample, params method=sample) or raise --max-states")
+            "--params",
+            "Use the bounded sampling method (method=sample in the --params file) or a larger max_states there")
     if rc != 0:
         raise HpcvarError("the replay core ran out of memory", None, "Replay a shorter trace")
 
