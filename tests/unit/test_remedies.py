@@ -249,7 +249,7 @@ NOT_REACHABLE = {
     ("hpcvar.sim.jitter", "simulate", "--threads"): "characterize and screen simulate with fixed valid options",
     ("hpcvar.sim.jitter", "simulate", "--window-origin"): "characterize and screen do not align on windows",
     ("hpcvar.sim.jitter", "simulate", "--tasks"): "characterize and screen simulate with fixed valid task counts",
-    ("hpcvar.sim.jitter", "native_empty", "--tasks"): "characterize and screen simulate with fixed task counts",
+    ("hpcvar.sim.jitter", "_native_buffer", "--tasks"): "characterize and screen simulate with fixed task counts",
     ("hpcvar.traces.load", "load_trace", "--from"): "trace cut reads with fmt auto, which gives a known format",
     ("hpcvar.traces.tit", "dialect_code", "--dialect"): "trace cut and export read with the auto dialect",
     ("hpcvar.traces.tit", "read_tit", "--flops-rate"): "trace cut reads with the default flop rate",

@@ -70,7 +70,7 @@ def test_figures_are_drawn_when_asked_or_by_the_report(tmp_path, runs_dir):
     p = write_parquet(Trace(make_events(FANOUT), 3), tmp_path / "fan.trace")
     res = run_cli(["sim", "app", str(p), "--model", "none,maxmin"])
     assert res.returncode == 0, res.stderr
-    assert "figures: none drawn (add --plots" in res.stdout
+    assert "figures: none drawn ('hpcvar sim app --plots' or 'hpcvar report " in res.stdout
     run = next(runs_dir.iterdir())
     assert not list(run.glob("plots/*"))
     rep = run_cli(["report", str(run), "-o", str(tmp_path / "r.html")])

@@ -334,8 +334,8 @@ def render_run(console: Console, run: Run) -> None:
     if plots:
         console.print("plots: " + ", ".join(plots), markup=False, soft_wrap=True)
     elif _draws_when_asked(run):
-        console.print(f"figures: none drawn (add --plots, or 'hpcvar report {run.id}' draws them)", markup=False,
-                      soft_wrap=True)
+        console.print(f"figures: none drawn ('hpcvar {run.info.get('command')} --plots' or 'hpcvar report {run.id}' "
+                      "draws them)", markup=False, soft_wrap=True)
     console.print(f"stored in {run.path}", markup=False, soft_wrap=True)
 
 
