@@ -40,7 +40,7 @@ TARGET_BYTES = 100.0    # peak memory growth per trace event
 
 def synthetic(events: int, tasks: int):
     """The trace as a Trace (vectorised: one per-task template tiled over the tasks)."""
-    from hpcvar.traces.native import OPS, Trace
+    from hpcvar.traces.parquet import OPS, Trace
 
     iters = max(1, -(-(events // tasks - 2) * 50 // 197) + 1)  # 49 iterations of 4 rows, then 1 of 1
     it = np.arange(iters)
@@ -80,8 +80,9 @@ def synthetic(events: int, tasks: int):
 
 _CHILD = r"""
 import json, resource, sys, time
-from hpcvar.sim.app_job import Params, run_job
-import hpcvar.sim.replay_native, hpcvar.traces.native, hpcvar.sim.app_report, pyarrow.parquet
+from hpcvar.kinds.sim_app.job import AppParams, job
+from hpcvar.results.context import JobContext
+import hpcvar.sim.replay_native, hpcvar.traces.parquet, hpcvar.kinds.sim_app.views, pyarrow.parquet
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize()
@@ -91,8 +92,9 @@ def peak_rss():  # VmHWM: this process's own peak (ru_maxrss would start from th
 a = json.loads(sys.argv[1])
 base = rss()
 t0 = time.perf_counter()
-run, out = run_job(Params(trace=a["trace"], nodes=a["nodes"], mappings=("rrp",), models=tuple(a["models"]),
-                          no_plots=True), a["runs"], ["bench"], show_progress=False)
+run = job(AppParams(trace=a["trace"], nodes=a["nodes"], mappings=("rrp",), models=tuple(a["models"]), plots=False),
+          JobContext(runs_dir=a["runs"], argv=["bench"], progress=False))
+out = run.info["result"]
 wall = time.perf_counter() - t0
 peak = peak_rss()
 print(json.dumps({"wall_s": wall, "base_rss": base, "peak_rss": peak, "events": out["events"],
@@ -116,9 +118,9 @@ def main() -> None:
                     help="also replay a trace of this many events with the Python reference engine")
     ap.add_argument("--keep", default=None, help="keep the trace file here")
     a = ap.parse_args()
-    from hpcvar.sim.app import Cluster, Simulator, mapping
+    from hpcvar.sim.replay import Cluster, Simulator, mapping
     from hpcvar.sim.replay_native import lower_native
-    from hpcvar.traces.native import write_parquet
+    from hpcvar.traces.parquet import write_parquet
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(a.keep or Path(tmp) / "synthetic.trace")

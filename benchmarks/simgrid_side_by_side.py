@@ -84,7 +84,7 @@ def run_measured(cmd: list[str], cwd: Path, out: Path) -> tuple[float, float, tu
 
 def with_envelope(index: str, nodes: int, cores: int, bandwidth: float, latency: float) -> float:
     """hpcvar's makespan of the trace with SMPI's envelope added to its messages (run in a child process)."""
-    from hpcvar.sim import app as simapp
+    from hpcvar.sim import replay as simapp
     from hpcvar.sim import simgrid
     from hpcvar.traces.tit import read_tit
 

@@ -97,7 +97,7 @@ def main() -> None:
             print(f"{name}: median without {p:.3f} s, with tracer {t:.3f} s; paired overhead median "
                   f"{(np.median(ratios) - 1) * 100:+.2f} % (95% CI {(lo - 1) * 100:+.2f} to {(hi - 1) * 100:+.2f} %, "
                   f"{a.reps} pairs)")
-        from hpcvar.traces.native import merge_raw, write_parquet
+        from hpcvar.traces.parquet import merge_raw, write_parquet
 
         tr = merge_raw(raw, source=" ".join(cmd))
         ev = tr.events

@@ -39,7 +39,12 @@
  * --sizes[i]).
  *   columns: iter, rtt_ns
  *   point:   mode=posted length=L traversed=P entries=k size=S any_source=0|1 iters=n
- *            mode=unexpected length=U size=S iters=n */
+ *            mode=unexpected length=U size=S iters=n
+ *
+ * Code: main reads the options into a queues_config, allocates every buffer for
+ * the largest point (queues_alloc), then per point calls run_point: warm-up,
+ * iteration count, the timed iterations (posted_iter or unexpected_iter), and
+ * the gather. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -51,6 +56,15 @@
 
 enum { TAG_PING = 1, TAG_EXTRA = 2, TAG_SYNC = 3, TAG_UNEXP = 4 };
 enum { MODE_POSTED = 0, MODE_UNEXPECTED = 1 };
+
+typedef struct { /* the validated options */
+    const char *mode_s;
+    int64_t *lengths, *sizes, *pcts; /* per point; pcts: posted only */
+    size_t nlen, nsizes, npcts;
+    long iters, min_iters, warmup;
+    double budget_s;
+    int any_source, pin;
+} queues_config;
 
 typedef struct {
     hv_ctx *ctx;
@@ -133,128 +147,128 @@ static uint64_t one_iter(const hv_queues *q, int len, int entries, int size) {
     return q->mode == MODE_POSTED ? posted_iter(q, len, entries, size) : unexpected_iter(q, len, size);
 }
 
+/* The mode, and the point lists checked against each other and the MPI count limit. */
+static int check_config(const hv_ctx *ctx, const queues_config *c) {
+    int mode;
+    if (c->mode_s && strcmp(c->mode_s, "posted") == 0) mode = MODE_POSTED;
+    else if (c->mode_s && strcmp(c->mode_s, "unexpected") == 0) mode = MODE_UNEXPECTED;
+    else HV_DIE("hv_queues: --mode must be 'posted' or 'unexpected'");
+    if (mode == MODE_POSTED && !c->pcts) HV_DIE("hv_queues: option '--traversed' is required");
+    if (ctx->size < 2) HV_DIE("hv_queues needs at least 2 ranks, got %d", ctx->size);
+    if (c->nsizes != c->nlen || (mode == MODE_POSTED && c->npcts != c->nlen))
+        HV_DIE("hv_queues: --lengths, --sizes%s must have the same number of items",
+               mode == MODE_POSTED ? " and --traversed" : "");
+    for (size_t i = 0; i < c->nlen; i++) {
+        if (c->lengths[i] > 0x7fffffff)
+            HV_DIE("hv_queues: length %lld is above the MPI count limit", (long long)c->lengths[i]);
+        if (c->sizes[i] > 0x7fffffff)
+            HV_DIE("hv_queues: message size %lld is above the MPI count limit", (long long)c->sizes[i]);
+        if (c->pcts && c->pcts[i] > 100)
+            HV_DIE("hv_queues: --traversed %lld is above 100 percent", (long long)c->pcts[i]);
+    }
+    return mode;
+}
+
+/* Every buffer and request array for the largest point, allocated and touched before measuring. */
+static void queues_alloc(hv_queues *q, const queues_config *c) {
+    int64_t maxlen = 0, maxsize = 0, maxbytes = 0;
+    for (size_t i = 0; i < c->nlen; i++) {
+        if (c->lengths[i] > maxlen) maxlen = c->lengths[i];
+        if (c->sizes[i] > maxsize) maxsize = c->sizes[i];
+        if (q->mode == MODE_POSTED && c->lengths[i] * c->sizes[i] > maxbytes) maxbytes = c->lengths[i] * c->sizes[i];
+    }
+    q->sbuf = hv_malloc_touched((size_t)maxsize);
+    q->rbuf = hv_malloc_touched((size_t)maxsize);
+    q->xbuf = hv_malloc_touched((size_t)maxbytes);
+    q->xreq = hv_malloc_touched((size_t)(maxlen ? maxlen : 1) * sizeof *q->xreq);
+    q->sreq = hv_malloc_touched((size_t)(maxlen ? maxlen : 1) * sizeof *q->sreq);
+}
+
+static void queues_free(hv_queues *q) {
+    free(q->sbuf);
+    free(q->rbuf);
+    free(q->xbuf);
+    free(q->xreq);
+    free(q->sreq);
+}
+
+/* Pins the ranks when asked, and writes the header on rank 0 (the CPU of ranks 0 and 1 included). */
+static void write_header(hv_ctx *ctx, const queues_config *c) {
+    int cpu = c->pin ? hv_pin_rank(ctx->rank) : -1;
+    int *cpus = hv_malloc_touched((size_t)ctx->size * sizeof *cpus);
+    HV_MPI_CHECK(MPI_Gather(&cpu, 1, MPI_INT, cpus, 1, MPI_INT, 0, ctx->comm));
+    const char *cols[] = {"iter", "rtt_ns"};
+    if (ctx->rank == 0) {
+        hv_out_meta(&ctx->out, "queues_sync", "rank0 send+recv, rank1 recv+send (rank 1 leaves first)");
+        hv_out_meta(&ctx->out, "queues_cpu_rank0", "%d", cpus[0]);
+        hv_out_meta(&ctx->out, "queues_cpu_rank1", "%d", cpus[1]);
+        hv_out_columns(&ctx->out, 2, cols);
+    }
+    free(cpus);
+}
+
+/* Point i: warm-up, iteration count, the measured iterations (each one sample), the rows gathered. */
+static void run_point(const hv_queues *q, const queues_config *c, size_t i, double *rows, uint64_t *t) {
+    hv_ctx *ctx = q->ctx;
+    const int active = ctx->rank < 2;
+    const int len = (int)c->lengths[i], size = (int)c->sizes[i];
+    const int pct = c->pcts ? (int)c->pcts[i] : 0;
+    /* traversed entries: L * P / 100 rounded half up, in integers */
+    const int entries = (int)((c->lengths[i] * pct + 50) / 100);
+    HV_MPI_CHECK(MPI_Barrier(ctx->comm));
+    uint64_t w0 = hv_ticks(&ctx->timer);
+    for (long w = 0; active && w < c->warmup; w++) (void)one_iter(q, len, entries, size);
+    const long count = hv_iters_for_budget(ctx, w0, c->warmup, c->budget_s, c->iters, c->min_iters);
+    HV_MPI_CHECK(MPI_Barrier(ctx->comm));
+    for (long k = 0; active && k < count; k++) t[k] = one_iter(q, len, entries, size);
+    size_t nrows = 0;
+    if (ctx->rank == 0) {
+        for (long k = 0; k < count; k++) {
+            rows[2 * k] = (double)k;
+            rows[2 * k + 1] = hv_ticks_to_ns(&ctx->timer, t[k]);
+        }
+        nrows = (size_t)count;
+    }
+    char desc[160];
+    if (q->mode == MODE_POSTED)
+        snprintf(desc, sizeof desc, "mode=posted length=%d traversed=%d entries=%d size=%d any_source=%d iters=%ld",
+                 len, pct, entries, size, q->any_source, count);
+    else snprintf(desc, sizeof desc, "mode=unexpected length=%d size=%d iters=%ld", len, size, count);
+    hv_gather_point(ctx, desc, rows, nrows);
+}
+
 int main(int argc, char **argv) {
     hv_opt opts[] = {
         HV_COMMON_OPTS,
-        {"mode", NULL, 0, "posted|unexpected"},
-        {"lengths", NULL, 0, "comma list: queue length of each point"},
-        {"traversed", NULL, 0, "comma list: percent of the posted queue traversed, per point (posted)"},
-        {"sizes", NULL, 0, "comma list: message size in bytes of each point"},
-        {"any-source", NULL, 1, "post the receives with MPI_ANY_SOURCE (posted)"},
-        {"pin", NULL, 1, "pin rank r to the (r mod n)-th of the n allowed CPUs"},
-        {"iters", NULL, 0, "maximum measured iterations per point"},
-        {"min-iters", NULL, 0, "minimum measured iterations per point"},
-        {"warmup", NULL, 0, "unmeasured iterations per point"},
-        {"time-per-point", NULL, 0, "time budget per point in seconds"},
+        HV_OPT_STRING(queues_config, mode_s, "mode", "posted|unexpected"),
+        HV_OPT_LIST(queues_config, lengths, nlen, "lengths", "comma list: queue length of each point"),
+        HV_OPT_LIST_OR(queues_config, pcts, npcts, "traversed",
+                       "comma list: percent of the posted queue traversed, per point (posted)"),
+        HV_OPT_LIST(queues_config, sizes, nsizes, "sizes", "comma list: message size in bytes of each point"),
+        HV_OPT_FLAG(queues_config, any_source, "any-source", "post the receives with MPI_ANY_SOURCE (posted)"),
+        HV_OPT_FLAG(queues_config, pin, "pin", "pin rank r to the (r mod n)-th of the n allowed CPUs"),
+        HV_OPT_LONG(queues_config, iters, "iters", 1, 100000000L, "maximum measured iterations per point"),
+        HV_OPT_LONG(queues_config, min_iters, "min-iters", 1, 100000000L, "minimum measured iterations per point"),
+        HV_OPT_LONG(queues_config, warmup, "warmup", 0, 100000000L, "unmeasured iterations per point"),
+        HV_OPT_DOUBLE(queues_config, budget_s, "time-per-point", 0.0, 1e6, "time budget per point in seconds"),
     };
-    const size_t nopts = sizeof opts / sizeof opts[0];
     hv_ctx ctx;
-    hv_ctx_init(&ctx, &argc, &argv, "hv_queues", opts, nopts);
+    queues_config cfg = {0};
+    hv_ctx_init_config(&ctx, &argc, &argv, "hv_queues", opts, sizeof opts / sizeof opts[0], &cfg);
+    const int mode = check_config(&ctx, &cfg);
+    hv_queues q = {.ctx = &ctx, .peer = ctx.rank == 0 ? 1 : 0, .mode = mode, .any_source = cfg.any_source};
+    queues_alloc(&q, &cfg);
+    double *rows = hv_malloc_touched((size_t)cfg.iters * 2 * sizeof *rows);
+    uint64_t *t = hv_malloc_touched((size_t)cfg.iters * sizeof *t);
+    write_header(&ctx, &cfg);
 
-    char err[256];
-    const char *mode_s = hv_args_get(opts, nopts, "mode");
-    int mode;
-    if (mode_s && strcmp(mode_s, "posted") == 0) mode = MODE_POSTED;
-    else if (mode_s && strcmp(mode_s, "unexpected") == 0) mode = MODE_UNEXPECTED;
-    else HV_DIE("hv_queues: --mode must be 'posted' or 'unexpected'");
-    int64_t *lengths, *sizes, *pcts = NULL;
-    size_t nlen, nsizes, npcts = 0;
-    long iters, min_iters, warmup;
-    double budget;
-    if (hv_args_list(opts, nopts, "lengths", &lengths, &nlen, err, sizeof err) ||
-        hv_args_list(opts, nopts, "sizes", &sizes, &nsizes, err, sizeof err) ||
-        (mode == MODE_POSTED && hv_args_list(opts, nopts, "traversed", &pcts, &npcts, err, sizeof err)) ||
-        hv_args_long(opts, nopts, "iters", 1, 100000000L, &iters, err, sizeof err) ||
-        hv_args_long(opts, nopts, "min-iters", 1, 100000000L, &min_iters, err, sizeof err) ||
-        hv_args_long(opts, nopts, "warmup", 0, 100000000L, &warmup, err, sizeof err) ||
-        hv_args_double(opts, nopts, "time-per-point", 0.0, 1e6, &budget, err, sizeof err))
-        HV_DIE("hv_queues: %s", err);
-    if (ctx.size < 2) HV_DIE("hv_queues needs at least 2 ranks, got %d", ctx.size);
-    const size_t npoints = nlen;
-    if (nsizes != npoints || (mode == MODE_POSTED && npcts != npoints))
-        HV_DIE("hv_queues: --lengths, --sizes%s must have the same number of items",
-               mode == MODE_POSTED ? " and --traversed" : "");
-
-    /* the largest point decides every allocation, all made before measuring */
-    int64_t maxlen = 0, maxsize = 0, maxbytes = 0;
-    for (size_t i = 0; i < npoints; i++) {
-        if (lengths[i] > 0x7fffffff)
-            HV_DIE("hv_queues: length %lld is above the MPI count limit", (long long)lengths[i]);
-        if (sizes[i] > 0x7fffffff)
-            HV_DIE("hv_queues: message size %lld is above the MPI count limit", (long long)sizes[i]);
-        if (pcts && pcts[i] > 100) HV_DIE("hv_queues: --traversed %lld is above 100 percent", (long long)pcts[i]);
-        if (lengths[i] > maxlen) maxlen = lengths[i];
-        if (sizes[i] > maxsize) maxsize = sizes[i];
-        if (mode == MODE_POSTED && lengths[i] * sizes[i] > maxbytes) maxbytes = lengths[i] * sizes[i];
-    }
-    hv_queues q = {.ctx = &ctx,
-                   .peer = ctx.rank == 0 ? 1 : 0,
-                   .mode = mode,
-                   .any_source = hv_args_get(opts, nopts, "any-source") != NULL};
-    q.sbuf = hv_malloc_touched((size_t)maxsize);
-    q.rbuf = hv_malloc_touched((size_t)maxsize);
-    q.xbuf = hv_malloc_touched((size_t)maxbytes);
-    q.xreq = hv_malloc_touched((size_t)(maxlen ? maxlen : 1) * sizeof *q.xreq);
-    q.sreq = hv_malloc_touched((size_t)(maxlen ? maxlen : 1) * sizeof *q.sreq);
-    double *rows = hv_malloc_touched((size_t)iters * 2 * sizeof *rows);
-    uint64_t *t = hv_malloc_touched((size_t)iters * sizeof *t);
-    int cpu = hv_args_get(opts, nopts, "pin") ? hv_pin_rank(ctx.rank) : -1;
-    int *cpus = hv_malloc_touched((size_t)ctx.size * sizeof *cpus);
-    HV_MPI_CHECK(MPI_Gather(&cpu, 1, MPI_INT, cpus, 1, MPI_INT, 0, ctx.comm));
-    const char *cols[] = {"iter", "rtt_ns"};
-    if (ctx.rank == 0) {
-        hv_out_meta(&ctx.out, "queues_sync", "rank0 send+recv, rank1 recv+send (rank 1 leaves first)");
-        hv_out_meta(&ctx.out, "queues_cpu_rank0", "%d", cpus[0]);
-        hv_out_meta(&ctx.out, "queues_cpu_rank1", "%d", cpus[1]);
-        hv_out_columns(&ctx.out, 2, cols);
-    }
-
-    const int active = ctx.rank < 2;
-    for (size_t i = 0; i < npoints; i++) {
-        const int len = (int)lengths[i], size = (int)sizes[i];
-        const int pct = pcts ? (int)pcts[i] : 0;
-        /* traversed entries: L * P / 100 rounded half up, in integers */
-        const int entries = (int)((lengths[i] * pct + 50) / 100);
-        HV_MPI_CHECK(MPI_Barrier(ctx.comm));
-        uint64_t w0 = hv_ticks(&ctx.timer);
-        for (long w = 0; active && w < warmup; w++) (void)one_iter(&q, len, entries, size);
-        long count = iters;
-        if (ctx.rank == 0 && warmup > 0 && budget > 0) {
-            double per = hv_ticks_to_ns(&ctx.timer, hv_ticks(&ctx.timer) - w0) / (double)warmup;
-            double fit = per > 0 ? budget * 1e9 / per : (double)iters;
-            if (fit < (double)count) count = (long)fit;
-            if (count < min_iters) count = min_iters;
-            if (count > iters) count = iters;
-        }
-        HV_MPI_CHECK(MPI_Bcast(&count, 1, MPI_LONG, 0, ctx.comm));
-        HV_MPI_CHECK(MPI_Barrier(ctx.comm));
-        for (long k = 0; active && k < count; k++) t[k] = one_iter(&q, len, entries, size);
-        size_t nrows = 0;
-        if (ctx.rank == 0) {
-            for (long k = 0; k < count; k++) {
-                rows[2 * k] = (double)k;
-                rows[2 * k + 1] = hv_ticks_to_ns(&ctx.timer, t[k]);
-            }
-            nrows = (size_t)count;
-        }
-        char desc[160];
-        if (mode == MODE_POSTED)
-            snprintf(desc, sizeof desc, "mode=posted length=%d traversed=%d entries=%d size=%d any_source=%d iters=%ld",
-                     len, pct, entries, size, q.any_source, count);
-        else snprintf(desc, sizeof desc, "mode=unexpected length=%d size=%d iters=%ld", len, size, count);
-        hv_gather_point(&ctx, desc, rows, nrows);
-    }
-    free(q.sbuf);
-    free(q.rbuf);
-    free(q.xbuf);
-    free(q.xreq);
-    free(q.sreq);
+    for (size_t i = 0; i < cfg.nlen; i++) run_point(&q, &cfg, i, rows, t);
+    queues_free(&q);
     free(rows);
     free(t);
-    free(cpus);
-    free(lengths);
-    free(sizes);
-    free(pcts);
+    free(cfg.lengths);
+    free(cfg.sizes);
+    free(cfg.pcts);
     hv_ctx_finish(&ctx);
     return 0;
 }

@@ -13,7 +13,11 @@
  * Times are taken at the source around MPI_Send; receivers use MPI_ANY_SOURCE.
  *   columns: rep, comm, t_ns   (comm = -1 for the reference transfer)
  *   point:   size=<bytes> reps=<n> ncomms=<n>
- * Header metadata: placement.comm<k>=send:<rank>@host<h>,recv:<rank>@host<h> and host.<h>=<identity>. */
+ * Header metadata: placement.comm<k>=send:<rank>@host<h>,recv:<rank>@host<h> and host.<h>=<identity>.
+ *
+ * Code: main reads the options into a sharing_config, finds the hosts (find_hosts), gives every
+ * communication end its rank (assign_roles), then run_reps times the repetitions and the rows are
+ * gathered as one point. */
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <netinet/in.h>
@@ -26,6 +30,22 @@
 #define ID_LEN 160
 #define TAG_REF 11
 #define TAG_DATA 12
+
+typedef struct { /* the validated options */
+    int64_t *nodes, *sizes; /* nodes: source, destination per communication; sizes: one per communication */
+    size_t nn, ns;
+    long reps, warmup;
+    int ncomms, nnodes;
+    int64_t maxsize;
+} sharing_config;
+
+typedef struct { /* where every rank is and what it does */
+    char *ids;       /* host identity of every rank */
+    int *host;       /* host index of every rank, hosts ordered by their lowest rank */
+    int nhosts;
+    int *snd, *rcv;  /* the sender and receiver rank of every communication */
+    int my_send, my_recv;
+} sharing_place;
 
 static void host_identity(char *out) {
     char host[64] = "?";
@@ -46,159 +66,178 @@ static void host_identity(char *out) {
     snprintf(out, ID_LEN, "%s/%s", host, addr);
 }
 
-int main(int argc, char **argv) {
-    hv_opt opts[] = {
-        HV_COMMON_OPTS,
-        {"comms", NULL, 0, "comma list of source,destination node indices, one pair per communication"},
-        {"sizes", NULL, 0, "comma list of message sizes in bytes, one per communication"},
-        {"reps", NULL, 0, "measured repetitions"},
-        {"warmup", NULL, 0, "unmeasured repetitions first"},
-    };
-    const size_t nopts = sizeof opts / sizeof opts[0];
-    hv_ctx ctx;
-    hv_ctx_init(&ctx, &argc, &argv, "hv_sharing", opts, nopts);
-
-    char err[256];
-    int64_t *nodes, *sizes;
-    size_t nn, ns;
-    long reps, warmup;
-    if (hv_args_list(opts, nopts, "comms", &nodes, &nn, err, sizeof err) ||
-        hv_args_list(opts, nopts, "sizes", &sizes, &ns, err, sizeof err) ||
-        hv_args_long(opts, nopts, "reps", 1, 1000000L, &reps, err, sizeof err) ||
-        hv_args_long(opts, nopts, "warmup", 0, 1000000L, &warmup, err, sizeof err))
-        HV_DIE("hv_sharing: %s", err);
-    if (nn == 0 || nn % 2) HV_DIE("hv_sharing: --comms needs source,destination pairs, got %zu values", nn);
-    const int ncomms = (int)(nn / 2);
-    if ((int)ns != ncomms) HV_DIE("hv_sharing: --sizes has %zu values for %d communications", ns, ncomms);
-    int nnodes = 0;
-    for (size_t i = 0; i < nn; i++)
-        if (nodes[i] + 1 > nnodes) nnodes = (int)nodes[i] + 1;
-    int64_t maxsize = 0;
-    for (int k = 0; k < ncomms; k++) {
-        if (nodes[2 * k] == nodes[2 * k + 1])
-            HV_DIE("communication %d goes from node %lld to itself", k, (long long)nodes[2 * k]);
-        if (sizes[k] < 1 || sizes[k] > 0x7fffffff)
-            HV_DIE("size %lld of communication %d is outside [1, 2^31)", (long long)sizes[k], k);
-        if (sizes[k] > maxsize) maxsize = sizes[k];
+static void check_config(sharing_config *c) {
+    if (c->nn == 0 || c->nn % 2) HV_DIE("hv_sharing: --comms needs source,destination pairs, got %zu values", c->nn);
+    c->ncomms = (int)(c->nn / 2);
+    if ((int)c->ns != c->ncomms) HV_DIE("hv_sharing: --sizes has %zu values for %d communications", c->ns, c->ncomms);
+    for (size_t i = 0; i < c->nn; i++)
+        if (c->nodes[i] + 1 > c->nnodes) c->nnodes = (int)c->nodes[i] + 1;
+    for (int k = 0; k < c->ncomms; k++) {
+        if (c->nodes[2 * k] == c->nodes[2 * k + 1])
+            HV_DIE("communication %d goes from node %lld to itself", k, (long long)c->nodes[2 * k]);
+        if (c->sizes[k] < 1 || c->sizes[k] > 0x7fffffff)
+            HV_DIE("size %lld of communication %d is outside [1, 2^31)", (long long)c->sizes[k], k);
+        if (c->sizes[k] > c->maxsize) c->maxsize = c->sizes[k];
     }
+}
 
-    /* placement: host of every rank, then roles */
-    char *ids = hv_malloc_touched((size_t)ctx.size * ID_LEN);
+/* The host of every rank (hosts numbered by their lowest rank). */
+static void find_hosts(const hv_ctx *ctx, const sharing_config *c, sharing_place *pl) {
+    pl->ids = hv_malloc_touched((size_t)ctx->size * ID_LEN);
     char mine[ID_LEN];
     host_identity(mine);
-    HV_MPI_CHECK(MPI_Allgather(mine, ID_LEN, MPI_CHAR, ids, ID_LEN, MPI_CHAR, ctx.comm));
-    int *host = hv_malloc_touched((size_t)ctx.size * sizeof *host);
-    int nhosts = 0;
-    for (int r = 0; r < ctx.size; r++) {
-        host[r] = -1;
+    HV_MPI_CHECK(MPI_Allgather(mine, ID_LEN, MPI_CHAR, pl->ids, ID_LEN, MPI_CHAR, ctx->comm));
+    pl->host = hv_malloc_touched((size_t)ctx->size * sizeof *pl->host);
+    pl->nhosts = 0;
+    for (int r = 0; r < ctx->size; r++) {
+        pl->host[r] = -1;
         for (int q = 0; q < r; q++)
-            if (strncmp(ids + (size_t)q * ID_LEN, ids + (size_t)r * ID_LEN, ID_LEN) == 0) {
-                host[r] = host[q];
+            if (strncmp(pl->ids + (size_t)q * ID_LEN, pl->ids + (size_t)r * ID_LEN, ID_LEN) == 0) {
+                pl->host[r] = pl->host[q];
                 break;
             }
-        if (host[r] < 0) host[r] = nhosts++;
+        if (pl->host[r] < 0) pl->host[r] = pl->nhosts++;
     }
-    if (nhosts > 1 && nhosts < nnodes)
+    if (pl->nhosts > 1 && pl->nhosts < c->nnodes)
         HV_DIE("the scheme has %d nodes but the job spans %d hosts: start it on at least %d hosts (one per node)",
-               nnodes, nhosts, nnodes);
-    int *taken = hv_malloc_touched((size_t)ctx.size * sizeof *taken);
-    int *snd = hv_malloc_touched((size_t)ncomms * sizeof *snd), *rcv = hv_malloc_touched((size_t)ncomms * sizeof *rcv);
-    for (int r = 0; r < ctx.size; r++) taken[r] = 0;
-    for (int k = 0; k < 2 * ncomms; k++) {
-        const int node = (int)nodes[k];
-        const int want = nhosts == 1 ? 0 : node;
+               c->nnodes, pl->nhosts, c->nnodes);
+}
+
+/* Each communication end gets the next free rank of its node's host. */
+static void assign_roles(const hv_ctx *ctx, const sharing_config *c, sharing_place *pl) {
+    int *taken = hv_malloc_touched((size_t)ctx->size * sizeof *taken);
+    pl->snd = hv_malloc_touched((size_t)c->ncomms * sizeof *pl->snd);
+    pl->rcv = hv_malloc_touched((size_t)c->ncomms * sizeof *pl->rcv);
+    for (int r = 0; r < ctx->size; r++) taken[r] = 0;
+    for (int k = 0; k < 2 * c->ncomms; k++) {
+        const int node = (int)c->nodes[k];
+        const int want = pl->nhosts == 1 ? 0 : node;
         int got = -1;
-        for (int r = 0; r < ctx.size && got < 0; r++)
-            if (!taken[r] && host[r] == want) got = r;
+        for (int r = 0; r < ctx->size && got < 0; r++)
+            if (!taken[r] && pl->host[r] == want) got = r;
         if (got < 0)
             HV_DIE("not enough ranks on the host of scheme node %d (%s) for its communication ends: "
                    "start more ranks per host (--ranks-per-node)",
-                   node, nhosts == 1 ? "the only host" : "its host");
+                   node, pl->nhosts == 1 ? "the only host" : "its host");
         taken[got] = 1;
-        if (k % 2) rcv[k / 2] = got;
-        else snd[k / 2] = got;
+        if (k % 2) pl->rcv[k / 2] = got;
+        else pl->snd[k / 2] = got;
     }
-    int my_send = -1, my_recv = -1;
-    for (int k = 0; k < ncomms; k++) {
-        if (snd[k] == ctx.rank) my_send = k;
-        if (rcv[k] == ctx.rank) my_recv = k;
+    free(taken);
+    pl->my_send = pl->my_recv = -1;
+    for (int k = 0; k < c->ncomms; k++) {
+        if (pl->snd[k] == ctx->rank) pl->my_send = k;
+        if (pl->rcv[k] == ctx->rank) pl->my_recv = k;
     }
-    if (ctx.rank == 0) {
-        for (int h = 0; h < nhosts; h++)
-            for (int r = 0; r < ctx.size; r++)
-                if (host[r] == h) {
-                    char key[32];
-                    snprintf(key, sizeof key, "host.%d", h);
-                    hv_out_meta(&ctx.out, key, "%s", ids + (size_t)r * ID_LEN);
-                    break;
-                }
-        for (int k = 0; k < ncomms; k++) {
-            char key[32];
-            snprintf(key, sizeof key, "placement.comm%d", k);
-            hv_out_meta(&ctx.out, key, "send:%d@host%d,recv:%d@host%d", snd[k], host[snd[k]], rcv[k], host[rcv[k]]);
-        }
-        hv_out_meta(&ctx.out, "nhosts", "%d", nhosts);
-    }
+}
 
-    char *buf = hv_malloc_touched((size_t)maxsize);
-    uint64_t *t_ref = hv_malloc_touched((size_t)reps * sizeof *t_ref);
-    uint64_t *t_com = hv_malloc_touched((size_t)reps * sizeof *t_com);
-    const char *cols[] = {"rep", "comm", "t_ns"};
-    if (ctx.rank == 0) hv_out_columns(&ctx.out, 3, cols);
+static void write_header(hv_ctx *ctx, const sharing_config *c, const sharing_place *pl) {
+    if (ctx->rank != 0) return;
+    for (int h = 0; h < pl->nhosts; h++)
+        for (int r = 0; r < ctx->size; r++)
+            if (pl->host[r] == h) {
+                char key[32];
+                snprintf(key, sizeof key, "host.%d", h);
+                hv_out_meta(&ctx->out, key, "%s", pl->ids + (size_t)r * ID_LEN);
+                break;
+            }
+    for (int k = 0; k < c->ncomms; k++) {
+        char key[32];
+        snprintf(key, sizeof key, "placement.comm%d", k);
+        hv_out_meta(&ctx->out, key, "send:%d@host%d,recv:%d@host%d", pl->snd[k], pl->host[pl->snd[k]], pl->rcv[k],
+                    pl->host[pl->rcv[k]]);
+    }
+    hv_out_meta(&ctx->out, "nhosts", "%d", pl->nhosts);
+}
 
-    for (long it = -warmup; it < reps; it++) {
+/* The repetitions (the warm-up ones first): the reference alone, then every communication at once. */
+static void run_reps(hv_ctx *ctx, const sharing_config *c, const sharing_place *pl, char *buf, uint64_t *t_ref,
+                     uint64_t *t_com) {
+    const int64_t *sizes = c->sizes;
+    const int *snd = pl->snd, *rcv = pl->rcv;
+    const int my_send = pl->my_send, my_recv = pl->my_recv;
+    for (long it = -c->warmup; it < c->reps; it++) {
         /* phase 1: the reference transfer alone */
-        HV_MPI_CHECK(MPI_Barrier(ctx.comm));
-        if (ctx.rank == snd[0]) {
-            uint64_t a = hv_ticks(&ctx.timer);
-            HV_MPI_CHECK(MPI_Send(buf, (int)sizes[0], MPI_BYTE, rcv[0], TAG_REF, ctx.comm));
-            uint64_t b = hv_ticks(&ctx.timer);
+        HV_MPI_CHECK(MPI_Barrier(ctx->comm));
+        if (ctx->rank == snd[0]) {
+            uint64_t a = hv_ticks(&ctx->timer);
+            HV_MPI_CHECK(MPI_Send(buf, (int)sizes[0], MPI_BYTE, rcv[0], TAG_REF, ctx->comm));
+            uint64_t b = hv_ticks(&ctx->timer);
             if (it >= 0) t_ref[it] = b - a;
-        } else if (ctx.rank == rcv[0]) {
-            HV_MPI_CHECK(MPI_Recv(buf, (int)sizes[0], MPI_BYTE, MPI_ANY_SOURCE, TAG_REF, ctx.comm, MPI_STATUS_IGNORE));
+        } else if (ctx->rank == rcv[0]) {
+            HV_MPI_CHECK(MPI_Recv(buf, (int)sizes[0], MPI_BYTE, MPI_ANY_SOURCE, TAG_REF, ctx->comm, MPI_STATUS_IGNORE));
         }
         /* phase 2: every communication at once */
-        HV_MPI_CHECK(MPI_Barrier(ctx.comm));
+        HV_MPI_CHECK(MPI_Barrier(ctx->comm));
         if (my_send >= 0) {
-            uint64_t a = hv_ticks(&ctx.timer);
-            HV_MPI_CHECK(MPI_Send(buf, (int)sizes[my_send], MPI_BYTE, rcv[my_send], TAG_DATA, ctx.comm));
-            uint64_t b = hv_ticks(&ctx.timer);
+            uint64_t a = hv_ticks(&ctx->timer);
+            HV_MPI_CHECK(MPI_Send(buf, (int)sizes[my_send], MPI_BYTE, rcv[my_send], TAG_DATA, ctx->comm));
+            uint64_t b = hv_ticks(&ctx->timer);
             if (it >= 0) t_com[it] = b - a;
         } else if (my_recv >= 0) {
             HV_MPI_CHECK(
-                MPI_Recv(buf, (int)sizes[my_recv], MPI_BYTE, MPI_ANY_SOURCE, TAG_DATA, ctx.comm, MPI_STATUS_IGNORE));
+                MPI_Recv(buf, (int)sizes[my_recv], MPI_BYTE, MPI_ANY_SOURCE, TAG_DATA, ctx->comm, MPI_STATUS_IGNORE));
         }
     }
+}
 
-    /* rows: this rank's measurements (reference and/or its communication) */
+/* This rank's rows (the reference and/or its communication) gathered as the one point. */
+static void gather_rows(hv_ctx *ctx, const sharing_config *c, const sharing_place *pl, const uint64_t *t_ref,
+                        const uint64_t *t_com) {
     size_t nrows = 0;
-    double *rows = hv_malloc_touched((size_t)reps * 2 * 3 * sizeof *rows);
-    if (ctx.rank == snd[0])
-        for (long i = 0; i < reps; i++, nrows++) {
+    double *rows = hv_malloc_touched((size_t)c->reps * 2 * 3 * sizeof *rows);
+    if (ctx->rank == pl->snd[0])
+        for (long i = 0; i < c->reps; i++, nrows++) {
             rows[3 * nrows] = (double)i;
             rows[3 * nrows + 1] = -1.0;
-            rows[3 * nrows + 2] = hv_ticks_to_ns(&ctx.timer, t_ref[i]);
+            rows[3 * nrows + 2] = hv_ticks_to_ns(&ctx->timer, t_ref[i]);
         }
-    if (my_send >= 0)
-        for (long i = 0; i < reps; i++, nrows++) {
+    if (pl->my_send >= 0)
+        for (long i = 0; i < c->reps; i++, nrows++) {
             rows[3 * nrows] = (double)i;
-            rows[3 * nrows + 1] = (double)my_send;
-            rows[3 * nrows + 2] = hv_ticks_to_ns(&ctx.timer, t_com[i]);
+            rows[3 * nrows + 1] = (double)pl->my_send;
+            rows[3 * nrows + 2] = hv_ticks_to_ns(&ctx->timer, t_com[i]);
         }
     char desc[96];
-    snprintf(desc, sizeof desc, "size=%lld reps=%ld ncomms=%d", (long long)sizes[0], reps, ncomms);
-    hv_gather_point(&ctx, desc, rows, nrows);
+    snprintf(desc, sizeof desc, "size=%lld reps=%ld ncomms=%d", (long long)c->sizes[0], c->reps, c->ncomms);
+    hv_gather_point(ctx, desc, rows, nrows);
     free(rows);
+}
+
+int main(int argc, char **argv) {
+    hv_opt opts[] = {
+        HV_COMMON_OPTS,
+        HV_OPT_LIST(sharing_config, nodes, nn, "comms",
+                    "comma list of source,destination node indices, one pair per communication"),
+        HV_OPT_LIST(sharing_config, sizes, ns, "sizes", "comma list of message sizes in bytes, one per communication"),
+        HV_OPT_LONG(sharing_config, reps, "reps", 1, 1000000L, "measured repetitions"),
+        HV_OPT_LONG(sharing_config, warmup, "warmup", 0, 1000000L, "unmeasured repetitions first"),
+    };
+    hv_ctx ctx;
+    sharing_config cfg = {0};
+    hv_ctx_init_config(&ctx, &argc, &argv, "hv_sharing", opts, sizeof opts / sizeof opts[0], &cfg);
+    check_config(&cfg);
+    sharing_place pl = {0};
+    find_hosts(&ctx, &cfg, &pl);
+    assign_roles(&ctx, &cfg, &pl);
+    write_header(&ctx, &cfg, &pl);
+
+    char *buf = hv_malloc_touched((size_t)cfg.maxsize);
+    uint64_t *t_ref = hv_malloc_touched((size_t)cfg.reps * sizeof *t_ref);
+    uint64_t *t_com = hv_malloc_touched((size_t)cfg.reps * sizeof *t_com);
+    const char *cols[] = {"rep", "comm", "t_ns"};
+    if (ctx.rank == 0) hv_out_columns(&ctx.out, 3, cols);
+    run_reps(&ctx, &cfg, &pl, buf, t_ref, t_com);
+    gather_rows(&ctx, &cfg, &pl, t_ref, t_com);
     free(buf);
     free(t_ref);
     free(t_com);
-    free(ids);
-    free(host);
-    free(taken);
-    free(snd);
-    free(rcv);
-    free(nodes);
-    free(sizes);
+    free(pl.ids);
+    free(pl.host);
+    free(pl.snd);
+    free(pl.rcv);
+    free(cfg.nodes);
+    free(cfg.sizes);
     hv_ctx_finish(&ctx);
     return 0;
 }

@@ -113,3 +113,34 @@ int hv_args_list(const hv_opt *opts, size_t nopts, const char *name, int64_t **o
     *n = k;
     return 0;
 }
+
+/* One typed option into its field (its presence checked by the caller). */
+static int read_one(const hv_opt *opts, size_t nopts, const hv_opt *o, char *base, char *err, size_t errlen) {
+    switch (o->kind) {
+    case HV_ARG_LONG:
+        return hv_args_long(opts, nopts, o->name, o->ilo, o->ihi, (long *)(base + o->offset), err, errlen);
+    case HV_ARG_DOUBLE:
+        return hv_args_double(opts, nopts, o->name, o->dlo, o->dhi, (double *)(base + o->offset), err, errlen);
+    case HV_ARG_LIST:
+        return hv_args_list(opts, nopts, o->name, (int64_t **)(base + o->offset), (size_t *)(base + o->count_offset),
+                            err, errlen);
+    case HV_ARG_STRING: *(const char **)(base + o->offset) = o->value; return 0;
+    case HV_ARG_FLAG: *(int *)(base + o->offset) = strcmp(o->value, "0") != 0; return 0;
+    case HV_ARG_NONE: break;
+    }
+    return 0;
+}
+
+int hv_args_config(const hv_opt *opts, size_t nopts, void *config, char *err, size_t errlen) {
+    char *base = config;
+    for (size_t i = 0; i < nopts; i++) {
+        const hv_opt *o = &opts[i];
+        if (o->kind == HV_ARG_NONE || (o->optional && !o->value)) continue;
+        if (!o->value && o->kind == HV_ARG_STRING) {
+            snprintf(err, errlen, "option '--%s' is required", o->name);
+            return -1;
+        }
+        if (read_one(opts, nopts, o, base, err, errlen) != 0) return -1;
+    }
+    return 0;
+}

@@ -250,6 +250,26 @@ void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt 
     }
 }
 
+void hv_ctx_init_config(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts,
+                        void *config) {
+    hv_ctx_init(ctx, argc, argv, prog, opts, nopts);
+    char err[256];
+    if (hv_args_config(opts, nopts, config, err, sizeof err) != 0) HV_DIE("%s: %s", prog, err);
+}
+
+long hv_iters_for_budget(const hv_ctx *ctx, uint64_t w0, long warmup, double budget_s, long iters, long min_iters) {
+    long count = iters;
+    if (ctx->rank == 0 && warmup > 0 && budget_s > 0) {
+        double per = hv_ticks_to_ns(&ctx->timer, hv_ticks(&ctx->timer) - w0) / (double)warmup;
+        double fit = per > 0 ? budget_s * 1e9 / per : (double)iters;
+        if (fit < (double)count) count = (long)fit;
+        if (count < min_iters) count = min_iters;
+        if (count > iters) count = iters;
+    }
+    HV_MPI_CHECK(MPI_Bcast(&count, 1, MPI_LONG, 0, ctx->comm));
+    return count;
+}
+
 void hv_gather_point(hv_ctx *ctx, const char *desc, const double *rows, size_t nrows) {
     int ncols = ctx->rank == 0 ? ctx->out.ncols : 0;
     MPI_Request r;

@@ -23,11 +23,11 @@
 
 /* clang-format off */ /* one option per line */
 #define HV_COMMON_OPTS \
-    {"out", NULL, 0, "raw output file ('-' for stdout)"}, \
-    {"timer", NULL, 0, "tsc|mono|wtime"}, \
-    {"binary", NULL, 1, "write rows as float64 binary"}, \
-    {"expect-np", NULL, 0, "the number of ranks the launcher was asked for (checked)"}, \
-    {"expect-rpn", NULL, 0, "the ranks per node the launcher was asked for (checked)"}
+    HV_OPT_RAW("out", 0, "raw output file ('-' for stdout)"), \
+    HV_OPT_RAW("timer", 0, "tsc|mono|wtime"), \
+    HV_OPT_RAW("binary", 1, "write rows as float64 binary"), \
+    HV_OPT_RAW("expect-np", 0, "the number of ranks the launcher was asked for (checked)"), \
+    HV_OPT_RAW("expect-rpn", 0, "the ranks per node the launcher was asked for (checked)")
 /* clang-format on */
 
 typedef struct {
@@ -73,6 +73,13 @@ void hv_barrier(const hv_ctx *ctx);
 void hv_idle(const hv_ctx *ctx);
 
 void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts);
+/* hv_ctx_init, then every typed option of opts into config (hv_args_config); a missing or bad option stops every
+ * rank with "prog: option '--x' ...". */
+void hv_ctx_init_config(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts,
+                        void *config);
+/* The measured iterations of a point after its warm-up started at w0: rank 0 fits --iters into the time budget
+ * from the warm-up's mean (never fewer than min_iters, never more than iters) and broadcasts the count. */
+long hv_iters_for_budget(const hv_ctx *ctx, uint64_t w0, long warmup, double budget_s, long iters, long min_iters);
 /* Collective over ctx->comm: every rank passes its rows (nrows may be 0); waits by ctx->wait_us. */
 void hv_gather_point(hv_ctx *ctx, const char *desc, const double *rows, size_t nrows);
 /* Rank 0 closes the output; MPI_Finalize. */

@@ -1,6 +1,6 @@
 /* The operation codes of traced MPI calls, shared by the tracer (native/trace/hv_trace.c), which writes them,
  * and the replay's lowering (native/sim/lower.c), which reads them. The names, in the same order, are
- * hpcvar.traces.native.OPS; tests/unit/test_native.py checks that the two lists agree. */
+ * hpcvar.traces.parquet.OPS; tests/unit/test_native.py checks that the two lists agree. */
 #ifndef HV_OPS_H
 #define HV_OPS_H
 

@@ -349,18 +349,18 @@ static void put_u64(FILE *f, uint64_t v) { fwrite(&v, 8, 1, f); }
 
 int main(int argc, char **argv) {
     hv_opt opts[] = {
-        {"cpus", NULL, 0, "comma list of CPUs to record on"},
-        {"duration", NULL, 0, "recording time in seconds"},
-        {"threshold-ns", NULL, 0, "detour threshold in ns; 0 = max(9 t_min, 100 ns)"},
-        {"max-events", NULL, 0, "buffer capacity per CPU (events)"},
-        {"tmin-samples", NULL, 0, "back-to-back reads for t_min (default 1000000)"},
-        {"out", NULL, 0, "output .jtr path"},
-        {"argv", NULL, 0, "the user's command line, stored in the metadata"},
-        {"rt-prio", NULL, 0, "SCHED_FIFO priority of the collector threads (0: normal scheduler)"},
-        {"method", NULL, 0, "spin (a tight TSC loop, default) or timer (sleep to deadlines, record lateness)"},
-        {"interval-ns", NULL, 0, "timer method: time between deadlines in ns (default 200000)"},
-        {"start-mono-ns", NULL, 0, "start at this CLOCK_MONOTONIC_RAW time in ns (default: 2 ms from now)"},
-        {"start-from-stdin", NULL, 1, "print 'ready' when calibrated, then read the start (as --start-mono-ns)"},
+        HV_OPT_RAW("cpus", 0, "comma list of CPUs to record on"),
+        HV_OPT_RAW("duration", 0, "recording time in seconds"),
+        HV_OPT_RAW("threshold-ns", 0, "detour threshold in ns; 0 = max(9 t_min, 100 ns)"),
+        HV_OPT_RAW("max-events", 0, "buffer capacity per CPU (events)"),
+        HV_OPT_RAW("tmin-samples", 0, "back-to-back reads for t_min (default 1000000)"),
+        HV_OPT_RAW("out", 0, "output .jtr path"),
+        HV_OPT_RAW("argv", 0, "the user's command line, stored in the metadata"),
+        HV_OPT_RAW("rt-prio", 0, "SCHED_FIFO priority of the collector threads (0: normal scheduler)"),
+        HV_OPT_RAW("method", 0, "spin (a tight TSC loop, default) or timer (sleep to deadlines, record lateness)"),
+        HV_OPT_RAW("interval-ns", 0, "timer method: time between deadlines in ns (default 200000)"),
+        HV_OPT_RAW("start-mono-ns", 0, "start at this CLOCK_MONOTONIC_RAW time in ns (default: 2 ms from now)"),
+        HV_OPT_RAW("start-from-stdin", 1, "print 'ready' when calibrated, then read the start (as --start-mono-ns)"),
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     char err[256];

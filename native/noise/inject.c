@@ -151,16 +151,16 @@ static void load_replay(const char *path) {
 
 int main(int argc, char **argv) {
     hv_opt opts[] = {
-        {"cpus", NULL, 0, "comma list of CPUs"},
-        {"time", NULL, 0, "injection time in seconds"},
-        {"period-ns", NULL, 0, "period of the bursts (ns)"},
-        {"burn-ns", NULL, 0, "length of one burst (ns)"},
-        {"phase-ns", NULL, 0, "offset of the first burst (ns)"},
-        {"at-clock", NULL, 1, "periodic: bursts at multiples of the period of CLOCK_REALTIME, plus the phase"},
-        {"rt-prio", NULL, 0, "SCHED_FIFO priority (0: normal scheduler)"},
-        {"replay", NULL, 0, "file of 'start_ns duration_ns' lines to replay"},
-        {"replay-length-ns", NULL, 0, "length of the replayed trace (for --loop)"},
-        {"loop", NULL, 1, "repeat the replay until --time"},
+        HV_OPT_RAW("cpus", 0, "comma list of CPUs"),
+        HV_OPT_RAW("time", 0, "injection time in seconds"),
+        HV_OPT_RAW("period-ns", 0, "period of the bursts (ns)"),
+        HV_OPT_RAW("burn-ns", 0, "length of one burst (ns)"),
+        HV_OPT_RAW("phase-ns", 0, "offset of the first burst (ns)"),
+        HV_OPT_RAW("at-clock", 1, "periodic: bursts at multiples of the period of CLOCK_REALTIME, plus the phase"),
+        HV_OPT_RAW("rt-prio", 0, "SCHED_FIFO priority (0: normal scheduler)"),
+        HV_OPT_RAW("replay", 0, "file of 'start_ns duration_ns' lines to replay"),
+        HV_OPT_RAW("replay-length-ns", 0, "length of the replayed trace (for --loop)"),
+        HV_OPT_RAW("loop", 1, "repeat the replay until --time"),
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     char err[256];

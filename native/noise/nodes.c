@@ -137,17 +137,17 @@ static void wait_collector(hv_child *c) {
 int main(int argc, char **argv) {
     hv_opt opts[] = {
         HV_COMMON_OPTS,
-        {"out-dir", NULL, 0, "directory of the per-node traces (<host>.jtr); shared by the nodes"},
-        {"cpus", NULL, 0, "CPUs to record on, on every node: a comma list, or 'all'"},
-        {"duration", NULL, 0, "recording time in seconds"},
-        {"threshold-ns", NULL, 0, "detour threshold in ns (0: the collector's default)"},
-        {"max-events", NULL, 0, "event buffer per CPU"},
-        {"method", NULL, 0, "spin or timer (hv_noise_collect --method)"},
-        {"interval-ns", NULL, 0, "timer method: time between deadlines in ns"},
-        {"rt-prio", NULL, 0, "SCHED_FIFO priority of the collector threads (0: normal scheduler)"},
-        {"sync-rounds", NULL, 0, "ping-pongs per rank and clock synchronisation"},
-        {"margin", NULL, 0, "seconds between the agreement on the start (every collector ready) and the start"},
-        {"argv", NULL, 0, "the user's command line, stored in the traces"},
+        HV_OPT_RAW("out-dir", 0, "directory of the per-node traces (<host>.jtr); shared by the nodes"),
+        HV_OPT_RAW("cpus", 0, "CPUs to record on, on every node: a comma list, or 'all'"),
+        HV_OPT_RAW("duration", 0, "recording time in seconds"),
+        HV_OPT_RAW("threshold-ns", 0, "detour threshold in ns (0: the collector's default)"),
+        HV_OPT_RAW("max-events", 0, "event buffer per CPU"),
+        HV_OPT_RAW("method", 0, "spin or timer (hv_noise_collect --method)"),
+        HV_OPT_RAW("interval-ns", 0, "timer method: time between deadlines in ns"),
+        HV_OPT_RAW("rt-prio", 0, "SCHED_FIFO priority of the collector threads (0: normal scheduler)"),
+        HV_OPT_RAW("sync-rounds", 0, "ping-pongs per rank and clock synchronisation"),
+        HV_OPT_RAW("margin", 0, "seconds between the agreement on the start (every collector ready) and the start"),
+        HV_OPT_RAW("argv", 0, "the user's command line, stored in the traces"),
     };
     const size_t nopts = sizeof opts / sizeof opts[0];
     hv_ctx ctx;

@@ -73,7 +73,7 @@ typedef struct {
     int64_t nrows, ntasks;
     int32_t algo, pad0; /* 0 binomial, 1 recdoub, 2 ring */
     const int64_t *row_off; /* ntasks + 1: rows of task t */
-    const int8_t *op; /* op codes of hpcvar.traces.native.OPS */
+    const int8_t *op; /* op codes of hpcvar.traces.parquet.OPS */
     const int32_t *peer, *tag, *comm;
     const int64_t *bytes, *t_start, *t_end, *req;
     int64_t ncomms;

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #define MAX_TASKS (1 << 24)
-#define MAX_NS 100000000000000000LL /* 10**17: hpcvar.traces.native.MAX_NS */
+#define MAX_NS 100000000000000000LL /* 10**17: hpcvar.traces.parquet.MAX_NS */
 #define MAX_BYTES (1LL << 62)
 #define MAX_SIZE 1125899906842624.0 /* 2**50: hpcvar.units.MAX_SIZE */
 #define MAX_TAG 2147483647LL

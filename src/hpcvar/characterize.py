@@ -45,14 +45,13 @@ class StepContext:
 
 
 def _latency(ctx: StepContext, quick: bool) -> Run:
-    from hpcvar.bench import jobs
-    from hpcvar.bench.latency import LatencyParams
+    from hpcvar.kinds.latency.job import LatencyParams, job
 
     # osu_latency / osu_bw style: 0 bytes, then every power of two up to 4 MiB (16 MiB when thorough)
     sizes = (0, *(1 << k for k in range(0, 23 if quick else 25)))
     params = LatencyParams(sizes=sizes, iters=1000 if quick else 10000, min_iters=20, warmup=10 if quick else 100,
                            time_per_size_s=0.3 if quick else 2.0)
-    return jobs.latency(params, ctx.bench_ctx(np=2))[0]
+    return job(params, ctx.bench_ctx(np=2))
 
 
 # bench queues' defaults
@@ -60,27 +59,25 @@ QUEUE_DEFAULTS: dict[str, Any] = {"min_iters": 20, "warmup": 10, "pin": True, "f
 
 
 def _queues_posted(ctx: StepContext, quick: bool) -> Run:
-    from hpcvar.bench import jobs
-    from hpcvar.bench.queues import PostedParams
+    from hpcvar.kinds.queues.job import PostedParams, posted
 
     params = PostedParams(lengths=(0, 250, 500, 1000) if quick else (0, 250, 500, 1000, 2000, 4000),
                           traversed=(0, 50, 100), sizes=(8,) if quick else (8, 1024), any_source=False,
                           iters=200 if quick else 1000, time_per_point_s=0.15 if quick else 1.0, **QUEUE_DEFAULTS)
-    return jobs.queues_posted(params, ctx.bench_ctx(np=2))[0]
+    return posted(params, ctx.bench_ctx(np=2))
 
 
 def _queues_unexpected(ctx: StepContext, quick: bool) -> Run:
-    from hpcvar.bench import jobs
-    from hpcvar.bench.queues import UnexpectedParams
+    from hpcvar.kinds.queues.job import UnexpectedParams, unexpected
 
     params = UnexpectedParams(lengths=(0, 250, 500, 1000, 2000) if quick else (0, 250, 500, 1000, 2000, 4000, 8000),
                               sizes=(8,), iters=200 if quick else 1000, time_per_point_s=0.15 if quick else 1.0,
                               **QUEUE_DEFAULTS)
-    return jobs.queues_unexpected(params, ctx.bench_ctx(np=2))[0]
+    return unexpected(params, ctx.bench_ctx(np=2))
 
 
 def _ace(ctx: StepContext, quick: bool) -> Run:
-    from hpcvar.bench import ace, jobs
+    from hpcvar.kinds.ace import job as ace
 
     shaped = ctx.nodes() > 1  # across shaped or real links a 1 MiB exchange costs ~80 ms at 200 Mbit/s
     cycles = (20 if shaped else 100) if quick else 1000
@@ -88,26 +85,27 @@ def _ace(ctx: StepContext, quick: bool) -> Run:
     params = ace.AceParams(eas=(ea,), np=2, loads=(20, 50, 80) if quick else (10, 20, 30, 40, 50, 60, 70, 80),
                            sizes=(1024, 1 << 20) if quick else (1024, 65536, 1 << 20), repeat=1, bench_iters=20,
                            bench_warmup=5)
-    return jobs.ace(params, ctx.bench_ctx(np=2))[0]
+    return ace.job(params, ctx.bench_ctx(np=2))
 
 
 def _noise(ctx: StepContext, quick: bool) -> Run:
     """Noise on every CPU of every node of the launcher (one node: this machine's collector)."""
-    from hpcvar.noise import collector, jobs
+    from hpcvar.kinds.noise_record.job import RecordParams, job
+    from hpcvar.noise import collector
+    from hpcvar.results.context import JobContext
 
     duration = 5.0 if quick else 60.0
     if ctx.nodes() > 1:
-        b = ctx.bench
-        p = jobs.NodesJobParams(cpus="all", duration_s=duration, nodes=ctx.nodes())
-        return jobs.record_nodes(p, b.launcher, b.runs_dir, b.argv, timeout_s=b.timeout_s,
-                                 launcher_args=b.launcher_args)[0]
-    cpus = tuple(collector.parse_cpus("all"))
-    return jobs.record_local(jobs.LocalParams(cpus=cpus, duration_s=duration), ctx.bench.runs_dir, ctx.bench.argv)[0]
+        return job(RecordParams(cpus=None, duration_s=duration, nodes=ctx.nodes()), ctx.bench)
+    here = JobContext(runs_dir=ctx.bench.runs_dir, argv=ctx.bench.argv)  # this machine's CPUs
+    return job(RecordParams(cpus=tuple(collector.parse_cpus("all")), duration_s=duration), here)
 
 
 def _jitter(ctx: StepContext, quick: bool) -> Run:
     """jitSim on the noise step's recording; on several nodes with the measured alignment as well."""
-    from hpcvar.sim.jitter_job import run_job
+    from hpcvar.kinds.sim_jitter.job import JitterParams, Span, job, parse_span
+    from hpcvar.noise import COSCHED, MEASURED, SYNC, UNSYNC
+    from hpcvar.results.context import JobContext
 
     noise = ctx.results.get("noise")
     if noise is None:
@@ -116,15 +114,16 @@ def _jitter(ctx: StepContext, quick: bool) -> Run:
     multi = (noise.path / "traces").is_dir()
     trace = str(noise.path if multi else noise.path / "trace.jtr")
     lat = ctx.results.get("latency")
-    ref = f"run:{lat.path}" if lat is not None else "0"
-    align = "unsync,sync,cosched" + (",measured" if multi else "")
-    run, _, _ = run_job(
-        traces=[trace], synthetics=[], trace_length="1h", freq=None, align=align, window="10ms", window_origin=None,
-        offsets_file=None, seed=1, replicas=3 if quick else 10, cores_per_node=None, work=None, quantum="1ms",
-        barrier="tree", arity=2, send_cycles=ref, recv_cycles=ref, latency_intra=ref, latency_inter=ref,
-        phases=10 if quick else 50, task_list=_task_counts(4 if quick else 2), per_task=None, no_plots=False,
-        threads=1, runs_dir=ctx.bench.runs_dir, argv=ctx.bench.argv)
-    return run
+
+    def measured(flag: str) -> Span:  # the latency step's, or none
+        return parse_span(f"run:{lat.path}", flag) if lat is not None else Span(cycles=0)
+
+    params = JitterParams(traces=(trace,), align=(UNSYNC, SYNC, COSCHED) + ((MEASURED,) if multi else ()),
+                          window=Span(seconds=10e-3), replicas=3 if quick else 10, work=Span(seconds=1e-3),
+                          send=measured("--send-cycles"), recv=measured("--recv-cycles"),
+                          latency_intra=measured("--latency-intra"), latency_inter=measured("--latency-inter"),
+                          phases=10 if quick else 50, tasks=tuple(_task_counts(4 if quick else 2)))
+    return job(params, JobContext(runs_dir=ctx.bench.runs_dir, argv=ctx.bench.argv))
 
 
 def _task_counts(factor: int) -> list[int]:
@@ -139,8 +138,7 @@ def _task_counts(factor: int) -> list[int]:
 def _fanin(ctx: StepContext, quick: bool) -> Run:
     """Fan-in with and without chatter; across nodes one rank per node where the nodes suffice, sharing the
     root's link."""
-    from hpcvar.bench import jobs
-    from hpcvar.bench.fanin import FaninParams
+    from hpcvar.kinds.fanin.job import FaninParams, job
 
     nodes = ctx.nodes()
     if nodes > 1:
@@ -154,7 +152,7 @@ def _fanin(ctx: StepContext, quick: bool) -> Run:
                          repeat=1 if quick else 3, placement="fixed", seed=1, max_samples=20000, wait="auto")
     need = 1 + clients[0] + max(chatter)
     rpn = -(-need // nodes) if nodes > 1 else None  # one rank per node when the nodes suffice
-    return jobs.fanin(params, ctx.bench_ctx(np=None, ranks_per_node=rpn), by_ratio=False)[0]
+    return job(params, ctx.bench_ctx(np=None, ranks_per_node=rpn))
 
 
 # the paper's Figure 2 schemes (examples/schemes/ has them as files, with comments)
@@ -168,8 +166,7 @@ STANDARD_SCHEMES = {
 
 def _sharing(ctx: StepContext, quick: bool) -> Run:
     """The standard schemes that fit on the launcher's nodes, the gige fit on them, and each model's E_abs."""
-    from hpcvar.bench import jobs
-    from hpcvar.bench.sharing import SharingParams
+    from hpcvar.kinds.sharing.job import SharingParams, job
     from hpcvar.models.fit import Observation, fit_gige
     from hpcvar.models.scheme import load_scheme
 
@@ -182,9 +179,8 @@ def _sharing(ctx: StepContext, quick: bool) -> Run:
                           "Run it on 3 nodes or more (salloc -N 4, or testbed up --hosts 4)")
     runs = []
     for sch in fit_here:
-        run, _ = jobs.sharing(SharingParams(scheme=sch, size=20 << 20, reps=2 if quick else 5, warmup=1),
-                              ctx.bench_ctx(np=None, ranks_per_node=None))
-        runs.append(run)
+        runs.append(job(SharingParams(scheme=sch, size=20 << 20, reps=2 if quick else 5, warmup=1),
+                        ctx.bench_ctx(np=None, ranks_per_node=None)))
     obs = []
     for r in runs:
         summ = r.read_table("sharing.summary").sort_values("comm_index")

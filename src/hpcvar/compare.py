@@ -32,7 +32,7 @@ class Metric:
 
 
 def metrics_of(run) -> dict[str, Metric]:
-    from hpcvar.kinds import kind_of
+    from hpcvar.results.kinds import kind_of
 
     if run.info.get("command") == "characterize":
         out: dict[str, Metric] = {}

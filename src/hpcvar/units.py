@@ -39,6 +39,8 @@ _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 MAX_SIZE = 2**50  # bytes: 1 PiB
 MAX_TIME_S = 1e8  # seconds: about 3 years
 MAX_RATE_BPS = 1e15  # bits per second: 1 Pbit/s
+# No TSC, clock or noise source runs faster than 1 THz: a larger value is a typo, not a machine.
+MAX_FREQ_HZ = 1e12
 
 
 def _bounded(value: float, hi: float, text: str, flag: str, what: str, unit: str) -> float:
@@ -188,6 +190,24 @@ def parse_byte_rate(text: str, flag: str = "bandwidth") -> float:
     if not 0 < v <= 1.25e14:
         raise UsageError(f"bandwidth must be positive (and at most 1 Pbit/s), got {text}", flag,
                          "Give e.g. 1gbit or 125MB/s")
+    return v
+
+
+_FREQ_RE = re.compile(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgG]?)(hz|Hz|HZ)?")
+_FREQ_MULT = {"": 1.0, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
+
+
+def parse_freq(text: str, flag: str) -> float:
+    """Hertz from '2.4GHz', '250Hz', '2400000000'."""
+    m = _FREQ_RE.fullmatch(text.strip())
+    if not m or (m.group(2) and not m.group(3)):
+        raise UsageError(f"'{text}' is not a frequency", flag, "Use Hz with an optional k/M/G: 250Hz, 2.4GHz")
+    v = float(m.group(1)) * _FREQ_MULT[m.group(2)]
+    if v <= 0:
+        raise UsageError(f"frequency '{text}' must be positive", flag, "Use e.g. 2.4GHz")
+    if not v <= MAX_FREQ_HZ:  # also refuses inf (1e999)
+        raise UsageError(f"frequency '{text}' is beyond {MAX_FREQ_HZ:g} Hz", flag,
+                         "Give a clock or noise rate a machine can have, e.g. 2.4GHz or 250Hz")
     return v
 
 

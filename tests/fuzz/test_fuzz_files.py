@@ -66,7 +66,7 @@ MAPPING = b"# task node\n0 0\n1 0\n2 1\n3 1\n4 2\n5 3\n"
 @FUZZ
 @given(mutated(CLUSTER), mutated(MAPPING))
 def test_cluster_and_mapping(cdata, mdata):
-    from hpcvar.sim.app import load_cluster, load_mapping
+    from hpcvar.sim.replay import load_cluster, load_mapping
 
     cluster, _ = outcome(load_cluster, str(_file("c.cluster", cdata)), where="c.cluster")
     if cluster is not None:
@@ -162,7 +162,7 @@ EA_TOML = b'[[ea]]\nname = "a"\npattern = "pairs"\nsize = "1MiB"\nload = 20\ncyc
 @FUZZ
 @given(mutated(EA_TOML))
 def test_ea_config(data):
-    from hpcvar.bench.ace import load_config
+    from hpcvar.kinds.ace.job import load_config
 
     outcome(load_config, _file("eas.toml", data), where="eas.toml")
 
@@ -193,7 +193,7 @@ def test_testbed_state(data):
 
 
 def _raw_rank(rank: int, recs: list[tuple]) -> bytes:
-    from hpcvar.traces.native import OPS, RAW_RECORD
+    from hpcvar.traces.parquet import OPS, RAW_RECORD
 
     arr = np.zeros(len(recs), dtype=RAW_RECORD)
     for i, (op, peer, nbytes, t0, t1) in enumerate(recs):
@@ -223,7 +223,7 @@ def _check_events(tr) -> None:
 def test_tracer_raw_rank_files(data):
     """The tracer's rank.<r>.hvt files (a text header, binary records, communicator lines) merged into a
     trace: one rank's file damaged, the other intact."""
-    from hpcvar.traces.native import merge_raw
+    from hpcvar.traces.parquet import merge_raw
 
     d = _TMP[-1] / "raw"
     d.mkdir(exist_ok=True)
@@ -235,7 +235,7 @@ def test_tracer_raw_rank_files(data):
 
 
 def _native_trace():
-    from hpcvar.traces.native import COLUMNS, Trace, make_events
+    from hpcvar.traces.parquet import COLUMNS, Trace, make_events
 
     rows = [dict(task=0, op="init"), dict(task=0, op="send", peer=1, bytes=8, t_start_ns=200, t_end_ns=300),
             dict(task=0, op="finalize", t_start_ns=400, t_end_ns=400), dict(task=1, op="init"),
@@ -279,7 +279,7 @@ def native_traces(draw) -> bytes:
 @FUZZ
 @given(native_traces())
 def test_native_parquet_trace(data):
-    from hpcvar.traces.native import read_parquet
+    from hpcvar.traces.parquet import read_parquet
 
     tr, _ = outcome(read_parquet, _file("t.trace", data), where="t.trace")
     if tr is not None:

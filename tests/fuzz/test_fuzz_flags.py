@@ -100,7 +100,7 @@ EA_KEYS = ["pattern", "mode", "size", "load", "cycles", "ranks", "alpha", "beta"
 @FUZZ
 @given(st.lists(st.sampled_from(EA_KEYS + ["=", ",", "=", ","]), max_size=14).map("".join) | st.text(max_size=30))
 def test_parse_ea(text):
-    from hpcvar.bench.ace import parse_ea
+    from hpcvar.kinds.ace.job import parse_ea
 
     v, _ = outcome(parse_ea, text, "--ea", where="--ea")
     if v is not None:
@@ -126,7 +126,7 @@ def test_rate_of(items, nhosts):
 @FUZZ
 @given(token_text(["deep", "sleep", "sleep:", "spin", "yield", "auto", "any", "exact", "single", "dual"]))
 def test_fanin_lists(text):
-    from hpcvar.bench import fanin
+    from hpcvar.kinds.fanin import job as fanin
 
     v, _ = outcome(fanin.parse_depth_list, text, "--depth", where="--depth")
     assert v is None or all(d == "deep" or (isinstance(d, int) and 1 <= d <= 1 << 31) for d in v)

@@ -7,7 +7,7 @@ import pytest
 
 from hpcvar.errors import HpcvarError
 from hpcvar.noise import formats
-from hpcvar.sim.app import Cluster, load_cluster, load_mapping
+from hpcvar.sim.replay import Cluster, load_cluster, load_mapping
 from hpcvar.traces.tit import read_tit
 
 HUGE = "9" * 30
@@ -127,7 +127,7 @@ def test_range_from_zero_to_zero_ends():
 
 @pytest.mark.parametrize("text", ["1_0001_0001_000", "4294967297", str(1 << 21)])
 def test_fanin_depth_beyond_c_int_refused(text):
-    from hpcvar.bench.fanin import parse_depth_list
+    from hpcvar.kinds.fanin.job import parse_depth_list
 
     assert _err(parse_depth_list, text, "--depth").where == "--depth"
 
@@ -155,7 +155,7 @@ def test_native_trace_int64_values_do_not_wrap_into_int32(tmp_path):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from hpcvar.traces.native import read_parquet
+    from hpcvar.traces.parquet import read_parquet
 
     t = pa.table({"task": pa.array([0, 2**32], pa.int64()), "seq": [0, 0], "op": ["init", "init"],
                   "peer": [-1, -1], "bytes": [0, 0], "tag": [0, 0], "comm": [0, 0], "t_start_ns": [0, 0],
@@ -171,7 +171,7 @@ def test_native_trace_damaged_metadata(tmp_path, meta):
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from hpcvar.traces.native import read_parquet
+    from hpcvar.traces.parquet import read_parquet
 
     t = pa.table({"task": [0], "seq": [0], "op": ["init"], "peer": [-1], "bytes": [0], "tag": [0], "comm": [0],
                   "t_start_ns": [0], "t_end_ns": [0], "req": [-1]})
@@ -184,7 +184,7 @@ def test_native_trace_damaged_metadata(tmp_path, meta):
 def test_raw_rank_header_damage(tmp_path, change):
     import numpy as np
 
-    from hpcvar.traces.native import RAW_RECORD, merge_raw
+    from hpcvar.traces.parquet import RAW_RECORD, merge_raw
 
     for r in (0, 1):
         head = f"HVTRACE 1\nrank={r}\nsize=2\nclock=mono\nrecords=1\nrecord_bytes=48\nend\n"

@@ -39,9 +39,9 @@ def test_two_ranks_busy_wait_and_every_cycle_stored(runs_dir):
     assert abs(ea["comp_error_median_pct"]) < 1.0
     assert (run.path / "plots" / "ace_error_vs_load.png").is_file()
     assert (run.path / "plots" / "ace_dist_ea0.svg").is_file()
-    from hpcvar.report.sec_ace import ace_section
+    from hpcvar.kinds.ace.views import section
 
-    sec = ace_section(run)
+    sec = section(run)
     assert len(sec.headlines) == 2 and len(sec.figures) == 2 and sec.tables
 
 

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from hpcvar.bench.bsp import global_phases
+from hpcvar.kinds.bsp.job import global_phases
 from hpcvar.results import Run, resolve_run
 from tests.conftest import best_of_quiet_attempts, run_cli
 

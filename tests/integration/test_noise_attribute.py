@@ -13,9 +13,9 @@ from rich.console import Console
 
 from hpcvar._native import find_program
 from hpcvar.errors import HpcvarError, LaunchError, MissingToolError
+from hpcvar.kinds.noise_record.views import render_noise_result
 from hpcvar.noise import analysis, collector, ktrace
 from hpcvar.noise.formats import read_jtr
-from hpcvar.noise.render import render_noise_result
 from hpcvar.results import Run
 from tests.conftest import best_of_quiet_attempts, hpcvar_cmd, run_cli
 

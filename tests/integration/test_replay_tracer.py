@@ -62,7 +62,7 @@ def test_trace_tiny_program_and_replay(tiny, tmp_path, runs_dir):
     assert s["ops"]["sendrecv"] == 2 and s["ops"]["sendrecv_recv"] == 2 and s["ops"]["allreduce"] == 2
     assert s["ops"]["bcast"] == 2 and s["ops"]["barrier"] == 2 and s["ops"]["send"] == 1 and s["ops"]["recv"] == 1
 
-    from hpcvar.traces.native import read_parquet
+    from hpcvar.traces.parquet import read_parquet
 
     tr = read_parquet(out)
     ev = tr.events

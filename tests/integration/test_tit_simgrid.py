@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from hpcvar.errors import InputFileError
-from hpcvar.sim import app as simapp
+from hpcvar.sim import replay as simapp
 from hpcvar.sim import simgrid
 from hpcvar.traces.tit import read_tit
 from hpcvar.traces.tit_export import write_tit
@@ -212,7 +212,7 @@ def test_trace_recorded_by_hpcvar_replays_in_simgrid(tmp_path, collectives, runs
     """A program traced by hpcvar's tracer, exported: smpirun replays it; without collectives SimGrid's makespan is
     hpcvar's (with SMPI's envelope) to 10 ns; and the export read back replays as the trace in hpcvar."""
     from hpcvar._native import build_info
-    from hpcvar.traces.native import read_parquet
+    from hpcvar.traces.parquet import read_parquet
     from tests.conftest import run_cli
 
     bindir = Path(build_info()["mpi_bindir"])

@@ -9,8 +9,8 @@ import math
 
 import pytest
 
-from hpcvar.bench import ace
 from hpcvar.errors import UsageError
+from hpcvar.kinds.ace import job as ace
 from hpcvar.models import ace as model
 from tests.conftest import run_cli
 

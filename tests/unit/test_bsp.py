@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hpcvar.bench.bsp import Baseline, Bsp, BspParams, global_phases
+from hpcvar.kinds.bsp.job import Baseline, Bsp, BspParams, global_phases
 from hpcvar.results import read_raw
 from tests.conftest import run_cli
 

@@ -13,6 +13,7 @@ from pathlib import Path
 import click
 import pandas as pd
 import pytest
+from rich.console import Console
 from rich.table import Table
 
 from hpcvar.results.store import Run
@@ -58,18 +59,30 @@ def test_console_factory_is_the_one_place():
 
 
 def test_piped_tables_have_one_unit_per_column():
-    from hpcvar.report.terminal import make_console
+    """Typed cells (value + unit) give a pipe bare numbers in one unit per column (the smallest unit the
+    column's values are written in for people), named in the header; text is left as it is."""
+    from hpcvar.report.terminal import make_console, nbytes, ns, ns_interval, rate
 
-    t = Table("size", "n", "median", "95% CI", "bandwidth", "note")
-    t.add_row("1B", "10", "512 ns", "500-520 ns", "-", "[red]x[/]")
-    t.add_row("1MiB", "10", "2.50 ms", "2.40-2.60 ms", "1.20 GB/s", "y")
+    def table() -> Table:
+        t = Table("size", "n", "median", "95% CI", "bandwidth", "note")
+        t.add_row(nbytes(1), "10", ns(512), ns_interval(500, 520), rate(None), "[red]x[/]")
+        t.add_row(nbytes(1 << 20), "10", ns(2.5e6), ns_interval(2.4e6, 2.6e6), rate(1.2e9), "y 2 ms")
+        t.add_row(nbytes(3 << 10), "10", ns(float("nan")), "-", rate(5e8), "z")
+        return t
+
     con = make_console()
     con.file = io.StringIO()
-    con.print(t)
+    con.print(table())
     lines = [ln.split() for ln in con.file.getvalue().splitlines()]
-    assert lines[0] == ["size", "(B)", "n", "median", "(ns)", "95%", "CI", "(ns)", "bandwidth", "(GB/s)", "note"]
+    assert lines[0] == ["size", "(B)", "n", "median", "(ns)", "95%", "CI", "(ns)", "bandwidth", "(MB/s)", "note"]
     assert lines[1] == ["1", "10", "512", "500-520", "-", "x"]
-    assert lines[2] == ["1048576", "10", "2500000", "2400000-2600000", "1.2", "y"]
+    assert lines[2] == ["1048576", "10", "2500000", "2400000-2600000", "1200", "y", "2", "ms"]
+    assert lines[3] == ["3072", "10", "-", "-", "500", "z"]
+    # the same cells on a terminal: as people read them
+    con = Console(file=io.StringIO(), width=200, color_system=None)
+    con.print(table())
+    text = con.file.getvalue()
+    assert "2.5 ms" in text and "2.4-2.6 ms" in text and "1MiB" in text and "1.2 GB/s" in text
 
 
 # ---- 2. --format everywhere, csv and md round-trip the numbers --------------------------------------------------

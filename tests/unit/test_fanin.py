@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from hpcvar.bench.fanin import (
+from hpcvar.bench.runner import BenchContext
+from hpcvar.errors import UsageError
+from hpcvar.kinds.fanin.job import (
     Fanin,
     FaninParams,
     chatter_counts,
@@ -18,8 +20,6 @@ from hpcvar.bench.fanin import (
     root_buffer_bytes,
     wait_us,
 )
-from hpcvar.bench.runner import BenchContext
-from hpcvar.errors import UsageError
 from hpcvar.results import read_raw
 from tests.conftest import run_cli
 

@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from hpcvar.bench.fanin import Fanin, FaninParams, chatter_effect, chatter_effect_table
+from hpcvar.kinds.fanin.job import Fanin, FaninParams, chatter_effect, chatter_effect_table
 from hpcvar.results.schema import TABLES, check_table
 
 
@@ -64,7 +64,7 @@ def test_fanin_chatter_effect_is_a_declared_table_with_the_same_json():
 
 
 def test_fanin_summaries_are_declared_and_feed_the_result():
-    from hpcvar.bench.fanin import variability
+    from hpcvar.kinds.fanin.job import variability
 
     pts = _points()
     for c in TABLES["fanin.points"]:

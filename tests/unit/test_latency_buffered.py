@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from hpcvar.bench.latency import Latency, LatencyParams, buffered_bytes
+from hpcvar.kinds.latency.job import Latency, LatencyParams, buffered_bytes
 from hpcvar.results import read_raw
 
 PARAMS = LatencyParams(sizes=(8, 1 << 20), iters=3, min_iters=1, warmup=0, time_per_size_s=1.0)

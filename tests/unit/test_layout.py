@@ -1,6 +1,8 @@
-"""The shape of the house (issue #19): the table of kinds is complete and resolvable, library code never
-imports the command line (not by an import statement anywhere, nor by an importlib string), and the
-import-time graph of src/hpcvar has no cycles (test_module_import_graph_has_no_cycles says what that means)."""
+"""The shape of the house (issues #19, #25): the table of kinds is complete and resolvable, library code never
+imports the command line (not by an import statement anywhere, nor by an importlib string), the import-time graph
+of src/hpcvar has no cycles (test_module_import_graph_has_no_cycles says what that means), a kind is one folder
+with one contract (its job takes its Params and a context and returns the Run; it never imports its views; only
+the command line, characterize and the table reach a kind), and folder-level imports run down only."""
 
 from __future__ import annotations
 
@@ -11,7 +13,10 @@ from pathlib import Path
 import pytest
 
 from hpcvar.cli.bench import command_ref
-from hpcvar.kinds import KINDS, bench_commands, resolve
+from hpcvar.results.context import JobContext
+from hpcvar.results.kinds import KINDS, bench_commands, resolve
+from hpcvar.results.params import Params
+from hpcvar.results.store import Run
 
 SRC = Path(__file__).resolve().parents[2] / "src" / "hpcvar"
 
@@ -24,7 +29,7 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-_REF = re.compile(r"hpcvar(\.\w+)*(:\w+)?")  # "hpcvar.report.terminal:render_latency", as importlib is given
+_REF = re.compile(r"hpcvar(\.\w+)*(:\w+)?")  # "hpcvar.testbed.launcher:TestbedLauncher", as importlib is given
 
 
 def _is_type_checking(test: ast.expr) -> bool:
@@ -50,7 +55,7 @@ def _import_time_nodes(body: list[ast.stmt]):
 
 def _strings(tree: ast.Module) -> list[str]:
     """Every string constant of a module, f-strings whose parts are module-level string constants included
-    (kinds.py writes ``f"{_R}.terminal:render_latency"``)."""
+    (``f"{_PKG}.launcher:Launcher"``)."""
     consts = {t.id: n.value.value for n in tree.body if isinstance(n, ast.Assign)
               and isinstance(n.value, ast.Constant) and isinstance(n.value.value, str)
               for t in n.targets if isinstance(t, ast.Name)}
@@ -103,8 +108,8 @@ MODULES = {_module_name(p): p for p in SRC.rglob("*.py")}
 def test_every_view_of_every_kind_resolves(command):
     kind = KINDS[command]
     assert kind.section or kind.render, f"{command} has neither a report section nor a terminal renderer"
-    for view in ("job", "render", "section", "metrics"):
-        if getattr(kind, view):
+    for view in ("job", "render", "section", "metrics", "plots"):
+        if kind.ref(view):
             assert callable(kind.view(view)), (command, view)
     if kind.cli:  # relative to the command-line package, which alone resolves it
         assert callable(resolve(command_ref(kind.cli))), (command, "cli")
@@ -211,13 +216,137 @@ def test_module_import_graph_has_no_cycles():
 def test_the_layout_checks_see_what_they_claim():
     """The parsing above on known cases: deferred and importlib references count for the command-line check,
     TYPE_CHECKING and function-level imports do not count for the cycle check."""
-    kinds = _imports(MODULES["hpcvar.kinds"], False)
-    assert "hpcvar.bench.jobs" in kinds and "hpcvar.report.terminal" in kinds  # strings of the table, f-strings too
-    assert not any(m.startswith("hpcvar.cli") for m in kinds)
-    assert "hpcvar.testbed.launcher" in _imports(MODULES["hpcvar.launch"], False)
+    launch = _imports(MODULES["hpcvar.launch"], False)
+    assert "hpcvar.testbed.launcher" in launch  # an importlib string of the launchers' registry
+    assert not any(m.startswith("hpcvar.cli") for m in _imports(MODULES["hpcvar.results.kinds"], False))
     store = _import_time_graph()["hpcvar.results.store"]
     assert "hpcvar.results.schema" in store and "hpcvar.results" not in store  # its own package is not an edge
-    jobs = _import_time_graph()["hpcvar.bench.jobs"]
-    assert "hpcvar.models.scheme" not in jobs  # under TYPE_CHECKING
-    assert "hpcvar.bench.latency" not in jobs  # inside a function
+    assert "hpcvar.results.params" not in _import_time_graph()["hpcvar.results.context"]  # under TYPE_CHECKING
+    assert "hpcvar.kinds.latency.job" not in _import_time_graph()["hpcvar.cli.bench_latency"]  # inside a function
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c", "a"]]
+    assert _folder("hpcvar.kinds.sim_app.job") == "kinds" and _folder("hpcvar.characterize") == "characterize"
+    assert _kind_of("hpcvar.kinds.sim_app.views") == "sim_app" and _kind_of("hpcvar.sim.replay") is None
+    assert ("report", "bench") in _folder_edges({"hpcvar.report.x": {"hpcvar.bench.runner"}})
+
+
+# ---- a kind is one folder with one contract (issue #25) -----------------------------------------------------------
+
+def _kind_of(module: str) -> str | None:
+    """'hpcvar.kinds.latency.views' -> 'latency'."""
+    parts = module.split(".")
+    return parts[2] if len(parts) > 2 and parts[:2] == ["hpcvar", "kinds"] else None
+
+
+def test_every_kind_is_a_folder_with_a_job_and_views():
+    for command, kind in KINDS.items():
+        folder = SRC / "kinds" / kind.folder
+        assert (folder / "job.py").is_file() and (folder / "views.py").is_file(), command
+        for view in ("job", "render", "section", "metrics", "plots"):
+            ref = kind.ref(view)
+            if ref:
+                assert ref.startswith(f"hpcvar.kinds.{kind.folder}.{'job' if view == 'job' else 'views'}:"), ref
+
+
+def test_only_the_command_line_characterize_and_the_table_reach_a_kind():
+    """Import statements anywhere and importlib strings; a kind's own modules import each other (views import
+    their job), and no kind imports another kind."""
+    allowed = ("hpcvar.cli", "hpcvar.characterize", "hpcvar.results.kinds", "hpcvar.__main__")
+    offenders = []
+    for name, path in MODULES.items():
+        reached = {m for m in _imports(path, False) if _kind_of(m)}
+        own = _kind_of(name)
+        if own:
+            reached = {m for m in reached if _kind_of(m) != own}
+        elif name == "hpcvar.kinds" or name.startswith(allowed):
+            continue
+        offenders += [f"{name} -> {m}" for m in sorted(reached)]
+    assert not offenders, offenders
+
+
+def test_report_imports_no_kind_and_no_engine():
+    """report/ is the view toolkit: the kinds' views import it, never the other way round."""
+    engines = {"bench", "sim", "noise", "traces", "models", "launch", "testbed", "kinds", "characterize"}
+    bad = [(name, m) for name, path in MODULES.items() if name.startswith("hpcvar.report")
+           for m in _imports(path, False) if _folder(m) in engines]
+    assert not bad, bad
+
+
+def test_no_job_imports_its_views():
+    bad = [(name, m) for name, path in MODULES.items() if name.startswith("hpcvar.kinds.") and name.endswith(".job")
+           for m in _imports(path, False) if m.startswith(name.rpartition(".")[0] + ".views")]
+    assert not bad, bad
+
+
+@pytest.mark.parametrize("command", sorted(KINDS))
+def test_every_job_takes_its_params_and_a_context_and_returns_the_run(command):
+    import inspect
+    import typing
+
+    fn = KINDS[command].view("job")
+    hints = typing.get_type_hints(fn)
+    first, second = list(inspect.signature(fn).parameters)[:2]
+    assert isinstance(hints[first], type) and issubclass(hints[first], Params) and hints[first] is not Params, \
+        (command, hints[first])
+    assert isinstance(hints[second], type) and issubclass(hints[second], JobContext), (command, hints[second])
+    assert hints["return"] is Run, (command, hints["return"])
+    assert len(inspect.signature(fn).parameters) == 2, f"{command}: a job takes (params, ctx) only"
+
+
+# Folders by level: an import (anywhere in a module, deferred ones included) goes to a folder of the same or a
+# lower level, never up. The engines (level 2) are ordered among themselves the same way, so that none reaches
+# back into one built on it: noise lies under sim (jitter traces are what sim replays), report is the toolkit the
+# views use, beside the engines and above none of them. importlib strings are not imports here (the table of
+# kinds and the launchers' registry resolve theirs when used).
+LEVELS = {"errors": 0, "units": 0, "_memory": 0, "stats": 0, "results": 1, "metadata": 1, "_native": 1,
+          "compare": 2, "launch": 2, "testbed": 2, "traces": 2, "models": 2, "noise": 2, "sim": 2, "bench": 2,
+          "report": 2, "kinds": 3, "characterize": 4, "cli": 5, "__main__": 6}
+ENGINES = ["compare", "launch", "testbed", "traces", "models", "noise", "sim", "bench"]  # each only imports earlier
+
+
+def _folder(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 and parts[0] == "hpcvar" else None
+
+
+def _folder_edges(imports: dict[str, set[str]]) -> set[tuple[str, str]]:
+    out = set()
+    for name, ms in imports.items():
+        for m in ms:
+            a, b = _folder(name), _folder(m)
+            if a and b and a != b and b in LEVELS:
+                out.add((a, b))
+    return out
+
+
+def _up(a: str, b: str) -> bool:
+    if LEVELS[b] != LEVELS[a]:
+        return LEVELS[b] > LEVELS[a]
+    if "report" in (a, b):
+        return a != "report" or b != "compare"  # engines never import the toolkit; it uses compare only
+    return a in ENGINES and b in ENGINES and ENGINES.index(b) > ENGINES.index(a)
+
+
+def test_folder_level_imports_run_down_only():
+    imports = {name: {m for m in _imports(path, True) | _deferred(path)} for name, path in MODULES.items()}
+    up = sorted((a, b) for a, b in _folder_edges(imports) if a in LEVELS and _up(a, b))
+    assert not up, f"imports that run back up: {up}"
+    for gone in (("noise", "sim"), ("report", "bench"), ("report", "noise")):
+        assert gone not in _folder_edges(imports), gone
+
+
+def _deferred(path: Path) -> set[str]:
+    """Every import statement of a module (function bodies and TYPE_CHECKING blocks included), no string."""
+    tree = ast.parse(path.read_text())
+    package = _module_name(path) if path.name == "__init__.py" else _module_name(path).rpartition(".")[0]
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out.update(a.name for a in node.names if a.name.startswith("hpcvar"))
+        elif isinstance(node, ast.ImportFrom):
+            module = node.module or ""
+            if node.level:
+                base = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+                module = ".".join(base + ([module] if module else []))
+            if module.startswith("hpcvar"):
+                out.add(module)
+    return out

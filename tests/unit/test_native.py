@@ -51,7 +51,7 @@ def test_op_codes_of_tracer_and_replay_are_the_python_ops():
     import re
     from pathlib import Path
 
-    from hpcvar.traces.native import OPS
+    from hpcvar.traces.parquet import OPS
 
     text = (Path(__file__).parents[2] / "native" / "common" / "hv_ops.h").read_text()
     names = re.findall(r"^\s+OP_([A-Z_]+)", text, re.M)

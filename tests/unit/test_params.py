@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from hpcvar.bench import ace, jobs
-from hpcvar.bench.bsp import Baseline, BspParams
-from hpcvar.bench.fanin import FaninParams
-from hpcvar.bench.latency import Latency, LatencyParams
-from hpcvar.bench.queues import PostedParams, UnexpectedParams
 from hpcvar.bench.runner import BenchContext, Params, run_benchmark
-from hpcvar.bench.sharing import SharingParams
 from hpcvar.errors import ResultsError, UsageError
-from hpcvar.kinds import KINDS
+from hpcvar.kinds.ace import job as ace
+from hpcvar.kinds.bsp.job import Baseline, BspParams
+from hpcvar.kinds.fanin.job import FaninParams
+from hpcvar.kinds.latency.job import Latency, LatencyParams
+from hpcvar.kinds.queues.job import PostedParams, UnexpectedParams
+from hpcvar.kinds.sharing.job import SharingParams
 from hpcvar.launch import get_launcher
 from hpcvar.models.scheme import load_scheme
 from hpcvar.results import Run
+from hpcvar.results.kinds import KINDS
 
 # What the command lines of the dict era stored in run.json, key for key (cli/bench_*.py before the change)
 OLD_DICTS: list[tuple[type[Params], dict]] = [
@@ -115,7 +115,9 @@ def test_nested_values_are_checked_too():
 
 def test_every_bench_kind_has_a_job():
     assert all(k.job for c, k in KINDS.items() if c.startswith("bench "))
-    assert KINDS["bench bsp"].view("job") is jobs.bsp
+    from hpcvar.kinds.bsp import job
+
+    assert KINDS["bench bsp"].view("job") is job.job
 
 
 # ---- resume of a run stored by the dict-era code -------------------------------------------------------------

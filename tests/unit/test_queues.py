@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from hpcvar.bench.queues import (
+from hpcvar.kinds.queues.job import (
     MAX_POSTED_LENGTH,
     MAX_UNEXPECTED_LENGTH,
     PostedParams,

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hpcvar.bench.ace import Ace, AceParams
-from hpcvar.bench.fanin import Fanin, FaninParams
+from hpcvar.kinds.ace.job import Ace, AceParams
+from hpcvar.kinds.fanin.job import Fanin, FaninParams
 from hpcvar.results import read_raw
 
 DATA = Path(__file__).resolve().parent.parent / "data"

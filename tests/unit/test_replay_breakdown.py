@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from hpcvar.sim import breakdown, replay_native
-from hpcvar.sim.app import Cluster, Simulator, mapping, measured
-from hpcvar.traces.native import Trace, make_events, write_parquet
+from hpcvar.sim.replay import Cluster, Simulator, mapping, measured
+from hpcvar.traces.parquet import Trace, make_events, write_parquet
 from tests.conftest import run_cli
 
 MS = 1_000_000

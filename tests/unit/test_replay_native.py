@@ -9,10 +9,10 @@ import pytest
 from hpcvar.errors import InputFileError, UsageError
 from hpcvar.models.sharing import ModelLimitError
 from hpcvar.sim import replay_native
-from hpcvar.sim.app import Cluster, Simulator, lower, mapping, measured
 from hpcvar.sim.jitter_ref import RefTrace, offsets
+from hpcvar.sim.replay import Cluster, Simulator, lower, mapping, measured
 from hpcvar.sim.replay_jitter import ReplayJitter
-from hpcvar.traces.native import Trace, make_events
+from hpcvar.traces.parquet import Trace, make_events
 
 pytestmark = pytest.mark.skipif(not replay_native.available(),
                                 reason="libhv_replay.so is not built (set HPCVAR_NATIVE_DIR to a CMake build's bin/)")

@@ -7,9 +7,9 @@ import itertools
 import pytest
 
 from hpcvar.errors import InputFileError, UsageError
-from hpcvar.sim.app import Cluster, Simulator, e_abs, load_cluster, load_mapping, lower, mapping, measured
+from hpcvar.sim.replay import Cluster, Simulator, e_abs, load_cluster, load_mapping, lower, mapping, measured
 from hpcvar.traces import collectives
-from hpcvar.traces.native import Trace, make_events
+from hpcvar.traces.parquet import Trace, make_events
 
 MS = 1_000_000  # ns
 
@@ -229,7 +229,7 @@ def test_jitter_stretches_compute_with_jitsim_semantics(tmp_path):
 
 
 def test_measured_mpi_time_is_a_union_of_the_call_intervals():
-    from hpcvar.sim.app import mpi_time_s
+    from hpcvar.sim.replay import mpi_time_s
 
     # a Waitall of 3 requests is 3 wait rows with the call's times; a Sendrecv is 2 rows: count each call once
     rows = [dict(task=0, op="init", t_start_ns=0, t_end_ns=0),

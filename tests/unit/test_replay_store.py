@@ -8,8 +8,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from hpcvar.sim.app import Cluster, Simulator
-from hpcvar.traces.native import Trace, make_events, write_parquet
+from hpcvar.sim.replay import Cluster, Simulator
+from hpcvar.traces.parquet import Trace, make_events, write_parquet
 from tests.conftest import run_cli
 
 FANOUT = []

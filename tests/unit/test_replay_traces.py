@@ -9,7 +9,7 @@ import pytest
 
 from hpcvar.errors import InputFileError
 from hpcvar.traces.chrome import chrome_events
-from hpcvar.traces.native import OPS, RAW_RECORD, Trace, make_events, merge_raw, read_parquet, write_parquet
+from hpcvar.traces.parquet import OPS, RAW_RECORD, Trace, make_events, merge_raw, read_parquet, write_parquet
 from hpcvar.traces.tit import read_tit
 from tests.conftest import run_cli
 

@@ -125,7 +125,7 @@ def test_a_legend_over_the_data_is_moved_off_it(tmp_path):
 def test_demo_defaults_do_not_warn_about_themselves(runs_dir):
     from types import SimpleNamespace
 
-    from hpcvar.bench.fanin import Fanin
+    from hpcvar.kinds.fanin.job import Fanin
 
     # fan-in's ranks sleep between MPI tests when they outnumber the cores (--wait auto): no stall to warn about
     assert Fanin().busy_polls(SimpleNamespace(wait="sleep:50")) is False
@@ -135,8 +135,8 @@ def test_demo_defaults_do_not_warn_about_themselves(runs_dir):
 @pytest.mark.parametrize("stem", ["noise_cpu0", "noise_spectrum_cpu1", "fanin-bandwidth",
                                   "fanin-runs-single-deep-any"])
 def test_captions_say_what_a_figure_shows(stem):
-    from hpcvar.noise.render import noise_caption
-    from hpcvar.report.fanin import fanin_caption
+    from hpcvar.kinds.fanin.views import fanin_caption
+    from hpcvar.kinds.noise_record.views import noise_caption
 
     caption = noise_caption(stem) if stem.startswith("noise") else fanin_caption(stem)
     assert caption != stem and len(caption) > 40 and "_" not in caption

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -307,7 +308,12 @@ def test_cli_wrap_warning(runs_dir, tmp_path):
     r = run_cli(["sim", "jitter", "--trace", str(t), "--freq", "1GHz", "--work", "500", "--tasks", "4",
                  "--phases", "2", "--no-plots", "--json"], check=True)
     res = json.loads(r.stdout)
-    assert any("wrap" in w for w in res["warnings"]) and any("covers" in w for w in res["warnings"])
+    # the warnings live in the run (run.json), and go to stderr beside machine-readable output, once each
+    stored = json.loads((Path(res["run"]) / "run.json").read_text())["warnings"]
+    assert any("wrap" in w for w in stored) and any("covers" in w for w in stored)
+    assert [ln.removeprefix("warning: ") for ln in r.stderr.splitlines() if ln.startswith("warning: ")] == stored
+    shown = run_cli(["runs", "show", res["run"]], check=True).stdout
+    assert all(shown.count(w) == 1 for w in stored)
 
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8, 9, 16, 17, 33, 1000, 9 * 65537 + 3])

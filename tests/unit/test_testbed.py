@@ -258,7 +258,7 @@ def test_cli_without_root_says_so(monkeypatch, tmp_path):
 
 
 def test_slurm_conf_of_the_testbed(tmp_path):
-    from hpcvar.testbed import slurm as sl
+    from hpcvar.testbed import slurm_daemons as sl
     from hpcvar.testbed.plan import make_plan
 
     plan = make_plan(3, 2e8, prefix="ab-")
@@ -279,7 +279,7 @@ def test_slurm_missing_tools_name_the_packages(monkeypatch):
     import shutil as sh
 
     from hpcvar.errors import MissingToolError
-    from hpcvar.testbed import slurm as sl
+    from hpcvar.testbed import slurm_daemons as sl
 
     monkeypatch.setattr(sh, "which", lambda name: None if name == "slurmd" else f"/usr/bin/{name}")
     with pytest.raises(MissingToolError) as e:

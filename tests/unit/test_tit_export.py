@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hpcvar.errors import InputFileError, UsageError
-from hpcvar.sim import app as simapp
+from hpcvar.sim import replay as simapp
 from hpcvar.sim import replay_native
-from hpcvar.traces.native import Trace, make_events, write_parquet
+from hpcvar.traces.parquet import Trace, make_events, write_parquet
 from hpcvar.traces.tit import read_tit
 from hpcvar.traces.tit_export import COLL_TAG_BASE, write_tit
 from tests.conftest import run_cli

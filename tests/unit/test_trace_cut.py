@@ -7,9 +7,9 @@ import json
 import pytest
 
 from hpcvar.errors import InputFileError, UsageError
-from hpcvar.sim.app import Cluster, Simulator
+from hpcvar.sim.replay import Cluster, Simulator
 from hpcvar.traces.cut import cut
-from hpcvar.traces.native import Trace, make_events, write_parquet
+from hpcvar.traces.parquet import Trace, make_events, write_parquet
 from tests.conftest import run_cli
 
 US = 1000

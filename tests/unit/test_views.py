@@ -7,8 +7,8 @@ from pathlib import Path
 
 from rich.console import Console
 
-from hpcvar import kinds
 from hpcvar.report.terminal import render_run
+from hpcvar.results import kinds
 from hpcvar.results.store import Run
 from tests.conftest import run_cli
 

@@ -12,103 +12,35 @@ measured, so ``--resume RUN`` re-launches only what is missing.
 
 from __future__ import annotations
 
-import dataclasses
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import pandas as pd
 
 from hpcvar import metadata
 from hpcvar._native import find_program
-from hpcvar.errors import LaunchError, LaunchTimeout, ResultsError, UsageError
+from hpcvar.errors import LaunchError, LaunchTimeout, UsageError
 from hpcvar.launch import Launcher, LaunchSpec, oversubscription_warning
 from hpcvar.results import RawFile, RawPoint, Run, read_raw, resolve_run, run_lifecycle
+from hpcvar.results.context import JobContext
+from hpcvar.results.params import Params
 from hpcvar.units import format_time_ns
-
-if TYPE_CHECKING:
-    from rich.console import Console
 
 
 @dataclass
-class BenchContext:
-    """How to run: launcher, ranks, where to store, limits. Built by the CLI."""
+class BenchContext(JobContext):
+    """A JobContext plus how to launch: launcher, ranks, limits. Built by the CLI."""
 
     launcher: Launcher
     np: int = 2
-    runs_dir: str | None = None
     timeout_s: float | None = None
     resume: str | None = None
     launcher_args: list[str] = field(default_factory=list)
     ranks_per_node: int | None = None
     timer: str | None = None
-    progress: bool = True
-    console: Console | None = None  # rich Console on stderr for progress and warnings
-    argv: list[str] | None = None
-
-
-PT = TypeVar("PT", bound="Params")
-
-
-@dataclass(frozen=True)
-class Params:
-    """Base of every benchmark's parameters (``LatencyParams``, ``FaninParams``, ...).
-
-    A subclass is a frozen dataclass in its benchmark's module whose fields are exactly the keys stored in
-    ``run.json``'s ``params``, in the order stored, units in the names (``time_per_size_s``). Lists given
-    to the constructor become tuples (the object is immutable); ``to_json`` turns them back into lists.
-    Subclasses with nested values (dataclasses, a scheme) override ``_decode`` to rebuild them from JSON.
-    """
-
-    def __post_init__(self) -> None:
-        for f in dataclasses.fields(self):
-            v = getattr(self, f.name)
-            if isinstance(v, list):
-                object.__setattr__(self, f.name, tuple(v))
-
-    def to_json(self) -> dict:
-        """The JSON object kept in run.json (the same keys, order and values as the parameter dicts of
-        earlier versions)."""
-        return {f.name: _jsonable(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_json(cls: type[PT], doc: Any, where: str = "run.json") -> PT:
-        """The parameters stored in a run.json (``where`` names the file in errors)."""
-        names = [f.name for f in dataclasses.fields(cls)]
-        if not isinstance(doc, dict):
-            raise ResultsError(f"the stored parameters are not a JSON object but {type(doc).__name__}", where,
-                               "Start a new run instead of resuming this one")
-        unknown = [k for k in doc if k not in names]
-        if unknown:
-            raise ResultsError(f"the stored parameters have the unknown key '{unknown[0]}' (the keys of "
-                               f"{cls.__name__} are {', '.join(names)})", where,
-                               "The run was made by another hpcvar version or edited; start a new run")
-        missing = [k for k in names if k not in doc]
-        if missing:
-            raise ResultsError(f"the stored parameters lack the key '{missing[0]}' of {cls.__name__}", where,
-                               "The run was made by another hpcvar version or edited; start a new run")
-        return cls(**cls._decode(dict(doc), where))
-
-    @classmethod
-    def _decode(cls, doc: dict, where: str) -> dict:
-        """Constructor arguments from the stored JSON values (every key present, no unknown key)."""
-        return doc
-
-
-def _jsonable(v: Any) -> Any:
-    """A parameter value as JSON: dataclasses as objects (field order), tuples as lists; numbers, strings,
-    None and dicts as they are."""
-    if hasattr(v, "to_json"):
-        return v.to_json()
-    if dataclasses.is_dataclass(v) and not isinstance(v, type):
-        return {f.name: _jsonable(getattr(v, f.name)) for f in dataclasses.fields(v)}
-    if isinstance(v, (list, tuple)):
-        return [_jsonable(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _jsonable(x) for k, x in v.items()}
-    return v
 
 
 P = TypeVar("P", bound=Params)
@@ -268,7 +200,6 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
         warn = oversubscription_warning(ctx.np, ctx.launcher) if bench.busy_polls(params) else None
         if warn:
             run.warn(warn)
-            _say(ctx, f"[yellow]warning:[/] {warn}")
 
         done = _complete_keys(bench, load_raws(run))
         pending = [p for p in points if bench.point_key(p) not in done]
@@ -298,7 +229,6 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
         for warn in [*bench.warnings(tables, params), metadata.steal_warning(result["steal_pct"])]:
             if warn:
                 run.warn(warn)
-                _say(ctx, f"[yellow]warning:[/] {warn}")
         run.info["result"] = result
         if after is not None:
             after(run, result)
@@ -352,9 +282,3 @@ def _launch(bench: Benchmark[P], params: P, ctx: BenchContext, run: Run, exe: Pa
         res = ctx.launcher.run(spec, run.raw_dir(), raw_path.stem, poll=_Progress(bar, task, raw_path))
     run.info["launches"][-1]["elapsed_s"] = round(res.elapsed_s, 3)
     run.save()
-
-
-def _say(ctx: BenchContext, text: str) -> None:
-    if ctx.console is not None:
-        ctx.console.print(text)
-

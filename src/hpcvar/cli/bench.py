@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from hpcvar.cli.lazy import LazyGroup
-from hpcvar.kinds import bench_commands
+from hpcvar.results.kinds import bench_commands
 
 
 def command_ref(kind_cli: str) -> str:

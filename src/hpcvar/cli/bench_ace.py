@@ -9,10 +9,10 @@ import click
 
 from hpcvar.cli.common import FLOAT_LIST, SIZE_LIST, bench_context, emit, emit_run, launch_options, output_options
 from hpcvar.errors import UsageError
-from hpcvar.report.sec_ace import render_ace_result
+from hpcvar.kinds.ace.views import render_ace_result
 
 if TYPE_CHECKING:
-    from hpcvar.bench.ace import AceParams
+    from hpcvar.kinds.ace.job import AceParams
 
 
 @click.command("ace")
@@ -49,7 +49,7 @@ def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predi
     predicted run time c (T_comp + T_comm) (eq. 4) are compared with the measured run time. Every
     cycle's compute, communication and barrier times are stored; each sweep point is one launch.
     """
-    from hpcvar.bench import ace  # lazily: pandas and scipy stay out of CLI start-up
+    from hpcvar.kinds.ace import job as ace  # lazily: pandas and scipy stay out of CLI start-up
 
     specs = [ace.parse_ea(t) for t in ea_texts]
     if config:
@@ -67,15 +67,12 @@ def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predi
     if predict_only:
         emit(predict(params), as_json, render_ace_result)
         return
-    from hpcvar.bench import jobs
-
-    run, result = jobs.ace(params, bench_context(kw))
-    emit_run(run, result, as_json)
+    emit_run(ace.job(params, bench_context(kw)), as_json)
 
 
 def predict(params: AceParams) -> dict:
     """Predictions for every EA at every sweep point, from the given alpha and beta."""
-    from hpcvar.bench import ace
+    from hpcvar.kinds.ace import job as ace
 
     out = []
     for point in ace.sweep_points(params):

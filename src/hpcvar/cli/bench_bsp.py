@@ -40,8 +40,7 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
     --baseline, the slowdown against a run without injected noise. Every
     rank's compute end and barrier exit of every phase is stored.
     """
-    from hpcvar.bench import jobs
-    from hpcvar.bench.bsp import BspParams, load_baseline
+    from hpcvar.kinds.bsp.job import BspParams, job, load_baseline
 
     ctx = bench_context(kw)
     base = load_baseline(baseline, ctx.runs_dir) if baseline else None
@@ -49,5 +48,4 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
         work_iters = base.work_iters
     params = BspParams(quantum_s=quantum, phases=phases, warmup=warmup, repeat=repeat, barrier=barrier, arity=arity,
                        work_iters=work_iters, pin=pin, rt_prio=rt_prio, baseline=base)
-    run, result = jobs.bsp(params, ctx)
-    emit_run(run, result, as_json)
+    emit_run(job(params, ctx), as_json)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import click
 
-from hpcvar.bench.fanin import MATCHES, QUEUES, FaninParams, parse_choice_list, parse_depth_list, parse_wait
 from hpcvar.cli.common import (
     DURATION,
     FLOAT_LIST,
@@ -15,6 +14,7 @@ from hpcvar.cli.common import (
     launch_options,
     output_options,
 )
+from hpcvar.kinds.fanin.job import MATCHES, QUEUES, FaninParams, parse_choice_list, parse_depth_list, parse_wait
 
 
 @click.command("fanin")
@@ -75,7 +75,6 @@ def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messag
         messages=messages, queues=tuple(parse_choice_list(queues, QUEUES, "--queues")),
         depth=tuple(parse_depth_list(depth)), match=tuple(parse_choice_list(match_, MATCHES, "--match")),
         bin_s=bin_, repeat=repeat, placement=placement, seed=seed, max_samples=max_samples, wait=parse_wait(wait))
-    from hpcvar.bench import jobs
+    from hpcvar.kinds.fanin.job import job
 
-    run, result = jobs.fanin(params, bench_context(kw), by_ratio=chatter is None)
-    emit_run(run, result, as_json)
+    emit_run(job(params, bench_context(kw)), as_json)

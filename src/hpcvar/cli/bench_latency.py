@@ -28,11 +28,8 @@ def cli(sizes, iters, min_iters, warmup, time_per_size, as_json, **kw):
     p99, p99.9, and bandwidth = size / one-way median in bytes/s. Every round
     trip is stored.
     """
-    from hpcvar.bench import jobs
-    from hpcvar.bench.latency import LatencyParams
+    from hpcvar.kinds.latency.job import LatencyParams, job
 
-    ctx = bench_context(kw)
     params = LatencyParams(sizes=tuple(sizes), iters=iters, min_iters=min_iters, warmup=warmup,
                            time_per_size_s=time_per_size)
-    run, result = jobs.latency(params, ctx)
-    emit_run(run, result, as_json)
+    emit_run(job(params, bench_context(kw)), as_json)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import click
 
 from hpcvar import units
-from hpcvar.bench.queues import FIT_STATS, MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH
 from hpcvar.cli.common import DURATION, SIZE_LIST, _UnitType, bench_context, emit_run, launch_options, output_options
 from hpcvar.errors import UsageError
+from hpcvar.kinds.queues.job import FIT_STATS, MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH
 
 
 def _signed_int(text: str, flag: str) -> int:
@@ -82,15 +82,12 @@ def posted(lengths, traversed, sizes, any_source, iters, min_iters, warmup, time
     ping-pong; clear the extra receives with zero-byte messages.
     """
     ctx = bench_context(kw)
-    from hpcvar.bench import jobs
-    from hpcvar.bench.queues import PostedParams
+    from hpcvar.kinds.queues import job
 
-    params = PostedParams(lengths=tuple(lengths), traversed=tuple(traversed), sizes=tuple(sizes),
-                          any_source=any_source, iters=iters, min_iters=min_iters, warmup=warmup,
-                          time_per_point_s=time_per_point, pin=pin, fit_stat=fit_stat)
-
-    run, result = jobs.queues_posted(params, ctx)
-    emit_run(run, result, as_json)
+    params = job.PostedParams(lengths=tuple(lengths), traversed=tuple(traversed), sizes=tuple(sizes),
+                              any_source=any_source, iters=iters, min_iters=min_iters, warmup=warmup,
+                              time_per_point_s=time_per_point, pin=pin, fit_stat=fit_stat)
+    emit_run(job.posted(params, ctx), as_json)
 
 
 @cli.command("unexpected")
@@ -112,11 +109,8 @@ def unexpected(lengths, sizes, iters, min_iters, warmup, time_per_point, pin, fi
     then the unexpected messages are received.
     """
     ctx = bench_context(kw)
-    from hpcvar.bench import jobs
-    from hpcvar.bench.queues import UnexpectedParams
+    from hpcvar.kinds.queues import job
 
-    params = UnexpectedParams(lengths=tuple(lengths), sizes=tuple(sizes), iters=iters, min_iters=min_iters,
-                              warmup=warmup, time_per_point_s=time_per_point, pin=pin, fit_stat=fit_stat)
-
-    run, result = jobs.queues_unexpected(params, ctx)
-    emit_run(run, result, as_json)
+    params = job.UnexpectedParams(lengths=tuple(lengths), sizes=tuple(sizes), iters=iters, min_iters=min_iters,
+                                  warmup=warmup, time_per_point_s=time_per_point, pin=pin, fit_stat=fit_stat)
+    emit_run(job.unexpected(params, ctx), as_json)

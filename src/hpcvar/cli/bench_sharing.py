@@ -28,10 +28,7 @@ def cli(scheme, size, reps, warmup, as_json, **kw):
     One rank per communication end: --np defaults to that count locally; on the testbed each
     scheme node is a host (--np and --ranks-per-node default to fit the busiest node).
     """
-    from hpcvar.bench import jobs
-    from hpcvar.bench.sharing import SharingParams
+    from hpcvar.kinds.sharing.job import SharingParams, job
 
     sch = load_scheme(scheme)
-    ctx = bench_context(kw)
-    run, result = jobs.sharing(SharingParams(scheme=sch, size=size, reps=reps, warmup=warmup), ctx)
-    emit_run(run, result, as_json)
+    emit_run(job(SharingParams(scheme=sch, size=size, reps=reps, warmup=warmup), bench_context(kw)), as_json)

@@ -57,6 +57,7 @@ def _positive_time(text: str, flag: str) -> float:
 
 
 POSITIVE_DURATION = _UnitType(_positive_time, "duration")  # a timeout, a period, a recording: 0 means nothing
+FREQ = _UnitType(units.parse_freq, "frequency")
 RATE = _UnitType(units.parse_rate, "rate")
 
 
@@ -243,7 +244,7 @@ def result_tables(result: Any, name: str = "result") -> list[tuple[str, Any]]:
 def run_tables(run) -> list[tuple[str, Any]]:
     """A stored run's summary tables (its kind's ``summary`` in hpcvar.kinds, read from the run), else the
     tables of its result."""
-    from hpcvar.kinds import kind_of
+    from hpcvar.results.kinds import kind_of
 
     kind = kind_of(run.info.get("command"))
     names = [n for n in (kind.summary if kind else ()) if run.has_table(n)]
@@ -361,25 +362,30 @@ def emit(result: Any, as_json: bool, render) -> None:
         render(stdout_console(), result)
 
 
-def emit_run(run, result: dict, as_json: bool) -> None:
-    """A command's output once its run is stored: ``result`` as JSON, or the run read back from its directory
-    through its kind's renderer (``hpcvar.report.terminal.render_run``), the view ``hpcvar runs show`` ends with."""
-    fmt = "json" if as_json else current_format()
-    if fmt == "json":
-        print_json(result)
-        return
-    from hpcvar.report.terminal import render_run
+def emit_run(run, as_json: bool) -> None:
+    """A command's output once its run is stored, read back from its directory: its result
+    (``run.info["result"]``) as JSON, its summary tables (csv, md), or its view through
+    ``hpcvar.report.terminal.render_run``, the view ``hpcvar runs show`` ends with. The run's warnings are
+    printed once: in the view, or on stderr beside machine-readable output."""
+    from hpcvar.report.terminal import render_run, run_warnings
     from hpcvar.results.store import Run
 
+    fmt = "json" if as_json else current_format()
     stored = Run.open(run.path)
-    if fmt in ("csv", "md"):
-        emit_tables(run_tables(stored))
-    else:
+    if fmt == "table":
         render_run(stdout_console(), stored)
+        return
+    if fmt == "json":
+        print_json(stored.info.get("result"))
+    else:
+        emit_tables(run_tables(stored))
+    err = stderr_console()
+    for w in run_warnings(stored):
+        err.print(f"warning: {w}", markup=False, highlight=False)
 
 
 __all__ = [
-    "DURATION", "POSITIVE_DURATION", "FLOAT_LIST", "INT_LIST", "OUT_PATH", "RATE", "SIZE", "SIZE_LIST",
+    "DURATION", "POSITIVE_DURATION", "FLOAT_LIST", "FREQ", "INT_LIST", "OUT_PATH", "RATE", "SIZE", "SIZE_LIST",
     "bench_context", "emit",
     "emit_run", "emit_tables", "format_options", "launch_options", "option", "output_options", "print_json",
     "result_tables", "run_tables", "runs_dir_option", "stderr_console", "stdout_console", "tables_text",

@@ -37,6 +37,13 @@ def cli(baseline, current, alpha, threshold, min_effect, force, as_json, runs_di
     return 3 if res["degraded"] else 0
 
 
+def _quantity(v: float, unit: str):
+    """A median as a typed cell where its unit is one (ns, B/s), else as the number."""
+    from hpcvar.report.terminal import ns, rate
+
+    return ns(v) if unit == "ns" else rate(v) if unit == "B/s" else f"{v:.4g}{' ' + unit if unit else ''}"
+
+
 def _render(c, res: dict, cur_id: str, base_id: str) -> None:
     from rich.table import Table
 
@@ -47,7 +54,7 @@ def _render(c, res: dict, cur_id: str, base_id: str) -> None:
         t.add_column(col, justify="left" if col in ("metric", "verdict") else "right")
     colors = {"degraded": "red", "improved": "green", "unchanged": "default"}
     for r in res["metrics"]:
-        t.add_row(r["metric"], f"{r['baseline_median']:.4g} {r['unit']}", f"{r['current_median']:.4g} {r['unit']}",
+        t.add_row(r["metric"], _quantity(r["baseline_median"], r["unit"]), _quantity(r["current_median"], r["unit"]),
                   f"{r['change_pct']:+.1f}%", f"{r['cliffs_delta']:+.2f}", f"{r['p_holm']:.2g}",
                   f"[{colors[r['verdict']]}]{r['verdict']}[/]")
     c.print(t)

@@ -89,9 +89,9 @@ def penalties_cmd(scheme, model, beta, gamma_in, gamma_out, params_file, method,
     are those of Vienne, Martinasso, Vincent, Mehaut, Predictive models for bandwidth sharing in high
     performance clusters; maxmin is max-min fair sharing.
     """
+    from hpcvar.kinds.sharing.views import render_penalties
     from hpcvar.models.scheme import load_scheme
     from hpcvar.models.sharing import explain
-    from hpcvar.report.sharing_render import render_penalties
 
     sch = load_scheme(scheme)
     params = _model_params(model, beta, gamma_in, gamma_out, params_file, method, max_states, samples, seed)
@@ -192,10 +192,9 @@ def evaluate_cmd(runs, models, params_file, plots, as_json, runs_dir):
     (Vienne et al., Predictive models for bandwidth sharing in high performance clusters, section VI-B), as in
     its Figure 7, every model side by side.
     """
+    from hpcvar.kinds.sharing.views import plot_evaluation, render_evaluation
     from hpcvar.models.evaluate import evaluate_run
     from hpcvar.models.sharing import load_params
-    from hpcvar.report.sec_sharing import plot_evaluation
-    from hpcvar.report.sharing_render import render_evaluation
 
     models = list(models) or ["gige", "myrinet", "maxmin"]
     gparams = None

@@ -24,17 +24,10 @@ FORMAT_CHOICE = click.Choice(["jtr", "text", "loggopsim", "csv"])
 
 
 def _freq(text: str | None, flag: str = "--freq") -> float | None:
-    """'2.4GHz', '2400MHz', '1e9' -> Hz."""
-    import re
+    """'2.4GHz', '2400MHz', '1e9' -> Hz (hpcvar.units.parse_freq)."""
+    from hpcvar.units import parse_freq
 
-    from hpcvar.errors import UsageError
-
-    if text is None:
-        return None
-    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:[eE][-+]?\d+)?)\s*(hz|khz|mhz|ghz)?\s*", text.lower())
-    if not m or float(m.group(1)) <= 0:
-        raise UsageError(f"'{text}' is not a frequency", flag, "Give e.g. 2.4GHz, 2400MHz or 2.4e9")
-    return float(m.group(1)) * {None: 1, "hz": 1, "khz": 1e3, "mhz": 1e6, "ghz": 1e9}[m.group(2)]
+    return None if text is None else parse_freq(text, flag)
 
 
 @click.group("noise")
@@ -95,47 +88,59 @@ def record(cpus, duration, threshold, max_rate, rt_prio, attribute, method, inte
     import shutil
 
     from hpcvar.errors import UsageError
+    from hpcvar.kinds.noise_record.job import RecordParams, job
     from hpcvar.noise import collector
+
     if duration <= 0:
         raise UsageError("the duration must be positive", "--duration", "Give e.g. 10s")
-    thr_ns = threshold * 1e9 if threshold else 0.0
-    if launcher != "local":
-        if attribute:
-            raise UsageError("--attribute records one node", "--attribute", "Drop it, or use --launcher local")
-        _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, launcher, nodes, srun_mpi,
-                      template, launcher_args, timeout, min_detour, window, plots, as_json, runs_dir)
-        return
-    for flag, given in (("--np", nodes is not None), ("--srun-mpi", srun_mpi != "auto"), ("--template", template)):
-        if given:
-            raise UsageError(f"{flag} is for a multi-node --launcher", flag, "Add --launcher srun or testbed")
-    cpu_list = collector.parse_cpus(cpus)
-    method = "spin" if method == "auto" else method
-    mem = 16 * len(cpu_list) * (duration * max_rate + 4096)
-    if mem > 4 << 30:
-        raise UsageError(f"the event buffers would take {mem / 2**30:.1f} GiB", "--max-rate",
-                         "Lower --max-rate or --duration")
-    from hpcvar.noise import jobs
-
-    params = jobs.LocalParams(cpus=tuple(cpu_list), duration_s=duration, threshold_ns=thr_ns, max_rate=max_rate,
-                              rt_prio=rt_prio, attribute=attribute, method=method, interval_ns=interval * 1e9,
-                              plots=plots)
-    err = stderr_console()
-    run, result = jobs.record_local(params, runs_dir, ["hpcvar", *sys.argv[1:]], say=err.print)
+    local = launcher == "local"
+    if local:
+        for flag, given in (("--np", nodes is not None), ("--srun-mpi", srun_mpi != "auto"), ("--template", template)):
+            if given:
+                raise UsageError(f"{flag} is for a multi-node --launcher", flag, "Add --launcher srun or testbed")
+        cpu_list = collector.parse_cpus(cpus)
+        mem = 16 * len(cpu_list) * (duration * max_rate + 4096)
+        if mem > 4 << 30:
+            raise UsageError(f"the event buffers would take {mem / 2**30:.1f} GiB", "--max-rate",
+                             "Lower --max-rate or --duration")
+    elif attribute:
+        raise UsageError("--attribute records one node", "--attribute", "Drop it, or use --launcher local")
+    params = RecordParams(cpus=tuple(cpu_list) if local else _node_cpus(cpus), duration_s=duration,
+                          threshold_ns=threshold * 1e9 if threshold else 0.0, max_rate_per_s=max_rate, rt_prio=rt_prio,
+                          attribute=attribute, method="spin" if local and method == "auto" else method,
+                          interval_ns=interval * 1e9, min_detour_s=min_detour, window_s=window, nodes=nodes,
+                          plots=plots)
+    run = job(params, _record_context(launcher, srun_mpi, template, launcher_args, timeout, runs_dir))
     if out:
         with writing_out(out):
             shutil.copyfile(run.path / "trace.jtr", out)
-    emit_run(run, result, as_json)
+    emit_run(run, as_json)
 
 
-def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, launcher_name, nodes, srun_mpi,
-                  template, launcher_args, timeout, min_detour, window, plots, as_json, runs_dir) -> None:
-    """noise record on every node of a multi-node launcher."""
+def _node_cpus(text: str) -> tuple[int, ...] | None:
+    """--cpus on several nodes: all (None), or a comma list of CPUs, the same on every node."""
+    from hpcvar.errors import UsageError
+
+    if text.strip() == "all":
+        return None
+    if not all(x.strip().isdigit() for x in text.split(",")):
+        raise UsageError(f"'{text}' is not 'all' or a comma list of CPUs", "--cpus",
+                         "On several nodes give all or a list such as 0,1 (the same CPUs on every node)")
+    return tuple(sorted({int(x) for x in text.split(",")}))
+
+
+def _record_context(launcher_name, srun_mpi, template, launcher_args, timeout, runs_dir):
+    """A JobContext for this machine; a BenchContext with the launcher for several nodes."""
     import shlex
 
+    from hpcvar.bench.runner import BenchContext
     from hpcvar.errors import UsageError
     from hpcvar.launch import get_launcher
-    from hpcvar.noise import jobs
+    from hpcvar.results.context import JobContext
 
+    argv = ["hpcvar", *sys.argv[1:]]
+    if launcher_name == "local":
+        return JobContext(runs_dir=runs_dir, argv=argv, console=stderr_console())
     kw = {"mpi": srun_mpi} if launcher_name == "srun" else {}
     if launcher_name == "testbed":
         kw = {"map_by": "slot", "ranks_per_host": 1}
@@ -144,12 +149,8 @@ def _record_nodes(cpus, duration, thr_ns, max_rate, rt_prio, method, interval, l
         extra = shlex.split(launcher_args or "")
     except ValueError as e:
         raise UsageError(f"cannot split --launcher-args: {e}", "--launcher-args", "Check its quotes") from None
-    params = jobs.NodesJobParams(cpus=cpus.strip(), duration_s=duration, threshold_ns=thr_ns, max_rate=max_rate,
-                                 rt_prio=rt_prio, method=method, interval_ns=interval * 1e9, min_detour_s=min_detour,
-                                 window_s=window, nodes=nodes, plots=plots)
-    run, result = jobs.record_nodes(params, launcher, runs_dir, ["hpcvar", *sys.argv[1:]], timeout_s=timeout,
-                                    launcher_args=extra, say=stderr_console().print)
-    emit_run(run, result, as_json)
+    return BenchContext(launcher=launcher, runs_dir=runs_dir, argv=argv, console=stderr_console(), timeout_s=timeout,
+                        launcher_args=extra)
 
 
 @cli.command("report")
@@ -182,7 +183,9 @@ def report(source, freq, fmt, plots_dir, top, as_json, runs_dir):
         collector.add_matched_from_run(rep, trace, run)
     out_dir = Path(plots_dir) if plots_dir else (run.plots_dir() if run else None)
     if out_dir:
-        analysis.plot_all(trace, rep, out_dir)
+        from hpcvar.kinds.noise_record.views import plot_trace
+
+        plot_trace(trace, rep, out_dir)
     result = collector.json_summary(rep)
     if run:
         result["run"] = str(run.path)
@@ -326,6 +329,12 @@ def _render_inject(console, result: dict) -> None:
 def _emit(result: dict, as_json: bool) -> None:
     """'noise report': an analysis computed now (from a trace file, or again from a run's trace with this --top),
     not a stored result, so it is rendered from the result itself."""
-    from hpcvar.noise.render import render_noise_result
+    emit(result, as_json, _render_report)
 
-    emit(result, as_json, render_noise_result)
+
+def _render_report(console, result: dict) -> None:
+    from hpcvar.kinds.noise_record.views import render_noise_result
+
+    render_noise_result(console, result)
+    if result.get("run"):
+        console.print(f"stored in {result['run']}", markup=False)

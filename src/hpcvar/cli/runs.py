@@ -62,7 +62,7 @@ def show_cmd(run, as_json, runs_dir):
     from hpcvar.cli.common import current_format
 
     if current_format() != "table":
-        emit_run(r, r.info.get("result"), False)
+        emit_run(r, False)
         return
     console = stdout_console()
     info = r.info
@@ -100,9 +100,10 @@ def show_cmd(run, as_json, runs_dir):
     steps = r.children()
     if steps:
         console.print("steps: " + ", ".join(run_ref(c.path, runs_root(runs_dir)) for c in steps), markup=False)
-    for w in info.get("warnings", []):
-        console.print(f"[yellow]warning:[/] {w}")
     if info.get("result"):
         from hpcvar.report.terminal import render_run
 
-        render_run(console, r)
+        render_run(console, r)  # the run's warnings too
+        return
+    for w in info.get("warnings", []):
+        console.print(f"[yellow]warning:[/] {w}")

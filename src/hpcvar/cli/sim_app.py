@@ -9,6 +9,7 @@ import click
 from hpcvar.cli.common import (
     DIALECT_HELP,
     DURATION,
+    FREQ,
     OUT_PATH,
     SIZE,
     emit_run,
@@ -17,6 +18,7 @@ from hpcvar.cli.common import (
     runs_dir_option,
     stderr_console,
 )
+from hpcvar.noise import DRAWN_ALIGNMENTS, UNSYNC
 
 
 def _bandwidth(text: str, flag: str) -> float:
@@ -45,8 +47,9 @@ def _split(text: str) -> list[str]:
 
 @click.command("app")
 @click.argument("trace_file", metavar="APP.trace", type=click.Path())
-@click.option("--from", "fmt", type=click.Choice(["auto", "native", "tit", "otf2"]), default="auto",
-              show_default=True, help="Trace format (auto: by extension; .txt/.tit = SimGrid TIT, .otf2 = OTF2).")
+@click.option("--from", "fmt", type=click.Choice(["auto", "parquet", "tit", "otf2", "native"]), default="auto",
+              show_default=True, help="Trace format (auto: by extension; .txt/.tit = SimGrid TIT, .otf2 = OTF2, else "
+                                      "parquet, what hpcvar trace writes; native is its former name).")
 @click.option("--flops-rate", type=float, default=None,
               help="TIT traces: flop/s that turn 'compute FLOPS' (and the FLOPS of reduce/allreduce) into seconds "
                    "(default: the cluster file's flops_rate, else 1e9).")
@@ -74,8 +77,10 @@ def _split(text: str) -> list[str]:
               help="Bytes of a message above --eager between nodes sent with its request, before the receive is "
                    "posted (Open MPI's TCP transport sends its eager limit, 64KiB, with the rendezvous request).")
 @click.option("--mapping", default="rrn", show_default=True,
-              help="Comma list of rrn (round-robin per node), rrp (fill a node first), random, or a file of "
-                   "'TASK NODE' lines; several are compared.")
+              help="Comma list of rrn (round-robin per node), rrp (fill a node first), random; several are compared.")
+@click.option("--mapping-file", "mapping_files", multiple=True, type=click.Path(dir_okay=False),
+              help="A mapping of its own: a file of 'TASK NODE' lines (repeatable), compared after the --mapping "
+                   "ones.")
 @click.option("--model", default="none", show_default=True,
               help="Comma list of network models: none, gige, myrinet, maxmin (several are compared).")
 @click.option("--params", "params_file", type=click.Path(), default=None,
@@ -86,8 +91,8 @@ def _split(text: str) -> list[str]:
               help="Messages up to this size are sent eagerly (start at once, the send completes at once).")
 @click.option("--jitter", "jitter_file", type=click.Path(), default=None,
               help="OS-jitter trace (two-column 'duration gap' cycles) applied to compute with jitSim semantics.")
-@click.option("--jitter-freq", type=float, default=None, help="Cycle frequency (Hz) of the --jitter trace.")
-@click.option("--align", type=click.Choice(["unsync", "sync", "cosched"]), default="unsync", show_default=True,
+@click.option("--jitter-freq", type=FREQ, default=None, help="Cycle frequency of the --jitter trace (2.4GHz).")
+@click.option("--align", type=click.Choice(DRAWN_ALIGNMENTS), default=UNSYNC, show_default=True,
               help="Jitter alignment (jitSim): independent random offsets per task, one shared offset, or "
                    "co-scheduled windows (--window).")
 @click.option("--window", type=DURATION, default=None,
@@ -112,11 +117,12 @@ def _split(text: str) -> list[str]:
               help="With --breakdown: N equal slices of each task's measured span (default 1); a call belongs "
                    "to the slice where it starts (a count, no unit).")
 @option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
-@format_options(legacy=("fmt", ("auto", "native", "tit", "otf2")))
+@format_options(legacy=("fmt", ("auto", "parquet", "native", "tit", "otf2")))
 @runs_dir_option
 def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
         shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first,
-        mapping, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window, window_origin,
+        mapping, mapping_files, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window,
+        window_origin,
         replicas, seed, engine, chrome_file, plot_stem, breakdown, phases, plots, as_json, runs_dir):
     """Replay APP.trace on a simulated cluster: predicted time per task and per event, communication
     time, conflicts met, average penalty, and E_abs against the measured trace, for each mapping x model.
@@ -125,20 +131,34 @@ def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_nod
 
     The application simulator (cluster, mapping, sharing model) of Vienne, Martinasso, Vincent, Mehaut,
     Predictive models for bandwidth sharing in high performance clusters."""
-    from hpcvar.sim.app_job import Params, run_job
+    from hpcvar.kinds.sim_app.job import AppParams, job
+    from hpcvar.results.context import JobContext
 
-    p = Params(trace=trace_file, fmt=fmt, cluster_file=cluster_file, nodes=nodes, cores_per_node=cores_per_node,
-               bandwidth=bandwidth, latency=latency, shm_bandwidth=shm_bandwidth, shm_latency=shm_latency,
-               rndv_latency=rndv_latency, shm_rndv_latency=shm_rndv_latency, send_buffer=send_buffer,
-               rndv_first=rndv_first, mappings=tuple(_split(mapping)), models=tuple(_split(model)),
-               params_file=params_file,
-               collectives=collectives, eager=eager, jitter_file=jitter_file, jitter_freq=jitter_freq, align=align,
-               window=window, window_origin=window_origin, replicas=replicas, seed=seed, engine=engine,
-               chrome_file=chrome_file, plot_stem=plot_stem, no_plots=not plots, breakdown=breakdown, phases=phases,
-               flops_rate=flops_rate, dialect=dialect)
+    names, files = _mappings(_split(mapping), mapping_files)
+    p = AppParams(trace=trace_file, fmt=fmt, cluster_path=cluster_file, nodes=nodes, cores_per_node=cores_per_node,
+                  bandwidth_bytes_per_s=bandwidth, latency_s=latency, shm_bandwidth_bytes_per_s=shm_bandwidth,
+                  shm_latency_s=shm_latency, rndv_latency_s=rndv_latency, shm_rndv_latency_s=shm_rndv_latency,
+                  send_buffer_bytes=send_buffer, rndv_first_bytes=rndv_first, mappings=names, mapping_files=files,
+                  models=tuple(_split(model)), params_path=params_file, collectives=collectives, eager_bytes=eager,
+                  jitter_path=jitter_file, jitter_freq_hz=jitter_freq, align=align, window_s=window,
+                  window_origin_s=window_origin, replicas=replicas, seed=seed, engine=engine, chrome_path=chrome_file,
+                  plot_stem=plot_stem, plots=plots, breakdown=breakdown, phases=phases, flops_per_s=flops_rate,
+                  dialect=dialect)
     # a progress bar on long replays, on stderr and only on a terminal: never inside --json output
-    run, out = run_job(p, runs_dir, ["hpcvar", *sys.argv[1:]], show_progress=None if not as_json else False)
-    if as_json:
-        for w in out["warnings"]:
-            stderr_console().print(f"[yellow]warning:[/] {w}")
-    emit_run(run, out, as_json)
+    ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]], console=stderr_console(), progress=not as_json)
+    emit_run(job(p, ctx), as_json)
+
+
+def _mappings(items: list[str], files: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(the mappings by name, the mapping files). An item of --mapping that names an existing file is taken as
+    --mapping-file (the spelling of earlier versions), with a note on stderr."""
+    from pathlib import Path
+
+    from hpcvar.sim.replay import MAPPINGS
+
+    names = [x for x in items if x in MAPPINGS or not Path(x).is_file()]
+    old = [x for x in items if x not in names]
+    for x in old:
+        stderr_console().print(f"note: --mapping {x} names a file: give mapping files with --mapping-file "
+                               "(--mapping takes names only in the future)", markup=False, highlight=False)
+    return tuple(names), (*old, *files)

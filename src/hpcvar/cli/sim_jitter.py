@@ -6,7 +6,7 @@ import sys
 
 import click
 
-from hpcvar.cli.common import INT_LIST, OUT_PATH, emit_run, option, output_options, stderr_console
+from hpcvar.cli.common import DURATION, FREQ, INT_LIST, OUT_PATH, emit_run, option, output_options, stderr_console
 
 
 @click.command("jitter")
@@ -16,10 +16,10 @@ from hpcvar.cli.common import INT_LIST, OUT_PATH, emit_run, option, output_optio
                    "mod N. Repeat to compare configurations.")
 @click.option("--synthetic", "synthetics", multiple=True,
               help="Synthetic trace instead: sources like '250Hz:2us,10Hz:100us,poisson:0.1Hz:1ms'; repeatable.")
-@option("--duration", "trace_length", default="1h", show_default=True, aliases=("--trace-length",),
+@option("--duration", "trace_length", type=DURATION, default="1h", show_default=True, aliases=("--trace-length",),
         metavar="DURATION", help="Length of a --synthetic trace (a time with its unit: 10s, 1h).")
-@click.option("--freq", default=None, help="Cycles per second of the trace (2.4GHz); needed for text traces; "
-                                            "default 2.4GHz for --synthetic.")
+@click.option("--freq", type=FREQ, default=None, help="Cycles per second of the trace (2.4GHz); needed for text "
+                                                       "traces; default 2.4GHz for --synthetic.")
 @click.option("--align", default="unsync", show_default=True,
               help="Offsets: unsync, sync, cosched, or measured (a multi-node recording's own cross-node "
                    "alignment); a comma list compares them.")
@@ -36,7 +36,7 @@ from hpcvar.cli.common import INT_LIST, OUT_PATH, emit_run, option, output_optio
               help="K: task i runs on core i mod K (its trace: CPU (i mod K) mod C of the trace); "
                    "default: the trace's CPU count.")
 @click.option("--work", default=None, metavar="CYCLES", help="Work quantum W per phase in cycles.")
-@click.option("--quantum", default=None,
+@click.option("--quantum", type=DURATION, default=None,
               metavar="DURATION", help="Work quantum per phase as a time (1ms); default 1ms.")
 @click.option("--barrier", type=click.Choice(["tree", "none"]), default="tree", show_default=True)
 @click.option("--arity", type=int, default=2, show_default=True, help="k of the k-ary barrier tree.")
@@ -69,13 +69,26 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
     compute-available time; jitter delays it. Reports T, the jitter-free T0 and the
     slowdown T/T0 - 1, with the closed form beside it for a periodic trace.
     """
-    from hpcvar.sim.jitter_job import run_job
+    from hpcvar.errors import UsageError
+    from hpcvar.kinds.sim_jitter.job import JitterParams, Span, job, parse_span
+    from hpcvar.results.context import JobContext
 
-    run, result, warnings = run_job(
-        traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
-        cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
-        phases, task_list, per_task, not plots, threads, runs_dir, ["hpcvar", *sys.argv[1:]])
-    if as_json:
-        for w in warnings:
-            stderr_console().print(f"[yellow]warning:[/] {w}")
-    emit_run(run, result, as_json)
+    if work is not None and quantum is not None:
+        raise UsageError("both --work and --quantum", "--work", "Give the work in cycles or as a time, not both")
+    if work is not None and not work.strip().isdigit():
+        raise UsageError(f"'{work}' is not a cycle count", "--work", "Give cycles, or use --quantum 1ms")
+
+    def span(text: str | None, flag: str) -> Span | None:
+        return None if text is None else parse_span(text, flag, runs_dir)
+
+    params = JitterParams(
+        traces=tuple(traces), synthetics=tuple(synthetics), duration_s=trace_length, freq_hz=freq,
+        align=tuple(a.strip() for a in align.split(",") if a.strip()), window=span(window, "--window"),
+        window_origin=span(window_origin, "--window-origin"), offsets_path=offsets_file, seed=seed,
+        replicas=replicas, cores_per_node=cores_per_node,
+        work=Span(cycles=int(work)) if work is not None else Span(seconds=quantum if quantum is not None else 1e-3),
+        barrier=barrier, arity=arity, send=span(send_cycles, "--send-cycles"), recv=span(recv_cycles, "--recv-cycles"),
+        latency_intra=span(latency_intra, "--latency-intra"), latency_inter=span(latency_inter, "--latency-inter"),
+        phases=phases, tasks=tuple(task_list), per_task_path=per_task, plots=plots, threads=threads)
+    ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]], console=stderr_console())
+    emit_run(job(params, ctx), as_json)

@@ -132,7 +132,7 @@ def env_cmd(state_path, as_json):
     """
     import shlex
 
-    from hpcvar.testbed import slurm as sl
+    from hpcvar.testbed import slurm_daemons as sl
     from hpcvar.testbed.launcher import transport_env
     from hpcvar.testbed.netns import require_up
     from hpcvar.testbed.plan import DEFAULT_STATE

@@ -84,7 +84,7 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
     every rank; Open MPI's mpirun passes them to local ranks, for remote ones add '-x LD_PRELOAD -x
     HV_TRACE_DIR' to its options.
     """
-    from hpcvar.traces.native import merge_raw, write_parquet
+    from hpcvar.traces.parquet import merge_raw, write_parquet
 
     libp = _tracer_lib(lib)
     if not shutil.which(command[0]):
@@ -128,7 +128,7 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
 def _summary(trace, path) -> dict:
     ev = trace.events
     span = (ev.groupby("task")["t_end_ns"].max() - ev.groupby("task")["t_start_ns"].min()) * 1e-9
-    from hpcvar.sim.app import mpi_time_s
+    from hpcvar.sim.replay import mpi_time_s
     from hpcvar.traces.cut import world_collectives
 
     comm = mpi_time_s(ev, trace.ntasks)
@@ -155,9 +155,11 @@ def _render_summary(c, s: dict) -> None:
         c.print(f"collectives on MPI_COMM_WORLD per task: {s['world_collectives']} (the last, number "
                 f"{last['k']} or -1, is a {last['op']} ending at {last['t_end_s']:.6f} s on task 0; "
                 "'hpcvar trace cut' cuts at them)")
+    from hpcvar.report.terminal import seconds
+
     t = Table("task", "span", "in MPI", box=None)
     for r in s["tasks"]:
-        t.add_row(str(r["task"]), f"{r['span_s']:.6f} s", f"{r['mpi_s']:.6f} s")
+        t.add_row(str(r["task"]), seconds(r["span_s"]), seconds(r["mpi_s"]))
     c.print(t)
 
 
@@ -181,7 +183,7 @@ def import_cmd(source, output, fmt, flops_rate, dialect, engine, as_json):
     chosen per file from its lines (docs/formats.md).
     """
     from hpcvar.traces import load_trace
-    from hpcvar.traces.native import write_parquet
+    from hpcvar.traces.parquet import write_parquet
 
     if fmt == "auto":
         fmt = "otf2" if source.endswith(".otf2") else "tit"
@@ -196,7 +198,7 @@ def import_cmd(source, output, fmt, flops_rate, dialect, engine, as_json):
 @format_options
 def show_cmd(trace_file, as_json):
     """Summarize a native trace: tasks, rows per op, time in MPI."""
-    from hpcvar.traces.native import read_parquet
+    from hpcvar.traces.parquet import read_parquet
 
     emit(_summary(read_parquet(trace_file), trace_file), as_json, _render_summary)
 
@@ -223,7 +225,7 @@ def cut_cmd(trace_file, output, after, before, as_json):
     """
     from hpcvar.traces import load_trace
     from hpcvar.traces.cut import cut
-    from hpcvar.traces.native import write_parquet
+    from hpcvar.traces.parquet import write_parquet
 
     part = cut(load_trace(trace_file), after, before, where=str(trace_file))
     with writing_out(output):

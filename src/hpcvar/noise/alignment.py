@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hpcvar.noise import SYNC, UNSYNC
 from hpcvar.noise.trace import CpuTrace, JitterTrace, recorded_starts
 
 ALIGNED_EXCESS = 0.5
@@ -243,7 +244,7 @@ def verdict(pairs: pd.DataFrame, min_detour_s: float, window_s: float, tol_s: fl
             overall = "not aligned"
         elif counts["inconclusive"] < decided:
             overall = "mixed"
-    mode = {"aligned": "sync", "not aligned": "unsync"}.get(overall)
+    mode = {"aligned": SYNC, "not aligned": UNSYNC}.get(overall)
     return {"verdict": overall, "pairs": nodes, "counts": counts, "min_detour_s": min_detour_s, "window_s": window_s,
             "tolerance_s": tol_s, "jitsim_mode": mode,
             "rule": f"pair aligned when the mean excess overlap of its CPU pairs >= {ALIGNED_EXCESS}, not aligned "

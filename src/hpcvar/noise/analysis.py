@@ -351,39 +351,3 @@ def analyze(trace: JitterTrace, top: int = 5) -> dict:
     return {"freq_hz": trace.freq_hz, "kernel": m.get("kernel"), "kernel_hz": khz,
             "source": m.get("source"), "cpus": cpus, "quality": quality(trace),
             "attribution": attribution(trace, periods)}
-
-
-# ---- plots ---------------------------------------------------------------------------------------------------
-def plot_all(trace: JitterTrace, report: dict, outdir: Path) -> list[tuple[str, Path]]:
-    """Time series, linear and log histograms, CCDF and spectrum per CPU: PNG + SVG in outdir."""
-    from hpcvar.report.plots import figure, save
-
-    outdir = Path(outdir)
-    outdir.mkdir(parents=True, exist_ok=True)
-    ns = 1e9 / trace.freq_hz
-    figs = []
-    for c, r in zip(trace.cpus, report["cpus"], strict=True):
-        d_us = c.duration * ns / 1e3
-        t_s = recorded_starts(c) * ns / 1e9
-        fig, ax = figure(2, 2, figsize=(11, 7))
-        ax[0, 0].plot(t_s, d_us, ".", ms=2)
-        ax[0, 0].set(xlabel="time (s)", ylabel="detour (us)", yscale="log", title=f"CPU {c.cpu}: detours over time")
-        ax[0, 1].hist(d_us, bins=100)
-        ax[0, 1].set(xlabel="detour (us)", ylabel="events", yscale="log", title="histogram (linear bins)")
-        lo, hi = max(d_us.min(), 1e-3), max(d_us.max(), 2e-3)
-        ax[1, 0].hist(d_us, bins=np.logspace(np.log10(lo), np.log10(hi) + 1e-9, 60))
-        ax[1, 0].set(xlabel="detour (us)", ylabel="events", xscale="log", yscale="log", title="histogram (log bins)")
-        srt = np.sort(d_us)
-        ccdf = 1.0 - np.arange(srt.size) / srt.size
-        ax[1, 1].step(srt, ccdf, where="post")
-        ax[1, 1].set(xlabel="detour (us)", ylabel="P(D >= x)", xscale="log", yscale="log", title="CCDF")
-        figs.append((f"CPU {c.cpu}: detours", save(fig, outdir / f"noise_cpu{c.cpu}")[0]))
-        f, p = spectrum(trace, c)
-        fig, ax = figure()
-        ax.semilogy(f[1:], p[1:], lw=0.7)
-        for s in r["periods"]:
-            ax.axvline(s["hz"], color="C3", ls=":", lw=0.8)
-            ax.annotate(f"{s['hz']:.1f} Hz", (s["hz"], p[1:].max()), fontsize=8, rotation=90, va="top")
-        ax.set(xlabel="frequency (Hz)", ylabel="power", title=f"CPU {c.cpu}: spectrum of the event train")
-        figs.append((f"CPU {c.cpu}: spectrum", save(fig, outdir / f"noise_spectrum_cpu{c.cpu}")[0]))
-    return figs

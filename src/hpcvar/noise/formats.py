@@ -63,7 +63,7 @@ def _cycles(text: str, what: str) -> int:
 
 def _file_freq(text: str, path, line: int) -> float:
     """A '# freq_hz' header value: finite, positive, at most MAX_FREQ_HZ."""
-    from hpcvar.sim.synth import MAX_FREQ_HZ
+    from hpcvar.units import MAX_FREQ_HZ
 
     try:
         f = float(text)
@@ -78,8 +78,7 @@ def _file_freq(text: str, path, line: int) -> float:
 def _check_span(trace: JitterTrace, where: str) -> JitterTrace:
     """Refuse a trace whose frequency is absurd or whose CPUs last beyond MAX_TIME_S (or MAX_CYCLES): their
     int64 start times would wrap."""
-    from hpcvar.sim.synth import MAX_FREQ_HZ
-    from hpcvar.units import MAX_TIME_S
+    from hpcvar.units import MAX_FREQ_HZ, MAX_TIME_S
 
     if not 0 < trace.freq_hz <= MAX_FREQ_HZ:
         raise InputFileError(f"frequency {trace.freq_hz} Hz is not in (0, {MAX_FREQ_HZ:g}]", where,
@@ -212,7 +211,7 @@ def _need_freq(freq_hz, path) -> float:
     if freq_hz is None:
         raise UsageError(f"{path} does not say its frequency", "--freq",
                          "Give the cycles-per-second of the machine that recorded it, e.g. --freq 2.4GHz")
-    from hpcvar.sim.synth import MAX_FREQ_HZ
+    from hpcvar.units import MAX_FREQ_HZ
 
     if not 0 < freq_hz <= MAX_FREQ_HZ:  # also nan and inf
         raise UsageError(f"frequency {freq_hz} is not in (0, {MAX_FREQ_HZ:g}] Hz", "--freq",

@@ -44,7 +44,7 @@ class Section:
 
 def section_for(run) -> Section | None:
     """The report section of a stored run, from its kind's entry in hpcvar.kinds (None: no section)."""
-    from hpcvar.kinds import kind_of
+    from hpcvar.results.kinds import kind_of
 
     kind = kind_of(run.info.get("command"))
     fn = kind.view("section") if kind else None

@@ -7,11 +7,14 @@ A kind's renderer (``render=`` in hpcvar.kinds) takes ``(console, run)`` and rea
 
 from __future__ import annotations
 
-import re
+import math
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
+from rich.console import Console, ConsoleOptions, RenderResult
+from rich.markup import escape
+from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
@@ -37,23 +40,102 @@ class PipeConsole(Console):
         super().print(*objects, **kwargs)
 
 
-# the units hpcvar.units.format_* write in a cell, by family, in their base unit
-_CELL_UNITS: dict[str, tuple[str, float]] = {
-    "ns": ("time", 1.0), "us": ("time", 1e3), "µs": ("time", 1e3), "ms": ("time", 1e6), "s": ("time", 1e9),
-    "B": ("size", 1.0), "KiB": ("size", 1024.0), "MiB": ("size", 1024.0**2), "GiB": ("size", 1024.0**3),
-    "TiB": ("size", 1024.0**4),
-    "B/s": ("rate", 1.0), "kB/s": ("rate", 1e3), "MB/s": ("rate", 1e6), "GB/s": ("rate", 1e9),
+# ---- typed cells: a quantity and its unit, written for people on a terminal and as bare numbers in a pipe ----
+# the units each family is written in, smallest first, with their size in the family's base unit (ns, B, B/s)
+FAMILY_UNITS: dict[str, tuple[tuple[str, float], ...]] = {
+    "time": (("ns", 1.0), ("us", 1e3), ("ms", 1e6), ("s", 1e9)),
+    "size": (("B", 1.0), ("KiB", 1024.0), ("MiB", 1024.0**2), ("GiB", 1024.0**3)),
+    "rate": (("B/s", 1.0), ("kB/s", 1e3), ("MB/s", 1e6), ("GB/s", 1e9)),
 }
-_NUM = r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?"
-_CELL = re.compile(rf"({_NUM})(?:\s*-\s*({_NUM}))?\s*([A-Za-zµ/]+)")
+_FORMAT = {"time": format_time_ns, "size": format_size, "rate": format_rate_bytes}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A table cell that is a quantity in its family's base unit (``time``: ns, ``size``: bytes, ``rate``:
+    bytes/s), or the interval ``value``-``hi``; None or NaN is missing ("-"). A terminal shows it as people
+    read it ('2.50 ms', '1.70-1.79 us', '4MiB'); a pipe (``PipeConsole``) writes bare numbers in one unit per
+    column, named in the header ('median (ns)'). Build them with ``ns``, ``seconds``, ``nbytes``, ``rate``,
+    ``ns_interval``."""
+
+    family: str
+    value: float | None
+    hi: float | None = None
+
+    def missing(self) -> bool:
+        return self.value is None or not math.isfinite(self.value) or (self.hi is not None and
+                                                                       not math.isfinite(self.hi))
+
+    def unit(self) -> str:
+        """The unit its text for people is written in (the interval's: its upper end's)."""
+        v = abs(self.value if self.hi is None else self.hi) if not self.missing() else 0.0  # type: ignore[arg-type]
+        units = FAMILY_UNITS[self.family]
+        return next((u for u, size in reversed(units) if v >= size), units[0][0])
+
+    def __str__(self) -> str:
+        if self.missing():
+            return "-"
+        if self.hi is None:
+            return _FORMAT[self.family](float(self.value))  # type: ignore[arg-type]
+        scale = dict(FAMILY_UNITS[self.family])[self.unit()]
+        return f"{self.value / scale:.3g}-{self.hi / scale:.3g} {self.unit()}"  # type: ignore[operator]
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield Text(str(self))
+
+    def __rich_measure__(self, console: Console, options: ConsoleOptions) -> Measurement:
+        return Measurement(len(str(self)), len(str(self)))
+
+    def plain(self, scale: float) -> str:
+        """Bare number(s) in the unit of size ``scale``."""
+        if self.missing():
+            return "-"
+        vals = [self.value] if self.hi is None else [self.value, self.hi]
+        return "-".join(_plain_number(float(v) / scale) for v in vals)  # type: ignore[arg-type]
+
+
+def ns(value: float | None) -> Cell:
+    """A time in ns."""
+    return Cell("time", value)
+
+
+def seconds(value: float | None) -> Cell:
+    """A time given in s."""
+    return Cell("time", None if value is None else value * 1e9)
+
+
+def nbytes(value: float | None) -> Cell:
+    """A size in bytes."""
+    return Cell("size", value)
+
+
+def rate(value: float | None) -> Cell:
+    """A rate in bytes per second."""
+    return Cell("rate", value)
+
+
+def ns_interval(lo: float, hi: float) -> Cell:
+    """An interval of times in ns ('1.70-1.79 us': both ends in the unit of the upper end)."""
+    return Cell("time", lo, hi)
+
+
 _EMPTY_CELLS = ("", "-")
 
 
-def _cell_values(text: str) -> tuple[list[float], str] | None:
-    m = _CELL.fullmatch(text.strip())
-    if not m or m.group(3) not in _CELL_UNITS:
-        return None
-    return [float(g) for g in m.groups()[:2] if g is not None], m.group(3)
+def _typed_column(c: Any) -> bool:
+    """Give a column of typed cells one unit (False when its cells are not all typed cells of one family)."""
+    cells = c._cells
+    if not cells or not all(isinstance(x, Cell) or str(x).strip() in _EMPTY_CELLS for x in cells):
+        return False
+    typed = [x for x in cells if isinstance(x, Cell)]
+    if not typed or len({x.family for x in typed}) != 1:
+        return False
+    units = dict(FAMILY_UNITS[typed[0].family])
+    present = [x.unit() for x in typed if not x.missing()]
+    unit = min(present, key=lambda u: units[u]) if present else next(iter(units))  # no value turns into 0.00
+    c._cells = [x.plain(units[unit]) if isinstance(x, Cell) else str(x) for x in cells]
+    c.header = f"{c.header} ({unit})" if isinstance(c.header, str) else c.header
+    return True
 
 
 def _plain_number(v: float) -> str:
@@ -67,30 +149,10 @@ def _plain_number(v: float) -> str:
 
 
 def one_unit_per_column(t: Table) -> None:
-    """A column whose cells are quantities with units ('512 ns', '2.50 ms', '1.70-1.79 us', '4MiB') gets one unit,
-    named in its header ('median (us)'), and bare numbers in its cells: what a pipe needs (sort, awk)."""
+    """A column of typed cells (``Cell``: quantities with units, '-' where missing) gets one unit, named in its
+    header ('median (us)'), and bare numbers in its cells: what a pipe needs (sort, awk)."""
     for c in t.columns:
-        if not c._cells or not all(isinstance(x, (str, Text)) for x in c._cells):
-            continue
-        cells = [str(x) for x in c._cells]
-        parsed = [None if x.strip() in _EMPTY_CELLS else _cell_values(x) for x in cells]
-        if any(p is None for x, p in zip(cells, parsed, strict=True) if x.strip() not in _EMPTY_CELLS):
-            continue
-        units = {p[1] for p in parsed if p is not None}
-        if not units or len({_CELL_UNITS[u][0] for u in units}) != 1:
-            continue
-        # the smallest unit met: no value turns into 0.00
-        unit = min(units, key=lambda u: _CELL_UNITS[u][1])
-        scale = _CELL_UNITS[unit][1]
-        new: list[Any] = []
-        for x, p in zip(cells, parsed, strict=True):
-            if p is None:
-                new.append(x)
-                continue
-            vals = [v * _CELL_UNITS[p[1]][1] / scale for v in p[0]]
-            new.append("-".join(_plain_number(v) for v in vals))
-        c._cells = new
-        c.header = f"{c.header} ({unit})" if isinstance(c.header, str) else c.header
+        _typed_column(c)
 
 
 def plain_table(t: Table) -> Table:
@@ -124,49 +186,53 @@ def make_console(stderr: bool = False) -> Console:
                        color_system=None)
 
 
-def format_interval_ns(lo: float, hi: float) -> str:
-    """'1.70-1.79 us': both ends in the unit of the upper end."""
-    unit = format_time_ns(hi).split()[-1]
-    scale = {"ns": 1, "us": 1e3, "ms": 1e6, "s": 1e9}[unit]
-    return f"{lo / scale:.3g}-{hi / scale:.3g} {unit}"
-
-
-def render_latency(console: Console, run: Run) -> None:
-    result = run.info["result"]
-    t = Table(title="Ping-pong, one-way latency", title_justify="left")
-    sends = any(r.get("send_median_ns") is not None for r in result["sizes"])  # runs before send times: none
-    cols: tuple[str, ...] = ("size", "n", "median", "95% CI", "p99", "p99.9", "max", "bandwidth")
-    cols += ("send", "buffered") if sends else ()
-    for col in cols:
-        t.add_column(col, justify="right", no_wrap=True)
-    for r in result["sizes"]:
-        row = [format_size(r["size"]), str(r["n"]), format_time_ns(r["median_ns"]),
-               format_interval_ns(*r["median_ci_ns"]), format_time_ns(r["p99_ns"]),
-               format_time_ns(r["p99_9_ns"]), format_time_ns(r["max_ns"]),
-               format_rate_bytes(r["bw_bytes_per_s"]) if r["size"] else "-"]
-        if sends:
-            send, buf = r.get("send_median_ns"), r.get("buffered_bytes")
-            row += [format_time_ns(send) if send is not None else "-",
-                    format_size(int(round(buf))) if buf is not None and r["size"] else "-"]
-        t.add_row(*row)
-    console.print(t)
-    if sends:
-        console.print("send: median time of rank 0's MPI_Send (timed from 64 KiB up); buffered: bytes still on "
-                      "their way when it returned (hpcvar sim app --send-buffer)")
-    if result.get("run"):
-        console.print(f"stored in {result['run']}")
-
-
 def render_run(console: Console, run: Run) -> None:
-    """A stored run through its kind's renderer (hpcvar.kinds); the result of a kind without one is printed as
-    data."""
-    from hpcvar.kinds import kind_of
+    """A stored run through its kind's renderer (hpcvar.results.kinds; the result of a kind without one is
+    printed as data), then what every view says, here once: the run's warnings, its figures and where it is
+    stored."""
+    from hpcvar.results.kinds import kind_of
 
     kind = kind_of(run.info.get("command"))
     fn = kind.view("render") if kind else None
-    if fn:
+    if run.info.get("result") is None:
+        console.print(f"no result: the run is {run.status}", markup=False)
+    elif fn:
         fn(console, run)
     else:
         from rich.pretty import Pretty
 
         console.print(Pretty(run.info.get("result")))
+    for w in run_warnings(run):
+        console.print(f"[yellow]warning:[/] {escape(w)}")
+    plots = run_plots(run)
+    if plots:
+        console.print("plots: " + ", ".join(plots), markup=False, soft_wrap=True)
+    console.print(f"stored in {run.path}", markup=False, soft_wrap=True)
+
+
+def run_warnings(run: Run) -> list[str]:
+    """The run's warnings (run.json ``warnings``), and those that runs of earlier versions kept only in their
+    result (``warning``, ``warnings``), each once."""
+    result = _result(run)
+    out = [str(w) for w in run.info.get("warnings") or []]
+    legacy = list(result.get("warnings") or []) + ([result["warning"]] if result.get("warning") else [])
+    return out + [str(w) for w in dict.fromkeys(legacy) if str(w) not in out]
+
+
+def _result(run: Run) -> dict[str, Any]:
+    result = run.info.get("result")
+    return result if isinstance(result, dict) else {}
+
+
+def run_plots(run: Run) -> list[str]:
+    """The figures a run's result lists (``plots``), those of its own ``plots/`` directory found where the run
+    is now (a run directory moved or copied elsewhere keeps its figures)."""
+    result = _result(run)
+    made_in = str(result.get("run") or run.path)
+    out = []
+    for p in result.get("plots") or []:
+        p = str(p)
+        if p.startswith(made_in + "/"):
+            p = str(run.path / p[len(made_in) + 1:])
+        out.append(p)
+    return out

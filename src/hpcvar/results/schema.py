@@ -86,7 +86,7 @@ TABLES.update({
 })
 
 
-# hpcvar bench queues posted / unexpected (hpcvar.bench.queues, docs/queues.md)
+# hpcvar bench queues posted / unexpected (hpcvar.kinds.queues, docs/queues.md)
 _QUEUE_SUMMARY = {
     "n": "number of samples (measured iterations)",
     "median_ns": "median one-way latency (ns)",
@@ -154,7 +154,7 @@ TABLES.update({
 })
 
 
-# hpcvar bench ace (application communication emulator, hpcvar.bench.ace, docs/ace.md)
+# hpcvar bench ace (application communication emulator, hpcvar.kinds.ace, docs/ace.md)
 _ACE_DISP = {f"{w}_{k}_ns": f"{k} of per-cycle T_{w} over the EA's processes and cycles (ns; variance in ns^2)"
              for w in ("comm", "comp", "barr")
              for k in ("mean", "stdev", "variance", "min", "p50", "p90", "p99", "max")}
@@ -457,7 +457,7 @@ TABLES.update({
     },
 })
 
-# hpcvar bench bsp (hpcvar.bench.bsp, docs/jitter-sim.md "Validation on real runs"). Times are ns since
+# hpcvar bench bsp (hpcvar.kinds.bsp, docs/jitter-sim.md "Validation on real runs"). Times are ns since
 # rank 0's clock reading after the start barrier of the repetition (one clock for ranks of one host).
 TABLES.update({
     "bsp.phases": {
@@ -503,7 +503,7 @@ TABLES.update({
 })
 
 
-# hpcvar sim app (application replay, hpcvar.sim.app, docs/replay.md)
+# hpcvar sim app (application replay, hpcvar.sim.replay, docs/replay.md)
 _REPLAY_KEY = {"mapping": "task mapping: rrn, rrp, random or a mapping file", "model": "network model"}
 TABLES.update({
     "replay.replicas": {

@@ -22,9 +22,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from hpcvar.traces.native import OPS
+from hpcvar.traces.parquet import OPS
 
-MAX_PHASES = 64  # (t_start - first) * N stays exact in int64 for spans up to 1e17 ns (hpcvar.traces.native.MAX_NS)
+MAX_PHASES = 64  # (t_start - first) * N stays exact in int64 for spans up to 1e17 ns (hpcvar.traces.parquet.MAX_NS)
 KINDS = [op for op in OPS if op not in ("init", "finalize", "sendrecv_recv")]
 _KIND_OF_OP = np.array([KINDS.index("sendrecv") if op == "sendrecv_recv" else KINDS.index(op) if op in KINDS
                         else -1 for op in OPS], np.int64)
@@ -63,7 +63,7 @@ def _sorted_columns(ev: pd.DataFrame) -> dict[str, np.ndarray]:
 def covered_ns(task: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
     """Per row, the ns of its [start, end] not covered by the same task's rows before it in time order
     ((start, end) ascending, ties in row order): the rows' shares of the union of their intervals."""
-    from hpcvar.sim.app import _cummax_by
+    from hpcvar.sim.replay import _cummax_by
 
     out = np.zeros(len(task))
     if not len(task):

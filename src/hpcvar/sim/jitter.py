@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from hpcvar.errors import HpcvarError, UsageError
+from hpcvar.noise import COSCHED, SYNC, UNSYNC
 from hpcvar.noise.trace import CpuTrace, JitterTrace
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ TASK_DTYPE = np.dtype([("offset", "<i8"), ("t", "<i8"), ("slot", "<i8"), ("absor
                        ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("lap", "<i4")])
 TASK_BYTES = TASK_DTYPE.itemsize  # 64
 DRIVER_BYTES_PER_TASK = 0  # the summaries are computed inside the task array (_summaries_in_place)
-ALIGN_CODES = {"unsync": 0, "sync": 1, "cosched": 2}
+ALIGN_CODES = {UNSYNC: 0, SYNC: 1, COSCHED: 2}  # the C core's codes (native/sim/jitsim.h)
 BARRIER_CODES = {"none": 0, "tree": 1}
 
 

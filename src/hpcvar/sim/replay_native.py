@@ -150,10 +150,10 @@ def encode(ops: list[list[tuple]]) -> Encoded:
 
 
 def op_codes(ops) -> np.ndarray:
-    """int8 codes (hpcvar.traces.native.OPS) of an op column (categorical or strings)."""
+    """int8 codes (hpcvar.traces.parquet.OPS) of an op column (categorical or strings)."""
     import pandas as pd
 
-    from hpcvar.traces.native import OPS
+    from hpcvar.traces.parquet import OPS
 
     cat = ops.dtype if isinstance(ops.dtype, pd.CategoricalDtype) else None
     if cat is not None and list(cat.categories) == OPS:
@@ -176,7 +176,7 @@ def lower_native(trace, algo: str = "binomial", release_rows: bool = False) -> E
     (``trace.events`` emptied) once the lowering holds its columns, each column freed when no longer needed
     (the peak is the columns plus the op arrays, not a frame besides them)."""
     from hpcvar.sim.replay_ref import lower
-    from hpcvar.traces.native import in_task_seq_order
+    from hpcvar.traces.parquet import in_task_seq_order
 
     _check_algo(algo)
     ev = trace.events
@@ -248,7 +248,7 @@ def _lower_pass(c: _LowerConfig) -> None:
 def _lower_errors(c: _LowerConfig, cols: dict, row_off: np.ndarray, src: str) -> None:
     """The InputFileError of a row the counting pass refused, or of a trace too long for the core."""
     from hpcvar.errors import InputFileError
-    from hpcvar.traces.native import OPS
+    from hpcvar.traces.parquet import OPS
 
     if c.err:
         g = int(c.err_row)

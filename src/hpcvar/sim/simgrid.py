@@ -109,7 +109,7 @@ def replay(index: Path, np_: int, platform: Path, hostfile: Path, timeout: float
 def with_smpi_envelope(trace, nbytes: int = SMPI_ENVELOPE_BYTES):
     """A copy of the trace whose point-to-point messages carry ``nbytes`` more (SMPI's envelope); collectives are
     left alone (hpcvar decomposes them when it replays, SimGrid with its own algorithms)."""
-    from hpcvar.traces.native import Trace
+    from hpcvar.traces.parquet import Trace
 
     ev = trace.events.copy()
     p2p = ev["op"].isin(["send", "recv", "isend", "irecv", "sendrecv", "sendrecv_recv"]).to_numpy()

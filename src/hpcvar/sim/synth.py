@@ -9,34 +9,12 @@ Detours that overlap are merged into one. The trace starts at the first detour
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from hpcvar import units
 from hpcvar.errors import UsageError
 from hpcvar.noise.trace import CpuTrace, JitterTrace
-
-_FREQ = re.compile(r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)\s*([kKmMgG]?)(hz|Hz|HZ)?")
-_MULT = {"": 1.0, "k": 1e3, "K": 1e3, "m": 1e6, "M": 1e6, "g": 1e9, "G": 1e9}
-
-
-# No TSC, clock or noise source runs faster than 1 THz: a larger value is a typo, not a machine.
-MAX_FREQ_HZ = 1e12
-
-
-def parse_freq(text: str, flag: str) -> float:
-    """Hertz from '2.4GHz', '250Hz', '2400000000'."""
-    m = _FREQ.fullmatch(text.strip())
-    if not m or (m.group(2) and not m.group(3)):
-        raise UsageError(f"'{text}' is not a frequency", flag, "Use Hz with an optional k/M/G: 250Hz, 2.4GHz")
-    v = float(m.group(1)) * _MULT[m.group(2)]
-    if v <= 0:
-        raise UsageError(f"frequency '{text}' must be positive", flag, "Use e.g. 2.4GHz")
-    if not v <= MAX_FREQ_HZ:  # also refuses inf (1e999)
-        raise UsageError(f"frequency '{text}' is beyond {MAX_FREQ_HZ:g} Hz", flag,
-                         "Give a clock or noise rate a machine can have, e.g. 2.4GHz or 250Hz")
-    return v
+from hpcvar.units import parse_freq
 
 
 def parse_spec(spec: str, flag: str = "--synthetic") -> list[tuple[str, float, float]]:

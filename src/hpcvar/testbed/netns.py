@@ -125,7 +125,7 @@ def _stop_watcher(state_path: Path) -> None:
 def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None, slurm: bool = False) -> Plan:
     """Create the testbed of ``plan`` (replacing a recorded one), with a Slurm cluster over its hosts when
     ``slurm``; returns the plan as built."""
-    from hpcvar.testbed import slurm as sl
+    from hpcvar.testbed import slurm_daemons as sl
 
     check_root()
     if slurm:
@@ -216,7 +216,7 @@ def down(state_path: Path, log=None) -> list[str]:
         return []
     stop_noise(plan)
     if plan.slurm:
-        from hpcvar.testbed import slurm as sl
+        from hpcvar.testbed import slurm_daemons as sl
 
         sl.stop(plan, say)
         say("stopped the testbed's Slurm")
@@ -348,7 +348,7 @@ def status(state_path: Path) -> dict:
            "ranks_per_host": plan.ranks_per_host, "intra_host": plan.intra_host, "mtu": plan.mtu, "hosts": hosts,
            "noise": [n for n in plan.noise if n.get("until", 0) > time.time()]}
     if plan.slurm:
-        from hpcvar.testbed import slurm as sl
+        from hpcvar.testbed import slurm_daemons as sl
 
         out["slurm"] = {"conf": plan.slurm["conf"], "controller": f"{plan.slurm['ctl_addr']}:{plan.slurm['ctl_port']}",
                         "nodes": sl.sinfo(plan)}
@@ -366,7 +366,7 @@ def leftovers(prefix: str, state_path: Path | None = None) -> dict:
     out = {"namespaces": sorted(n for n in existing_namespaces() if n.startswith(prefix)),
            "links": sorted(link["ifname"] for link in links if link.get("ifname", "").startswith(prefix))}
     if state_path is not None:
-        from hpcvar.testbed import slurm as sl
+        from hpcvar.testbed import slurm_daemons as sl
 
         d = sl.slurm_dir(Path(state_path))
         out["slurm_dir"] = [str(d)] if d.exists() else []

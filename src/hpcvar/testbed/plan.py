@@ -73,7 +73,7 @@ class Plan:
     status: str = "planned"  # planned -> creating -> up
     agent: str = ""  # path of the ssh-like agent script (written by up)
     noise: list[dict] = field(default_factory=list)  # background noise processes: {"pids": [...], "until": t}
-    slurm: dict = field(default_factory=dict)  # up --slurm: directory, ports, controller address (testbed.slurm)
+    slurm: dict = field(default_factory=dict)  # up --slurm: directory, ports, controller (testbed.slurm_daemons)
     created_unix: float = 0.0
     version: int = STATE_VERSION
 

@@ -1,50 +1,15 @@
-"""Event traces: the native Parquet format, imports (OTF2, SimGrid TIT), Chrome/Perfetto export."""
+"""Event traces of MPI applications (docs/formats.md "Event traces", docs/replay.md).
 
-from __future__ import annotations
+- ``parquet``: hpcvar's own format, one Parquet file with a row per traced MPI call (``Trace``,
+  ``read_parquet``, ``write_parquet``, ``make_events``, ``OPS``), what ``hpcvar trace`` writes;
+- ``load``: ``load_trace``, a Trace from any format hpcvar reads, and ``import_engine``, the choice between
+  an importer's C and Python implementations;
+- the imports: ``tit`` (SimGrid time-independent traces) and ``otf2_import`` (OTF2 archives), each with its C
+  engine (``tit_native``, ``otf2_native``) and the column steps they share (``columns``);
+- ``chrome`` (Chrome/Perfetto timelines), ``cut`` (a trace cut at a collective), ``collectives`` (collectives
+  decomposed into messages), ``hpcc`` (HPL's input and results).
+"""
 
-import os
-from collections.abc import Callable
-from pathlib import Path
+from hpcvar.traces.load import ENGINE_ENV, IMPORT_ENGINES, import_engine, load_trace
 
-from hpcvar.errors import UsageError
-
-IMPORT_ENGINES = ("auto", "native", "python")
-ENGINE_ENV = "HPCVAR_IMPORT_ENGINE"
-
-
-def import_engine(engine: str | None, available: Callable[[], bool], lib: Callable[[], object]) -> str:
-    """``native`` or ``python``: the importer to run. ``engine`` (else $HPCVAR_IMPORT_ENGINE, else ``auto``):
-    ``auto`` is the compiled importer when its library is installed, ``native`` requires it (``lib()``
-    raises MissingToolError with the remedy), ``python`` is the reference."""
-    where = "--engine"
-    if engine is None:
-        engine, where = os.environ.get(ENGINE_ENV) or "auto", ENGINE_ENV
-    if engine not in IMPORT_ENGINES:
-        raise UsageError(f"unknown import engine '{engine}'", where, f"Use one of {', '.join(IMPORT_ENGINES)}")
-    if engine == "native":
-        lib()
-        return "native"
-    return "native" if engine == "auto" and available() else "python"
-
-
-def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: str | None = None,
-               dialect: str | None = None):
-    """A Trace from a native Parquet trace, a SimGrid TIT file or an OTF2 archive (anchor .otf2); ``engine``
-    picks the TIT and OTF2 importer (import_engine); ``dialect``: the TIT dialect (None: auto, else the SimGrid
-    version that wrote it, hpcvar.traces.tit_dialect)."""
-    from hpcvar.traces import native
-
-    p = Path(path)
-    if fmt == "auto":
-        fmt = "otf2" if p.suffix == ".otf2" else "tit" if p.suffix in (".txt", ".tit") else "native"
-    if fmt == "native":
-        return native.read_parquet(p)
-    if fmt == "tit":
-        from hpcvar.traces.tit import read_tit
-
-        return read_tit(p, flops_rate, engine, dialect)
-    if fmt == "otf2":
-        from hpcvar.traces.otf2_import import read_otf2
-
-        return read_otf2(p, engine)
-    raise UsageError(f"unknown trace format '{fmt}'", "--format", "Use native, tit or otf2")
+__all__ = ["ENGINE_ENV", "IMPORT_ENGINES", "import_engine", "load_trace"]

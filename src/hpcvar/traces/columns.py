@@ -1,4 +1,4 @@
-"""The events frame (hpcvar.traces.native.COLUMNS) from column arrays, as the importers build it.
+"""The events frame (hpcvar.traces.parquet.COLUMNS) from column arrays, as the importers build it.
 
 Both the compiled importers (TIT, OTF2) and their Python references end in ``events_frame``, so that the two
 give the same frame by construction from the same arrays: ``task`` int32, ``seq`` int64, ``op`` int8 codes of
@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from hpcvar.traces.native import COLUMNS, OPS
+from hpcvar.traces.parquet import COLUMNS, OPS
 
 
 def events_frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:

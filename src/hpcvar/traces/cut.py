@@ -17,7 +17,7 @@ import numpy as np
 import pandas as pd
 
 from hpcvar.errors import InputFileError, UsageError
-from hpcvar.traces.native import COLLECTIVE_OPS, OPS, Trace, make_events
+from hpcvar.traces.parquet import COLLECTIVE_OPS, OPS, Trace, make_events
 
 SENDS = ("send", "isend", "sendrecv")
 RECVS = ("recv", "irecv", "sendrecv_recv")

@@ -25,7 +25,7 @@ import numpy as np
 from hpcvar.errors import InputFileError, MissingToolError
 from hpcvar.traces import import_engine
 from hpcvar.traces.columns import events_frame
-from hpcvar.traces.native import OPS, Trace, validate
+from hpcvar.traces.parquet import OPS, Trace, validate
 
 _COLL = {"BARRIER": "barrier", "BCAST": "bcast", "REDUCE": "reduce", "ALLREDUCE": "allreduce", "GATHER": "gather",
          "GATHERV": "gatherv", "SCATTER": "scatter", "SCATTERV": "scatterv", "ALLGATHER": "allgather",

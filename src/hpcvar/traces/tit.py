@@ -29,7 +29,7 @@ from hpcvar.errors import InputFileError, UsageError, read_user_bytes
 from hpcvar.traces import import_engine
 from hpcvar.traces import tit_dialect as td
 from hpcvar.traces.columns import events_frame
-from hpcvar.traces.native import MAX_BYTES, MAX_NS, MAX_TASKS, OPS, Trace
+from hpcvar.traces.parquet import MAX_BYTES, MAX_NS, MAX_TASKS, OPS, Trace
 from hpcvar.units import MAX_SIZE
 
 _CODE = {op: i for i, op in enumerate(OPS)}

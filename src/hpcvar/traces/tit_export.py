@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from hpcvar.errors import InputFileError, UsageError
-from hpcvar.traces.native import COLLECTIVE_OPS, Trace
+from hpcvar.traces.parquet import COLLECTIVE_OPS, Trace
 from hpcvar.traces.tit import MAX_FLOPS_RATE
 from hpcvar.traces.tit_dialect import MPI_BYTE_ID
 

@@ -1,0 +1,137 @@
+"""The views of 'bench sharing' runs (terminal table, report section with the measured penalties next to every
+model's prediction, metrics, figure), and the terminal tables of 'hpcvar model penalties|evaluate'."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+from rich.console import Console
+from rich.table import Table
+
+from hpcvar.compare import Metric
+from hpcvar.report.sections import Headline, Section
+from hpcvar.report.terminal import nbytes, ns, seconds
+from hpcvar.report.verdict import judge_error_pct
+from hpcvar.results import Run
+from hpcvar.units import format_time_ns
+
+
+def render(console: Console, run: Run) -> None:
+    """A stored 'bench sharing' run: the measured penalties."""
+    result = run.info["result"]
+    t = Table(title=f"Bandwidth sharing, measured penalties (T_ref {format_time_ns(result['t_ref_ns'])}, "
+                    f"{result['reps']} reps)", title_justify="left")
+    for col in ("comm", "src -> dst", "size", "T (median)", "penalty", "95% CI", "min", "max"):
+        t.add_column(col, justify="right", no_wrap=True)
+    for c in result["communications"]:
+        lo, hi = c["penalty_ci"]
+        t.add_row(c["name"], f"{c['src']} -> {c['dst']}", nbytes(c["size_bytes"]), ns(c["t_ns"]),
+                  f"{c['penalty']:.2f}", f"{lo:.2f}-{hi:.2f}", f"{c['penalty_min']:.2f}", f"{c['penalty_max']:.2f}")
+    console.print(t)
+
+
+def render_penalties(console: Console, result: dict) -> None:
+    t = Table(title=f"Model '{result['model']}' penalties", title_justify="left")
+    cols = ["comm", "src -> dst", "penalty"]
+    timed = any("t_predicted_s" in c for c in result["communications"])
+    if timed:
+        cols.append("predicted T")
+    for col in cols:
+        t.add_column(col, justify="right", no_wrap=True)
+    for c in result["communications"]:
+        row: list = [c["name"], f"{c['src']} -> {c['dst']}", f"{c['penalty']:.3f}"]
+        if timed:
+            row.append(seconds(c["t_predicted_s"]))
+        t.add_row(*row)
+    console.print(t)
+    if result.get("params"):
+        console.print("parameters: " + ", ".join(f"{k}={v}" for k, v in result["params"].items()))
+
+
+def render_evaluation(console: Console, result: dict) -> None:
+    models = result["models"]
+    t = Table(title=f"Predicted vs measured times (run {result['run_id']}), E_rel in %", title_justify="left")
+    t.add_column("comm", justify="right")
+    t.add_column("T_m", justify="right")
+    for m in models:
+        t.add_column(f"T_p {m}", justify="right")
+        t.add_column(f"E_rel {m}", justify="right")
+    for c in result["communications"]:
+        row: list = [c["name"], ns(c["t_measured_ns"])]
+        for m in models:
+            row += [ns(c["predicted"][m]["t_ns"]), f"{c['predicted'][m]['e_rel_pct']:+.1f}"]
+        t.add_row(*row)
+    t.add_row("E_abs", "", *[x for m in models for x in ("", f"{result['e_abs_pct'][m]:.1f}")], style="bold")
+    console.print(t)
+    for p in result.get("plots", []):
+        console.print(f"plot: {p}")
+
+
+def metrics(run: Run) -> list[Metric]:
+    s = run.read_table("sharing.samples")
+    return [Metric(f"sharing {comm} ({src}->{dst}) time", g["t_ns"].to_numpy(), True, "ns")
+            for (comm, src, dst), g in s.groupby(["comm", "src", "dst"])]
+
+
+def plots(run: Run) -> list[Path]:
+    """The predicted vs measured times (every model, the paper's or the fitted gige parameters)."""
+    return plot_evaluation(run, _evaluate(run)[0])
+
+
+def _evaluate(run: Run) -> tuple[dict, bool]:
+    from hpcvar.models.evaluate import evaluate_run
+
+    summ = run.read_table("sharing.summary").sort_values("comm_index")
+    fitted = run.info.get("gige_fit")  # set by a characterization that fitted gige on its schemes
+    return evaluate_run(run, summ, ["gige", "myrinet", "maxmin"], fitted), bool(fitted)
+
+
+def section(run: Run) -> Section:
+    res, fitted = _evaluate(run)
+    fit = run.info.get("gige_fit")
+    summ = run.read_table("sharing.summary").sort_values("comm_index")
+    rows = []
+    for c in res["communications"]:
+        rows.append({"comm": c["name"], "src -> dst": f"{c['src']} -> {c['dst']}",
+                     "measured penalty": round(c["penalty_measured"], 3),
+                     **{f"{m} penalty": round(c["predicted"][m]["penalty"], 3) for m in res["models"]},
+                     **{f"{m} E_rel %": round(c["predicted"][m]["e_rel_pct"], 1) for m in res["models"]}})
+    plots = plot_evaluation(run, res)
+    t_ref = float(summ.t_ref_median_ns.iloc[0])
+    scheme = ", ".join(f"{c['src']}->{c['dst']}" for c in res["communications"])
+    return Section(
+        title=f"Bandwidth sharing ({len(rows)} communications)",
+        headlines=[Headline(f"T_ref [{scheme}]", f"{t_ref / 1e6:.3g} ms", "reference transfer alone (median)")]
+        + [Headline(f"E_abs {m} [{scheme}]", f"{v:.1f}%",
+                    "mean |E_rel| with " + ("the fitted parameters" if fitted and m == "gige" else
+                                            "the paper's parameters" if m == "gige" else "no parameter"),
+                    *judge_error_pct(v, "E_abs"))
+           for m, v in res["e_abs_pct"].items()],
+        tables=[("Measured and predicted penalties (Vienne et al. 2008, Figure 2 / Figure 7)", pd.DataFrame(rows))],
+        figures=[("Predicted vs measured times", [p for p in plots if p.suffix == ".png"][0])],
+        notes=[f"gige parameters fitted on this characterization's schemes: {fit}." if fitted else
+               "Predictions use the paper's gige parameters; fit your own with 'hpcvar model fit'."],
+    )
+
+
+def plot_evaluation(run, res: dict) -> list[Path]:
+    import numpy as np
+
+    from hpcvar.report.plots import figure, save
+
+    fig, ax = figure()
+    names = [c["name"] for c in res["communications"]]
+    x = np.arange(len(names))
+    k = len(res["models"]) + 1
+    w = 0.8 / k
+    ax.bar(x, [c["t_measured_ns"] / 1e6 for c in res["communications"]], w, label="measured", color="0.3")
+    for i, m in enumerate(res["models"], start=1):
+        ax.bar(x + i * w, [c["predicted"][m]["t_ns"] / 1e6 for c in res["communications"]], w,
+               label=f"{m} (E_abs {res['e_abs_pct'][m]:.1f}%)")
+    ax.set_xticks(x + w * (k - 1) / 2, names)
+    ax.set_xlabel("communication")
+    ax.set_ylabel("time (ms)")
+    ax.set_title(f"Predicted vs measured, run {res['run_id']}")
+    ax.legend(fontsize=8)
+    return save(fig, run.plots_dir() / "sharing-evaluation")

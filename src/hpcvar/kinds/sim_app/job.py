@@ -1,0 +1,414 @@
+"""``hpcvar sim app``: ``job(AppParams, ctx) -> Run``.
+
+The command line (hpcvar.cli.sim_app) only turns flags into ``AppParams`` and prints the run. The job
+reads the trace (columnar: Arrow/numpy), computes the measured side (S_m per task), lowers the trace once
+into the C core's op arrays (native/sim/lower.c) and replays it for every mapping x model x replica,
+writing the tables after each mapping x model (docs/replay.md).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from hpcvar.errors import UsageError
+from hpcvar.noise import COSCHED, DRAWN_ALIGNMENTS, UNSYNC
+from hpcvar.results import Run
+from hpcvar.results.context import JobContext
+from hpcvar.results.kinds import draw_plots
+from hpcvar.results.params import Params
+
+PROGRESS_MIN_OPS = 2_000_000  # a progress bar only for replays at least this long (and only on a terminal)
+
+
+@dataclass(frozen=True)
+class AppParams(Params):
+    """``hpcvar sim app``'s parameters (run.json ``params``)."""
+
+    trace: str  # the trace file: Parquet (hpcvar trace), SimGrid TIT, OTF2
+    fmt: str = "auto"  # auto (by extension), parquet, tit, otf2
+    cluster_path: str | None = None  # a cluster file instead of the options below
+    nodes: int | None = None  # None: one per task
+    cores_per_node: int | None = None  # None: as many as the tasks need
+    bandwidth_bytes_per_s: float = 1.25e8
+    latency_s: float = 50e-6
+    shm_bandwidth_bytes_per_s: float = 5e9
+    shm_latency_s: float = 5e-7
+    rndv_latency_s: float = 0.0
+    shm_rndv_latency_s: float = 0.0
+    send_buffer_bytes: int = 0
+    rndv_first_bytes: int = 0
+    mappings: tuple[str, ...] = ("rrn",)  # hpcvar.sim.replay.MAPPINGS, compared
+    mapping_files: tuple[str, ...] = ()  # files of 'TASK NODE' lines, compared after the named mappings
+    models: tuple[str, ...] = ("none",)  # hpcvar.sim.replay.MODELS
+    params_path: str | None = None  # model parameters from 'hpcvar model fit'
+    collectives: str = "binomial"
+    eager_bytes: int = 65536
+    jitter_path: str | None = None  # an OS-jitter trace (two-column 'duration gap' cycles)
+    jitter_freq_hz: float | None = None
+    align: str = UNSYNC  # hpcvar.noise.DRAWN_ALIGNMENTS
+    window_s: float | None = None  # the co-scheduler window (align cosched)
+    window_origin_s: float | None = None
+    replicas: int = 1
+    seed: int = 1
+    engine: str = "auto"  # auto | native | python
+    chrome_path: str | None = None  # the first timeline as Chrome/Perfetto JSON
+    plot_stem: str | None = None  # the per-task figure here too
+    plots: bool = True
+    flops_per_s: float | None = None  # TIT: flop/s (None: the cluster file's flops_rate, else 1e9)
+    dialect: str = "auto"  # TIT: the SimGrid version that wrote the trace (hpcvar.traces.tit_dialect)
+    breakdown: bool = False
+    phases: int | None = None  # --breakdown: slices of each task's measured span
+
+    def all_mappings(self) -> list[str]:
+        """The mappings compared, in order: the named ones, then the files."""
+        return [*self.mappings, *self.mapping_files]
+
+    def check(self) -> None:
+        """Usage errors that need no file, naming the flag."""
+        from hpcvar.sim.replay import MAPPINGS, MODELS
+
+        if self.align not in DRAWN_ALIGNMENTS:
+            raise UsageError(f"unknown alignment '{self.align}'", "--align", f"Use {', '.join(DRAWN_ALIGNMENTS)}")
+        if self.window_s is not None and self.align != COSCHED:
+            raise UsageError("--window is only for --align cosched", "--window", "Add --align cosched")
+        if self.align == COSCHED and self.window_s is None:
+            raise UsageError("--align cosched needs the window length", "--window", "Give e.g. --window 10ms")
+        if self.window_origin_s is not None and self.align != COSCHED:
+            raise UsageError("--window-origin is only for --align cosched", "--window-origin", "Add --align cosched")
+        if self.align != UNSYNC and self.jitter_path is None:
+            raise UsageError(f"--align {self.align} applies to a jitter trace", "--align", "Give --jitter TRACE")
+        if not self.all_mappings():
+            raise UsageError("no mapping", "--mapping", f"Give one of {', '.join(MAPPINGS)}, or --mapping-file FILE")
+        for mp in self.mappings:
+            if mp not in MAPPINGS:
+                raise UsageError(f"unknown mapping '{mp}'", "--mapping",
+                                 f"Use {', '.join(MAPPINGS)}, or give a file of 'TASK NODE' lines with --mapping-file")
+        _check_breakdown(self)
+        for m in self.models:
+            if m not in MODELS:
+                raise UsageError(f"unknown model '{m}'", "--model", f"Use one of {', '.join(MODELS)}")
+
+
+def _check_breakdown(p: AppParams) -> None:
+    from hpcvar.sim.breakdown import MAX_PHASES
+
+    if p.phases is not None and not p.breakdown:
+        raise UsageError("--phases splits the --breakdown", "--phases", "Add --breakdown")
+    if p.phases is not None and not 1 <= p.phases <= MAX_PHASES:
+        raise UsageError(f"--phases {p.phases} is outside 1..{MAX_PHASES}", "--phases", "Give e.g. --phases 4")
+
+
+def flops_per_s_of(p: AppParams) -> float:
+    """The flop/s that turn a TIT trace's flops into seconds: --flops-rate, else the cluster file's flops_rate,
+    else 1e9 (both given: an error, as for the other keys of the cluster file)."""
+    if not p.cluster_path:
+        return 1e9 if p.flops_per_s is None else p.flops_per_s
+    from hpcvar.sim import replay as simapp
+
+    rate = simapp.load_cluster(p.cluster_path).flops_rate
+    if p.flops_per_s is not None:
+        raise UsageError("--flops-rate and --cluster both given", "--flops-rate",
+                         "Put 'flops_rate RATE' (flop/s) in the cluster file")
+    return 1e9 if rate is None else rate
+
+
+def cluster_of(p: AppParams, ntasks: int):
+    from hpcvar.sim import replay as simapp
+
+    if p.cluster_path:
+        if p.nodes or p.cores_per_node:
+            raise UsageError("--nodes/--cores-per-node and --cluster both given", "--cluster",
+                             "Put the node counts in the cluster file")
+        for flag, key, v in (("--send-buffer", "send_buffer", p.send_buffer_bytes),
+                             ("--rndv-first", "rndv_first", p.rndv_first_bytes)):
+            if v:
+                raise UsageError(f"{flag} and --cluster both given", flag, f"Put '{key} SIZE' in the cluster file")
+        return simapp.load_cluster(p.cluster_path)
+    n = p.nodes or ntasks
+    k = p.cores_per_node or max(1, -(-ntasks // n))
+    return simapp.Cluster(n, k, p.bandwidth_bytes_per_s, p.latency_s, p.shm_bandwidth_bytes_per_s, p.shm_latency_s,
+                          rndv_latency=p.rndv_latency_s, shm_rndv_latency=p.shm_rndv_latency_s,
+                          send_buffer=float(p.send_buffer_bytes), rndv_first=float(p.rndv_first_bytes))
+
+
+class _Progress:
+    """A rich progress bar over all replays (ops replayed / ops to replay), on stderr."""
+
+    def __init__(self, total_ops: int, console):
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.bar = Progress(TextColumn("replay"), BarColumn(), TextColumn("{task.percentage:>3.0f}%"),
+                            TimeRemainingColumn(), console=console, transient=True)
+        self.task = self.bar.add_task("replay", total=total_ops)
+        self.base = 0
+        self.bar.start()
+
+    def callback(self, done: int, nops: int) -> None:
+        self.bar.update(self.task, completed=self.base + done)
+
+    def next_replay(self, nops: int) -> None:
+        self.base += nops
+        self.bar.update(self.task, completed=self.base)
+
+    def stop(self) -> None:
+        self.bar.stop()
+
+
+def job(p: AppParams, ctx: JobContext) -> Run:
+    """Replay ``p.trace`` for every mapping x model (x replica); store the run. A progress bar when the replays
+    are long (PROGRESS_MIN_OPS) and ``ctx.show_progress()``."""
+    from hpcvar.results.store import run_lifecycle
+    from hpcvar.sim import breakdown
+
+    p.check()
+    timings: dict = {}
+    trace, host = _read(p, timings)
+    cl, params_by_model, jit = _prepare(p, trace)
+    run = ctx.create_run("sim app", p, host)
+    with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
+        nevents_trace = len(trace.events)
+        grid = breakdown.grid(trace, p.phases or 1) if p.breakdown else None  # before the lowering frees the rows
+        ops, encoded, ops_per_replay, m_total, m_comm = _lower(p, trace, timings)
+        timeline_src = trace if p.chrome_path else None
+        nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.all_mappings()) \
+            * len(p.models)
+        total_ops = nruns * ops_per_replay
+        bar = _Progress(total_ops, ctx.console) if ctx.show_progress() and total_ops >= PROGRESS_MIN_OPS else None
+        try:
+            runs, first, bd = _replay_all(p, run, trace, cl, params_by_model, jit, ops, encoded, ops_per_replay,
+                                          bar, (m_total, m_comm), nevents_trace, grid)
+        finally:
+            if bar:
+                bar.stop()
+        if not trace.timed:
+            run.warn("the trace has no measured times (TIT import): no E_abs; record it with 'hpcvar trace' for a "
+                     "comparison with the measurement")
+        total_replay = sum(r["replay_s"] for r in runs)
+        run.info["result"] = out = {
+            "command": "sim app", "trace": str(p.trace), "ntasks": trace.ntasks, "timed": trace.timed,
+            "events": nevents_trace, "cluster": _cluster_json(cl), "model_params": params_by_model,
+            "flops_per_s": trace.meta.get("flops_rate"), "tit_dialect": trace.meta.get("tit_dialect"),
+            "collectives": p.collectives, "eager_bytes": p.eager_bytes, "jitter": p.jitter_path, "align": p.align,
+            "replicas": p.replicas, "seed": p.seed, "mapping": runs[0]["mapping"], "model": runs[0]["model"],
+            "tasks": runs[0]["tasks"], "runs": runs, "lower_s": timings["lower_s"], "read_s": timings["read_s"],
+            "measure_s": timings["measure_s"],
+            "replay_rows_per_s": (sum(r["events_per_s"] * r["replay_s"] for r in runs if r["events_per_s"])
+                                  / total_replay) if total_replay > 0 else None, "run": str(run.path)}
+        if grid is not None:
+            out["breakdown"] = {"phases": grid.nphases, "rows": bd.to_dict("records")}
+        out["plots"] = _outputs(p, run, runs, first, timeline_src)
+    return run
+
+
+def _read(p: AppParams, timings: dict):
+    """(the trace, the host's metadata): the metadata is collected in a thread while the trace is read (its
+    timer probe runs a program for about 0.25 s, mostly on the other core)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from hpcvar import metadata
+    from hpcvar.traces import load_trace
+
+    with ThreadPoolExecutor(1) as pool:
+        host = pool.submit(metadata.collect, {})
+        t0 = time.perf_counter()
+        # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
+        # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
+        trace = load_trace(p.trace, p.fmt, flops_per_s_of(p), "python" if p.engine == "python" else None,
+                           p.dialect)
+        timings["read_s"] = time.perf_counter() - t0
+        return trace, host.result()
+
+
+def _prepare(p: AppParams, trace):
+    """The cluster, the model parameters and the jitter of the replays; every mapping and model is checked
+    before anything runs (an impossible --engine too)."""
+    from hpcvar.sim import replay as simapp
+    from hpcvar.sim.replay_jitter import jitter_factory
+
+    cl = cluster_of(p, trace.ntasks)
+    params_by_model: dict = {}
+    if p.params_path:
+        from hpcvar.models.sharing import load_params
+
+        pm, pp = load_params(p.params_path)
+        params_by_model[pm] = pp
+    for mp in p.all_mappings():
+        simapp.mapping(mp, trace.ntasks, cl, p.seed)
+    jit = jitter_factory(p.jitter_path, p.jitter_freq_hz, p.align, p.window_s, p.window_origin_s)
+    no_ops: list[list[tuple]] = [[] for _ in range(trace.ntasks)]
+    first = simapp.mapping(p.all_mappings()[0], trace.ntasks, cl, p.seed)
+    for m in p.models:
+        simapp.Simulator(trace, cl, first, m, params_by_model.get(m), p.collectives, p.eager_bytes,
+                         None if jit is None else jit(trace.ntasks, p.seed, 0), lowered=no_ops, engine=p.engine)
+    return cl, params_by_model, jit
+
+
+def _cluster_json(cl) -> dict:
+    """The simulated cluster as the options and the cluster file resolved to."""
+    return {"nodes": cl.nodes, "cores_per_node": cl.cores_per_node, "bandwidth_bytes_per_s": cl.bandwidth,
+            "latency_s": cl.latency, "shm_bandwidth_bytes_per_s": cl.shm_bandwidth, "shm_latency_s": cl.shm_latency,
+            "rndv_latency_s": cl.rndv_latency, "shm_rndv_latency_s": cl.shm_rndv_latency,
+            "send_buffer_bytes": cl.send_buffer, "rndv_first_bytes": cl.rndv_first,
+            "links": [[a, b, bw, lat] for (a, b), (bw, lat) in cl.links.items()]}
+
+
+def _lower(p: AppParams, trace, timings: dict):
+    """The trace lowered once for the engine that will replay it (the C lowering also computes the measured
+    side in the same pass): (python ops or None, C arrays or None, ops per replay, measured total, comm)."""
+    from hpcvar.sim import replay as simapp
+
+    ops, encoded = None, None
+    t0 = time.perf_counter()
+    if p.engine == "python" or not _native_ok():
+        ops = simapp.lower(trace, p.collectives)[0]
+        ops_per_replay = sum(map(len, ops))
+    else:
+        from hpcvar.sim.replay_native import lower_native
+
+        # the replays need only the op arrays: the rows go as the lowering consumes them (--chrome keeps them)
+        encoded = lower_native(trace, p.collectives, release_rows=not p.chrome_path)
+        ops_per_replay = len(encoded.kind)
+    timings["lower_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    m_total, m_comm = encoded.measured if encoded is not None and encoded.measured is not None \
+        else simapp.measured(trace)
+    timings["measure_s"] = time.perf_counter() - t0
+    return ops, encoded, ops_per_replay, m_total, m_comm
+
+
+def _replay_all(p: AppParams, run, trace, cl, params_by_model, jit, ops, encoded, ops_per_replay, bar, measured,
+                nevents_trace: int, grid=None):
+    """Every mapping x model (x replica for random mappings and jitter); the tables are stored after each
+    mapping x model. Returns (one summary per mapping x model, the first replay's result, the breakdown rows
+    of every replay when ``grid`` is given, else None)."""
+    import pandas as pd
+
+    from hpcvar.sim import breakdown
+    from hpcvar.sim import replay as simapp
+
+    runs: list[dict] = []
+    rep_rows: list = []
+    bd_rows: list = []
+    first = None
+    for mp in p.all_mappings():
+        for m in p.models:
+            random_here = mp == "random" or jit is not None
+            reps, t_sim, eng = [], 0.0, None
+            for r in range(p.replicas if random_here else 1):
+                node_of = simapp.mapping(mp, trace.ntasks, cl, p.seed + r)
+                jf = jit(trace.ntasks, p.seed, r) if jit is not None else None
+                sim = simapp.Simulator(trace, cl, node_of, m, params_by_model.get(m), p.collectives, p.eager_bytes, jf,
+                                       ops, engine=p.engine, encoded=encoded,
+                                       keep_rows=(first is None and bool(p.chrome_path)) or grid is not None,
+                                       progress=bar.callback if bar else None)
+                if sim.engine == "python" and ops is None:
+                    raise UsageError("the trace was lowered for the C core only", "--engine", "Use --engine auto")
+                t1 = time.perf_counter()
+                res = sim.run()
+                t_sim += time.perf_counter() - t1
+                if bar:
+                    bar.next_replay(ops_per_replay)  # the engine is the one its ops were lowered for
+                eng = sim.engine
+                reps.append(res)
+                rep_rows.append(pd.DataFrame({
+                    "mapping": mp, "model": m, "replica": r, "seed": p.seed + r, "task": np.arange(trace.ntasks),
+                    "node": np.asarray(res.node_of, np.int64), "total_s": res.total_s, "comm_s": res.comm_s,
+                    "avg_penalty": res.avg_penalty}))
+                if first is None:
+                    first = res
+                if grid is not None:
+                    bd_rows.append(breakdown.rows(grid, res, mp, m, r))
+            one = combine(mp, m, reps, measured[0], measured[1], trace.timed)
+            one.update(engine=eng, replay_s=t_sim,
+                       events_per_s=nevents_trace * len(reps) / t_sim if t_sim > 0 else None)
+            runs.append(one)
+            run.write_table("replay.replicas", pd.concat(rep_rows, ignore_index=True))
+            run.write_table("replay.tasks", pd.DataFrame(task_rows(runs)))
+            run.write_table("replay.runs", pd.DataFrame(run_rows(runs)))
+            if grid is not None:
+                run.write_table("replay.breakdown", pd.concat(bd_rows, ignore_index=True))
+    return runs, first, (pd.concat(bd_rows, ignore_index=True) if grid is not None else None)
+
+
+def _outputs(p: AppParams, run, runs: list[dict], first, timeline_src) -> list[str]:
+    """The Chrome/Perfetto timeline and the figures of a finished replay (the run's, and --plot STEM's)."""
+    from hpcvar.sim import replay as simapp
+
+    if p.chrome_path:
+        from hpcvar.traces.chrome import write_chrome
+
+        assert first is not None and timeline_src is not None  # kept for the first replay when chrome_path
+        write_chrome(simapp.timeline(first, timeline_src), first.node_of, p.chrome_path)
+    return draw_plots(run) if p.plots or p.plot_stem else []
+
+
+def _native_ok() -> bool:
+    from hpcvar.sim import replay_native
+
+    return replay_native.available()
+
+
+def task_rows(runs: list[dict]) -> list[dict]:
+    rows = []
+    nan = float("nan")
+    for run in runs:
+        for r in run["tasks"]:
+            c = r["conflicts"]
+            rows.append({"mapping": run["mapping"], "model": run["model"], "replicas": run["replicas"],
+                         "task": r["task"], "node": r["node"], "total_s": r["total_s"], "comm_s": r["comm_s"],
+                         "total_ci_lo_s": r.get("total_s_ci", [nan, nan])[0],
+                         "total_ci_hi_s": r.get("total_s_ci", [nan, nan])[1],
+                         "comm_ci_lo_s": r.get("comm_s_ci", [nan, nan])[0],
+                         "comm_ci_hi_s": r.get("comm_s_ci", [nan, nan])[1],
+                         "avg_penalty": r["avg_penalty"],
+                         "conflicts_none": c.get("none", 0), "conflicts_out": c.get("out", 0),
+                         "conflicts_in": c.get("in", 0), "conflicts_in_out": c.get("in-out", 0),
+                         "measured_total_s": r.get("measured_total_s", nan),
+                         "measured_comm_s": r.get("measured_comm_s", nan), "e_abs_pct": r.get("e_abs_pct", nan)})
+    return rows
+
+
+def run_rows(runs: list[dict]) -> list[dict]:
+    return [{"mapping": r["mapping"], "model": r["model"], "replicas": r["replicas"], "makespan_s": r["makespan_s"],
+             "mean_e_abs_pct": r.get("mean_e_abs_pct") if r.get("mean_e_abs_pct") is not None else float("nan"),
+             "engine": r["engine"], "replay_s": r["replay_s"],
+             "events_per_s": r["events_per_s"] if r["events_per_s"] is not None else float("nan")} for r in runs]
+
+
+def combine(mp, m, reps, m_total, m_comm, timed) -> dict:
+    """Medians over replicas per task (95% CIs with several), E_abs against the measurement."""
+    from hpcvar.sim.replay import e_abs
+
+    if len(reps) > 1:
+        from hpcvar.stats.summary import median_ci  # scipy: seconds to import, only for CIs
+
+    tot = np.array([r.total_s for r in reps])
+    com = np.array([r.comm_s for r in reps])
+    pen = np.array([r.avg_penalty for r in reps])
+    tasks = []
+    for t in range(tot.shape[1]):
+        row = {"task": t, "node": reps[0].node_of[t], "total_s": float(np.median(tot[:, t])),
+               "comm_s": float(np.median(com[:, t])), "avg_penalty": float(np.median(pen[:, t])),
+               "conflicts": reps[0].conflicts[t]}
+        if timed:
+            ea = e_abs(com[:, t], np.full(len(reps), m_comm[t]))
+            row.update({"measured_total_s": float(m_total[t]), "measured_comm_s": float(m_comm[t]),
+                        "e_abs_pct": float(np.median(ea))})
+        if len(reps) > 1:
+            row["total_s_ci"] = list(median_ci(tot[:, t]))
+            row["comm_s_ci"] = list(median_ci(com[:, t]))
+            if timed:
+                row["e_abs_pct_ci"] = list(median_ci(e_abs(com[:, t], np.full(len(reps), m_comm[t]))))
+        tasks.append(row)
+    out = {"mapping": mp, "model": m, "replicas": len(reps), "tasks": tasks,
+           "makespan_s": float(np.median(tot.max(axis=1)))}
+    if timed:
+        ea_pcts = [r["e_abs_pct"] for r in tasks if r["e_abs_pct"] == r["e_abs_pct"]]
+        out["mean_e_abs_pct"] = float(np.mean(ea_pcts)) if ea_pcts else None
+    return out
+
+
+__all__ = ["PROGRESS_MIN_OPS", "AppParams", "cluster_of", "combine", "job"]

@@ -1,0 +1,54 @@
+"""A trace from any format hpcvar reads, and the choice of an importer's engine."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from hpcvar.errors import UsageError
+
+IMPORT_ENGINES = ("auto", "native", "python")
+ENGINE_ENV = "HPCVAR_IMPORT_ENGINE"
+
+
+def import_engine(engine: str | None, available: Callable[[], bool], lib: Callable[[], object]) -> str:
+    """``native`` or ``python``: the importer to run. ``engine`` (else $HPCVAR_IMPORT_ENGINE, else ``auto``):
+    ``auto`` is the compiled importer when its library is installed, ``native`` requires it (``lib()``
+    raises MissingToolError with the remedy), ``python`` is the reference."""
+    where = "--engine"
+    if engine is None:
+        engine, where = os.environ.get(ENGINE_ENV) or "auto", ENGINE_ENV
+    if engine not in IMPORT_ENGINES:
+        raise UsageError(f"unknown import engine '{engine}'", where, f"Use one of {', '.join(IMPORT_ENGINES)}")
+    if engine == "native":
+        lib()
+        return "native"
+    return "native" if engine == "auto" and available() else "python"
+
+
+# the formats load_trace reads ("native": the name of "parquet" before, still accepted)
+FORMATS = ("parquet", "tit", "otf2")
+
+
+def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: str | None = None,
+               dialect: str | None = None):
+    """A Trace from hpcvar's Parquet trace, a SimGrid TIT file or an OTF2 archive (anchor .otf2); ``fmt``
+    auto goes by the extension; ``engine`` picks the TIT and OTF2 importer (import_engine); ``dialect``: the TIT
+    dialect (None: auto, else the SimGrid version that wrote it, hpcvar.traces.tit_dialect)."""
+    from hpcvar.traces import parquet
+
+    p = Path(path)
+    if fmt == "auto":
+        fmt = "otf2" if p.suffix == ".otf2" else "tit" if p.suffix in (".txt", ".tit") else "parquet"
+    if fmt in ("parquet", "native"):
+        return parquet.read_parquet(p)
+    if fmt == "tit":
+        from hpcvar.traces.tit import read_tit
+
+        return read_tit(p, flops_rate, engine, dialect)
+    if fmt == "otf2":
+        from hpcvar.traces.otf2_import import read_otf2
+
+        return read_otf2(p, engine)
+    raise UsageError(f"unknown trace format '{fmt}'", "--from", f"Use {', '.join(FORMATS)}")
