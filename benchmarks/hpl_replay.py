@@ -105,7 +105,7 @@ def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, ti
     full = run / "hpcc.trace"
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "hpcvar", "trace", "-o", str(full), "--raw-dir", str(raw),
-                          "--timeout", f"{timeout:.0f}s", "--json", "--", *argv], env=env, cwd=run,
+                          "--cpu-time", "--timeout", f"{timeout:.0f}s", "--json", "--", *argv], env=env, cwd=run,
                          capture_output=True, text=True, timeout=timeout + 120)
     if res.returncode:
         raise SystemExit(f"hpcc under the tracer failed ({res.returncode}):\n{res.stderr[-3000:]}")

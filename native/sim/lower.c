@@ -1,8 +1,8 @@
 /* Lowering of trace rows into the replay's op arrays (see replay.h): the compiled twin of
  * hpcvar.sim.replay_ref.lower + hpcvar.sim.replay_native.encode. Rows arrive sorted by task and seq;
- * each task's ops are, in order: a compute op for a positive gap since the previous row's end, then
- * the row's own ops (a send or receive post, a wait, or a collective's steps as posts + a wait per
- * step, as hpcvar.traces.collectives). Match keys become dense ids in order of first use; the request
+ * each task's ops are, in order: a compute op for a positive gap since the previous row's end (less the
+ * row's polls, or its CPU time: replay_ref.compute_ns), then the row's own ops (a send, receive or probe
+ * post, a wait, or a collective's steps as posts + a wait per step, as hpcvar.traces.collectives). Match keys become dense ids in order of first use; the request
  * of a point-to-point row is its row index, a wait for a request that does not exist gets the id nrows
  * (never completed), and the requests of collective steps follow. */
 #include "hv_ops.h"
@@ -473,7 +473,7 @@ static int pass(lw *L) {
     for (int64_t t = 0; t < c->ntasks; t++) {
         if (L->fill) c->task_off[t] = L->nops;
         int have_prev = 0;
-        int64_t prev_end = 0;
+        int64_t prev_end = 0, polls = 0;
         mpi_acc mpi = {0};
         if (L->fill) c->first_start[t] = INT64_MAX, c->last_end[t] = INT64_MIN;
         int64_t base = c->row_off[t], nrow_t = c->row_off[t + 1] - base;
@@ -481,7 +481,11 @@ static int pass(lw *L) {
             int64_t ts = c->t_start[g], te = c->t_end[g];
             if (have_prev) {
                 int64_t gap = ts - prev_end;
-                if (gap > 0) emit(L, HV_RP_COMPUTE, -1, (double)gap * 1e-9, -1, -1, -1);
+                if (gap > 0) { /* replay_ref.compute_ns */
+                    int64_t w = gap - (c->poll ? c->poll[g] : 0);
+                    if (c->compute == 1 && c->cpu && c->cpu[g] >= 0 && c->cpu[g] < w) w = c->cpu[g];
+                    if (w > 0) emit(L, HV_RP_COMPUTE, -1, (double)w * 1e-9, -1, -1, -1);
+                }
                 if (te > prev_end) prev_end = te;
             } else {
                 prev_end = te;
@@ -492,6 +496,7 @@ static int pass(lw *L) {
                 if (ts < c->first_start[t]) c->first_start[t] = ts;
                 if (te > c->last_end[t]) c->last_end[t] = te;
                 if (op != OP_INIT && op != OP_FINALIZE) mpi_add(&mpi, ts, te);
+                if (c->poll) polls += c->poll[g];
             }
             int32_t peer = c->peer[g], tag = c->tag[g], comm = c->comm[g];
             int64_t b = c->bytes[g];
@@ -533,6 +538,15 @@ static int pass(lw *L) {
                     wait_req(L, seq >= 1 ? g - 1 : never);
                     wait_req(L, g);
                 }
+                break;
+            case OP_PROBE:
+                if (peer < 0 || peer >= c->ntasks) {
+                    emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
+                    break;
+                }
+                emit(L, HV_RP_PROBE, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), g, g);
+                emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
+                wait_req(L, g);
                 break;
             case OP_WAIT: {
                 int64_t r = c->req[g];
@@ -600,6 +614,7 @@ static int pass(lw *L) {
         if (L->fill) {
             c->mpi_ns[t] = mpi.sum;
             if (mpi.unsorted && mpi_resorted(L, base, c->row_off[t + 1], &c->mpi_ns[t])) goto out;
+            c->mpi_ns[t] = c->mpi_ns[t] + (double)polls;
         }
     }
     if (L->fill) c->task_off[c->ntasks] = L->nops;

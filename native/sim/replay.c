@@ -9,12 +9,12 @@
 
 /* ---- the event heap: ordered by (time, insertion counter) like Python's heapq of tuples ------ */
 
-enum { EV_TASK = 0, EV_LATENCY = 1, EV_DATA_END = 2, EV_FINISH = 3, EV_SEND_DONE = 4 };
+enum { EV_TASK = 0, EV_LATENCY = 1, EV_DATA_END = 2, EV_FINISH = 3, EV_SEND_DONE = 4, EV_PROBE = 5 };
 
 typedef struct {
     double t;
     int64_t cnt;
-    int64_t obj; /* task or transfer */
+    int64_t obj; /* task, transfer, or request (EV_PROBE) */
     int64_t ver; /* EV_DATA_END, EV_SEND_DONE: the transfer's rate version */
     int32_t kind, pad;
 } hv_ev;
@@ -66,6 +66,8 @@ static hv_ev heap_pop(hv_heap *h) {
 
 typedef struct {
     double nbytes, bw, lat, remaining, rate, last, data_start, end, posted;
+    double env;       /* a rendezvous message: when its request reaches the receiver (what a probe waits for) */
+    int64_t probe_rq; /* an eager message: the probe waiting for its transfer to end, or -1 */
     int64_t op, sreq, rreq, version, next; /* next: FIFO link in the unsent queue of its key, or free list */
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
@@ -84,6 +86,7 @@ typedef struct {
     int32_t *us_head, *us_tail; /* per key: FIFO of unsent transfers (slot ids) */
     int32_t *ur_head, *ur_tail; /* per key: FIFO of posted receives (op indices) */
     int32_t *ur_next;           /* per op: next receive in its FIFO */
+    int64_t *probing;           /* per key: the request of a probe waiting for a send to be posted, or -1 */
     int64_t *active;            /* transfers in their data phase (contention models), in arrival order */
     int64_t nactive;
     double *pen;                /* penalties of the active transfers */
@@ -560,12 +563,30 @@ static int finish(hv_rp *s, int64_t xi, double now) {
         }
         c->kinds[4 * x->src + x->kind] += 1;
     }
-    int64_t sreq = x->sreq, rreq = x->rreq;
+    int64_t sreq = x->sreq, rreq = x->rreq, prq = x->probe_rq;
     int send_open = !x->eager && !x->sdone;
+    x->probe_rq = -1;
     if (rreq >= 0) xfree(s, xi); /* matched and done: nothing refers to it any more */
     if (send_open && complete(s, sreq, now)) return -1;
     if (rreq >= 0 && complete(s, rreq, now)) return -1;
+    if (prq >= 0 && complete(s, prq, now)) return -1;
     return 0;
+}
+
+/* the probe rq (at time t) completes when transfer xi is there: an eager message's transfer ended, a rendezvous
+ * message's request arrived (replay_ref.RefEngine.probe_target) */
+static int probe_target(hv_rp *s, int64_t xi, int64_t rq, double t) {
+    hv_xfer *x = &s->x[xi];
+    if (x->eager) {
+        if (x->done) s->done_at[rq] = x->end;
+        else x->probe_rq = rq;
+        return 0;
+    }
+    if (x->env <= t) {
+        s->done_at[rq] = x->env;
+        return 0;
+    }
+    return push(s, x->env, EV_PROBE, rq, 0);
 }
 
 static int64_t xalloc(hv_rp *s) {
@@ -707,11 +728,15 @@ static int step(hv_rp *s, int64_t task) {
             if (a == b) x->bw = c->shm_bandwidth, x->lat = c->shm_latency;
             else link_of(c, a, b, &x->bw, &x->lat);
             x->eager = c->val[p] <= c->eager;
+            x->env = t + x->lat;
+            if (a != b && c->rndv_first > 0)
+                x->env = x->env + (c->rndv_first < x->nbytes ? c->rndv_first : x->nbytes) / x->bw;
             if (!x->eager) x->lat = x->lat + (a == b ? c->shm_rndv_latency : c->rndv_latency);
             x->buffered = a != b && !x->eager && c->send_buffer > 0;
             x->posted = t;
             x->next = -1;
             x->end = -1.0;
+            x->probe_rq = -1;
             int64_t key = c->key[p];
             int64_t q = s->ur_head[key];
             if (q >= 0) {
@@ -724,8 +749,13 @@ static int step(hv_rp *s, int64_t task) {
                 else s->us_head[key] = (int32_t)xi;
                 s->us_tail[key] = (int32_t)xi;
                 if (x->eager && start(s, xi, t)) return -1;
+                int64_t prq = s->probing[key];
+                if (prq >= 0) {
+                    s->probing[key] = -1;
+                    if (probe_target(s, xi, prq, t)) return -1;
+                }
             }
-            if (x->eager) s->done_at[x->sreq] = t;
+            if (s->x[xi].eager) s->done_at[s->x[xi].sreq] = t;
         } else if (k == HV_RP_RECV) {
             int64_t key = c->key[p], rq = c->req[p];
             int64_t xi = s->us_head[key];
@@ -745,6 +775,13 @@ static int step(hv_rp *s, int64_t task) {
                 if (s->ur_tail[key] >= 0) s->ur_next[s->ur_tail[key]] = (int32_t)p;
                 else s->ur_head[key] = (int32_t)p;
                 s->ur_tail[key] = (int32_t)p;
+            }
+        } else if (k == HV_RP_PROBE) {
+            int64_t key = c->key[p], xi = s->us_head[key];
+            if (xi >= 0) {
+                if (probe_target(s, xi, c->req[p], t)) return -1;
+            } else {
+                s->probing[key] = c->req[p];
             }
         } else { /* wait */
             int64_t need = 0, off = c->req[p];
@@ -808,6 +845,7 @@ int hv_rp_run(hv_rp_config *c) {
     ALLOC(s.ur_head, c->nkeys);
     ALLOC(s.ur_tail, c->nkeys);
     ALLOC(s.ur_next, c->nops);
+    ALLOC(s.probing, c->nkeys);
     ALLOC(s.n_out, nn);
     ALLOC(s.n_in, nn);
     ALLOC(s.top, nn);
@@ -821,6 +859,7 @@ int hv_rp_run(hv_rp_config *c) {
     ALLOC(s.first_dst, nn);
     for (int64_t i = 0; i < c->nreqs; i++) s.done_at[i] = -1.0, s.waiting[i] = -1;
     for (int64_t i = 0; i < c->nkeys; i++) s.us_head[i] = s.us_tail[i] = s.ur_head[i] = s.ur_tail[i] = -1;
+    for (int64_t i = 0; i < c->nkeys; i++) s.probing[i] = -1;
     if (c->row_start)
         for (int64_t i = 0; i < c->nrows; i++) c->row_start[i] = c->row_end[i] = -1.0;
     for (int64_t t = 0; t < c->ntasks; t++) {
@@ -882,6 +921,8 @@ int hv_rp_run(hv_rp_config *c) {
             if (ev.ver != x->version || x->sdone || x->done) continue;
             x->sdone = 1;
             if (complete(&s, x->sreq, now)) goto oom;
+        } else if (ev.kind == EV_PROBE) { /* a rendezvous request arrived: the probe waiting for it completes */
+            if (complete(&s, ev.obj, now)) goto oom;
         } else if (finish(&s, ev.obj, now)) {
             goto oom;
         }
@@ -911,6 +952,7 @@ oom:
     free(s.ur_head);
     free(s.ur_tail);
     free(s.ur_next);
+    free(s.probing);
     free(s.active);
     free(s.pen);
     free(s.frozen);

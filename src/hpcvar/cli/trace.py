@@ -70,11 +70,15 @@ def _tracer_lib(lib: str | None) -> Path:
                    "must be visible to every node). Kept when given.")
 @click.option("--clock", type=click.Choice(["auto", "tsc", "mono"]), default="auto", show_default=True,
               help="Tracer clock: the cheaper exact one (auto), rdtsc, or clock_gettime.")
+@click.option("--cpu-time/--no-cpu-time", "cpu_time", default=False, show_default=True,
+              help="Also record each thread's CPU time at every call's entry and exit (column cpu_ns: the CPU time "
+                   "of the computation between calls, for 'sim app --compute cpu'). Costs two system calls per MPI "
+                   "call (0.3-1 us each here).")
 @click.option("--timeout", type=POSITIVE_DURATION, default=None,
               help="Stop the application after this long (e.g. 10m).")
 @format_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
+def run_cmd(output, lib, raw_dir, clock, cpu_time, timeout, as_json, command):
     """Run COMMAND (launcher and MPI application, after --) with the tracer preloaded; merge the ranks'
     records into one native trace.
 
@@ -101,6 +105,7 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
     env["HV_TRACE_DIR"] = str(rdir.resolve())
     if clock != "auto":
         env["HV_TRACE_CLOCK"] = clock
+    env["HV_TRACE_CPU"] = "1" if cpu_time else "0"
     err = stderr_console()
     err.print(f"tracing: {' '.join(command)}")
     try:

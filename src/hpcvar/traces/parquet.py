@@ -4,17 +4,25 @@ Format (docs/formats.md, "Event traces"), version TRACE_VERSION:
 
     task int32, seq int64, op string, peer int32, bytes int64, tag int32, comm int32,
     t_start_ns int64, t_end_ns int64, req int64
+    and, where recorded (OPTIONAL_COLUMNS): poll_ns int64, cpu_ns int64
 
 ``seq`` numbers a task's rows from 0; ``peer`` is a rank of MPI_COMM_WORLD
 (the root for rooted collectives, -1 where none); ``req`` is, on a ``wait``
 row, the seq of the isend/irecv it completes (-1 elsewhere). Compute time is
-the gap between a row's t_start_ns and the previous row's t_end_ns. The
-Parquet schema metadata key ``hpcvar.trace`` holds JSON: format, version,
-ntasks, comms ({id: [world ranks]}), timed (false for time-independent
-imports), source.
+the gap between a row's t_start_ns and the previous row's t_end_ns, less the
+row's ``poll_ns``: the time the task spent, inside that gap, in MPI calls that
+found nothing (an MPI_Iprobe without a message, an MPI_Test* that completed
+nothing; 0 where not recorded). ``cpu_ns`` is the calling thread's CPU time
+during that computation (-1 where not recorded: ``hpcvar trace --cpu-time``).
+A ``probe`` row is a successful MPI_Iprobe or an MPI_Probe (the message is
+there; its receive is a row of its own). The Parquet schema metadata key
+``hpcvar.trace`` holds JSON: format, version, ntasks, comms ({id: [world
+ranks]}), timed (false for time-independent imports), source.
 
 Version history:
   1 (0.1.0): first version.
+  2: op ``probe``; the optional columns ``poll_ns`` and ``cpu_ns``. Version 1 files are read (no polls, no CPU
+     time); a version 1 reader refuses version 2 files (it would take their polls for computation).
 """
 
 from __future__ import annotations
@@ -29,15 +37,16 @@ import pandas as pd
 
 from hpcvar.errors import InputFileError
 
-TRACE_VERSION = 1
+TRACE_VERSION = 2
+READ_VERSIONS = (1, 2)
 META_KEY = b"hpcvar.trace"
 
 # op codes of native/trace/hv_trace.c, in the same order
 OPS = ["init", "finalize", "send", "recv", "isend", "irecv", "sendrecv", "sendrecv_recv", "wait", "barrier",
        "bcast", "reduce", "allreduce", "gather", "gatherv", "scatter", "scatterv", "allgather", "allgatherv",
-       "alltoall", "alltoallv"]
-P2P_OPS = {"send", "recv", "isend", "irecv", "sendrecv", "sendrecv_recv", "wait"}
-COLLECTIVE_OPS = set(OPS[9:])
+       "alltoall", "alltoallv", "probe"]
+P2P_OPS = {"send", "recv", "isend", "irecv", "sendrecv", "sendrecv_recv", "wait", "probe"}
+COLLECTIVE_OPS = set(OPS[9:21])
 COLUMNS = {"task": "int32", "seq": "int64", "op": "object", "peer": "int32", "bytes": "int64", "tag": "int32",
            "comm": "int32", "t_start_ns": "int64", "t_end_ns": "int64", "req": "int64"}
 
@@ -47,14 +56,26 @@ MAX_TASKS = 1 << 24
 MAX_NS = 10**17  # units.MAX_TIME_S in ns
 MAX_BYTES = 1 << 62
 
+# columns a trace has where they were recorded, and their value where not: poll_ns (time in polls that found
+# nothing, inside the gap before the row) and cpu_ns (the thread's CPU time of the computation in that gap)
+OPTIONAL_COLUMNS = {"poll_ns": "int64", "cpu_ns": "int64"}
+OPTIONAL_ABSENT = {"poll_ns": 0, "cpu_ns": -1}
+
 # the columns in memory (numpy): COLUMNS' types, ``op`` as int8 codes into OPS
 NUMPY_TYPES = {"task": np.int32, "seq": np.int64, "op": np.int8, "peer": np.int32, "bytes": np.int64,
                "tag": np.int32, "comm": np.int32, "t_start_ns": np.int64, "t_end_ns": np.int64, "req": np.int64}
+OPTIONAL_NUMPY_TYPES = {"poll_ns": np.int64, "cpu_ns": np.int64}
 # what a missing value (a null written by another tool) means; task, seq and the times have no default
-FILL_VALUES = {"peer": -1, "req": -1, "bytes": 0, "tag": 0, "comm": 0}
+FILL_VALUES = {"peer": -1, "req": -1, "bytes": 0, "tag": 0, "comm": 0, **OPTIONAL_ABSENT}
 
+# the tracer's records (native/trace/hv_trace.c): HVTRACE 1 (48 bytes), HVTRACE 2 (88 bytes: CPU clocks and polls)
+RAW_RECORD_V1 = np.dtype([("t_start_ns", "<i8"), ("t_end_ns", "<i8"), ("bytes", "<i8"), ("req", "<i8"),
+                          ("op", "<i4"), ("peer", "<i4"), ("tag", "<i4"), ("comm", "<i4")])
 RAW_RECORD = np.dtype([("t_start_ns", "<i8"), ("t_end_ns", "<i8"), ("bytes", "<i8"), ("req", "<i8"),
-                       ("op", "<i4"), ("peer", "<i4"), ("tag", "<i4"), ("comm", "<i4")])
+                       ("cpu_start_ns", "<i8"), ("cpu_end_ns", "<i8"), ("poll_ns", "<i8"), ("poll_cpu_ns", "<i8"),
+                       ("op", "<i4"), ("peer", "<i4"), ("tag", "<i4"), ("comm", "<i4"), ("npoll", "<i4"),
+                       ("pad", "<i4")])
+RAW_RECORDS = {1: RAW_RECORD_V1, 2: RAW_RECORD}
 
 
 @dataclass
@@ -76,19 +97,27 @@ class Trace:
         return self.events[self.events["task"] == task]
 
 
+def optional_columns(ev: pd.DataFrame) -> list[str]:
+    """The OPTIONAL_COLUMNS the events have (recorded), in OPTIONAL_COLUMNS' order."""
+    return [c for c in OPTIONAL_COLUMNS if c in ev.columns]
+
+
 def make_events(rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
-    """A DataFrame with the native columns (defaults: peer -1, bytes 0, tag 0, comm 0, req -1)."""
+    """A DataFrame with the native columns (defaults: peer -1, bytes 0, tag 0, comm 0, req -1), and the optional
+    columns the rows have (a missing value: poll_ns 0, cpu_ns -1)."""
     df = pd.DataFrame(rows).copy()
     defaults = {"peer": -1, "bytes": 0, "tag": 0, "comm": 0, "req": -1, "t_start_ns": 0, "t_end_ns": 0}
-    for c, v in defaults.items():
+    for c, v in {**defaults, **OPTIONAL_ABSENT}.items():
         if c not in df.columns:
-            df[c] = v
+            if c in defaults:
+                df[c] = v
         else:
             df[c] = df[c].fillna(v)
     if "seq" not in df.columns:
         df["seq"] = df.groupby("task").cumcount()
-    df = df[list(COLUMNS)]
-    return df.astype({c: t for c, t in COLUMNS.items() if t != "object"}).reset_index(drop=True)
+    types = {**COLUMNS, **{c: OPTIONAL_COLUMNS[c] for c in optional_columns(df)}}
+    df = df[list(types)]
+    return df.astype({c: t for c, t in types.items() if t != "object"}).reset_index(drop=True)
 
 
 def validate(trace: Trace, where: str) -> None:
@@ -138,6 +167,12 @@ def _check_values(ev: pd.DataFrame, ntasks: int, where: str) -> None:
     bad = _first_true(lambda end, start: (end < start) | (end > MAX_NS), t1, t0)
     if bad >= 0:
         _value_error(ev, bad, f"end before its start or beyond {MAX_NS} ns", where)
+    for name, lo in (("poll_ns", 0), ("cpu_ns", -1)):
+        if name in ev.columns:
+            col = ev[name].to_numpy()
+            if col.min() < lo or col.max() > MAX_NS:
+                _value_error(ev, int(np.argmax((col < lo) | (col > MAX_NS))), f"{name} outside {lo}..{MAX_NS}",
+                             where)
 
 
 def _value_error(ev: pd.DataFrame, i: int, what: str, where: str) -> None:
@@ -229,7 +264,7 @@ def write_parquet(trace: Trace, path: str | Path) -> Path:
     from hpcvar.results.store import atomic_write_bytes
 
     ev = trace.events.sort_values(["task", "seq"], kind="stable")
-    table = pa.Table.from_pandas(ev[list(COLUMNS)], preserve_index=False)
+    table = pa.Table.from_pandas(ev[[*COLUMNS, *optional_columns(ev)]], preserve_index=False)
     meta = {"format": "hpcvar-trace", "version": TRACE_VERSION, "ntasks": trace.ntasks,
             "comms": {str(k): v for k, v in trace.comms.items()}, "timed": trace.timed, "source": trace.source,
             **{k: v for k, v in trace.meta.items() if k not in ("format", "version")}}
@@ -286,9 +321,10 @@ def _file_meta(pf, where: str) -> dict:
         raise InputFileError("the Parquet file has no 'hpcvar.trace' metadata: not an hpcvar event trace",
                              where, todo="Write it with 'hpcvar trace run' or 'hpcvar trace import'")
     meta = _trace_meta(raw, where)
-    if meta.get("version") != TRACE_VERSION:
-        raise InputFileError(f"trace version {meta.get('version')!r} is not the version this hpcvar reads "
-                             f"({TRACE_VERSION})", where, todo="Convert it with the hpcvar that wrote it")
+    if meta.get("version") not in READ_VERSIONS:
+        raise InputFileError(f"trace version {meta.get('version')!r} is not a version this hpcvar reads "
+                             f"({', '.join(map(str, READ_VERSIONS))})", where,
+                             todo="Convert it with the hpcvar that wrote it")
     return meta
 
 
@@ -300,11 +336,12 @@ def _read_row_groups(pf, where: str) -> dict[str, np.ndarray]:
 
     _check_columns(pf.schema_arrow.names, where)
     n = pf.metadata.num_rows
-    cols = {c: _memory.empty(n, t) for c, t in NUMPY_TYPES.items()}
+    types = {**NUMPY_TYPES, **{c: t for c, t in OPTIONAL_NUMPY_TYPES.items() if c in pf.schema_arrow.names}}
+    cols = {c: _memory.empty(n, t) for c, t in types.items()}
     pos = 0
     for i in range(pf.num_row_groups):
         try:
-            table = pf.read_row_group(i, columns=list(COLUMNS))
+            table = pf.read_row_group(i, columns=list(types))
         except (pa.ArrowException, OSError) as e:
             raise _unreadable(e, where) from None
         if pos + table.num_rows > n:
@@ -323,7 +360,7 @@ def _check_columns(names: list[str], where: str) -> None:
     missing = [c for c in COLUMNS if c not in names]
     if missing:
         raise InputFileError(f"the trace lacks columns {missing}", where, todo="Write it with hpcvar trace")
-    twice = sorted({c for c in COLUMNS if names.count(c) > 1})
+    twice = sorted({c for c in (*COLUMNS, *OPTIONAL_COLUMNS) if names.count(c) > 1})
     if twice:
         raise InputFileError(f"the trace has columns {twice} twice", where, todo="The trace is damaged")
 
@@ -331,7 +368,7 @@ def _check_columns(names: list[str], where: str) -> None:
 def _fill_columns(cols: dict[str, np.ndarray], pos: int, table, where: str) -> None:
     """Rows pos.. of ``cols`` from an Arrow table (one row group): ``op`` as codes into OPS (a lookup over
     the chunk's dictionary), the numbers as exact integers (nulls: FILL_VALUES)."""
-    for name in COLUMNS:
+    for name in cols:
         at = pos
         for chunk in table.column(name).chunks:
             dst = cols[name][at:at + len(chunk)]
@@ -411,7 +448,7 @@ def _not_integers(name: str, dtype, where: str) -> InputFileError:
 def events_frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
     """The events DataFrame over numpy columns (NUMPY_TYPES; ``op`` as codes into OPS) without a copy: one
     block per column, ``op`` a categorical over OPS (one byte per row)."""
-    data: dict = {c: cols[c] for c in COLUMNS}
+    data: dict = {c: cols[c] for c in (*COLUMNS, *OPTIONAL_COLUMNS) if c in cols}
     data["op"] = pd.Categorical.from_codes(cols["op"], categories=OPS, validate=False)
     return pd.DataFrame(data, copy=False)
 
@@ -419,7 +456,8 @@ def events_frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
 def events_from_arrow(table, where: str) -> pd.DataFrame:
     """The events DataFrame of an Arrow table with the native columns (the conversions of read_parquet)."""
     _check_columns(table.column_names, where)
-    cols = {c: np.empty(table.num_rows, t) for c, t in NUMPY_TYPES.items()}
+    types = {**NUMPY_TYPES, **{c: t for c, t in OPTIONAL_NUMPY_TYPES.items() if c in table.column_names}}
+    cols = {c: np.empty(table.num_rows, t) for c, t in types.items()}
     _fill_columns(cols, 0, table, where)
     return events_frame(cols)
 
@@ -427,8 +465,9 @@ def events_from_arrow(table, where: str) -> pd.DataFrame:
 # ---- the tracer's per-rank raw files (native/trace/hv_trace.c) ----
 
 def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
-    """(header, records, {local comm id: world ranks}) of one rank.<r>.hvt file; ``rank`` and ``size`` of the
-    header are checked integers (``head["rank"]``, ``head["size"]`` stay strings)."""
+    """(header, records, {local comm id: world ranks}) of one rank.<r>.hvt file (HVTRACE 1 or 2: the records
+    are RAW_RECORDS[version], ``head["version"]`` the version); ``rank`` and ``size`` of the header are checked
+    integers (``head["rank"]``, ``head["size"]`` stay strings)."""
     try:
         data = path.read_bytes()
     except OSError as e:
@@ -443,7 +482,8 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
         line = data[pos:nl].decode("ascii", "replace")
         pos, line_no = nl + 1, line_no + 1
         if line_no == 1:
-            if line != "HVTRACE 1":
+            version = {"HVTRACE 1": 1, "HVTRACE 2": 2}.get(line)
+            if version is None:
                 raise InputFileError(f"not an hpcvar raw trace (first line '{line[:40]}')", str(path), 1,
                                      todo="Give the directory the tracer wrote (HV_TRACE_DIR)")
             continue
@@ -451,25 +491,27 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
             break
         k, _, v = line.partition("=")
         head[k] = v
+    head["version"] = str(version)
+    dtype = RAW_RECORDS[version]
     try:
         n = int(head.get("records", "-1"))
-        nbytes = int(head.get("record_bytes", RAW_RECORD.itemsize))
+        nbytes = int(head.get("record_bytes", dtype.itemsize))
         size = int(head.get("size", ""))
         rank = int(head.get("rank", ""))
     except ValueError:
         n = nbytes = size = rank = -1
-    if nbytes != RAW_RECORD.itemsize or n < 0 or not 1 <= size <= MAX_TASKS or not 0 <= rank < size:
+    if nbytes != dtype.itemsize or n < 0 or not 1 <= size <= MAX_TASKS or not 0 <= rank < size:
         raise InputFileError("unexpected rank, size, record size or record count in the header "
                              f"(rank={head.get('rank', '')[:20]} size={head.get('size', '')[:20]} "
                              f"records={head.get('records', '')[:20]} "
                              f"record_bytes={head.get('record_bytes', '')[:20]})",
                              str(path), todo="Use the hpcvar whose tracer wrote the file")
-    need = n * RAW_RECORD.itemsize
+    need = n * dtype.itemsize
     if len(data) - pos < need:
         raise InputFileError(f"the file is truncated: {n} records announced, "
-                             f"{(len(data) - pos) // RAW_RECORD.itemsize} present", str(path),
+                             f"{(len(data) - pos) // dtype.itemsize} present", str(path),
                              todo="Re-run the traced application (was the disk full or the job killed?)")
-    rec = np.frombuffer(data, dtype=RAW_RECORD, count=n, offset=pos)
+    rec = np.frombuffer(data, dtype=dtype, count=n, offset=pos)
     comms = {}
     for j, ln in enumerate(data[pos + need:].decode("ascii", "replace").splitlines(), 1):
         parts = ln.split()
@@ -487,6 +529,28 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
     return head, rec, comms
 
 
+def _raw_frame(rec: np.ndarray, where: Path) -> pd.DataFrame:
+    """One rank's records as rows: the native columns, and from HVTRACE 2 records poll_ns and cpu_ns (the thread's
+    CPU time between the previous call's exit and this call's entry, less the polls' CPU time: the computation's
+    CPU time; -1 where the CPU clock was not read). Rows of one call (a Waitall's requests) share their times: the
+    gap is taken from the latest exit so far, as the replay takes the wall-clock gap."""
+    df = pd.DataFrame({c: rec[c] for c in RAW_RECORD_V1.names})
+    if "cpu_start_ns" not in rec.dtype.names:
+        return df
+    poll = rec["poll_ns"]
+    if len(poll) and (poll.min() < 0 or poll.max() > MAX_NS):
+        raise InputFileError("a poll time outside 0..MAX_NS", str(where), todo="The trace file is damaged")
+    df["poll_ns"] = poll
+    c0, c1 = rec["cpu_start_ns"], rec["cpu_end_ns"]
+    cpu = np.full(len(rec), -1, np.int64)
+    if len(rec) and c0.min() >= 0 and c1.min() >= 0:
+        reach = np.maximum.accumulate(c1)
+        cpu[1:] = np.maximum(c0[1:] - reach[:-1] - rec["poll_cpu_ns"][1:], 0)
+        cpu[0] = 0
+    df["cpu_ns"] = cpu
+    return df
+
+
 def merge_raw(directory: str | Path, source: str = "") -> Trace:
     """Merge rank.<r>.hvt files into one Trace; communicators get global ids by their members."""
     directory = Path(directory)
@@ -496,6 +560,7 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
                              todo="Check that LD_PRELOAD reached the ranks (see docs/replay.md) and that "
                                   "the application calls MPI_Finalize")
     frames: list = []
+    npolls: list[int] = []
     members_to_id: dict[tuple[int, ...], int] = {}
     comms: dict[int, list[int]] = {}
     size, heads = 0, []  # files is not empty: set from the first header
@@ -507,6 +572,10 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
             raise InputFileError(f"the header says {head['size']} ranks, rank.{heads[0]['rank']}.hvt says {size}",
                                  str(f), todo="The files come from different runs: trace again")
         size = int(head["size"])
+        if not npolls:
+            npolls = [0] * size
+        if "npoll" in rec.dtype.names:
+            npolls[rank] = int(rec["npoll"].sum())
         world = tuple(range(size))
         members_to_id.setdefault(world, 0)
         comms[0] = list(world)
@@ -517,7 +586,7 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
                 members_to_id[key] = len(members_to_id)
                 comms[members_to_id[key]] = list(mem)
             remap[lid] = members_to_id[key]
-        df = pd.DataFrame(rec)
+        df = _raw_frame(rec, f)
         codes = df["op"].to_numpy()
         if len(codes) and (codes.min() < 0 or codes.max() >= len(OPS)):
             raise InputFileError(f"unknown op code {int(codes.max())}", str(f), todo="Use the matching hpcvar")
@@ -542,14 +611,22 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
                              todo="Trace the application again")
     ev["t_start_ns"] -= t0
     ev["t_end_ns"] -= t0
+    if "cpu_ns" in ev.columns and (ev["cpu_ns"] < 0).all():  # the CPU clock was not read (no --cpu-time)
+        ev = ev.drop(columns="cpu_ns")
     meta = {"clock": heads[0].get("clock"), "clock_cost_tsc_ns": float(heads[0].get("clock_cost_tsc_ns", 0)),
             "clock_cost_mono_ns": float(heads[0].get("clock_cost_mono_ns", 0)),
             "end_reasons": sorted({h.get("end_reason", "") for h in heads})}
+    if any(h.get("cpu") == "thread" for h in heads):
+        meta.update(cpu="thread", clock_cost_cpu_ns=float(heads[0].get("clock_cost_cpu_ns", 0)))
+    polls = [int(p) for p in npolls]
+    if any(polls):
+        meta["polls"] = polls
     trace = Trace(events=ev, ntasks=size, comms=comms, timed=True, source=source, meta=meta)
     validate(trace, str(directory))
     return trace
 
 
-__all__ = ["COLLECTIVE_OPS", "COLUMNS", "MAX_BYTES", "MAX_NS", "MAX_TASKS", "NUMPY_TYPES", "OPS", "P2P_OPS",
+__all__ = ["COLLECTIVE_OPS", "COLUMNS", "MAX_BYTES", "MAX_NS", "MAX_TASKS", "NUMPY_TYPES", "OPS", "OPTIONAL_ABSENT",
+           "OPTIONAL_COLUMNS", "P2P_OPS", "RAW_RECORD", "RAW_RECORDS", "RAW_RECORD_V1", "READ_VERSIONS",
            "TRACE_VERSION", "Trace", "events_frame", "events_from_arrow", "in_task_seq_order", "make_events",
-           "merge_raw", "read_parquet", "read_raw_rank", "validate", "write_parquet"]
+           "merge_raw", "optional_columns", "read_parquet", "read_raw_rank", "validate", "write_parquet"]
