@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from hpcvar.bench.runner import BenchContext, Benchmark, Params, run_benchmark
+from hpcvar.bench.wait import resolve_wait, wait_us
 from hpcvar.errors import ResultsError, UsageError
 from hpcvar.results import RawFile, Run, resolve_run
 from hpcvar.results.kinds import draw_plots
@@ -68,6 +69,7 @@ class BspParams(Params):
     pin: bool
     rt_prio: int  # SCHED_FIFO priority; 0: normal scheduler
     baseline: Baseline | None
+    wait: str = "spin"  # how the barrier waits (hpcvar.bench.wait): spin, yield or sleep:N (us)
 
     @classmethod
     def _decode(cls, doc: dict, where: str) -> dict:
@@ -156,7 +158,8 @@ class Bsp(Benchmark[BspParams]):
                 "--warmup", str(params.warmup), "--reps", str(len(points)),
                 "--first-rep", str(points[0]["rep"]), "--barrier", params.barrier,
                 "--arity", str(params.arity), "--work-iters", str(iters),
-                "--rt-prio", str(params.rt_prio)] + (["--pin"] if params.pin else [])
+                "--rt-prio", str(params.rt_prio), "--wait-us", str(wait_us(params.wait))] + \
+            (["--pin"] if params.pin else [])
 
     def launches(self, params: BspParams, pending: list[dict]) -> list[list[dict]]:
         """One launch per run of consecutive repetitions (the native program numbers from --first-rep)."""
@@ -201,6 +204,9 @@ def job(params: BspParams, ctx: BenchContext) -> Run:
     def plots(run: Run, result: dict) -> None:
         result["plots"] = draw_plots(run)
 
+    import dataclasses
+
+    params = dataclasses.replace(params, wait=resolve_wait(params.wait, ctx.np, ctx.launcher.slots()))
     return run_benchmark(Bsp(), params, ctx, after=plots)[0]
 
 
