@@ -137,6 +137,7 @@ def _summary(trace, path) -> dict:
     from hpcvar.traces.cut import world_collectives
 
     comm = mpi_time_s(ev, trace.ntasks)
+    polls = ev.groupby("task")["poll_ns"].sum().to_dict() if "poll_ns" in ev.columns else {}
     coll = world_collectives(trace)
     first = coll[coll["task"] == 0]
     return {"world_collectives": int(len(first)),
@@ -144,16 +145,18 @@ def _summary(trace, path) -> dict:
                                        "t_end_s": float(first["t_end_ns"].iloc[-1]) * 1e-9} if len(first) else None),
             "trace": str(path), "ntasks": trace.ntasks, "rows": int(len(ev)), "timed": trace.timed,
             "ops": {k: int(v) for k, v in ev["op"].value_counts().items() if v},
-            "comms": len(trace.comms), "clock": trace.meta.get("clock"),
-            "tasks": [{"task": int(t), "span_s": float(span[t]), "mpi_s": float(comm[t])}
-                      for t in range(trace.ntasks) if t in span.index]}
+            "comms": len(trace.comms), "clock": trace.meta.get("clock"), "cpu_time": "cpu_ns" in ev.columns,
+            "polls": trace.meta.get("polls"),
+            "tasks": [{"task": int(t), "span_s": float(span[t]), "mpi_s": float(comm[t]),
+                       "poll_s": float(polls.get(t, 0)) * 1e-9} for t in range(trace.ntasks) if t in span.index]}
 
 
 def _render_summary(c, s: dict) -> None:
     from rich.table import Table
 
     c.print(f"{s['trace']}: {s['ntasks']} tasks, {s['rows']} rows, {s['comms']} communicators"
-            + (f", clock {s['clock']}" if s.get("clock") else "") + ("" if s["timed"] else " (time-independent)"))
+            + (f", clock {s['clock']}" if s.get("clock") else "") + ("" if s["timed"] else " (time-independent)")
+            + (", with the threads' CPU time (sim app --compute cpu)" if s.get("cpu_time") else ""))
     c.print("ops: " + ", ".join(f"{k} {v}" for k, v in s["ops"].items()))
     last = s.get("last_world_collective")
     if last:
@@ -162,9 +165,11 @@ def _render_summary(c, s: dict) -> None:
                 "'hpcvar trace cut' cuts at them)")
     from hpcvar.report.terminal import seconds
 
-    t = Table("task", "span", "in MPI", box=None)
+    if s.get("polls"):
+        c.print(f"polls that found nothing (MPI_Iprobe, MPI_Test*): {sum(s['polls']):,} (their time is in MPI)")
+    t = Table("task", "span", "in MPI", "of it polling", box=None)
     for r in s["tasks"]:
-        t.add_row(str(r["task"]), seconds(r["span_s"]), seconds(r["mpi_s"]))
+        t.add_row(str(r["task"]), seconds(r["span_s"]), seconds(r["mpi_s"]), seconds(r.get("poll_s", 0.0)))
     c.print(t)
 
 

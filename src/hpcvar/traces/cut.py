@@ -88,6 +88,7 @@ def cut(trace: Trace, after: int | None = None, before: int | None = None, where
     events = make_events(out.reset_index(drop=True))
     events["op"] = pd.Categorical(events["op"], categories=OPS)
     meta = dict(trace.meta, cut={"after_collective": after, "before_collective": before})
+    meta.pop("polls", None)  # counted over the whole run: the rows' poll_ns say what the section holds
     return replace(trace, events=events, meta=meta)
 
 
