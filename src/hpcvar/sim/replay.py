@@ -281,7 +281,7 @@ def mpi_time_s(ev, ntasks: int) -> np.ndarray:
     all with the call's own entry and exit times.
     Vectorised: rows in (task, t_start, t_end) order (sorted only when they are not already), the
     running maximum of the ends within each task, and a bincount of the newly covered time."""
-    polls = np.zeros(ntasks)
+    polls: np.ndarray = np.zeros(ntasks)
     if "poll_ns" in ev.columns and len(ev):  # exact: integer sums below 2^53 ns
         polls = np.bincount(ev["task"].to_numpy(), weights=ev["poll_ns"].to_numpy(), minlength=ntasks)
     return (_union_ns(ev, ntasks) + polls) * 1e-9

@@ -473,7 +473,7 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
     except OSError as e:
         raise InputFileError(f"cannot read the raw trace: {e.strerror}", str(path)) from None
     head: dict[str, str] = {}
-    pos, line_no = 0, 0
+    pos, line_no, version = 0, 0, 1
     while True:
         nl = data.find(b"\n", pos)
         if nl < 0:
@@ -482,10 +482,10 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
         line = data[pos:nl].decode("ascii", "replace")
         pos, line_no = nl + 1, line_no + 1
         if line_no == 1:
-            version = {"HVTRACE 1": 1, "HVTRACE 2": 2}.get(line)
-            if version is None:
+            if line not in ("HVTRACE 1", "HVTRACE 2"):
                 raise InputFileError(f"not an hpcvar raw trace (first line '{line[:40]}')", str(path), 1,
                                      todo="Give the directory the tracer wrote (HV_TRACE_DIR)")
+            version = int(line.split()[1])
             continue
         if line == "end":
             break
@@ -534,8 +534,8 @@ def _raw_frame(rec: np.ndarray, where: Path) -> pd.DataFrame:
     CPU time between the previous call's exit and this call's entry, less the polls' CPU time: the computation's
     CPU time; -1 where the CPU clock was not read). Rows of one call (a Waitall's requests) share their times: the
     gap is taken from the latest exit so far, as the replay takes the wall-clock gap."""
-    df = pd.DataFrame({c: rec[c] for c in RAW_RECORD_V1.names})
-    if "cpu_start_ns" not in rec.dtype.names:
+    df = pd.DataFrame({c: rec[c] for c in RAW_RECORD_V1.names or ()})
+    if "cpu_start_ns" not in (rec.dtype.names or ()):
         return df
     poll = rec["poll_ns"]
     if len(poll) and (poll.min() < 0 or poll.max() > MAX_NS):
@@ -574,7 +574,7 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
         size = int(head["size"])
         if not npolls:
             npolls = [0] * size
-        if "npoll" in rec.dtype.names:
+        if "npoll" in (rec.dtype.names or ()):
             npolls[rank] = int(rec["npoll"].sum())
         world = tuple(range(size))
         members_to_id.setdefault(world, 0)

@@ -71,6 +71,20 @@ class BspParams(Params):
     baseline: Baseline | None
     wait: str = "spin"  # how the barrier waits (hpcvar.bench.wait): spin, yield or sleep:N (us)
 
+    def to_json(self) -> dict:
+        """As stored; ``wait`` left out when it is ``spin``, as runs made before ``--wait`` stored it."""
+        doc = super().to_json()
+        if doc.get("wait") == "spin":
+            del doc["wait"]
+        return doc
+
+    @classmethod
+    def from_json(cls, doc, where: str = "run.json") -> BspParams:
+        """The stored parameters; a run without ``wait`` (spin, and every run made before ``--wait``) too."""
+        if isinstance(doc, dict) and "wait" not in doc:
+            doc = {**doc, "wait": "spin"}
+        return super().from_json(doc, where)
+
     @classmethod
     def _decode(cls, doc: dict, where: str) -> dict:
         base = doc["baseline"]
@@ -104,6 +118,7 @@ class Bsp(Benchmark[BspParams]):
     name = "bsp"
     program = "hv_bsp"
     min_np = 1
+    any_source = True  # --barrier tree: a parent receives from its children with MPI_ANY_SOURCE
 
     def point_fields(self) -> list[str]:
         return ["rep"]
