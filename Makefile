@@ -38,6 +38,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
 	$(BIN)/mypy
 	$(BIN)/clang-format --dry-run -Werror $(NATIVE_SOURCES)
+	$(BIN)/python tools/function_length.py --max 80 native
 
 # the long tests too (minutes each on 2 cores; not in CI)
 test-slow: $(STAMP)

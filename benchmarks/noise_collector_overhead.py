@@ -72,7 +72,15 @@ def main() -> None:
     print(f"CPU {a.cpu}, {a.reps} x {a.duration:g} s per configuration, collector "
           + (f"SCHED_FIFO {a.rt_prio}" if a.rt_prio else "at the normal scheduler"))
 
-    # 1. the loop
+    base = _loop(a, cpu, f)
+    _event_cost(a, cpu, f, base)
+    _injected(a, cpu, f, base)
+    _attribute(a, cpu, f)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def _loop(a, cpu: list[int], f: Path) -> list[dict]:
+    """1. the loop"""
     base = []
     for _ in range(a.reps):
         collector.collect(cpu, a.duration, f, rt_prio=a.rt_prio)
@@ -81,8 +89,12 @@ def main() -> None:
     print(f"1. loop: t_min {tmin:.2f} ns, mean loop iteration {loop:.2f} ns ({loop / tmin:.2f} x t_min); "
           f"{_mean(base, 'events_per_s'):.0f} events/s, noise fraction {100 * _mean(base, 'noise'):.2f}% "
           f"(sd {100 * _sd(base, 'noise'):.2f}%)")
+    return base
 
-    # 2. one event, directly
+
+def _event_cost(a, cpu: list[int], f: Path, base: list[dict]) -> None:
+    """2. one event, directly"""
+    loop = _mean(base, "loop_ns")
     per = []
     for _ in range(a.reps):
         collector.collect(cpu, 1.0, f, threshold_ns=1.0, max_rate=2e6, rt_prio=10)
@@ -97,7 +109,9 @@ def main() -> None:
           f"{100 * cost * rate / 1e9:.3f}% "
           "of the CPU, not in the noise fraction")
 
-    # 3. a known injected event rate
+
+def _injected(a, cpu: list[int], f: Path, base: list[dict]) -> None:
+    """3. a known injected event rate"""
     burn_ns, period_ns = 100e3, 5e6
     base_long = float(np.mean([(r["d_ns"] >= 0.75 * burn_ns).sum() / r["length_s"] for r in base]))
     rows = []
@@ -130,7 +144,9 @@ def main() -> None:
           f"{_mean(rows, 'late_ns') / 1e3:.1f} us late (median), "
           f"{100 * _mean(rows, 'overruns'):.1f}% of bursts overran")
 
-    # 4. --attribute
+
+def _attribute(a, cpu: list[int], f: Path) -> None:
+    """4. --attribute"""
     try:
         from hpcvar.noise import ktrace
 
@@ -157,7 +173,6 @@ def main() -> None:
           f"median 10-100 us detour {_mean(un, 'tick_median_ns') / 1e3:.1f} -> "
           f"{_mean(tr, 'tick_median_ns') / 1e3:.1f} us; "
           f"{_mean(tr, 'records_per_s'):.0f} trace records/s, {sum(s['lost_records'] for s in tr)} lost")
-    shutil.rmtree(d, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -79,14 +79,17 @@ def _load1() -> float:
         return 0.0
 
 
-def best_of_quiet_attempts(measure, check, tries: int = 3, always=None, what: str = "the measurement"):
+def best_of_quiet_attempts(measure, check, tries: int = 3, always=None, what: str = "the measurement",
+                           disturbed=None):
     """For checks of rates and timings, which a busy host can only spoil: run ``measure()`` up to ``tries``
     times and pass as soon as ``check(result)`` passes. An attempt that fails while the hypervisor took
     STEAL_WARN_PCT (10%) or more of the CPUs' time (steal, from /proc/stat; the threshold at which bench
     runs warn) is disturbed; one that fails below it is a quiet failure. ``always(result)`` (what no disturbance
     can excuse, e.g. a rate above the link) is asserted on every attempt. Fails when no attempt passed and at
     least one failed on a quiet host; skips, with the steal seen, when every attempt was disturbed (one CI run
-    here saw 43% steal: a shaped 200 mbit link then carried 111 Mbit/s)."""
+    here saw 43% steal: a shaped 200 mbit link then carried 111 Mbit/s). ``disturbed(result)``: what the
+    measurement itself knows of its disturbance (hpcvar screen measures other processes' load on the CPUs it
+    uses), a reason string or None; an attempt it names is disturbed too."""
     from hpcvar import metadata
 
     seen, quiet_failures = [], 0
@@ -102,10 +105,11 @@ def best_of_quiet_attempts(measure, check, tries: int = 3, always=None, what: st
             check(result)
         except AssertionError as e:
             # other jobs on the machine (a run queue of more than twice the cores) spoil rates as steal does
-            disturbed = (steal is not None and steal >= metadata.STEAL_WARN_PCT) or load > OTHER_JOBS_LOAD * CORES
-            quiet_failures += not disturbed
-            seen.append(f"steal {steal if steal is not None else float('nan'):.0f}%, load {load:.1f}: "
-                        f"{str(e).splitlines()[0][:300]}")
+            own = disturbed(result) if disturbed is not None else None
+            busy = (steal is not None and steal >= metadata.STEAL_WARN_PCT) or load > OTHER_JOBS_LOAD * CORES
+            quiet_failures += not (busy or own)
+            seen.append(f"steal {steal if steal is not None else float('nan'):.0f}%, load {load:.1f}"
+                        f"{f', {own}' if own else ''}: {str(e).splitlines()[0][:300]}")
             continue
         return result
     if quiet_failures:

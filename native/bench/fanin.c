@@ -50,7 +50,7 @@
  *                             (both since t0, inside the window) c=its large bytes completed after the first
  * (kind 6, a root-wide version of kind 7, is no longer written: docs/fanin.md)
  *
- * Code: main parses the options into a fanin_config, allocates a root's
+ * Code: main reads the options into a fanin_config (the option table), allocates a root's
  * fanin_server or a client's fanin_client once, then per point calls
  * run_server, run_large_client or run_chatter_client (or only joins the
  * barrier when idle) and gathers the rows. No file-scope mutable state: the
@@ -69,7 +69,7 @@ typedef struct {        /* the validated options */
     long servers, large, small, messages, max_samples, rep, seed, wait_us;
     double duration_s, bin_s;
     const char *placement;
-    size_t npoints;
+    size_t npoints, npl, npc, npq, npd, npm;
     int64_t *p_clients, *p_chatter, *p_queues, *p_depth, *p_match; /* per point */
 } fanin_config;
 
@@ -149,32 +149,15 @@ static void *xcalloc(size_t n, size_t sz) {
 
 /* ---- options, placement, sizes ------------------------------------------------------------ */
 
-static void parse_config(const hv_opt *opts, size_t nopts, fanin_config *c) {
-    char err[256];
-    size_t npl, npc, npq, npd, npm;
-    if (hv_args_long(opts, nopts, "servers", 1, 1 << 20, &c->servers, err, sizeof err) ||
-        hv_args_long(opts, nopts, "large", HDR, 0x7fffffffL, &c->large, err, sizeof err) ||
-        hv_args_long(opts, nopts, "small", HDR, 0x7fffffffL, &c->small, err, sizeof err) ||
-        hv_args_double(opts, nopts, "duration", 0.0, 1e6, &c->duration_s, err, sizeof err) ||
-        hv_args_long(opts, nopts, "messages", 0, 1L << 40, &c->messages, err, sizeof err) ||
-        hv_args_double(opts, nopts, "bin", 1e-6, 1e6, &c->bin_s, err, sizeof err) ||
-        hv_args_long(opts, nopts, "max-samples", 2, 1L << 30, &c->max_samples, err, sizeof err) ||
-        hv_args_long(opts, nopts, "rep", 0, 1L << 30, &c->rep, err, sizeof err) ||
-        hv_args_long(opts, nopts, "seed", 0, 0x7fffffffffffffffL, &c->seed, err, sizeof err) ||
-        hv_args_long(opts, nopts, "wait-us", -1, 1000000, &c->wait_us, err, sizeof err) ||
-        hv_args_list(opts, nopts, "p-clients", &c->p_clients, &npl, err, sizeof err) ||
-        hv_args_list(opts, nopts, "p-chatter", &c->p_chatter, &npc, err, sizeof err) ||
-        hv_args_list(opts, nopts, "p-queues", &c->p_queues, &npq, err, sizeof err) ||
-        hv_args_list(opts, nopts, "p-depth", &c->p_depth, &npd, err, sizeof err) ||
-        hv_args_list(opts, nopts, "p-match", &c->p_match, &npm, err, sizeof err))
-        HV_DIE("hv_fanin: %s", err);
-    c->placement = hv_args_get(opts, nopts, "placement");
+/* The checks that relate options (each one's range is in the option table). */
+static void check_config(fanin_config *c) {
     if (!c->placement || (strcmp(c->placement, "fixed") != 0 && strcmp(c->placement, "shuffle") != 0))
         HV_DIE("hv_fanin: --placement must be fixed or shuffle");
     if ((c->duration_s > 0) == (c->messages > 0)) HV_DIE("hv_fanin: give exactly one of --duration and --messages");
     c->max_samples &= ~1L; /* even: the stride doubling keeps sample i at sequence i * stride */
-    c->npoints = npl;
-    if (npc != npl || npq != npl || npd != npl || npm != npl) HV_DIE("hv_fanin: the --p-* lists differ in length");
+    c->npoints = c->npl;
+    if (c->npc != c->npl || c->npq != c->npl || c->npd != c->npl || c->npm != c->npl)
+        HV_DIE("hv_fanin: the --p-* lists differ in length");
 }
 
 static void free_config(fanin_config *c) {
@@ -730,28 +713,30 @@ static size_t run_point(const fanin_config *c, const fanin_point *pt, int mypos,
 int main(int argc, char **argv) {
     hv_opt opts[] = {
         HV_COMMON_OPTS,
-        HV_OPT_RAW("servers", 0, "number of roots"),
-        HV_OPT_RAW("large", 0, "large-buffer message size in bytes"),
-        HV_OPT_RAW("small", 0, "chatter message size in bytes"),
-        HV_OPT_RAW("duration", 0, "measured window per point in seconds (0 with --messages)"),
-        HV_OPT_RAW("messages", 0, "messages per large client (0 with --duration)"),
-        HV_OPT_RAW("bin", 0, "time-series bin width in seconds"),
-        HV_OPT_RAW("max-samples", 0, "recorded round trips per chatter client (stride doubles beyond)"),
-        HV_OPT_RAW("rep", 0, "repetition index written into every point"),
-        HV_OPT_RAW("placement", 0, "fixed|shuffle rank-to-role mapping"),
-        HV_OPT_RAW("seed", 0, "seed of the shuffled placement"),
-        HV_OPT_RAW("p-clients", 0, "per point: large-buffer clients"),
-        HV_OPT_RAW("p-chatter", 0, "per point: chatter clients"),
-        HV_OPT_RAW("p-queues", 0, "per point: 0 single, 1 dual"),
-        HV_OPT_RAW("p-depth", 0, "per point: 0 deep, else posted receives per queue"),
-        HV_OPT_RAW("p-match", 0, "per point: 0 any, 1 exact"),
-        HV_OPT_RAW("wait-us", 0, "waiting: 0 spin in MPI, -1 yield, N sleep N us between tests"),
+        HV_OPT_LONG(fanin_config, servers, "servers", 1, 1 << 20, "number of roots"),
+        HV_OPT_LONG(fanin_config, large, "large", HDR, 0x7fffffffL, "large-buffer message size in bytes"),
+        HV_OPT_LONG(fanin_config, small, "small", HDR, 0x7fffffffL, "chatter message size in bytes"),
+        HV_OPT_DOUBLE(fanin_config, duration_s, "duration", 0.0, 1e6,
+                      "measured window per point in seconds (0 with --messages)"),
+        HV_OPT_LONG(fanin_config, messages, "messages", 0, 1L << 40, "messages per large client (0 with --duration)"),
+        HV_OPT_DOUBLE(fanin_config, bin_s, "bin", 1e-6, 1e6, "time-series bin width in seconds"),
+        HV_OPT_LONG(fanin_config, max_samples, "max-samples", 2, 1L << 30,
+                    "recorded round trips per chatter client (stride doubles beyond)"),
+        HV_OPT_LONG(fanin_config, rep, "rep", 0, 1L << 30, "repetition index written into every point"),
+        HV_OPT_STRING_OR(fanin_config, placement, "placement", "fixed|shuffle rank-to-role mapping"),
+        HV_OPT_LONG(fanin_config, seed, "seed", 0, 0x7fffffffffffffffL, "seed of the shuffled placement"),
+        HV_OPT_LIST(fanin_config, p_clients, npl, "p-clients", "per point: large-buffer clients"),
+        HV_OPT_LIST(fanin_config, p_chatter, npc, "p-chatter", "per point: chatter clients"),
+        HV_OPT_LIST(fanin_config, p_queues, npq, "p-queues", "per point: 0 single, 1 dual"),
+        HV_OPT_LIST(fanin_config, p_depth, npd, "p-depth", "per point: 0 deep, else posted receives per queue"),
+        HV_OPT_LIST(fanin_config, p_match, npm, "p-match", "per point: 0 any, 1 exact"),
+        HV_OPT_LONG(fanin_config, wait_us, "wait-us", -1, 1000000,
+                    "waiting: 0 spin in MPI, -1 yield, N sleep N us between tests"),
     };
-    const size_t nopts = sizeof opts / sizeof opts[0];
     hv_ctx ctx;
-    hv_ctx_init(&ctx, &argc, &argv, "hv_fanin", opts, nopts);
-    fanin_config cfg;
-    parse_config(opts, nopts, &cfg);
+    fanin_config cfg = {0};
+    hv_ctx_init_config(&ctx, &argc, &argv, "hv_fanin", opts, sizeof opts / sizeof opts[0], &cfg);
+    check_config(&cfg);
     hv_set_wait(&ctx, (int)cfg.wait_us);
 
     int *perm = make_placement(&cfg, ctx.size), mypos = 0;

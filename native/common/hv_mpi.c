@@ -157,6 +157,31 @@ static void hv_check_world(hv_ctx *ctx, hv_opt *opts, size_t nopts, const char *
                ctx->size, msg[1], msg[2], want_rpn, (ctx->size + want_rpn - 1) / want_rpn);
 }
 
+/* The timer of the timed loops, calibrated (MPI_Wtime's resolution and cost measured on itself). */
+static hv_timer init_timer(hv_timer_kind kind, const char *prog) {
+    char err[512];
+    hv_timer t;
+    if (kind == HV_TIMER_WTIME) {
+        /* initialise as MONO then switch the read function: resolution
+         * and cost are then measured on MPI_Wtime itself */
+        if (hv_timer_init(&t, HV_TIMER_MONO, err, sizeof err) != 0) HV_DIE("%s: %s", prog, err);
+        t.kind = HV_TIMER_WTIME;
+        t.wtime = wtime;
+        t.ticks_per_ns = 1.0;
+        uint64_t prev = hv_ticks(&t), start = prev, minstep = UINT64_MAX;
+        for (int i = 0; i < 20000; i++) {
+            uint64_t now = hv_ticks(&t);
+            if (now > prev && now - prev < minstep) minstep = now - prev;
+            prev = now;
+        }
+        t.cost_ns = (double)(prev - start) / 20000.0;
+        t.resolution_ns = minstep == UINT64_MAX ? 0.0 : (double)minstep;
+    } else if (hv_timer_init(&t, kind, err, sizeof err) != 0) {
+        HV_DIE("%s: %s", prog, err);
+    }
+    return t;
+}
+
 void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt *opts, size_t nopts) {
     memset(ctx, 0, sizeof *ctx);
     ctx->prog = prog;
@@ -177,29 +202,7 @@ void hv_ctx_init(hv_ctx *ctx, int *argc, char ***argv, const char *prog, hv_opt 
     hv_timer_kind kind = hv_cpu_has_invariant_tsc() == 1 ? HV_TIMER_TSC : HV_TIMER_MONO;
     if (tname && hv_timer_parse(tname, &kind) != 0)
         HV_DIE("%s: unknown --timer '%s' (tsc, mono or wtime)", prog, tname);
-    {
-        hv_timer t;
-        hv_timer_kind k = kind;
-        if (k == HV_TIMER_WTIME) {
-            /* initialise as MONO then switch the read function: resolution
-             * and cost are then measured on MPI_Wtime itself */
-            if (hv_timer_init(&t, HV_TIMER_MONO, err, sizeof err) != 0) HV_DIE("%s: %s", prog, err);
-            t.kind = HV_TIMER_WTIME;
-            t.wtime = wtime;
-            t.ticks_per_ns = 1.0;
-            uint64_t prev = hv_ticks(&t), start = prev, minstep = UINT64_MAX;
-            for (int i = 0; i < 20000; i++) {
-                uint64_t now = hv_ticks(&t);
-                if (now > prev && now - prev < minstep) minstep = now - prev;
-                prev = now;
-            }
-            t.cost_ns = (double)(prev - start) / 20000.0;
-            t.resolution_ns = minstep == UINT64_MAX ? 0.0 : (double)minstep;
-        } else if (hv_timer_init(&t, k, err, sizeof err) != 0) {
-            HV_DIE("%s: %s", prog, err);
-        }
-        ctx->timer = t;
-    }
+    ctx->timer = init_timer(kind, prog);
 
     /* host of every rank, for the metadata (ranks per node, placement) */
     char host[64] = {0};

@@ -149,6 +149,30 @@ static void load_replay(const char *path) {
     if (g_rn == 0) DIE("%s: no 'start_ns duration_ns' line", path);
 }
 
+/* The start on every CPU: 20 ms from now; with at_clock, the first burst at the next multiple of the period of
+ * CLOCK_REALTIME (plus --phase-ns), so that injectors started separately on nodes whose clocks agree (NTP/PTP;
+ * one clock on the testbed) burst at the same instants. */
+static uint64_t start_ns(int at_clock) {
+    if (!at_clock) return mono_now() + 20000000ull;
+    struct timespec rt;
+    clock_gettime(CLOCK_REALTIME, &rt);
+    const uint64_t m = mono_now();
+    const double r = (double)rt.tv_sec * 1e9 + (double)rt.tv_nsec;
+    const double next = (double)((uint64_t)((r + 20e6) / g_period_ns) + 1) * g_period_ns;
+    return m + (uint64_t)(next - r);
+}
+
+/* One CPU's line on stdout (and a note on stderr when SCHED_FIFO was refused). */
+static void report(inj_state *s) {
+    if (g_prio > 0 && !s->rt)
+        fprintf(stderr,
+                "hv_noise_inject: SCHED_FIFO refused on CPU %d (needs root or CAP_SYS_NICE); "
+                "bursts may be delayed or sliced\n",
+                s->cpu);
+    printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_p50=%.0f late_ns_max=%.0f overruns=%ld rt=%d\n", s->cpu, s->bursts,
+           s->burned_ns, late_p50(s), s->late_max_ns, s->overruns, s->rt);
+}
+
 int main(int argc, char **argv) {
     hv_opt opts[] = {
         HV_OPT_RAW("cpus", 0, "comma list of CPUs"),
@@ -195,18 +219,7 @@ int main(int argc, char **argv) {
 
     inj_state *ss = calloc(ncpu, sizeof *ss);
     if (!ss) DIE("out of memory");
-    g_t0_ns = mono_now() + 20000000ull; /* start 20 ms from now on every CPU */
-    if (hv_args_get(opts, nopts, "at-clock") && !hv_args_get(opts, nopts, "replay")) {
-        /* the first burst at the next multiple of the period of CLOCK_REALTIME (plus --phase-ns), so that
-         * injectors started separately on nodes whose clocks agree (NTP/PTP; one clock on the testbed) burst
-         * at the same instants */
-        struct timespec rt;
-        clock_gettime(CLOCK_REALTIME, &rt);
-        const uint64_t m = mono_now();
-        const double r = (double)rt.tv_sec * 1e9 + (double)rt.tv_nsec;
-        const double next = (double)((uint64_t)((r + 20e6) / g_period_ns) + 1) * g_period_ns;
-        g_t0_ns = m + (uint64_t)(next - r);
-    }
+    g_t0_ns = start_ns(hv_args_get(opts, nopts, "at-clock") && !hv_args_get(opts, nopts, "replay"));
     for (size_t i = 0; i < ncpu; i++) {
         ss[i].cpu = (int)cpus[i];
         pthread_attr_t at;
@@ -222,13 +235,7 @@ int main(int argc, char **argv) {
     }
     for (size_t i = 0; i < ncpu; i++) {
         pthread_join(ss[i].th, NULL);
-        if (g_prio > 0 && !ss[i].rt)
-            fprintf(stderr,
-                    "hv_noise_inject: SCHED_FIFO refused on CPU %d (needs root or CAP_SYS_NICE); "
-                    "bursts may be delayed or sliced\n",
-                    ss[i].cpu);
-        printf("cpu=%d bursts=%ld burned_ns=%.0f late_ns_p50=%.0f late_ns_max=%.0f overruns=%ld rt=%d\n", ss[i].cpu,
-               ss[i].bursts, ss[i].burned_ns, late_p50(&ss[i]), ss[i].late_max_ns, ss[i].overruns, ss[i].rt);
+        report(&ss[i]);
     }
     free(ss);
     free(cpus);

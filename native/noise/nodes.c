@@ -16,7 +16,11 @@
  *   4. Clock offsets after, the same way; drift_i = (offset_after - offset_before) / (t_after - t_before).
  * Each collector writes <--out-dir>/<host>.jtr; rank 0 writes one raw point "sync" (--out), one row per
  * rank: rank, offset_before_ns, rtt_before_ns, t_before_ns, offset_after_ns, rtt_after_ns, t_after_ns,
- * start_local_ns (times of rank 0's clock), plus the header keys boot_ids and t0_mono_raw_ns. */
+ * start_local_ns (times of rank 0's clock), plus the header keys boot_ids and t0_mono_raw_ns.
+ *
+ * Code: main reads the options into a nodes_config, then: boot ids (gather_boot_ids), clocks before
+ * (sync_clocks), the collector as a child (collector_args, start_collector), the agreed start
+ * (agree_start), the recording (wait_collector), clocks after, and rank 0's point (write_sync). */
 #include <errno.h>
 #include <limits.h>
 #include <sched.h>
@@ -33,6 +37,12 @@
 extern char **environ;
 
 enum { NCOLS = 8, TAG_PING = 21, TAG_PONG = 22, BOOTID = 40 };
+
+typedef struct { /* the validated options */
+    const char *dir, *cpus, *method, *argv;
+    double duration_s, threshold_ns, interval_ns, margin_s;
+    long max_events, rounds, rt_prio;
+} nodes_config;
 
 typedef struct {
     double offset_ns, rtt_ns, t_ns; /* t_ns: midpoint of the best exchange, rank 0's clock */
@@ -134,55 +144,18 @@ static void wait_collector(hv_child *c) {
                WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
 }
 
-int main(int argc, char **argv) {
-    hv_opt opts[] = {
-        HV_COMMON_OPTS,
-        HV_OPT_RAW("out-dir", 0, "directory of the per-node traces (<host>.jtr); shared by the nodes"),
-        HV_OPT_RAW("cpus", 0, "CPUs to record on, on every node: a comma list, or 'all'"),
-        HV_OPT_RAW("duration", 0, "recording time in seconds"),
-        HV_OPT_RAW("threshold-ns", 0, "detour threshold in ns (0: the collector's default)"),
-        HV_OPT_RAW("max-events", 0, "event buffer per CPU"),
-        HV_OPT_RAW("method", 0, "spin or timer (hv_noise_collect --method)"),
-        HV_OPT_RAW("interval-ns", 0, "timer method: time between deadlines in ns"),
-        HV_OPT_RAW("rt-prio", 0, "SCHED_FIFO priority of the collector threads (0: normal scheduler)"),
-        HV_OPT_RAW("sync-rounds", 0, "ping-pongs per rank and clock synchronisation"),
-        HV_OPT_RAW("margin", 0, "seconds between the agreement on the start (every collector ready) and the start"),
-        HV_OPT_RAW("argv", 0, "the user's command line, stored in the traces"),
-    };
-    const size_t nopts = sizeof opts / sizeof opts[0];
-    hv_ctx ctx;
-    hv_ctx_init(&ctx, &argc, &argv, "hv_noise_nodes", opts, nopts);
-    char err[256];
-    double duration, thr_ns = 0, interval_ns = 200000, margin = 0.2;
-    long max_events, rounds = 100, rt_prio = 0;
-    const char *dir = hv_args_get(opts, nopts, "out-dir"), *cpus = hv_args_get(opts, nopts, "cpus");
-    const char *method = hv_args_get(opts, nopts, "method");
-    if (hv_args_double(opts, nopts, "duration", 1e-3, 1e7, &duration, err, sizeof err) ||
-        hv_args_long(opts, nopts, "max-events", 1, 1L << 40, &max_events, err, sizeof err) ||
-        (hv_args_get(opts, nopts, "threshold-ns") &&
-         hv_args_double(opts, nopts, "threshold-ns", 0, 1e9, &thr_ns, err, sizeof err)) ||
-        (hv_args_get(opts, nopts, "interval-ns") &&
-         hv_args_double(opts, nopts, "interval-ns", 1000, 1e9, &interval_ns, err, sizeof err)) ||
-        (hv_args_get(opts, nopts, "rt-prio") &&
-         hv_args_long(opts, nopts, "rt-prio", 0, 99, &rt_prio, err, sizeof err)) ||
-        (hv_args_get(opts, nopts, "sync-rounds") &&
-         hv_args_long(opts, nopts, "sync-rounds", 1, 1000000, &rounds, err, sizeof err)) ||
-        (hv_args_get(opts, nopts, "margin") &&
-         hv_args_double(opts, nopts, "margin", 0.05, 600, &margin, err, sizeof err)))
-        HV_DIE("hv_noise_nodes: %s", err);
-    if (!dir || !cpus) HV_DIE("hv_noise_nodes: --out-dir and --cpus are required");
-    if (!method) method = "spin";
-
-    /* the collector next to this program */
-    char exe[PATH_MAX];
-    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 32);
+/* The collector next to this program. */
+static void collector_path(char *exe, size_t len) {
+    ssize_t n = readlink("/proc/self/exe", exe, len - 32);
     if (n <= 0) HV_DIE("cannot find this program's path: %s", strerror(errno));
     exe[n] = 0;
     char *slash = strrchr(exe, '/');
     strcpy(slash ? slash + 1 : exe, "hv_noise_collect");
     if (access(exe, X_OK) != 0) HV_DIE("the collector %s is missing: reinstall hpcvar", exe);
+}
 
-    /* boot ids: "nodes" that are one machine (the testbed) share one */
+/* Every rank's boot id on rank 0 ("nodes" that are one machine, the testbed, share one); NULL elsewhere. */
+static char *gather_boot_ids(const hv_ctx *ctx) {
     char boot[BOOTID] = {0};
     FILE *bf = fopen("/proc/sys/kernel/random/boot_id", "r");
     if (bf) {
@@ -190,97 +163,99 @@ int main(int argc, char **argv) {
         fclose(bf);
     }
     boot[strcspn(boot, "\n")] = 0;
-    char *boots = ctx.rank == 0 ? calloc((size_t)ctx.size, BOOTID) : NULL;
-    if (ctx.rank == 0) HV_ALLOC_CHECK(boots);
+    char *boots = ctx->rank == 0 ? calloc((size_t)ctx->size, BOOTID) : NULL;
+    if (ctx->rank == 0) HV_ALLOC_CHECK(boots);
     MPI_Request rq;
-    HV_MPI_CHECK(MPI_Igather(boot, BOOTID, MPI_CHAR, boots, BOOTID, MPI_CHAR, 0, ctx.comm, &rq));
+    HV_MPI_CHECK(MPI_Igather(boot, BOOTID, MPI_CHAR, boots, BOOTID, MPI_CHAR, 0, ctx->comm, &rq));
     sleepy_wait(&rq);
+    return boots;
+}
 
-    hv_sync *before = calloc((size_t)ctx.size, sizeof *before), *after = calloc((size_t)ctx.size, sizeof *after);
-    HV_ALLOC_CHECK(before);
-    HV_ALLOC_CHECK(after);
-    HV_MPI_CHECK(MPI_Ibarrier(ctx.comm, &rq));
-    sleepy_wait(&rq);
-    sync_clocks(&ctx, rounds, before);
+typedef struct { /* the collector's command line and the text of its values */
+    char out[PATH_MAX + 320], cpulist[4096], dur[64], thr[64], max[64], iv[64], rt[32];
+    char *argv[21];
+} collector_args;
 
-    char host[256] = {0}, out[PATH_MAX + 320], cpulist[4096], a_dur[64], a_thr[64], a_max[64], a_iv[64], a_rt[32];
+static void make_collector_args(collector_args *a, char *exe, const nodes_config *c) {
+    char host[256] = {0};
     gethostname(host, sizeof host - 1);
-    snprintf(out, sizeof out, "%s/%s.jtr", dir, host);
-    if (strcmp(cpus, "all") == 0) allowed_cpus(cpulist, sizeof cpulist);
-    else snprintf(cpulist, sizeof cpulist, "%s", cpus);
-    snprintf(a_dur, sizeof a_dur, "%.9g", duration);
-    snprintf(a_thr, sizeof a_thr, "%.3f", thr_ns);
-    snprintf(a_max, sizeof a_max, "%ld", max_events);
-    snprintf(a_iv, sizeof a_iv, "%.0f", interval_ns);
-    snprintf(a_rt, sizeof a_rt, "%ld", rt_prio);
-    const char *uargv = hv_args_get(opts, nopts, "argv");
-    char *cargv[] = {exe,
-                     "--cpus",
-                     cpulist,
-                     "--duration",
-                     a_dur,
-                     "--threshold-ns",
-                     a_thr,
-                     "--max-events",
-                     a_max,
-                     "--out",
-                     out,
-                     "--method",
-                     (char *)method,
-                     "--interval-ns",
-                     a_iv,
-                     "--rt-prio",
-                     a_rt,
-                     "--start-from-stdin",
-                     "--argv",
-                     (char *)(uargv ? uargv : ""),
-                     NULL};
-    hv_child child = start_collector(exe, cargv);
+    snprintf(a->out, sizeof a->out, "%s/%s.jtr", c->dir, host);
+    if (strcmp(c->cpus, "all") == 0) allowed_cpus(a->cpulist, sizeof a->cpulist);
+    else snprintf(a->cpulist, sizeof a->cpulist, "%s", c->cpus);
+    snprintf(a->dur, sizeof a->dur, "%.9g", c->duration_s);
+    snprintf(a->thr, sizeof a->thr, "%.3f", c->threshold_ns);
+    snprintf(a->max, sizeof a->max, "%ld", c->max_events);
+    snprintf(a->iv, sizeof a->iv, "%.0f", c->interval_ns);
+    snprintf(a->rt, sizeof a->rt, "%ld", c->rt_prio);
+    char *argv[] = {exe,
+                    "--cpus",
+                    a->cpulist,
+                    "--duration",
+                    a->dur,
+                    "--threshold-ns",
+                    a->thr,
+                    "--max-events",
+                    a->max,
+                    "--out",
+                    a->out,
+                    "--method",
+                    (char *)c->method,
+                    "--interval-ns",
+                    a->iv,
+                    "--rt-prio",
+                    a->rt,
+                    "--start-from-stdin",
+                    "--argv",
+                    (char *)(c->argv ? c->argv : ""),
+                    NULL};
+    memcpy(a->argv, argv, sizeof argv);
+}
+
+/* Every collector calibrated: only then is the start agreed (a slow node cannot miss it); each collector gets
+ * it in its node's own clock. Returns the start in rank 0's clock. */
+static double agree_start(const hv_ctx *ctx, hv_child *child, const hv_sync *before, double margin_s) {
+    MPI_Request rq;
     char line[32];
-    int ready = fgets(line, sizeof line, child.from) != NULL && strncmp(line, "ready", 5) == 0, all_ready = 0;
-    /* every collector calibrated: only then is the start agreed (a slow node cannot miss it) */
-    HV_MPI_CHECK(MPI_Iallreduce(&ready, &all_ready, 1, MPI_INT, MPI_MIN, ctx.comm, &rq));
+    int ready = fgets(line, sizeof line, child->from) != NULL && strncmp(line, "ready", 5) == 0, all_ready = 0;
+    HV_MPI_CHECK(MPI_Iallreduce(&ready, &all_ready, 1, MPI_INT, MPI_MIN, ctx->comm, &rq));
     sleepy_wait(&rq);
     if (!all_ready) {
-        fclose(child.to); /* a collector that did get ready stops on the missing start time */
-        if (!ready) wait_collector(&child);
+        fclose(child->to); /* a collector that did get ready stops on the missing start time */
+        if (!ready) wait_collector(child);
         HV_DIE("a collector on another node failed before the start; its message is in the launcher's log");
     }
     /* the common start, in every rank's own clock */
-    double t0 = ctx.rank == 0 ? (double)hv_mono_ns() + margin * 1e9 : 0, mine = 0;
-    HV_MPI_CHECK(MPI_Ibcast(&t0, 1, MPI_DOUBLE, 0, ctx.comm, &rq));
+    double t0 = ctx->rank == 0 ? (double)hv_mono_ns() + margin_s * 1e9 : 0, mine = 0;
+    HV_MPI_CHECK(MPI_Ibcast(&t0, 1, MPI_DOUBLE, 0, ctx->comm, &rq));
     sleepy_wait(&rq);
-    double *offs = ctx.rank == 0 ? malloc((size_t)ctx.size * sizeof *offs) : NULL;
-    if (ctx.rank == 0) {
+    double *offs = ctx->rank == 0 ? malloc((size_t)ctx->size * sizeof *offs) : NULL;
+    if (ctx->rank == 0) {
         HV_ALLOC_CHECK(offs);
-        for (int r = 0; r < ctx.size; r++) offs[r] = before[r].offset_ns;
+        for (int r = 0; r < ctx->size; r++) offs[r] = before[r].offset_ns;
     }
-    HV_MPI_CHECK(MPI_Iscatter(offs, 1, MPI_DOUBLE, &mine, 1, MPI_DOUBLE, 0, ctx.comm, &rq));
+    HV_MPI_CHECK(MPI_Iscatter(offs, 1, MPI_DOUBLE, &mine, 1, MPI_DOUBLE, 0, ctx->comm, &rq));
     sleepy_wait(&rq);
-    fprintf(child.to, "%.0f\n", t0 + mine);
-    fclose(child.to);
-    wait_collector(&child);
-    fclose(child.from);
+    free(offs);
+    fprintf(child->to, "%.0f\n", t0 + mine);
+    fclose(child->to);
+    return t0;
+}
 
-    HV_MPI_CHECK(MPI_Ibarrier(ctx.comm, &rq));
-    sleepy_wait(&rq);
-    sync_clocks(&ctx, rounds, after);
-    HV_MPI_CHECK(MPI_Ibarrier(ctx.comm, &rq)); /* rank 0 syncs with the last ranks: the others wait asleep */
-    sleepy_wait(&rq);
-
+/* Rank 0's header keys and the one point "sync": a row per rank. */
+static void write_sync(hv_ctx *ctx, const char *boots, const hv_sync *before, const hv_sync *after, double t0) {
     const char *cols[] = {"rank",         "offset_before_ns", "rtt_before_ns", "t_before_ns", "offset_after_ns",
                           "rtt_after_ns", "t_after_ns",       "start_local_ns"};
     double *rows = NULL;
     size_t nrows = 0;
-    if (ctx.rank == 0) {
-        hv_out_meta(&ctx.out, "t0_mono_raw_ns", "%.0f", t0);
-        fputs("#@boot_ids=", ctx.out.f);
-        for (int r = 0; r < ctx.size; r++) fprintf(ctx.out.f, "%s%s", r ? "," : "", boots + (size_t)r * BOOTID);
-        fputc('\n', ctx.out.f);
-        hv_out_columns(&ctx.out, NCOLS, cols);
-        rows = malloc((size_t)ctx.size * NCOLS * sizeof *rows);
+    if (ctx->rank == 0) {
+        hv_out_meta(&ctx->out, "t0_mono_raw_ns", "%.0f", t0);
+        fputs("#@boot_ids=", ctx->out.f);
+        for (int r = 0; r < ctx->size; r++) fprintf(ctx->out.f, "%s%s", r ? "," : "", boots + (size_t)r * BOOTID);
+        fputc('\n', ctx->out.f);
+        hv_out_columns(&ctx->out, NCOLS, cols);
+        rows = malloc((size_t)ctx->size * NCOLS * sizeof *rows);
         HV_ALLOC_CHECK(rows);
-        for (int r = 0; r < ctx.size; r++) {
+        for (int r = 0; r < ctx->size; r++) {
             double *w = rows + (size_t)r * NCOLS;
             w[0] = r;
             w[1] = before[r].offset_ns;
@@ -291,11 +266,62 @@ int main(int argc, char **argv) {
             w[6] = after[r].t_ns;
             w[7] = t0 + before[r].offset_ns;
         }
-        nrows = (size_t)ctx.size;
+        nrows = (size_t)ctx->size;
     }
-    hv_gather_point(&ctx, "sync=1", rows, nrows);
+    hv_gather_point(ctx, "sync=1", rows, nrows);
     free(rows);
-    free(offs);
+}
+
+static void sleepy_barrier(const hv_ctx *ctx) {
+    MPI_Request rq;
+    HV_MPI_CHECK(MPI_Ibarrier(ctx->comm, &rq));
+    sleepy_wait(&rq);
+}
+
+int main(int argc, char **argv) {
+    hv_opt opts[] = {
+        HV_COMMON_OPTS,
+        HV_OPT_STRING(nodes_config, dir, "out-dir",
+                      "directory of the per-node traces (<host>.jtr); shared by the nodes"),
+        HV_OPT_STRING(nodes_config, cpus, "cpus", "CPUs to record on, on every node: a comma list, or 'all'"),
+        HV_OPT_DOUBLE(nodes_config, duration_s, "duration", 1e-3, 1e7, "recording time in seconds"),
+        HV_OPT_DOUBLE_OR(nodes_config, threshold_ns, "threshold-ns", 0, 1e9,
+                         "detour threshold in ns (0: the collector's default)"),
+        HV_OPT_LONG(nodes_config, max_events, "max-events", 1, 1L << 40, "event buffer per CPU"),
+        HV_OPT_STRING_OR(nodes_config, method, "method", "spin or timer (hv_noise_collect --method)"),
+        HV_OPT_DOUBLE_OR(nodes_config, interval_ns, "interval-ns", 1000, 1e9,
+                         "timer method: time between deadlines in ns"),
+        HV_OPT_LONG_OR(nodes_config, rt_prio, "rt-prio", 0, 99,
+                       "SCHED_FIFO priority of the collector threads (0: normal scheduler)"),
+        HV_OPT_LONG_OR(nodes_config, rounds, "sync-rounds", 1, 1000000,
+                       "ping-pongs per rank and clock synchronisation"),
+        HV_OPT_DOUBLE_OR(nodes_config, margin_s, "margin", 0.05, 600,
+                         "seconds between the agreement on the start (every collector ready) and the start"),
+        HV_OPT_STRING_OR(nodes_config, argv, "argv", "the user's command line, stored in the traces"),
+    };
+    hv_ctx ctx;
+    nodes_config cfg = {.interval_ns = 200000, .margin_s = 0.2, .rounds = 100, .method = "spin"};
+    hv_ctx_init_config(&ctx, &argc, &argv, "hv_noise_nodes", opts, sizeof opts / sizeof opts[0], &cfg);
+    char exe[PATH_MAX];
+    collector_path(exe, sizeof exe);
+    char *boots = gather_boot_ids(&ctx);
+    hv_sync *before = calloc((size_t)ctx.size, sizeof *before), *after = calloc((size_t)ctx.size, sizeof *after);
+    HV_ALLOC_CHECK(before);
+    HV_ALLOC_CHECK(after);
+    sleepy_barrier(&ctx);
+    sync_clocks(&ctx, cfg.rounds, before);
+
+    collector_args ca;
+    make_collector_args(&ca, exe, &cfg);
+    hv_child child = start_collector(exe, ca.argv);
+    const double t0 = agree_start(&ctx, &child, before, cfg.margin_s);
+    wait_collector(&child);
+    fclose(child.from);
+
+    sleepy_barrier(&ctx);
+    sync_clocks(&ctx, cfg.rounds, after);
+    sleepy_barrier(&ctx); /* rank 0 syncs with the last ranks: the others wait asleep */
+    write_sync(&ctx, boots, before, after, t0);
     free(boots);
     free(before);
     free(after);

@@ -280,6 +280,39 @@ static void linear(steps_t *S, int gather, int64_t n, int64_t me, int64_t root, 
     }
 }
 
+static void barrier_steps(steps_t *S, int64_t n, int64_t me, int algo) {
+    if (algo == ALGO_RECDOUB) {
+        for (int64_t k = 1; k < n; k *= 2) st_one(S, pmod(me + k, n), 0, pmod(me - k, n), 0);
+    } else if (algo == ALGO_RING) {
+        if (me == 0) {
+            for (int i = 0; i < 2; i++) {
+                st_one(S, pmod(me + 1, n), 0, -1, 0);
+                st_one(S, -1, 0, n - 1, 0);
+            }
+        } else {
+            for (int i = 0; i < 2; i++) {
+                st_one(S, -1, 0, me - 1, 0);
+                st_one(S, pmod(me + 1, n), 0, -1, 0);
+            }
+        }
+    } else {
+        reduce_binomial(S, n, me, 0);
+        bcast_binomial(S, n, me, 0);
+    }
+}
+
+static void allgather_steps(steps_t *S, int op, int64_t n, int64_t me, int64_t b, int algo) {
+    int64_t blk = op == OP_ALLGATHER ? b : cdiv(b, n);
+    if (algo == ALGO_BINOMIAL) {
+        gather_binomial(S, n, me, blk, 0);
+        bcast_binomial(S, n, me, blk * n);
+    } else if (algo == ALGO_RECDOUB && (n & (n - 1)) == 0) {
+        for (int64_t mask = 1; mask < n; mask <<= 1) st_one(S, me ^ mask, blk * mask, me ^ mask, blk * mask);
+    } else {
+        ring_steps(S, n, me, blk, n - 1);
+    }
+}
+
 /* collectives.steps(op, n, me, root, nbytes, algo) */
 static void coll_steps(steps_t *S, int op, int64_t n, int64_t me, int64_t root, int64_t b, int algo) {
     S->nst = S->nm = 0;
@@ -288,26 +321,7 @@ static void coll_steps(steps_t *S, int op, int64_t n, int64_t me, int64_t root, 
     int64_t vr = pmod(me - root, n);
     int64_t m0 = S->nm;
     switch (op) {
-    case OP_BARRIER:
-        if (algo == ALGO_RECDOUB) {
-            for (int64_t k = 1; k < n; k *= 2) st_one(S, pmod(me + k, n), 0, pmod(me - k, n), 0);
-        } else if (algo == ALGO_RING) {
-            if (me == 0) {
-                for (int i = 0; i < 2; i++) {
-                    st_one(S, pmod(me + 1, n), 0, -1, 0);
-                    st_one(S, -1, 0, n - 1, 0);
-                }
-            } else {
-                for (int i = 0; i < 2; i++) {
-                    st_one(S, -1, 0, me - 1, 0);
-                    st_one(S, pmod(me + 1, n), 0, -1, 0);
-                }
-            }
-        } else {
-            reduce_binomial(S, n, me, 0);
-            bcast_binomial(S, n, me, 0);
-        }
-        break;
+    case OP_BARRIER: barrier_steps(S, n, me, algo); break;
     case OP_BCAST:
         if (algo == ALGO_RING) chain(S, n, vr, b, 0);
         else bcast_binomial(S, n, vr, b);
@@ -341,18 +355,7 @@ static void coll_steps(steps_t *S, int op, int64_t n, int64_t me, int64_t root, 
         break;
     }
     case OP_ALLGATHER:
-    case OP_ALLGATHERV: {
-        int64_t blk = op == OP_ALLGATHER ? b : cdiv(b, n);
-        if (algo == ALGO_BINOMIAL) {
-            gather_binomial(S, n, me, blk, 0);
-            bcast_binomial(S, n, me, blk * n);
-        } else if (algo == ALGO_RECDOUB && (n & (n - 1)) == 0) {
-            for (int64_t mask = 1; mask < n; mask <<= 1) st_one(S, me ^ mask, blk * mask, me ^ mask, blk * mask);
-        } else {
-            ring_steps(S, n, me, blk, n - 1);
-        }
-        break;
-    }
+    case OP_ALLGATHERV: allgather_steps(S, op, n, me, b, algo); break;
     case OP_ALLTOALL:
     case OP_ALLTOALLV: {
         int64_t per = cdiv(b, n);
@@ -463,163 +466,193 @@ static int comm_index(const hv_rp_lower_config *c, int32_t comm) {
     return lo < c->ncomms && c->comm_id[lo] == comm ? (int)lo : -1;
 }
 
+/* One task's state while its rows are lowered. */
+typedef struct {
+    int64_t t, base, nrow_t, never;
+    int have_prev;
+    int64_t prev_end, polls;
+    mpi_acc mpi;
+} task_pass;
+
+/* The compute before a row whose gap since the previous row's end is gap > 0 (replay_ref.compute_ns): the gap
+ * less the row's polls; with compute = 1, its CPU time where recorded, never above that. */
+static int64_t compute_ns(const hv_rp_lower_config *c, int64_t g, int64_t gap) {
+    int64_t w = gap - (c->poll ? c->poll[g] : 0);
+    if (c->compute == 1 && c->cpu && c->cpu[g] >= 0 && c->cpu[g] < w) w = c->cpu[g];
+    return w;
+}
+
+/* The compute before row g, and the measured side: span, the union of the MPI rows' intervals, the polls. */
+static void gap_and_measure(lw *L, task_pass *x, int64_t g) {
+    hv_rp_lower_config *c = L->c;
+    int64_t ts = c->t_start[g], te = c->t_end[g];
+    if (x->have_prev) {
+        int64_t gap = ts - x->prev_end;
+        if (gap > 0) {
+            int64_t w = compute_ns(c, g, gap);
+            if (w > 0) emit(L, HV_RP_COMPUTE, -1, (double)w * 1e-9, -1, -1, -1);
+        }
+        if (te > x->prev_end) x->prev_end = te;
+    } else {
+        x->prev_end = te;
+        x->have_prev = 1;
+    }
+    if (L->fill) {
+        const int64_t t = x->t;
+        if (ts < c->first_start[t]) c->first_start[t] = ts;
+        if (te > c->last_end[t]) c->last_end[t] = te;
+        if (c->op[g] != OP_INIT && c->op[g] != OP_FINALIZE) mpi_add(&x->mpi, ts, te);
+        if (c->poll) x->polls += c->poll[g];
+    }
+}
+
+static int fail_row(hv_rp_lower_config *c, int err, int64_t g) {
+    c->err = err;
+    c->err_row = g;
+    return -1;
+}
+
+/* A point-to-point row (or init, finalize, wait): its ops. 0, or -1 with an error in c->err. */
+static int lower_p2p(lw *L, const task_pass *x, int64_t g, int op) {
+    hv_rp_lower_config *c = L->c;
+    const int64_t t = x->t, never = x->never, seq = g - x->base;
+    int32_t peer = c->peer[g], tag = c->tag[g], comm = c->comm[g];
+    int64_t b = c->bytes[g];
+    switch (op) {
+    case OP_SEND:
+    case OP_ISEND:
+    case OP_SENDRECV:
+        if (peer < 0 || peer >= c->ntasks) break;
+        emit(L, HV_RP_SEND, peer, (double)b, (int32_t)key_id(L, 0, t, peer, comm, tag), g, g);
+        if (op == OP_SEND) {
+            emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
+            wait_req(L, g);
+        }
+        return 0;
+    case OP_RECV:
+    case OP_IRECV:
+    case OP_SENDRECV_RECV:
+        if (peer < 0 || peer >= c->ntasks) {
+            if (op == OP_IRECV) break;
+            return fail_row(c, 1, g);
+        }
+        emit(L, HV_RP_RECV, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), g, g);
+        if (op == OP_RECV) {
+            emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
+            wait_req(L, g);
+        } else if (op == OP_SENDRECV_RECV) {
+            emit(L, HV_RP_WAIT, 2, 0.0, -1, L->nwreq, g);
+            wait_req(L, seq >= 1 ? g - 1 : never);
+            wait_req(L, g);
+        }
+        return 0;
+    case OP_PROBE: /* waits for the message its receive will match; a probe of no task has none */
+        if (peer < 0 || peer >= c->ntasks) break;
+        emit(L, HV_RP_PROBE, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), g, g);
+        emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
+        wait_req(L, g);
+        return 0;
+    case OP_WAIT: {
+        int64_t r = c->req[g];
+        if (r < 0) break;
+        emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
+        wait_req(L, r < x->nrow_t ? x->base + r : never);
+        return 0;
+    }
+    default: break; /* init, finalize: a wait for nothing */
+    }
+    emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
+    return 0;
+}
+
+/* The messages of a collective's steps, each step a wait for its own requests. */
+static void emit_steps(lw *L, const steps_t *S, const int32_t *mem, const task_pass *x, int64_t g, int32_t comm,
+                       int64_t k) {
+    const int64_t t = x->t, never = x->never;
+    if (S->nst == 0) emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
+    for (int64_t si = 0; si < S->nst; si++) {
+        const step *st = &S->st[si];
+        int64_t r0 = never + 1 + L->ncreq;
+        for (int64_t j = 0; j < st->ns; j++) {
+            int32_t dst = mem[S->m[st->s0 + j].peer];
+            emit(L, HV_RP_SEND, dst, (double)S->m[st->s0 + j].bytes, (int32_t)key_id(L, 1, comm, k, t, dst),
+                 never + 1 + L->ncreq++, g);
+        }
+        for (int64_t j = 0; j < st->nr; j++) {
+            int32_t src = mem[S->m[st->r0 + j].peer];
+            emit(L, HV_RP_RECV, src, (double)S->m[st->r0 + j].bytes, (int32_t)key_id(L, 1, comm, k, src, t),
+                 never + 1 + L->ncreq++, g);
+        }
+        int64_t nreq = st->ns + st->nr;
+        emit(L, HV_RP_WAIT, (int32_t)nreq, 0.0, -1, L->nwreq, g);
+        for (int64_t j = 0; j < nreq; j++) wait_req(L, r0 + j);
+    }
+}
+
+/* A collective row: its steps (collectives.steps) as messages. 0, or -1 (an error in c->err, or no memory). */
+static int lower_collective(lw *L, steps_t *S, const task_pass *x, int64_t g, int op) {
+    hv_rp_lower_config *c = L->c;
+    const int64_t t = x->t;
+    int32_t peer = c->peer[g], comm = c->comm[g];
+    int ci = comm_index(c, comm);
+    if (ci < 0) return fail_row(c, 2, g);
+    const int32_t *mem = c->comm_mem + c->comm_off[ci];
+    int64_t n = c->comm_off[ci + 1] - c->comm_off[ci], me = -1, root = 0;
+    for (int64_t i = 0; i < n; i++) /* the last one, as the dict of the reference */
+        if (mem[i] == t) me = i;
+    if (me < 0) return fail_row(c, 3, g);
+    int64_t k = 0;
+    if (L->fill) {
+        int64_t ck[5] = {t, comm, 0, 0, 0};
+        int fresh;
+        int64_t *v = hmap_get(&L->coll, ck, 0, &fresh);
+        if (!v) return -1;
+        k = (*v)++;
+    }
+    if (peer >= 0) {
+        root = 0;
+        for (int64_t i = 0; i < n; i++)
+            if (mem[i] == peer) root = i;
+    }
+    coll_steps(S, op, n, me, root, c->bytes[g], c->algo);
+    if (S->oom) return -1;
+    emit_steps(L, S, mem, x, g, comm, k);
+    return 0;
+}
+
+static int is_p2p(int op) {
+    return op == OP_INIT || op == OP_FINALIZE || op == OP_SEND || op == OP_ISEND || op == OP_SENDRECV ||
+           op == OP_RECV || op == OP_IRECV || op == OP_SENDRECV_RECV || op == OP_WAIT || op == OP_PROBE;
+}
+
+/* One task's rows into ops; 0, or -1 to stop. */
+static int lower_task(lw *L, steps_t *S, int64_t t) {
+    hv_rp_lower_config *c = L->c;
+    if (L->fill) c->task_off[t] = L->nops;
+    if (L->fill) c->first_start[t] = INT64_MAX, c->last_end[t] = INT64_MIN;
+    task_pass x = {.t = t, .base = c->row_off[t], .nrow_t = c->row_off[t + 1] - c->row_off[t], .never = c->nrows};
+    for (int64_t g = x.base; g < c->row_off[t + 1]; g++) {
+        gap_and_measure(L, &x, g);
+        const int op = c->op[g];
+        if ((is_p2p(op) ? lower_p2p(L, &x, g, op) : lower_collective(L, S, &x, g, op)) != 0) return -1;
+        if (L->oom) return -1;
+    }
+    if (L->fill) {
+        c->mpi_ns[t] = x.mpi.sum;
+        if (x.mpi.unsorted && mpi_resorted(L, x.base, c->row_off[t + 1], &c->mpi_ns[t])) return -1;
+        c->mpi_ns[t] = c->mpi_ns[t] + (double)x.polls;
+    }
+    return 0;
+}
+
 static int pass(lw *L) {
     hv_rp_lower_config *c = L->c;
-    const int64_t never = c->nrows;
     steps_t S;
     memset(&S, 0, sizeof S);
-    int rc = -1;
+    int rc = 0;
     L->nops = L->nwreq = L->ncreq = 0;
-    for (int64_t t = 0; t < c->ntasks; t++) {
-        if (L->fill) c->task_off[t] = L->nops;
-        int have_prev = 0;
-        int64_t prev_end = 0, polls = 0;
-        mpi_acc mpi = {0};
-        if (L->fill) c->first_start[t] = INT64_MAX, c->last_end[t] = INT64_MIN;
-        int64_t base = c->row_off[t], nrow_t = c->row_off[t + 1] - base;
-        for (int64_t g = base; g < c->row_off[t + 1]; g++) {
-            int64_t ts = c->t_start[g], te = c->t_end[g];
-            if (have_prev) {
-                int64_t gap = ts - prev_end;
-                if (gap > 0) { /* replay_ref.compute_ns */
-                    int64_t w = gap - (c->poll ? c->poll[g] : 0);
-                    if (c->compute == 1 && c->cpu && c->cpu[g] >= 0 && c->cpu[g] < w) w = c->cpu[g];
-                    if (w > 0) emit(L, HV_RP_COMPUTE, -1, (double)w * 1e-9, -1, -1, -1);
-                }
-                if (te > prev_end) prev_end = te;
-            } else {
-                prev_end = te;
-                have_prev = 1;
-            }
-            int op = c->op[g];
-            if (L->fill) { /* the measured side: span, and the union of the MPI rows' intervals */
-                if (ts < c->first_start[t]) c->first_start[t] = ts;
-                if (te > c->last_end[t]) c->last_end[t] = te;
-                if (op != OP_INIT && op != OP_FINALIZE) mpi_add(&mpi, ts, te);
-                if (c->poll) polls += c->poll[g];
-            }
-            int32_t peer = c->peer[g], tag = c->tag[g], comm = c->comm[g];
-            int64_t b = c->bytes[g];
-            int64_t seq = g - base;
-            switch (op) {
-            case OP_INIT:
-            case OP_FINALIZE: emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g); break;
-            case OP_SEND:
-            case OP_ISEND:
-            case OP_SENDRECV:
-                if (peer < 0 || peer >= c->ntasks) {
-                    emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
-                    break;
-                }
-                emit(L, HV_RP_SEND, peer, (double)b, (int32_t)key_id(L, 0, t, peer, comm, tag), g, g);
-                if (op == OP_SEND) {
-                    emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
-                    wait_req(L, g);
-                }
-                break;
-            case OP_RECV:
-            case OP_IRECV:
-            case OP_SENDRECV_RECV:
-                if (peer < 0 || peer >= c->ntasks) {
-                    if (op == OP_IRECV) {
-                        emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
-                        break;
-                    }
-                    c->err = 1;
-                    c->err_row = g;
-                    goto out;
-                }
-                emit(L, HV_RP_RECV, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), g, g);
-                if (op == OP_RECV) {
-                    emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
-                    wait_req(L, g);
-                } else if (op == OP_SENDRECV_RECV) {
-                    emit(L, HV_RP_WAIT, 2, 0.0, -1, L->nwreq, g);
-                    wait_req(L, seq >= 1 ? g - 1 : never);
-                    wait_req(L, g);
-                }
-                break;
-            case OP_PROBE:
-                if (peer < 0 || peer >= c->ntasks) {
-                    emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
-                    break;
-                }
-                emit(L, HV_RP_PROBE, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), g, g);
-                emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
-                wait_req(L, g);
-                break;
-            case OP_WAIT: {
-                int64_t r = c->req[g];
-                if (r >= 0) {
-                    emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
-                    wait_req(L, r < nrow_t ? base + r : never);
-                } else {
-                    emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
-                }
-                break;
-            }
-            default: { /* collective */
-                int ci = comm_index(c, comm);
-                if (ci < 0) {
-                    c->err = 2;
-                    c->err_row = g;
-                    goto out;
-                }
-                const int32_t *mem = c->comm_mem + c->comm_off[ci];
-                int64_t n = c->comm_off[ci + 1] - c->comm_off[ci], me = -1, root = 0;
-                for (int64_t i = 0; i < n; i++) /* the last one, as the dict of the reference */
-                    if (mem[i] == t) me = i;
-                if (me < 0) {
-                    c->err = 3;
-                    c->err_row = g;
-                    goto out;
-                }
-                int64_t k = 0;
-                if (L->fill) {
-                    int64_t ck[5] = {t, comm, 0, 0, 0};
-                    int fresh;
-                    int64_t *v = hmap_get(&L->coll, ck, 0, &fresh);
-                    if (!v) goto out;
-                    k = (*v)++;
-                }
-                if (peer >= 0) {
-                    root = 0;
-                    for (int64_t i = 0; i < n; i++)
-                        if (mem[i] == peer) root = i;
-                }
-                coll_steps(&S, op, n, me, root, b, c->algo);
-                if (S.oom) goto out;
-                if (S.nst == 0) emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
-                for (int64_t si = 0; si < S.nst; si++) {
-                    step *st = &S.st[si];
-                    int64_t r0 = never + 1 + L->ncreq;
-                    for (int64_t j = 0; j < st->ns; j++) {
-                        int32_t dst = mem[S.m[st->s0 + j].peer];
-                        emit(L, HV_RP_SEND, dst, (double)S.m[st->s0 + j].bytes, (int32_t)key_id(L, 1, comm, k, t, dst),
-                             never + 1 + L->ncreq++, g);
-                    }
-                    for (int64_t j = 0; j < st->nr; j++) {
-                        int32_t src = mem[S.m[st->r0 + j].peer];
-                        emit(L, HV_RP_RECV, src, (double)S.m[st->r0 + j].bytes, (int32_t)key_id(L, 1, comm, k, src, t),
-                             never + 1 + L->ncreq++, g);
-                    }
-                    int64_t nreq = st->ns + st->nr;
-                    emit(L, HV_RP_WAIT, (int32_t)nreq, 0.0, -1, L->nwreq, g);
-                    for (int64_t j = 0; j < nreq; j++) wait_req(L, r0 + j);
-                }
-            }
-            }
-            if (L->oom) goto out;
-        }
-        if (L->fill) {
-            c->mpi_ns[t] = mpi.sum;
-            if (mpi.unsorted && mpi_resorted(L, base, c->row_off[t + 1], &c->mpi_ns[t])) goto out;
-            c->mpi_ns[t] = c->mpi_ns[t] + (double)polls;
-        }
-    }
-    if (L->fill) c->task_off[c->ntasks] = L->nops;
-    rc = 0;
-out:
+    for (int64_t t = 0; t < c->ntasks && rc == 0; t++) rc = lower_task(L, &S, t);
+    if (rc == 0 && L->fill) c->task_off[c->ntasks] = L->nops;
     free(S.st);
     free(S.m);
     return rc;

@@ -362,18 +362,10 @@ static int64_t uf_find(int64_t *uf, int64_t k) {
     return k;
 }
 
-/* one component: positions comp[0..m) of the active list -> pen */
-static int myrinet_component(hv_rp *s, const int64_t *comp, int64_t m) {
-    hv_rp_config *c = s->c;
-    const int32_t *node = c->node_of;
-    if (m == 1) { /* one state in which it sends: penalty 1 (both methods) */
-        s->pen[comp[0]] = 1.0;
-        return 0;
-    }
-    int64_t W = (m + 63) / 64;
-    /* conflict masks (c) and the complement graph (compat) */
-    if (myr_grow(s, 2 * m * W + 4 * W * (m + 2))) return HV_RP_ENOMEM;
-    uint64_t *conf = s->bits, *compat = conf + m * W;
+/* The conflict masks (conf: the same source or destination node) and the complement graph (compat) of the
+ * component's m communications, W words a row. */
+static void conflict_masks(hv_rp *s, const int64_t *comp, int64_t m, int64_t W, uint64_t *conf, uint64_t *compat) {
+    const int32_t *node = s->c->node_of;
     memset(conf, 0, (size_t)(2 * m * W) * sizeof *conf);
     for (int64_t i = 0; i < m; i++) {
         hv_xfer *a = &s->x[s->active[comp[i]]];
@@ -388,46 +380,73 @@ static int myrinet_component(hv_rp *s, const int64_t *comp, int64_t m) {
         }
         compat[i * W + i / 64] &= ~(1ull << (i % 64));
     }
+}
+
+/* The exact method: every maximal state (Bron-Kerbosch on compat); cnt[i] the states in which i sends.
+ * Returns the number of states, or -1 beyond myr_max_states. */
+static int64_t count_states(hv_rp *s, int64_t m, int64_t W, uint64_t *conf, uint64_t *compat, int64_t *cnt) {
+    hv_rp_config *c = s->c;
+    hv_bk b = {m, W, 0, c->myr_max_states, 50 * c->myr_max_states + 10000, compat, conf + 2 * m * W, cnt, 0};
+    for (int64_t i = 0; i < m; i++) cnt[i] = 0;
+    uint64_t *r = b.buf, *p = r + W, *x = p + W;
+    for (int64_t w = 0; w < W; w++) {
+        r[w] = x[w] = 0;
+        p[w] = (w == W - 1 && m % 64) ? (1ull << (m % 64)) - 1 : ~0ull;
+    }
+    bk_expand(&b, 0);
+    return b.err ? -1 : b.count;
+}
+
+/* The sampling method: myr_samples random greedy maximal states; frac[i] the share in which i sends. */
+static void sample_states(hv_rp *s, int64_t m, int64_t W, uint64_t *conf, int64_t *cnt, double *frac) {
+    hv_rp_config *c = s->c;
+    hv_mt mt;
+    mt_seed(&mt, c->myr_seed);
+    int64_t *order = s->order;
+    uint64_t *blocked = conf + 2 * m * W;
+    for (int64_t i = 0; i < m; i++) order[i] = i, cnt[i] = 0;
+    for (int64_t k = 0; k < c->myr_samples; k++) {
+        for (int64_t i = m - 1; i > 0; i--) {
+            int64_t j = mt_below(&mt, i + 1), t = order[i];
+            order[i] = order[j];
+            order[j] = t;
+        }
+        memset(blocked, 0, (size_t)W * sizeof *blocked);
+        for (int64_t i = 0; i < m; i++) {
+            int64_t v = order[i];
+            if (!(blocked[v / 64] >> (v % 64) & 1)) {
+                cnt[v]++;
+                for (int64_t w = 0; w < W; w++) blocked[w] |= conf[v * W + w];
+                blocked[v / 64] |= 1ull << (v % 64);
+            }
+        }
+    }
+    for (int64_t i = 0; i < m; i++) frac[i] = (double)cnt[i] / (double)c->myr_samples;
+}
+
+/* one component: positions comp[0..m) of the active list -> pen */
+static int myrinet_component(hv_rp *s, const int64_t *comp, int64_t m) {
+    hv_rp_config *c = s->c;
+    const int32_t *node = c->node_of;
+    if (m == 1) { /* one state in which it sends: penalty 1 (both methods) */
+        s->pen[comp[0]] = 1.0;
+        return 0;
+    }
+    int64_t W = (m + 63) / 64;
+    if (myr_grow(s, 2 * m * W + 4 * W * (m + 2))) return HV_RP_ENOMEM;
+    uint64_t *conf = s->bits, *compat = conf + m * W;
+    conflict_masks(s, comp, m, W, conf, compat);
     double *frac = (double *)s->hits; /* reuse: hits as int64 first, then fractions below */
     int64_t *cnt = s->coef;
     int64_t states = 0;
     if (c->myr_method == 0) {
-        hv_bk b = {m, W, 0, c->myr_max_states, 50 * c->myr_max_states + 10000, compat, conf + 2 * m * W, cnt, 0};
-        for (int64_t i = 0; i < m; i++) cnt[i] = 0;
-        uint64_t *r = b.buf, *p = r + W, *x = p + W;
-        for (int64_t w = 0; w < W; w++) {
-            r[w] = x[w] = 0;
-            p[w] = (w == W - 1 && m % 64) ? (1ull << (m % 64)) - 1 : ~0ull;
-        }
-        bk_expand(&b, 0);
-        if (b.err) {
+        states = count_states(s, m, W, conf, compat, cnt);
+        if (states < 0) {
             c->error_size = m;
             return HV_RP_ESTATES;
         }
-        states = b.count;
     } else {
-        hv_mt mt;
-        mt_seed(&mt, c->myr_seed);
-        int64_t *order = s->order;
-        uint64_t *blocked = conf + 2 * m * W;
-        for (int64_t i = 0; i < m; i++) order[i] = i, cnt[i] = 0;
-        for (int64_t k = 0; k < c->myr_samples; k++) {
-            for (int64_t i = m - 1; i > 0; i--) {
-                int64_t j = mt_below(&mt, i + 1), t = order[i];
-                order[i] = order[j];
-                order[j] = t;
-            }
-            memset(blocked, 0, (size_t)W * sizeof *blocked);
-            for (int64_t i = 0; i < m; i++) {
-                int64_t v = order[i];
-                if (!(blocked[v / 64] >> (v % 64) & 1)) {
-                    cnt[v]++;
-                    for (int64_t w = 0; w < W; w++) blocked[w] |= conf[v * W + w];
-                    blocked[v / 64] |= 1ull << (v % 64);
-                }
-            }
-        }
-        for (int64_t i = 0; i < m; i++) frac[i] = (double)cnt[i] / (double)c->myr_samples;
+        sample_states(s, m, W, conf, cnt, frac);
     }
     /* each communication takes the minimum coefficient among those leaving its source node */
     for (int64_t i = 0; i < m; i++) {
@@ -682,13 +701,135 @@ static void row_flush(hv_rp *s, int64_t task) {
     }
 }
 
+/* A send: its transfer, matched with a posted receive (started) or queued as unexpected (an eager one starts
+ * at once and completes its send). 0, or -1 if memory runs out. */
+static int post_send(hv_rp *s, int64_t task, int64_t p, double t) {
+    hv_rp_config *c = s->c;
+    const int32_t *node = c->node_of;
+    int64_t xi = xalloc(s);
+    if (xi < 0) return -1;
+    hv_xfer *x = &s->x[xi];
+    int32_t dst = c->peer[p];
+    memset(x, 0, sizeof *x);
+    x->op = p;
+    x->src = (int32_t)task;
+    x->dst = dst;
+    x->nbytes = c->val[p];
+    x->sreq = c->req[p];
+    x->rreq = -1;
+    int32_t a = node[task], b = node[dst];
+    x->inter = a != b;
+    if (a == b) x->bw = c->shm_bandwidth, x->lat = c->shm_latency;
+    else link_of(c, a, b, &x->bw, &x->lat);
+    x->eager = c->val[p] <= c->eager;
+    x->env = t + x->lat;
+    if (a != b && c->rndv_first > 0) x->env = x->env + (c->rndv_first < x->nbytes ? c->rndv_first : x->nbytes) / x->bw;
+    if (!x->eager) x->lat = x->lat + (a == b ? c->shm_rndv_latency : c->rndv_latency);
+    x->buffered = a != b && !x->eager && c->send_buffer > 0;
+    x->posted = t;
+    x->next = -1;
+    x->end = -1.0;
+    x->probe_rq = -1;
+    int64_t key = c->key[p];
+    int64_t q = s->ur_head[key];
+    if (q >= 0) {
+        x->rreq = c->req[q];
+        s->ur_head[key] = s->ur_next[q];
+        if (s->ur_head[key] < 0) s->ur_tail[key] = -1;
+        if (start(s, xi, t)) return -1;
+    } else {
+        if (s->us_tail[key] >= 0) s->x[s->us_tail[key]].next = xi;
+        else s->us_head[key] = (int32_t)xi;
+        s->us_tail[key] = (int32_t)xi;
+        if (x->eager && start(s, xi, t)) return -1;
+        int64_t prq = s->probing[key]; /* a probe waiting for this key's next unexpected send */
+        if (prq >= 0) {
+            s->probing[key] = -1;
+            if (probe_target(s, xi, prq, t)) return -1;
+        }
+    }
+    if (s->x[xi].eager) s->done_at[s->x[xi].sreq] = t;
+    return 0;
+}
+
+/* A probe: the first unexpected send of its key (no posted receive took it), or the next one posted. 0, or -1 if
+ * memory runs out. */
+static int post_probe(hv_rp *s, int64_t p, double t) {
+    hv_rp_config *c = s->c;
+    int64_t key = c->key[p], xi = s->us_head[key];
+    if (xi >= 0) return probe_target(s, xi, c->req[p], t);
+    s->probing[key] = c->req[p];
+    return 0;
+}
+
+/* A receive: matched with the first unexpected send of its key (completed at once when its data has
+ * arrived, else started), or posted. 0, or -1 if memory runs out. */
+static int post_recv(hv_rp *s, int64_t p, double t) {
+    hv_rp_config *c = s->c;
+    int64_t key = c->key[p], rq = c->req[p];
+    int64_t xi = s->us_head[key];
+    if (xi >= 0) {
+        hv_xfer *x = &s->x[xi];
+        s->us_head[key] = (int32_t)x->next;
+        if (x->next < 0) s->us_tail[key] = -1;
+        x->rreq = rq;
+        if (x->done) {
+            s->done_at[rq] = t > x->end ? t : x->end;
+            xfree(s, xi);
+        } else if (!x->started && start(s, xi, t)) {
+            return -1;
+        }
+    } else {
+        s->ur_next[p] = -1;
+        if (s->ur_tail[key] >= 0) s->ur_next[s->ur_tail[key]] = (int32_t)p;
+        else s->ur_head[key] = (int32_t)p;
+        s->ur_tail[key] = (int32_t)p;
+    }
+    return 0;
+}
+
+/* A wait for its requests: *t moves to the latest completion; returns how many are still pending (the task
+ * is then registered as their waiter). */
+static int64_t wait_requests(hv_rp *s, int64_t task, int64_t p, double *t) {
+    hv_rp_config *c = s->c;
+    int64_t need = 0, off = c->req[p];
+    double latest = *t;
+    for (int32_t j = 0; j < c->peer[p]; j++) {
+        int64_t rq = c->wreq[off + j];
+        double d = s->done_at[rq];
+        if (d < 0) {
+            s->waiting[rq] = (int32_t)task;
+            need++;
+        } else if (d > latest) {
+            latest = d;
+        }
+    }
+    *t = latest;
+    return need;
+}
+
+/* A compute op: the task's clock moves on by it (stretched by the task's jitter trace). */
+static int compute(hv_rp *s, int64_t task, int64_t p, double t, int64_t p0) {
+    hv_rp_config *c = s->c;
+    double d = c->val[p];
+    if (c->njtr > 0) {
+        int64_t tt = (int64_t)(t * 1e9);
+        int64_t w = llrint(d * 1e9);
+        d = (double)(jadvance(c, task % c->njtr, c->jtr_pos[task], tt, w) - tt) * 1e-9;
+    }
+    c->pc[task] = p + 1;
+    c->clock[task] = t + d;
+    s->ops_done += p + 1 - p0;
+    return push(s, t + d, EV_TASK, task, 0);
+}
+
+/* Runs the task's ops from its pc until it computes (an event at the end of the compute), blocks on a wait,
+ * or ends. 0, or -1 if memory runs out. */
 static int step(hv_rp *s, int64_t task) {
     hv_rp_config *c = s->c;
     int64_t p = c->pc[task], end = c->task_off[task + 1];
     double t = c->clock[task];
-    const int32_t *node = c->node_of;
     int64_t p0 = p;
-    int rc = 0;
     while (p < end) {
         int k = c->kind[p];
         int64_t row = c->row[p];
@@ -699,104 +840,15 @@ static int step(hv_rp *s, int64_t task) {
             s->cur_end[task] = -1.0;
             if (c->row_start) c->row_start[row] = t;
         }
-        if (k == HV_RP_COMPUTE) {
-            double d = c->val[p];
-            if (c->njtr > 0) {
-                int64_t tt = (int64_t)(t * 1e9);
-                int64_t w = llrint(d * 1e9);
-                d = (double)(jadvance(c, task % c->njtr, c->jtr_pos[task], tt, w) - tt) * 1e-9;
-            }
-            c->pc[task] = p + 1;
-            c->clock[task] = t + d;
-            s->ops_done += p + 1 - p0;
-            return push(s, t + d, EV_TASK, task, 0);
-        }
+        if (k == HV_RP_COMPUTE) return compute(s, task, p, t, p0);
         if (k == HV_RP_SEND) {
-            int64_t xi = xalloc(s);
-            if (xi < 0) return -1;
-            hv_xfer *x = &s->x[xi];
-            int32_t dst = c->peer[p];
-            memset(x, 0, sizeof *x);
-            x->op = p;
-            x->src = (int32_t)task;
-            x->dst = dst;
-            x->nbytes = c->val[p];
-            x->sreq = c->req[p];
-            x->rreq = -1;
-            int32_t a = node[task], b = node[dst];
-            x->inter = a != b;
-            if (a == b) x->bw = c->shm_bandwidth, x->lat = c->shm_latency;
-            else link_of(c, a, b, &x->bw, &x->lat);
-            x->eager = c->val[p] <= c->eager;
-            x->env = t + x->lat;
-            if (a != b && c->rndv_first > 0)
-                x->env = x->env + (c->rndv_first < x->nbytes ? c->rndv_first : x->nbytes) / x->bw;
-            if (!x->eager) x->lat = x->lat + (a == b ? c->shm_rndv_latency : c->rndv_latency);
-            x->buffered = a != b && !x->eager && c->send_buffer > 0;
-            x->posted = t;
-            x->next = -1;
-            x->end = -1.0;
-            x->probe_rq = -1;
-            int64_t key = c->key[p];
-            int64_t q = s->ur_head[key];
-            if (q >= 0) {
-                x->rreq = c->req[q];
-                s->ur_head[key] = s->ur_next[q];
-                if (s->ur_head[key] < 0) s->ur_tail[key] = -1;
-                if (start(s, xi, t)) return -1;
-            } else {
-                if (s->us_tail[key] >= 0) s->x[s->us_tail[key]].next = xi;
-                else s->us_head[key] = (int32_t)xi;
-                s->us_tail[key] = (int32_t)xi;
-                if (x->eager && start(s, xi, t)) return -1;
-                int64_t prq = s->probing[key];
-                if (prq >= 0) {
-                    s->probing[key] = -1;
-                    if (probe_target(s, xi, prq, t)) return -1;
-                }
-            }
-            if (s->x[xi].eager) s->done_at[s->x[xi].sreq] = t;
+            if (post_send(s, task, p, t)) return -1;
         } else if (k == HV_RP_RECV) {
-            int64_t key = c->key[p], rq = c->req[p];
-            int64_t xi = s->us_head[key];
-            if (xi >= 0) {
-                hv_xfer *x = &s->x[xi];
-                s->us_head[key] = (int32_t)x->next;
-                if (x->next < 0) s->us_tail[key] = -1;
-                x->rreq = rq;
-                if (x->done) {
-                    s->done_at[rq] = t > x->end ? t : x->end;
-                    xfree(s, xi);
-                } else if (!x->started && start(s, xi, t)) {
-                    return -1;
-                }
-            } else {
-                s->ur_next[p] = -1;
-                if (s->ur_tail[key] >= 0) s->ur_next[s->ur_tail[key]] = (int32_t)p;
-                else s->ur_head[key] = (int32_t)p;
-                s->ur_tail[key] = (int32_t)p;
-            }
+            if (post_recv(s, p, t)) return -1;
         } else if (k == HV_RP_PROBE) {
-            int64_t key = c->key[p], xi = s->us_head[key];
-            if (xi >= 0) {
-                if (probe_target(s, xi, c->req[p], t)) return -1;
-            } else {
-                s->probing[key] = c->req[p];
-            }
+            if (post_probe(s, p, t)) return -1;
         } else { /* wait */
-            int64_t need = 0, off = c->req[p];
-            double latest = t;
-            for (int32_t j = 0; j < c->peer[p]; j++) {
-                int64_t rq = c->wreq[off + j];
-                double d = s->done_at[rq];
-                if (d < 0) {
-                    s->waiting[rq] = (int32_t)task;
-                    need++;
-                } else if (d > latest) {
-                    latest = d;
-                }
-            }
-            t = latest;
+            int64_t need = wait_requests(s, task, p, &t);
             if (need) {
                 c->blocked[task] = need;
                 c->pc[task] = p + 1;
@@ -816,7 +868,7 @@ static int step(hv_rp *s, int64_t task) {
     c->clock[task] = t;
     c->finished++;
     s->ops_done += p - p0;
-    return rc;
+    return 0;
 }
 
 int hv_rp_config_size(void) { return (int)sizeof(hv_rp_config); }
@@ -824,47 +876,60 @@ int hv_rp_config_size(void) { return (int)sizeof(hv_rp_config); }
 #define ALLOC(ptr, n) \
     do { \
         (ptr) = calloc((size_t)((n) > 0 ? (n) : 1), sizeof *(ptr)); \
-        if (!(ptr)) goto oom; \
+        if (!(ptr)) return -1; \
     } while (0)
 
-int hv_rp_run(hv_rp_config *c) {
-    hv_rp s;
-    int rc = HV_RP_ENOMEM, e = 0;
-    memset(&s, 0, sizeof s);
-    s.c = c;
-    s.free_head = -1;
+/* The replay's arrays, zeroed; -1 if memory runs out (rp_free frees what was allocated). */
+static int rp_alloc(hv_rp *s) {
+    const hv_rp_config *c = s->c;
     int64_t nn = c->nnodes;
-    ALLOC(s.done_at, c->nreqs);
-    ALLOC(s.waiting, c->nreqs);
-    ALLOC(s.pending_row, c->ntasks);
-    ALLOC(s.cur_row, c->ntasks);
-    ALLOC(s.cur_start, c->ntasks);
-    ALLOC(s.cur_end, c->ntasks);
-    ALLOC(s.us_head, c->nkeys);
-    ALLOC(s.us_tail, c->nkeys);
-    ALLOC(s.ur_head, c->nkeys);
-    ALLOC(s.ur_tail, c->nkeys);
-    ALLOC(s.ur_next, c->nops);
-    ALLOC(s.probing, c->nkeys);
-    ALLOC(s.n_out, nn);
-    ALLOC(s.n_in, nn);
-    ALLOC(s.top, nn);
-    ALLOC(s.card, nn);
-    ALLOC(s.top2, nn);
-    ALLOC(s.card2, nn);
-    ALLOC(s.cap, 2 * nn);
-    ALLOC(s.users, 2 * nn);
-    ALLOC(s.touched, 2 * nn);
-    ALLOC(s.first_src, nn);
-    ALLOC(s.first_dst, nn);
-    for (int64_t i = 0; i < c->nreqs; i++) s.done_at[i] = -1.0, s.waiting[i] = -1;
-    for (int64_t i = 0; i < c->nkeys; i++) s.us_head[i] = s.us_tail[i] = s.ur_head[i] = s.ur_tail[i] = -1;
-    for (int64_t i = 0; i < c->nkeys; i++) s.probing[i] = -1;
+    ALLOC(s->done_at, c->nreqs);
+    ALLOC(s->waiting, c->nreqs);
+    ALLOC(s->pending_row, c->ntasks);
+    ALLOC(s->cur_row, c->ntasks);
+    ALLOC(s->cur_start, c->ntasks);
+    ALLOC(s->cur_end, c->ntasks);
+    ALLOC(s->us_head, c->nkeys);
+    ALLOC(s->us_tail, c->nkeys);
+    ALLOC(s->ur_head, c->nkeys);
+    ALLOC(s->ur_tail, c->nkeys);
+    ALLOC(s->ur_next, c->nops);
+    ALLOC(s->probing, c->nkeys);
+    ALLOC(s->n_out, nn);
+    ALLOC(s->n_in, nn);
+    ALLOC(s->top, nn);
+    ALLOC(s->card, nn);
+    ALLOC(s->top2, nn);
+    ALLOC(s->card2, nn);
+    ALLOC(s->cap, 2 * nn);
+    ALLOC(s->users, 2 * nn);
+    ALLOC(s->touched, 2 * nn);
+    ALLOC(s->first_src, nn);
+    ALLOC(s->first_dst, nn);
+    return 0;
+}
+
+static void rp_free(hv_rp *s) {
+    void *all[] = {s->heap.a,  s->x,       s->done_at,    s->waiting,   s->pending_row, s->cur_row,   s->cur_start,
+                   s->cur_end, s->us_head, s->us_tail,    s->ur_head,   s->ur_tail,     s->ur_next,   s->active,
+                   s->pen,     s->frozen,  s->n_out,      s->n_in,      s->top,         s->card,      s->top2,
+                   s->card2,   s->cap,     s->users,      s->touched,   s->uf,          s->first_src, s->first_dst,
+                   s->comp_of, s->members, s->comp_start, s->comp_fill, s->bits,        s->coef,      s->hits,
+                   s->order,   s->probing};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+}
+
+/* Every request pending, every queue empty, every task at its first op at time 0. */
+static void rp_reset(hv_rp *s) {
+    hv_rp_config *c = s->c;
+    for (int64_t i = 0; i < c->nreqs; i++) s->done_at[i] = -1.0, s->waiting[i] = -1;
+    for (int64_t i = 0; i < c->nkeys; i++) s->us_head[i] = s->us_tail[i] = s->ur_head[i] = s->ur_tail[i] = -1;
+    for (int64_t i = 0; i < c->nkeys; i++) s->probing[i] = -1;
     if (c->row_start)
         for (int64_t i = 0; i < c->nrows; i++) c->row_start[i] = c->row_end[i] = -1.0;
     for (int64_t t = 0; t < c->ntasks; t++) {
-        s.pending_row[t] = -1;
-        s.cur_row[t] = -1;
+        s->pending_row[t] = -1;
+        s->cur_row[t] = -1;
         c->pc[t] = c->task_off[t];
         c->clock[t] = 0.0;
         c->comm[t] = 0.0;
@@ -874,107 +939,103 @@ int hv_rp_run(hv_rp_config *c) {
     }
     c->nevents = c->finished = c->unmatched = c->error_size = 0;
     c->first_unmatched_op = -1;
-    int contention = c->model != HV_RP_NONE;
-    for (int64_t t = 0; t < c->ntasks; t++)
-        if (push(&s, 0.0, EV_TASK, t, 0)) goto oom;
-    const int64_t every = (int64_t)1 << 20;
-    while (s.heap.n > 0) {
-        hv_ev ev = heap_pop(&s.heap);
-        double now = ev.t;
-        c->nevents++;
-        if (c->progress && (c->nevents & (every - 1)) == 0) c->progress(s.ops_done, c->nops);
-        if (ev.kind == EV_TASK) {
-            int64_t task = ev.obj, r = s.pending_row[task];
-            if (r >= 0) {
-                s.cur_end[task] = c->clock[task];
-                if (c->row_end) c->row_end[r] = c->clock[task];
-                s.pending_row[task] = -1;
-            }
-            if (step(&s, task)) goto oom;
-        } else if (ev.kind == EV_LATENCY) {
-            hv_xfer *x = &s.x[ev.obj];
-            x->data_start = now;
-            if (x->inter && contention) {
-                x->remaining = x->nbytes;
-                x->last = now;
-                x->rate = 0.0;
-                s.active[s.nactive++] = ev.obj;
-                if ((e = recompute(&s, now))) goto fail;
-            } else {
-                if (x->buffered) {
-                    double rs = x->nbytes - c->send_buffer;
-                    if (push(&s, now + (rs > 0.0 ? rs : 0.0) / x->bw, EV_SEND_DONE, ev.obj, x->version)) goto oom;
-                }
-                if (push(&s, now + x->nbytes / x->bw, EV_FINISH, ev.obj, 0)) goto oom;
-            }
-        } else if (ev.kind == EV_DATA_END) {
-            hv_xfer *x = &s.x[ev.obj];
-            if (ev.ver != x->version || x->done) continue;
-            int64_t k = 0;
-            while (s.active[k] != ev.obj) k++;
-            memmove(&s.active[k], &s.active[k + 1], (size_t)(s.nactive - k - 1) * sizeof *s.active);
-            s.nactive--;
-            if (finish(&s, ev.obj, now)) goto oom;
-            if ((e = recompute(&s, now))) goto fail;
-        } else if (ev.kind == EV_SEND_DONE) { /* at most the send buffer left: the send completes */
-            hv_xfer *x = &s.x[ev.obj];
-            if (ev.ver != x->version || x->sdone || x->done) continue;
-            x->sdone = 1;
-            if (complete(&s, x->sreq, now)) goto oom;
-        } else if (ev.kind == EV_PROBE) { /* a rendezvous request arrived: the probe waiting for it completes */
-            if (complete(&s, ev.obj, now)) goto oom;
-        } else if (finish(&s, ev.obj, now)) {
-            goto oom;
-        }
+}
+
+/* A transfer's latency has passed: its data starts, shared with the others (contention) or alone. */
+static int on_latency(hv_rp *s, int64_t xi, double now) {
+    hv_rp_config *c = s->c;
+    hv_xfer *x = &s->x[xi];
+    x->data_start = now;
+    if (x->inter && c->model != HV_RP_NONE) {
+        x->remaining = x->nbytes;
+        x->last = now;
+        x->rate = 0.0;
+        s->active[s->nactive++] = xi;
+        return recompute(s, now);
     }
-    for (int64_t t = 0; t < c->ntasks; t++) row_flush(&s, t);
-    for (int64_t key = 0; key < c->nkeys; key++)
-        for (int64_t xi = s.us_head[key]; xi >= 0; xi = s.x[xi].next) {
-            c->unmatched++;
-            if (c->first_unmatched_op < 0 || s.x[xi].op < c->first_unmatched_op) c->first_unmatched_op = s.x[xi].op;
+    if (x->buffered) {
+        double rs = x->nbytes - c->send_buffer;
+        if (push(s, now + (rs > 0.0 ? rs : 0.0) / x->bw, EV_SEND_DONE, xi, x->version)) return HV_RP_ENOMEM;
+    }
+    return push(s, now + x->nbytes / x->bw, EV_FINISH, xi, 0) ? HV_RP_ENOMEM : 0;
+}
+
+/* A shared transfer's data has all arrived (unless a recomputation moved its end since). */
+static int on_data_end(hv_rp *s, const hv_ev *ev, double now) {
+    hv_xfer *x = &s->x[ev->obj];
+    if (ev->ver != x->version || x->done) return 0;
+    int64_t k = 0;
+    while (s->active[k] != ev->obj) k++;
+    memmove(&s->active[k], &s->active[k + 1], (size_t)(s->nactive - k - 1) * sizeof *s->active);
+    s->nactive--;
+    if (finish(s, ev->obj, now)) return HV_RP_ENOMEM;
+    return recompute(s, now);
+}
+
+/* One event. HV_RP_OK, or an error code. */
+static int on_event(hv_rp *s, const hv_ev *ev) {
+    hv_rp_config *c = s->c;
+    double now = ev->t;
+    if (ev->kind == EV_TASK) {
+        int64_t task = ev->obj, r = s->pending_row[task];
+        if (r >= 0) {
+            s->cur_end[task] = c->clock[task];
+            if (c->row_end) c->row_end[r] = c->clock[task];
+            s->pending_row[task] = -1;
         }
-    if (c->progress) c->progress(s.ops_done, c->nops);
-    rc = HV_RP_OK;
-    goto oom;
-fail:
-    rc = e;
-oom:
-    free(s.heap.a);
-    free(s.x);
-    free(s.done_at);
-    free(s.waiting);
-    free(s.pending_row);
-    free(s.cur_row);
-    free(s.cur_start);
-    free(s.cur_end);
-    free(s.us_head);
-    free(s.us_tail);
-    free(s.ur_head);
-    free(s.ur_tail);
-    free(s.ur_next);
-    free(s.probing);
-    free(s.active);
-    free(s.pen);
-    free(s.frozen);
-    free(s.n_out);
-    free(s.n_in);
-    free(s.top);
-    free(s.card);
-    free(s.top2);
-    free(s.card2);
-    free(s.cap);
-    free(s.users);
-    free(s.touched);
-    free(s.uf);
-    free(s.first_src);
-    free(s.first_dst);
-    free(s.comp_of);
-    free(s.members);
-    free(s.comp_start);
-    free(s.comp_fill);
-    free(s.bits);
-    free(s.coef);
-    free(s.hits);
-    free(s.order);
+        return step(s, task) ? HV_RP_ENOMEM : 0;
+    }
+    if (ev->kind == EV_LATENCY) return on_latency(s, ev->obj, now);
+    if (ev->kind == EV_DATA_END) return on_data_end(s, ev, now);
+    if (ev->kind == EV_SEND_DONE) { /* at most the send buffer left: the send completes */
+        hv_xfer *x = &s->x[ev->obj];
+        if (ev->ver != x->version || x->sdone || x->done) return 0;
+        x->sdone = 1;
+        return complete(s, x->sreq, now) ? HV_RP_ENOMEM : 0;
+    }
+    if (ev->kind == EV_PROBE) return complete(s, ev->obj, now) ? HV_RP_ENOMEM : 0; /* a rendezvous request arrived */
+    return finish(s, ev->obj, now) ? HV_RP_ENOMEM : 0;
+}
+
+/* The sends nobody received: their count and the first one's op. */
+static void count_unmatched(hv_rp *s) {
+    hv_rp_config *c = s->c;
+    for (int64_t key = 0; key < c->nkeys; key++)
+        for (int64_t xi = s->us_head[key]; xi >= 0; xi = s->x[xi].next) {
+            c->unmatched++;
+            if (c->first_unmatched_op < 0 || s->x[xi].op < c->first_unmatched_op) c->first_unmatched_op = s->x[xi].op;
+        }
+}
+
+/* Every task starts at time 0; events until none is left. */
+static int run_events(hv_rp *s) {
+    hv_rp_config *c = s->c;
+    for (int64_t t = 0; t < c->ntasks; t++)
+        if (push(s, 0.0, EV_TASK, t, 0)) return HV_RP_ENOMEM;
+    const int64_t every = (int64_t)1 << 20;
+    while (s->heap.n > 0) {
+        hv_ev ev = heap_pop(&s->heap);
+        c->nevents++;
+        if (c->progress && (c->nevents & (every - 1)) == 0) c->progress(s->ops_done, c->nops);
+        int e = on_event(s, &ev);
+        if (e) return e;
+    }
+    for (int64_t t = 0; t < c->ntasks; t++) row_flush(s, t);
+    count_unmatched(s);
+    if (c->progress) c->progress(s->ops_done, c->nops);
+    return HV_RP_OK;
+}
+
+int hv_rp_run(hv_rp_config *c) {
+    hv_rp s;
+    memset(&s, 0, sizeof s);
+    s.c = c;
+    s.free_head = -1;
+    int rc = HV_RP_ENOMEM;
+    if (rp_alloc(&s) == 0) {
+        rp_reset(&s);
+        rc = run_events(&s);
+    }
+    rp_free(&s);
     return rc;
 }

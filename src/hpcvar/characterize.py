@@ -198,6 +198,23 @@ def _sharing(ctx: StepContext, quick: bool) -> Run:
     return runs[-1]
 
 
+def _screen(ctx: StepContext, quick: bool) -> Run:
+    """Which node, which link: every node and every pair of the launcher's nodes (hpcvar screen)."""
+    import os
+
+    from hpcvar.kinds.screen.job import ScreenParams, job
+
+    nodes = ctx.nodes()
+    params = ScreenParams(nodes=nodes, ranks_per_node=2, pairs="auto", seed=1, rounds=2 if quick else 3,
+                          check_s=0.2 if quick else 0.5, noise_s=0.5 if quick else 2.0,
+                          kernel_s=0.3 if quick else 1.0, kernel_quantum_s=1e-3, timer_samples=20 if quick else 100,
+                          timer_reads=1000, shm_iters=100 if quick else 500, lat_iters=100 if quick else 200,
+                          lat_warmup=10 if quick else 20, bw_size_bytes=(1 << 20) if quick else (4 << 20),
+                          bw_iters=3 if quick else 5, bw_warmup=1, partition=os.environ.get("SLURM_JOB_PARTITION"),
+                          expect_file=None, expect_text=None, costs=True)
+    return job(params, ctx.bench_ctx(np=None, ranks_per_node=None))
+
+
 STEPS: list[Step] = [
     Step("latency", "Point-to-point latency and bandwidth", _latency, estimate_quick_s=5),
     Step("queues-posted", "Latency against posted-receive queue length", _queues_posted, estimate_quick_s=15),
@@ -208,6 +225,8 @@ STEPS: list[Step] = [
     Step("sharing", "Bandwidth-sharing penalties and model errors", _sharing, needs={"mpi", "multinode"},
          estimate_quick_s=60),
     Step("fanin", "Fan-in bandwidth with and without chatter", _fanin, estimate_quick_s=15),
+    Step("screen", "Which node, which link: every node and every pair of nodes", _screen,
+         needs={"mpi", "multinode"}, estimate_quick_s=30),
 ]
 
 
@@ -232,12 +251,21 @@ def _applies(step: Step, ctx: BenchContext) -> str | None:
 
 
 def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None, resume: str | None = None,
-                         report: str | None = None, console=None, baseline: str | None = None) -> dict:
+                         report: str | None = None, console=None, baseline: str | None = None,
+                         expect: str | None = None) -> dict:
     """Run the chosen steps (each stored as it finishes), then write the report; ``baseline``: an earlier
-    characterization the report's verdict compares against (resolved first, so a wrong one fails early)."""
+    characterization the report's verdict compares against (resolved first, so a wrong one fails early);
+    ``expect``: a site expectations file (hpcvar.expect; read first). The result holds the one-line answer
+    (``answer``: OK, DEGRADED or UNRELIABLE, hpcvar.answer)."""
     from hpcvar import metadata
     from hpcvar.errors import UsageError
     from hpcvar.results.store import resolve_run
+
+    expectations = None
+    if expect:
+        from hpcvar import expect as ex
+
+        expectations = ex.load(expect)
 
     base = Run.open(resolve_run(baseline, ctx.runs_dir)) if baseline else None
     if base is not None and base.info.get("command") != "characterize":
@@ -262,19 +290,49 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
         parent = Run.create("characterize", params, ctx.runs_dir, ctx.argv,
                             metadata.collect({"launcher": ctx.launcher.describe(), "np": ctx.np}))
     with run_lifecycle(parent):  # Ctrl-C or an unexpected error ends the parent interrupted or failed
-        return _run_steps(ctx, parent, chosen, quick, report, console, base)
+        _check_load(ctx, parent, console)
+        return _run_steps(ctx, parent, chosen, quick, report, console, base, expectations)
+
+
+def _here(ctx: BenchContext) -> bool:
+    """Whether the steps run on this machine (local and testbed launchers), so that its load is theirs."""
+    return ctx.launcher.name in ("local", "testbed")
+
+
+def _check_load(ctx: BenchContext, parent: Run, console) -> None:
+    """The load check before measuring: other processes' share of this machine's CPUs over 0.5 s, recorded in
+    the run (``load_check``), a warning when above metadata.LOAD_WARN_PCT."""
+    from hpcvar import metadata
+
+    if not _here(ctx):
+        parent.info["load_check"] = {"skipped": f"the {ctx.launcher.name} launcher runs the steps on other nodes "
+                                                "(hpcvar screen checks each node's load)"}
+        return
+    load = metadata.load_check(LOAD_CHECK_S)
+    warn = metadata.load_warning(load, "before measuring")
+    parent.info["load_check"] = {**(load or {}), "warning": warn}
+    if warn:
+        parent.warn(warn)
+        if console is not None:
+            console.print(f"[yellow]warning:[/] {warn}")
+    parent.save()
+
+
+LOAD_CHECK_S = 0.5
 
 
 def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, report: str | None,
-               console, base: Run | None = None) -> dict:
+               console, base: Run | None = None, expectations=None) -> dict:
     """The steps of a characterization into ``parent``; finishes it complete, or failed when a step failed."""
     import time
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+    from hpcvar import metadata
     from hpcvar.report.document import write_report
 
     parent.info.setdefault("steps", {})
+    mark = metadata.LoadMark.now() if _here(ctx) else None
     sctx = StepContext(bench=_child_ctx(ctx, parent), parent=parent)
     show = bool(console is not None and getattr(console, "is_terminal", False))
     with Progress(TextColumn("characterize {task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -308,16 +366,33 @@ def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, 
                     console.print(f"[red]step {step.name} failed:[/] {e.render()}")
             parent.save()
             bar.advance(task)
+    _record_load(parent, mark)
     children = parent.children()
+    verdicts: list = []
     out = write_report(children, parent.path / "report.html", "hpcvar characterization", tops=[parent],
-                       baseline=base)
+                       baseline=base, expectations=expectations, verdict_out=verdicts)
     if report:
-        write_report(children, Path(report), "hpcvar characterization", tops=[parent], baseline=base)
+        write_report(children, Path(report), "hpcvar characterization", tops=[parent], baseline=base,
+                     expectations=expectations)
     steps = [{"name": s.name, **parent.info["steps"].get(s.name, {"status": "not run"})} for s in chosen]
     failed = any(s["status"] == "failed" for s in steps)
-    result = {"run": str(parent.path), "report": str(report or out), "steps": steps}
-    parent.finish("failed" if failed else "complete", result, exit_status=1 if failed else 0)
+    answer = verdicts[0].answer
+    result = {"run": str(parent.path), "report": str(report or out), "answer": answer.to_json(), "steps": steps,
+              "load_check": parent.info.get("load_check"), "load": parent.info.get("load")}
+    parent.finish("failed" if failed else "complete", result, exit_status=answer.exit_code)
     return result
+
+
+def _record_load(parent: Run, mark) -> None:
+    """Other processes' share of this machine's CPUs while the steps ran (``load`` in run.json), from ``mark``
+    (metadata.LoadMark at the start; None where the steps run elsewhere)."""
+    from hpcvar import metadata
+
+    end = metadata.LoadMark.now() if mark is not None else None
+    if mark is not None and end is not None:
+        load = end.since(mark)
+        parent.info["load"] = {**load, "warning": metadata.load_warning(load, "while the steps ran")}
+        parent.save()
 
 
 def _child_ctx(ctx: BenchContext, parent: Run) -> BenchContext:

@@ -14,6 +14,7 @@ import platform
 import re
 import socket
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from hpcvar import __version__
@@ -53,6 +54,72 @@ def steal_warning(pct: float | None) -> str | None:
         return None
     return (f"the hypervisor took {pct:.0f}% of the CPUs' time during the measurement (steal time): timings and "
             "rates are disturbed; repeat the run when the host is quieter")
+
+
+LOAD_WARN_PCT = 10.0  # other processes' share of the CPUs above which a measurement is disturbed
+
+
+@dataclass
+class LoadMark:
+    """What this machine's CPUs did up to now (/proc/stat, every CPU) and this process's own CPU time with that
+    of its waited-for descendants (getrusage): two marks give other processes' share of the CPUs between them."""
+
+    busy_s: float  # user + nice + system of every CPU: processes (interrupts are noise, not load)
+    total_s: float
+    steal_s: float
+    own_s: float
+    wall_s: float
+
+    @classmethod
+    def now(cls) -> LoadMark | None:
+        import resource
+        import time
+
+        line = (_read("/proc/stat") or "").split("\n", 1)[0].split()
+        if len(line) < 9 or line[0] != "cpu":
+            return None
+        tick = os.sysconf("SC_CLK_TCK")
+        v = [int(x) / tick for x in line[1:9]]
+        own = 0.0
+        for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN):
+            u = resource.getrusage(who)
+            own += u.ru_utime + u.ru_stime
+        return cls(v[0] + v[1] + v[2], sum(v), v[7], own, time.monotonic())
+
+    def since(self, start: LoadMark) -> dict:
+        """{others_pct, steal_pct, seconds}: other processes' and the hypervisor's share of all CPUs."""
+        total = self.total_s - start.total_s
+        if total <= 0:
+            return {"others_pct": float("nan"), "steal_pct": float("nan"), "seconds": self.wall_s - start.wall_s}
+        others = (self.busy_s - start.busy_s) - (self.own_s - start.own_s)
+        return {"others_pct": max(0.0, 100.0 * others / total), "steal_pct": 100.0 * (self.steal_s - start.steal_s)
+                / total, "seconds": round(self.wall_s - start.wall_s, 3)}
+
+
+def load_check(seconds: float = 0.5) -> dict | None:
+    """Other processes' share of this machine's CPUs over ``seconds`` of sleep (hpcvar's own processes idle):
+    the check before measuring. None where /proc/stat is missing."""
+    import time
+
+    a = LoadMark.now()
+    time.sleep(seconds)
+    z = LoadMark.now()
+    return z.since(a) if a and z else None
+
+
+def load_warning(load: dict | None, when: str) -> str | None:
+    """A warning with its remedy when other processes or the hypervisor took too much of the CPUs."""
+    if not load:
+        return None
+    parts = []
+    if load["others_pct"] > LOAD_WARN_PCT:
+        parts.append(f"other processes used {load['others_pct']:.0f}% of this machine's CPUs")
+    if load["steal_pct"] > STEAL_WARN_PCT:
+        parts.append(f"the hypervisor took {load['steal_pct']:.0f}%")
+    if not parts:
+        return None
+    return f"{when}, {' and '.join(parts)} (over {LOAD_WARN_PCT:g}%): what is measured includes their load; " \
+           "measure when the machine is idle"
 
 
 def cpu_model() -> str | None:

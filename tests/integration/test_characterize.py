@@ -19,7 +19,11 @@ pytestmark = pytest.mark.mpi
 @pytest.mark.timeout(900)
 def test_demo_is_a_complete_quick_characterization(runs_dir):
     res = run_cli(["demo"], timeout=900)
-    assert res.returncode == 0, res.stdout + res.stderr
+    # the answer comes first: OK, or UNRELIABLE with its reason (other jobs' load on this machine, a preempted
+    # collector); never DEGRADED on an idle machine, and never a "bad" built on suspect input (issue 31)
+    first = res.stdout.splitlines()[0] if res.stdout else ""
+    assert (res.returncode, first[:3]) == (0, "OK:") or (res.returncode == 4 and first.startswith("UNRELIABLE: ")
+                                                          and len(first) > 20), res.stdout + res.stderr
     run_path = re.search(r"characterization stored in (\S+)", res.stdout).group(1)
     report = re.search(r"report: (\S+)", res.stdout).group(1)
     run = Run.open(run_path)
@@ -27,6 +31,7 @@ def test_demo_is_a_complete_quick_characterization(runs_dir):
     expected = {"latency", "queues-posted", "queues-unexpected", "ace", "noise", "jitter", "fanin"}
     assert {n for n, s in steps.items() if s["status"] == "complete"} == expected, steps
     assert steps["sharing"]["status"] == "skipped" and "testbed" in steps["sharing"]["reason"]
+    assert steps["screen"]["status"] == "skipped" and "3 nodes" in steps["screen"]["reason"]
     children = {c.info["params"]["step"]: c for c in run.children()}
     assert set(children) == expected
     assert all(c.info["status"] == "complete" for c in children.values())
@@ -50,10 +55,12 @@ def test_demo_is_a_complete_quick_characterization(runs_dir):
     seen = open_in_chromium(Path(report))
     assert seen["verdict_visible"] and seen["verdict_top"] < seen["first_section_top"]
     rows = {r[0]: r for r in seen["steps"]}
-    assert set(rows) == expected | {"sharing"}, rows
+    assert set(rows) == expected | {"sharing", "screen"}, rows
     assert rows["sharing"][1] == "skipped" and "needs 3 nodes" in rows["sharing"][2]
     assert all(rows[s][1] == "complete" and rows[s][3].startswith(run.id + "/steps/") for s in expected)
     assert seen["findings"] >= 10 and "Headlines:" in seen["verdict_text"]
+    lines = [x for x in seen["verdict_text"].splitlines() if x.strip()]
+    assert lines[0] == "Verdict" and lines[1].startswith(first.split(":")[0]), seen["verdict_text"][:300]
     assert seen["errors"] == [] and seen["broken"] == []
     assert all(u.startswith(("file:", "data:")) for u in seen["requests"])
     overlaps = legend_overlaps(seen["images"])

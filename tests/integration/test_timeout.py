@@ -32,8 +32,12 @@ def test_a_timeout_says_so_keeps_the_points_and_resumes(tmp_path):
     assert list(run.read_table("latency.summary")["size_bytes"]) == [8]  # the point measured before it
     shown = run_cli(["runs", "show", run.id], env=env, check=True).stdout
     assert "status: failed" in shown and "why: the MPI job ran past --timeout 3 s" in shown
-    # resumed with a limit that fits: only the missing point is measured, and the run ends complete
-    res = run_cli(ARGS + ["--timeout", "90s", "--resume", run.id, "--json"], env=env, timeout=200)
+    # other parameters than the run's are refused, naming them
+    res = run_cli(ARGS[:5] + ["8,1MiB"] + ARGS[6:] + ["--resume", run.id], env=env, timeout=60)
+    assert res.returncode == 2 and "differ from those of run" in res.stderr and "(sizes)" in res.stderr, res.stderr
+    # resumed with --resume alone (and a timeout that fits): the stored parameters, not the flags' defaults
+    # (issue #27), only the missing point measured, and the run ends complete
+    res = run_cli(["bench", "latency", "--resume", run.id, "--timeout", "90s", "--json"], env=env, timeout=200)
     assert res.returncode == 0, res.stderr
     assert [s["size"] for s in json.loads(res.stdout)["sizes"]] == [8, 4194304]
     done = Run.open(run.path)

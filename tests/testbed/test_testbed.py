@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -36,7 +37,7 @@ def testbed(tmp_path_factory):
         yield state
     finally:
         netns.down(state)
-        assert netns.leftovers(PREFIX) == {"namespaces": [], "links": []}
+        assert not any(netns.leftovers(PREFIX).values()), netns.leftovers(PREFIX)
 
 
 def bench(state, runs_dir, *args) -> dict:
@@ -135,7 +136,7 @@ def test_up_twice_down_twice_and_after_a_killed_up(tmp_path):
         assert len(netns.leftovers(prefix)["namespaces"]) == 3
         assert sorted(netns.down(state)) == [f"{prefix}h1", f"{prefix}h2", f"{prefix}sw"]
         assert netns.down(state) == []
-        assert netns.leftovers(prefix) == {"namespaces": [], "links": []}
+        assert not any(netns.leftovers(prefix).values()), netns.leftovers(prefix)
         # kill an up in the middle: the state is recorded before anything is created
         code = ("from hpcvar.testbed import netns, plan; import pathlib; "
                 f"netns.up(plan.make_plan(40, 1e9, prefix='{prefix}'), pathlib.Path('{state}'))")
@@ -147,10 +148,57 @@ def test_up_twice_down_twice_and_after_a_killed_up(tmp_path):
         proc.wait()
         assert load_state(state).status == "creating" and netns.leftovers(prefix)["namespaces"]
         netns.down(state)
-        assert netns.leftovers(prefix) == {"namespaces": [], "links": []}
+        assert not any(netns.leftovers(prefix).values()), netns.leftovers(prefix)
         assert not state.exists() and not (tmp_path / "agent").exists()
     finally:
         netns.down(state)
+
+
+def test_cpu_fault_throttles_only_that_hosts_processes_and_down_removes_it(tmp_path):
+    """--cpu-noise-of: what runs in the faulty host (testbed exec, the agent) is in its cpu cgroup and is
+    throttled when it keeps both CPUs busy; another host's processes are not; down removes group and mount, also
+    when up died after making them (the plan records them first) and a process of the host is still running."""
+    from hpcvar.testbed import cgroups
+    from hpcvar.testbed.plan import place_cgroups, save_state, with_cpu_faults
+
+    prefix, state = "hvc-", tmp_path / "state.json"
+    env = {"HPCVAR_TESTBED_STATE": str(state)}
+    spin = 'for i in 1 2; do timeout 0.5 sh -c "while :; do :; done" & done; wait'
+    try:
+        # 2 ms of CPU per 10 ms for the whole host: two spinning shells exceed it whatever else runs here
+        run_cli(["testbed", "up", "--hosts", "2", "--prefix", prefix, "--cpu-noise-of", "h2=9ms/10ms"], env=env,
+                check=True, timeout=120)
+        plan = load_state(state)
+        group = Path(plan.hosts[1].cgroup)
+        assert (group / "cpu.cfs_period_us").read_text().strip() == "10000"
+        cg = run_cli(["testbed", "exec", "h2", "--", "cat", "/proc/self/cgroup"], env=env, check=True).stdout
+        assert f"{cgroups.GROUP_PREFIX}{prefix}h2" in cg
+        h1 = run_cli(["testbed", "exec", "h1", "--", "cat", "/proc/self/cgroup"], env=env, check=True).stdout
+        assert f"{cgroups.GROUP_PREFIX}{prefix}h1" in h1  # a group without a quota
+        assert (Path(plan.hosts[0].cgroup) / "cpu.cfs_quota_us").read_text().strip() == "-1"
+        agent = subprocess.run([plan.agent, "h2", "cat /proc/self/cgroup"], capture_output=True, text=True,
+                               check=True).stdout
+        assert f"{cgroups.GROUP_PREFIX}{prefix}h2" in agent  # what MPI daemons started on h2 run in
+        run_cli(["testbed", "exec", "h2", "--", "sh", "-c", spin], env=env, check=True)
+        stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
+        assert int(stat["nr_throttled"]) > 0, stat
+        # a process of h2 still running at down; then an up that died after creating the groups
+        bg = subprocess.Popen([sys.executable, "-m", "hpcvar", "testbed", "exec", "h2", "--", "sleep", "60"],
+                              env={**os.environ, **env})
+        time.sleep(0.5)
+        run_cli(["testbed", "down"], env=env, check=True, timeout=120)
+        bg.wait(timeout=10)
+        assert not group.exists() and not any(netns.leftovers(prefix, state).values()), netns.leftovers(prefix, state)
+        half = with_cpu_faults(make_plan(2, 1e9, prefix=prefix), {"h1": (100_000, 100_000)})
+        place_cgroups(half, state)
+        half.status = "creating"
+        save_state(state, half)
+        cgroups.setup(half, lambda m: None)
+        assert Path(half.hosts[0].cgroup).is_dir()
+        run_cli(["testbed", "down"], env=env, check=True, timeout=120)
+        assert not any(netns.leftovers(prefix, state).values()), netns.leftovers(prefix, state)
+    finally:
+        run_cli(["testbed", "down"], env=env, timeout=120)
 
 
 def test_a_testbed_owned_by_a_killed_process_is_taken_down(tmp_path):

@@ -13,6 +13,15 @@ from tests.conftest import run_cli
     (["bench", "latency", "--sizes", "2GiB"], "--sizes"),
     (["bench", "latency", "--launcher", "template"], "--template"),
     (["bench", "latency", "--min-iters", "50", "--iters", "10"], "--min-iters"),
+    # issue #27: taken before and giving nan results
+    (["bench", "latency", "--timeout", "0s"], "--timeout"),
+    (["bench", "bsp", "--quantum", "0s"], "--quantum"),
+    (["model", "penalties", "a->b", "--beta", "inf"], "--beta"),
+    (["model", "penalties", "a->b", "--gamma-in", "nan"], "--gamma-in"),
+    (["compare", "a", "b", "--threshold", "nan"], "--threshold"),
+    (["compare", "a", "b", "--alpha", "nan"], "--alpha"),
+    (["trace", "import", "x.tit", "--flops-rate", "inf"], "--flops-rate"),
+    (["noise", "record", "--duration", "0s"], "--duration"),
 ])
 def test_bad_values_name_the_flag(args, flag, runs_dir):
     res = run_cli(args)

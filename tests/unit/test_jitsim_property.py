@@ -44,8 +44,7 @@ def test_core_equals_reference(case):
     nt = J.NativeTraces(cpus)
     rts = [R.RefTrace(c.duration, c.gap) for c in cpus]
     offs = R.offsets(rts, n, align.mode, seed, 1, align.window, align.origin)
-    ref = R.simulate(rts, offs, wl.phases, wl.work, wl.barrier, wl.arity, wl.send, wl.recv, wl.lat_intra,
-                     wl.lat_inter, wl.cores_per_node)
+    ref = R.simulate(rts, offs, wl)
     # plain sweeps (a block larger than the tree), subtree blocks of `block` tasks, threads split finely
     for th, grain in ((1, 10**6), (1, block), (threads, 1)):
         out = J.simulate(nt, wl, n, align, seed, 1, per_task=True, keep_tasks=True, threads=th, grain=grain)

@@ -1,4 +1,4 @@
-"""bench latency's send time and buffered bytes (hpcvar.bench.latency): the formula, and runs recorded before
+"""bench latency's send time and buffered bytes (hpcvar.kinds.latency): the formula, and runs recorded before
 hv_latency kept the send time."""
 
 from __future__ import annotations

@@ -3,6 +3,7 @@ and jitSim on a multi-node recording (C core against the Python reference, --ali
 
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import numpy as np
@@ -149,8 +150,7 @@ def test_multi_node_core_equals_reference(barrier):
         for n in (1, 5, 13, 40):
             out = J.simulate(nt, wl, n, align, seed=11, replica=1, per_task=True, keep_tasks=True)
             offs = out.offsets.tolist()
-            ref = R.simulate(ref_traces, offs, wl.phases, wl.work, wl.barrier, wl.arity, wl.send, wl.recv,
-                             wl.lat_intra, wl.lat_inter, cores, trace_nodes=len(nodes))
+            ref = R.simulate(ref_traces, offs, dataclasses.replace(wl, cores_per_node=cores, trace_nodes=len(nodes)))
             assert out.total == ref.total and out.phase_end.tolist() == ref.phase_end
             assert out.compute_end.tolist() == ref.compute_end and out.absorbed.tolist() == ref.absorbed
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -309,9 +310,27 @@ def test_cli_bad_mapping_file(tmp_path, runs_dir):
     p = write_parquet(Trace(make_events(PINGPONG), 2), tmp_path / "pp.trace")
     m = tmp_path / "map.txt"
     m.write_text("0 0\n")
-    res = run_cli(["sim", "app", str(p), "--mapping", str(m)])
+    res = run_cli(["sim", "app", str(p), "--mapping-file", str(m)])
     assert res.returncode == 2
     assert "does not cover tasks [1]" in res.stderr and "map.txt" in res.stderr
+
+
+def test_a_mapping_file_is_an_option_of_its_own(tmp_path, runs_dir):
+    p = write_parquet(Trace(make_events(PINGPONG), 2), tmp_path / "pp.trace")
+    m = tmp_path / "map.txt"
+    m.write_text("0 1\n1 0\n")
+    res = run_cli(["sim", "app", str(p), "--mapping", "rrn", "--mapping-file", str(m), "--json"], check=True)
+    out = json.loads(res.stdout)
+    assert [r["mapping"] for r in out["runs"]] == ["rrn", str(m)]
+    assert [t["node"] for t in out["runs"][1]["tasks"]] == [1, 0]
+    params = json.loads((Path(out["run"]) / "run.json").read_text())["params"]
+    assert params["mappings"] == ["rrn"] and params["mapping_files"] == [str(m)]
+    # the spelling of earlier versions still works, with a note
+    old = run_cli(["sim", "app", str(p), "--mapping", f"rrn,{m}", "--json"], check=True)
+    assert [r["mapping"] for r in json.loads(old.stdout)["runs"]] == ["rrn", str(m)]
+    assert "--mapping-file" in old.stderr
+    bad = run_cli(["sim", "app", str(p), "--mapping", "rrx"])
+    assert bad.returncode == 2 and "unknown mapping 'rrx'" in bad.stderr and "--mapping-file" in bad.stderr
 
 
 def test_trace_without_subcommand_means_run(tmp_path):

@@ -160,3 +160,63 @@ def test_characterize_baseline_must_be_a_characterization(runs_dir):
     base = fake_latency_run(1.0, 1)
     res = run_cli(["characterize", "--quick", "--steps", "latency", "--baseline", str(base.path)])
     assert res.returncode == 2 and "not a characterization" in res.stderr and "--baseline" in res.stderr
+
+
+# ---- the one-line answer (issue 31) ------------------------------------------------------------------------
+def test_the_verdict_answers_in_one_line_first(runs_dir, tmp_path):
+    """A failed step and a suspect latency (no timer cost recorded) make it UNRELIABLE, never DEGRADED; the
+    answer is the first thing of the report's verdict, in HTML and Markdown."""
+    parent = _characterization(runs_dir)
+    vs: list = []
+    out = write_report(parent.children(), tmp_path / "r.html", tops=[parent], verdict_out=vs)
+    a = vs[0].answer
+    assert a.status == "UNRELIABLE" and a.exit_code == 4
+    assert "step ace failed" in a.line() and "timer's cost was not recorded" in a.line()
+    html = out.read_text()
+    assert html.index('id="answer"') < html.index('id="verdict-steps"') and "UNRELIABLE: " in html
+    md = write_report(parent.children(), tmp_path / "r.md", tops=[parent]).read_text()
+    assert md.split("## Verdict", 1)[1].lstrip().startswith("**UNRELIABLE: ")
+
+
+def test_answer_rules_measurement_model_prediction():
+    from hpcvar.report.sections import MEASURED, MODEL, PREDICTION, Headline, Section
+
+    class R:  # the little of a run the answer reads
+        def __init__(self, cmd="bench latency"):
+            self.info, self.id = {"command": cmd, "params": {"step": cmd.split()[-1]}}, cmd
+
+    def answer(*heads):
+        v = verdict.Verdict()
+        sections = [(R(), Section("s", list(heads)))]
+        v.findings = [("x", h) for h in heads]
+        return verdict.answer(v, [], sections)
+
+    bad = Headline("bandwidth, 4MiB", "10 MB/s", "m", BAD, "40% of the link")
+    assert answer(bad).status == "DEGRADED" and "latency: bandwidth, 4MiB 10 MB/s (40% of the link)" in \
+        answer(bad).line()
+    # a model that misleads or a large predicted slowdown judges no machine
+    assert answer(Headline("E_abs", "40%", "m", BAD, "r", role=MODEL)).status == "OK"
+    assert answer(Headline("slowdown", "12x", "m", BAD, "r", role=PREDICTION)).status == "OK"
+    # measured (judged only against the timer) is neither good nor bad
+    ok = answer(Headline("latency, 8B", "2 us", "m", MEASURED, "measured: the timer resolves it"))
+    assert ok.status == "OK" and "1 measured" in ok.line()
+    assert answer(bad, Headline("noise", "80%", "m", SUSPECT, "preempted")).status == "DEGRADED"
+    assert answer(Headline("noise", "80%", "m", SUSPECT, "preempted")).status == "UNRELIABLE"
+
+
+def test_a_prediction_on_a_suspect_recording_is_suspect(runs_dir, tmp_path):
+    """The demo's case: jitSim replaying a recording whose collector was preempted (load, not OS noise) is
+    suspect, never bad, whatever slowdown it predicts."""
+    from hpcvar.kinds.sim_jitter.views import input_suspicion, section
+
+    noise = Run.create("noise record", {"cpus": [0]})
+    noise.finish("complete", {"cpus": [{"cpu": 0, "noise_fraction": 0.8}],
+                              "attribution": {"window_s": 5.0, "thread_context_switches":
+                                              {"0": {"nonvoluntary": 900, "voluntary": 0}}}})
+    jit = Run.create("sim jitter", {"traces": [str(noise.path / "trace.jtr")]})
+    jit.finish("complete", {"points": [{"config": "unsync", "tasks": 1 << 20, "slowdown": 12.08, "replicas": 3,
+                                        "slowdown_ci": [11.0, 13.0], "total_s": 1.0}], "freq_hz": 1e9,
+                            "work_cycles": 1e6, "phases_n": 10, "barrier": "tree"})
+    assert "preempted 900 times" in input_suspicion(jit)
+    h = section(jit).headlines[0]
+    assert h.status == SUSPECT and "suspect" in h.reference and h.role == "prediction"

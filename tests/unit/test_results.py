@@ -150,3 +150,23 @@ def test_a_running_run_whose_process_is_gone_is_lost(runs_dir):
     assert "lost" in res.stdout, res.stdout
     run.claim()
     assert run.status == "running" and run.info["owner"]["pid"] == os.getpid()
+
+
+@pytest.mark.parametrize("ref", ["20260101", "latest", "20260101T000000Z-bench-latency"])
+def test_an_unreadable_run_is_called_unreadable(tmp_path, ref):
+    """Issue #27: runs show, report and compare said "no run" for a run whose run.json is damaged (given by a part
+    of its name or as 'latest', which silently fell back to an older run)."""
+    from hpcvar.results.store import resolve_run
+
+    runs = tmp_path / "runs"
+    (runs / "20251231T000000Z-bench-latency").mkdir(parents=True)
+    (runs / "20251231T000000Z-bench-latency" / "run.json").write_text("{}")
+    (runs / "20260101T000000Z-bench-latency").mkdir()
+    (runs / "20260101T000000Z-bench-latency" / "run.json").write_text("{broken")
+    if not ref.endswith("latency"):  # the exact name resolves; opening it says the same
+        with pytest.raises(ResultsError) as e:
+            resolve_run(ref, runs)
+        assert "is unreadable" in e.value.what and "not valid JSON" in e.value.what
+    for args in (["runs", "show", ref], ["report", ref, "-o", str(tmp_path / "r.html")], ["compare", ref, ref]):
+        res = run_cli([*args, "--runs-dir", str(runs)])
+        assert res.returncode != 0 and "not valid JSON" in res.stderr and "no run" not in res.stderr, res.stderr

@@ -11,6 +11,7 @@ import pytest
 
 from hpcvar.errors import UsageError
 from hpcvar.noise.trace import CpuTrace
+from hpcvar.results.schema import TABLES
 from hpcvar.sim import closed_form as cf
 from hpcvar.sim import jitter as J
 from hpcvar.sim import jitter_ref as R
@@ -31,7 +32,7 @@ def test_figure2_reference():
     tr, offs = _fig2_offsets()
     assert tr.advance(offs[0], 0, 100) == 130
     assert tr.advance(offs[1], 0, 100) == 165
-    res = R.simulate([tr], offs, phases=1, work=100, barrier="none")
+    res = R.simulate([tr], offs, J.Workload(work=100, phases=1, barrier="none"))
     assert res.compute_end == [[130, 165]] and res.total == 165
     assert res.absorbed == [30, 65]
 
@@ -90,8 +91,7 @@ def test_native_equals_reference(seed):
         offs = R.offsets(rts, n, align.mode, s, 2, align.window, align.origin)
         out = J.simulate(nt, wl, n, align, s, 2, per_task=True, keep_tasks=True)
         assert out.offsets.tolist() == offs
-        ref = R.simulate(rts, offs, wl.phases, wl.work, wl.barrier, wl.arity, wl.send, wl.recv, wl.lat_intra,
-                         wl.lat_inter, wl.cores_per_node)
+        ref = R.simulate(rts, offs, wl)
         assert out.total == ref.total
         assert out.phase_end.tolist() == ref.phase_end
         assert out.compute_end.tolist() == ref.compute_end
@@ -105,8 +105,7 @@ def test_native_equals_reference(seed):
         assert out2.absorbed.tolist() == ref.absorbed
         assert out2.last_start.tolist() == out.last_start.tolist()
         base = J.simulate(None, wl, n, align)
-        rbase = R.simulate(None, offs, wl.phases, wl.work, wl.barrier, wl.arity, wl.send, wl.recv, wl.lat_intra,
-                           wl.lat_inter, wl.cores_per_node)
+        rbase = R.simulate(None, offs, wl)
         assert base.total == rbase.total
         checked += 1
 
@@ -146,8 +145,8 @@ def test_threads_bad_count():
 def test_tree_order_of_arrival_and_costs():
     """A 3-task binary tree on a jitter-free trace: the closed sum of costs and latencies."""
     rts = [R.RefTrace([0], [10**9])]
-    res = R.simulate(rts, [0, 0, 0], phases=1, work=100, barrier="tree", arity=2, send=5, recv=7,
-                     lat_intra=0, lat_inter=11)
+    res = R.simulate(rts, [0, 0, 0], J.Workload(work=100, phases=1, barrier="tree", arity=2, send=5, recv=7,
+                                                lat_intra=0, lat_inter=11))
     # leaves: finish 100, send 5 -> arrive 116; root: recv 116+7=123, recv 130; sends 135 (-> 146), 140 (-> 151)
     # leaves: receive the release: 146+7=153 and 151+7=158; root starts at 140
     assert res.next_start == [[140, 153, 158]]
@@ -329,3 +328,61 @@ def test_summaries_in_place_equal_the_plain_ones(n):
     want_a = J.quantiles(tasks["absorbed"].copy())
     want_w = J.quantiles(tasks["t"] - wl.busy_per_task(n) - tasks["absorbed"])
     assert J._summaries_in_place(tasks, wl) == (want_a, want_w)
+
+
+def test_params_are_parsed_by_the_command_line_and_stored(runs_dir, tmp_path):
+    """sim jitter's run.json params are its JitterParams (spans with their unit), read back by from_json."""
+    from hpcvar.kinds.sim_jitter.job import JitterParams, Span, parse_span
+
+    assert parse_span("1200", "--send-cycles") == Span(cycles=1200)
+    assert parse_span("2us", "--send-cycles") == Span(seconds=2e-6)
+    assert Span(seconds=2e-6).to_cycles(2e9) == 4000 and Span(cycles=7).to_cycles(1e9) == 7
+    out = json.loads(run_cli(["sim", "jitter", "--synthetic", "250Hz:2us", "--tasks", "1,2", "--phases", "3",
+                              "--duration", "2s", "--quantum", "2ms", "--send-cycles", "1us", "--freq", "1GHz",
+                              "--align", "unsync,cosched", "--window", "10ms", "--no-plots", "--json"],
+                             check=True).stdout)
+    stored = json.loads((Path(out["run"]) / "run.json").read_text())["params"]
+    p = JitterParams.from_json(stored)
+    assert p.tasks == (1, 2) and p.align == ("unsync", "cosched") and p.duration_s == 2.0 and p.freq_hz == 1e9
+    assert p.work == Span(seconds=2e-3) and p.send == Span(seconds=1e-6) and p.window == Span(seconds=10e-3)
+    assert p.to_json() == stored
+    # what the spans resolved to at the trace's frequency is in the result
+    assert out["work_cycles"] == 2_000_000 and out["send_cycles"] == 1000 and out["window_cycles"] == 10_000_000
+
+
+def test_a_latency_run_gives_the_costs(runs_dir, tmp_path):
+    """run:REF takes a 'bench latency' run's smallest-size median one-way latency (halved for S and R)."""
+    import pandas as pd
+
+    from hpcvar.kinds.sim_jitter.job import Span, parse_span
+    from hpcvar.results.store import Run
+
+    run = Run.create("bench latency", {}, runs_dir, ["hpcvar"])
+    run.write_table("latency.summary", pd.DataFrame({c: [0.0, 0.0] for c in TABLES["latency.summary"]}
+                                                    | {"size_bytes": [0, 8], "median_ns": [2000.0, 2500.0]}))
+    send, inter = parse_span(f"run:{run.path}", "--send-cycles"), parse_span(f"run:{run.path}", "--latency-inter")
+    assert send.source == inter.source == str(run.path) and send.cycles is None
+    assert send.seconds == pytest.approx(1e-6, rel=1e-12) and inter.seconds == pytest.approx(2e-6, rel=1e-12)
+    assert isinstance(send, Span) and send.to_cycles(2e9) == 2000
+    with pytest.raises(UsageError, match="not a 'bench latency' run"):
+        other = Run.create("bench bsp", {}, runs_dir, ["hpcvar"])
+        parse_span(f"run:{other.path}", "--send-cycles")
+
+
+def test_one_replica_has_no_interval_and_intervals_stay_above_t0(tmp_path):
+    """Issue #27: '--replicas 1' printed an interval (0.15%..0.15%), and few spread replicas gave slowdown
+    intervals below zero. One replica: "n = 1", NaN bounds; several: the interval of the mean never leaves the
+    replicas' range, so never below T0 (a slowdown below zero is impossible)."""
+    env = {"HPCVAR_RUNS": str(tmp_path / "runs")}
+    args = ["sim", "jitter", "--synthetic", "poisson:300Hz:200us", "--duration", "10s", "--tasks", "1,64",
+            "--phases", "5", "--no-plots"]
+    one = run_cli(args + ["--replicas", "1"], env=env, check=True).stdout
+    assert "n = 1" in one and ".." not in one.split("95% CI")[1], one
+    res = json.loads(run_cli(args + ["--replicas", "1", "--json"], env=env, check=True).stdout)
+    assert all(np.isnan(p["slowdown_ci"]).all() for p in res["points"])
+    m, lo, hi = J.mean_ci([100.0, 100.0, 100.0, 190.0])  # one slow replica: Student-t gave lo = 6.8 < 100
+    assert 100.0 <= lo <= m <= hi <= 190.0
+    res = json.loads(run_cli(args + ["--replicas", "3", "--json"], env=env, check=True).stdout)
+    for p in res["points"]:
+        lo, hi = p["slowdown_ci"]
+        assert 0.0 <= lo <= p["slowdown"] <= hi, p

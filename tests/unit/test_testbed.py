@@ -270,8 +270,11 @@ def test_slurm_conf_of_the_testbed(tmp_path):
     for h in plan.hosts:
         assert f"NodeName={h.ns} NodeHostname={h.ns} NodeAddr={h.addr} CPUs={s['cpus']}" in conf
     for line in ("AuthType=auth/munge", "MpiDefault=none", "ProctrackType=proctrack/linuxproc",
-                 f"SlurmctldPort={s['ctl_port']}", f"TmpFS={s['dir']}/tmp/%n", "PartitionName=testbed Nodes=ALL"):
+                 f"SlurmctldPort={s['ctl_port']}", f"TmpFS={s['dir']}/tmp/%n", "PartitionName=testbed Nodes=ALL",
+                 f"FirstJobId={s['first_job_id']}"):
         assert line in conf, line
+    # job ids do not restart at 1 with every up (MPI names shared memory after them)
+    assert len({sl.plan_slurm(plan, tmp_path / "state.json")["first_job_id"] for _ in range(5)}) > 1
     assert sl.env(plan) == {"SLURM_CONF": s["conf"], "HYDRA_IFACE": "ab-eth0"}
 
 
@@ -298,3 +301,72 @@ def test_testbed_transport_env_keeps_both_mpi_families_on_tcp():
     assert "MPIR_CVAR_NOLOCAL" not in env
     plan.intra_host = "tcp"
     assert transport_env(plan)["MPIR_CVAR_NOLOCAL"] == "1"
+
+
+# ---- per-host CPU faults (testbed.cgroups) ---------------------------------------------------------------------
+def test_cpu_fault_options_parse_to_cgroup_bandwidth():
+    from hpcvar.testbed.cgroups import parse_cpu_noise_of, parse_cpu_quota_of
+
+    # a share of the machine's CPUs per period (100 ms unless given), summed over the host's threads
+    assert parse_cpu_quota_of(["h2=50%"], 4, 2) == {"h2": (100_000, 100_000)}
+    assert parse_cpu_quota_of(["h3=80%/10ms"], 4, 2) == {"h3": (10_000, 16_000)}
+    # lose 1 ms of every 10 ms when every CPU is busy: 9 ms per CPU per period
+    assert parse_cpu_noise_of(["h1=1ms/10ms"], 4, 2) == {"h1": (10_000, 18_000)}
+    for items, fn, flag in ((["h5=50%"], parse_cpu_quota_of, "--cpu-quota-of"),
+                            (["h2=150%"], parse_cpu_quota_of, "--cpu-quota-of"),
+                            (["h2=50%/5s"], parse_cpu_quota_of, "--cpu-quota-of"),
+                            (["h2"], parse_cpu_quota_of, "--cpu-quota-of"),
+                            (["h2=10ms/10ms"], parse_cpu_noise_of, "--cpu-noise-of"),
+                            (["h2=1ms"], parse_cpu_noise_of, "--cpu-noise-of")):
+        with pytest.raises(UsageError) as e:
+            fn(items, 4, 2)
+        assert e.value.where == flag, (items, e.value)
+
+
+def test_cpu_hierarchy_is_found_in_mountinfo():
+    from hpcvar.errors import MissingToolError
+    from hpcvar.testbed.cgroups import cpu_hierarchy
+
+    info = ("30 25 0:26 / /sys/fs/cgroup rw - tmpfs tmpfs rw\n"
+            "31 30 0:27 / /sys/fs/cgroup/cpuacct rw - cgroup cgroup rw,cpuacct\n"
+            "32 30 0:28 / /sys/fs/cgroup/cpu rw,relatime - cgroup cgroup rw,cpu\n")
+    assert str(cpu_hierarchy(info)) == "/sys/fs/cgroup/cpu"
+    with pytest.raises(MissingToolError, match="cgroup v1 'cpu'"):
+        cpu_hierarchy(info.replace("rw,cpu\n", "rw,memory\n"))
+
+
+def test_faulty_hosts_processes_join_their_cgroup(tmp_path):
+    """A host with a CPU fault: mpiexec (in_host_argv), the agent and the traffic processes write their pid into
+    the host's group before they enter the namespace; hosts without a fault are started as before."""
+    from hpcvar.testbed.plan import in_host_argv, place_cgroups
+
+    clean = make_plan(3, 1e9)
+    place_cgroups(clean, tmp_path / "state.json")  # no fault: no group, argv as before
+    assert not clean.cgroup_mount and in_host_argv(clean.hosts[0], ["x"]) == [*IN_H1, "x"]
+    from hpcvar.testbed.plan import with_cpu_faults
+
+    p = with_cpu_faults(make_plan(3, 1e9), {"h2": (10_000, 18_000)})
+    place_cgroups(p, tmp_path / "state.json")
+    h1, h2 = p.hosts[0], p.hosts[1]
+    assert p.cgroup_mount == str(tmp_path / "cgroup-cpu") and h2.cgroup == str(tmp_path / "cgroup-cpu/hpcvar-hv-h2")
+    # every host is in a group (the others without a quota): the scheduler treats them alike
+    assert h1.cgroup == str(tmp_path / "cgroup-cpu/hpcvar-hv-h1") and not h1.cpu_quota_us
+    argv = in_host_argv(h2, ["x"])
+    assert argv[:4] == ["sh", "-c", 'echo $$ > "$0" || exit 255; exec "$@"', f"{h2.cgroup}/cgroup.procs"]
+    assert argv[4:8] == ["ip", "netns", "exec", "hv-h2"]
+    recvs, sends = flow_commands(p, [Flow("h2", "h1")], 1.0)
+    assert sends[0][3] == f"{h2.cgroup}/cgroup.procs" and recvs[0][3] == f"{h1.cgroup}/cgroup.procs"
+    # the agent, run for real with a fake 'ip': the shell's pid lands in h2's cgroup.procs (here a plain file)
+    for h in p.hosts:
+        Path(h.cgroup).mkdir(parents=True)
+    p.agent = str(tmp_path / "agent")
+    Path(p.agent).write_text(agent_script(p))
+    Path(p.agent).chmod(0o755)
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "ip").write_text('#!/bin/sh\necho "$@"\n')
+    (fake / "ip").chmod(0o755)
+    env = dict(os.environ, PATH=f"{fake}:{os.environ['PATH']}")
+    out = subprocess.run([p.agent, "h2", "true"], capture_output=True, text=True, env=env, check=True)
+    assert out.stdout.startswith("netns exec hv-h2") and (Path(h2.cgroup) / "cgroup.procs").read_text().strip()
+    subprocess.run([p.agent, "h1", "true"], capture_output=True, text=True, env=env, check=True)

@@ -41,6 +41,8 @@ class BenchContext(JobContext):
     launcher_args: list[str] = field(default_factory=list)
     ranks_per_node: int | None = None
     timer: str | None = None
+    # with resume: continue with the run's stored parameters (the command line set none of its own)
+    stored_params: bool = False
 
 
 P = TypeVar("P", bound=Params)
@@ -51,6 +53,7 @@ class Benchmark(ABC, Generic[P]):
 
     name: str = ""  # "latency"
     program: str = ""  # "hv_latency"
+    command: str = ""  # the run's command, when it is not "bench <name>" (screen)
     min_np: int = 2
     any_source: bool = False  # receives with MPI_ANY_SOURCE from competing senders (see LaunchSpec)
 
@@ -172,24 +175,14 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
     ``from_json`` of the same Params class and must equal ``params``. ``after(run, result)``: the job's own
     last step (e.g. the figures stored with the run; it may add keys to ``result``), run before the run is
     marked complete, so that its failure marks the run failed."""
+    command = bench.command or f"bench {bench.name}"
+    resumed = _resumed(bench, params, ctx, command) if ctx.resume else None
+    if resumed is not None:
+        run, params = resumed
     bench.validate(params, ctx)
     exe = find_program(bench.program, needs_mpi=True)
     points = bench.points(params)
-    command = f"bench {bench.name}"
-    if ctx.resume:
-        run = Run.open(resolve_run(ctx.resume, ctx.runs_dir))
-        if run.info.get("command") != command:
-            raise UsageError(f"run {run.id} is a '{run.info.get('command')}' run, not '{command}'", "--resume",
-                             "Resume it with its own command")
-        stored = run.info.get("params")
-        step = stored.get("step") if isinstance(stored, dict) else None
-        if step:  # characterize marks its step runs in their params (hpcvar.characterize)
-            raise UsageError(f"run {run.id} is the '{step}' step of a characterization", "--resume",
-                             "Resume the characterization itself (hpcvar characterize --resume RUN)")
-        stored_params = type(params).from_json(stored, str(run.path / "run.json"))
-        if stored_params.to_json() != params.to_json():
-            raise UsageError(f"the parameters differ from those of run {run.id}", "--resume",
-                             "Repeat the original command line with --resume, or start a new run")
+    if resumed is not None:
         run.claim()
         run.save()
     else:
@@ -218,21 +211,51 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
                 e.todo = (e.todo or "") + (f"\n{stored} of {len(points)} points were stored in {run.path}; "
                                            f"add --resume {run.id} to the same command to continue")
             raise
-        raws = load_raws(run)
-        tables = _write_tables(bench, run, raws, params)
-        for name, df in bench.summaries(tables, params).items():
-            run.write_table(name, df)
-            tables[name] = df
-        result = bench.result(tables, params)
-        result["run"] = str(run.path)
-        result["steal_pct"] = metadata.steal_pct(ticks0)
-        for warn in [*bench.warnings(tables, params), metadata.steal_warning(result["steal_pct"])]:
-            if warn:
-                run.warn(warn)
-        run.info["result"] = result
+        result = _results(bench, run, params, ticks0)
         if after is not None:
             after(run, result)
     return run, result
+
+
+def _resumed(bench: Benchmark[P], params: P, ctx: BenchContext, command: str) -> tuple[Run, P]:
+    """The run ``--resume`` names and the parameters to continue it with: its stored ones when the command line
+    set none (``ctx.stored_params``), else the command line's, which must be the stored ones."""
+    assert ctx.resume
+    run = Run.open(resolve_run(ctx.resume, ctx.runs_dir))
+    if run.info.get("command") != command:
+        raise UsageError(f"run {run.id} is a '{run.info.get('command')}' run, not '{command}'", "--resume",
+                         "Resume it with its own command")
+    stored = run.info.get("params")
+    step = stored.get("step") if isinstance(stored, dict) else None
+    if step:  # characterize marks its step runs in their params (hpcvar.characterize)
+        raise UsageError(f"run {run.id} is the '{step}' step of a characterization", "--resume",
+                         "Resume the characterization itself (hpcvar characterize --resume RUN)")
+    stored_params = type(params).from_json(stored, str(run.path / "run.json"))
+    if ctx.stored_params:
+        return run, stored_params
+    if stored_params.to_json() != params.to_json():
+        diff = [k for k, v in params.to_json().items() if stored_params.to_json().get(k) != v]
+        raise UsageError(f"the parameters differ from those of run {run.id} ({', '.join(diff)})", "--resume",
+                         f"Give --resume {run.id} alone (with launch options if you like) to continue with its own "
+                         "parameters, or start a new run")
+    return run, params
+
+
+def _results(bench: Benchmark[P], run: Run, params: P, ticks0: Any) -> dict:
+    """Every point measured: the tidy and summary tables, the result built from them (kept as
+    ``run.info["result"]``) and the warnings about the measurements, in the run."""
+    tables = _write_tables(bench, run, load_raws(run), params)
+    for name, df in bench.summaries(tables, params).items():
+        run.write_table(name, df)
+        tables[name] = df
+    result = bench.result(tables, params)
+    result["run"] = str(run.path)
+    result["steal_pct"] = metadata.steal_pct(ticks0)
+    for warn in [*bench.warnings(tables, params), metadata.steal_warning(result["steal_pct"])]:
+        if warn:
+            run.warn(warn)
+    run.info["result"] = result
+    return result
 
 
 def _explain_timeout(e: LaunchTimeout, ctx: BenchContext, run: Run, stored: int, total: int) -> None:
@@ -276,8 +299,9 @@ def _launch(bench: Benchmark[P], params: P, ctx: BenchContext, run: Run, exe: Pa
 
     console = ctx.console
     show = bool(ctx.progress and console is not None and getattr(console, "is_terminal", False))
-    with Progress(TextColumn(f"bench {bench.name}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console, disable=not show, transient=True) as bar:
+    label = bench.command or f"bench {bench.name}"
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=console,
+                  disable=not show, transient=True) as bar:
         task = bar.add_task("points", total=len(batch))
         res = ctx.launcher.run(spec, run.raw_dir(), raw_path.stem, poll=_Progress(bar, task, raw_path))
     run.info["launches"][-1]["elapsed_s"] = round(res.elapsed_s, 3)

@@ -24,6 +24,8 @@ COMMANDS = {
     "model": ("hpcvar.cli.model:cli", "Bandwidth-sharing models: penalties, fitting, evaluation against measurements."),
     "trace": ("hpcvar.cli.trace:cli", "Trace MPI applications (PMPI) and convert traces."),
     "testbed": ("hpcvar.cli.testbed:cli", "A virtual cluster of network namespaces with shaped links (needs root)."),
+    "screen": ("hpcvar.cli.screen:cli", "Screen an allocation: which node, which link, is it OK?"),
+    "expect": ("hpcvar.cli.expect:cli", "Write site expectations from a good run (a TOML file for --expect)."),
     "characterize": ("hpcvar.cli.characterize:cli", "Characterize this machine and predict what it means for "
                                                     "applications."),
     "report": ("hpcvar.cli.report:cli", "Write one self-contained HTML (or Markdown) report of RUNS."),

@@ -20,15 +20,18 @@ from hpcvar.cli.common import OUT_PATH, launch_options, option, output_options
 @option("-o", "--out", "report", default=None, type=OUT_PATH, aliases=("--output",),
         help="Also write the HTML (.html) or Markdown (.md) report here; it is always written "
                    "into the run directory as report.html.")
+@click.option("--expect", "expect_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Site expectations (TOML, docs/screen.md): a measured value outside its bound is DEGRADED.")
 @launch_options(default_np=2)
 @output_options
-def cli(quick, steps, list_steps, baseline, report, as_json, **kw):
+def cli(quick, steps, list_steps, baseline, report, expect_file, as_json, **kw):
     """Characterize this machine and predict what it means for applications.
 
     Runs every benchmark, recording and prediction that applies to this machine
     and launcher, stores each step as soon as it finishes, and writes a
-    self-contained HTML report. --resume RUN continues an interrupted
-    characterization."""
+    self-contained HTML report. Prints one line first: OK, DEGRADED or
+    UNRELIABLE, and exits with 0, 3 or 4 (docs/cli.md). --resume RUN continues
+    an interrupted characterization."""
     from hpcvar import characterize as ch
     from hpcvar.cli.common import bench_context, emit, stderr_console, writing_out
 
@@ -40,9 +43,9 @@ def cli(quick, steps, list_steps, baseline, report, as_json, **kw):
     ctx = bench_context(kw)
     with writing_out(report) if report else contextlib.nullcontext():
         result = ch.run_characterization(ctx, quick=quick, only=steps, resume=resume, report=report,
-                                         console=stderr_console(), baseline=baseline)
+                                         console=stderr_console(), baseline=baseline, expect=expect_file)
     emit(result, as_json, _render_result)
-    return 0 if all(s["status"] in ("complete", "skipped") for s in result["steps"]) else 1
+    return int(result["answer"]["exit_code"])
 
 
 def _render_list(console, result: dict) -> None:
@@ -50,7 +53,14 @@ def _render_list(console, result: dict) -> None:
         console.print(f"{s['name']:16s} {s['title']}  (needs: {s['needs']})", markup=False)
 
 
+ANSWER_STYLE = {"OK": "bold green", "DEGRADED": "bold red", "UNRELIABLE": "bold yellow"}
+
+
 def _render_result(console, result: dict) -> None:
+    from rich.markup import escape
+
+    a = result["answer"]
+    console.print(f"[{ANSWER_STYLE.get(a['status'], 'bold')}]{escape(a['line'])}[/]")
     console.print(f"characterization stored in {result['run']}", markup=False)
     for s in result["steps"]:
         detail = s.get("run") or s.get("error") or s.get("reason", "")

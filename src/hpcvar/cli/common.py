@@ -43,6 +43,7 @@ SIZE_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: units.parse_siz
 INT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: units.parse_int(x, f), f), "integers")
 FLOAT_LIST = _UnitType(lambda v, f: units.parse_list(v, lambda x: _float(x, f), f), "numbers")
 DURATION = _UnitType(units.parse_time, "duration")
+FREQ = _UnitType(units.parse_freq, "frequency")
 
 
 def _positive_time(text: str, flag: str) -> float:
@@ -56,8 +57,20 @@ def _positive_time(text: str, flag: str) -> float:
     return value
 
 
-POSITIVE_DURATION = _UnitType(_positive_time, "duration")  # a timeout, a period, a recording: 0 means nothing
-FREQ = _UnitType(units.parse_freq, "frequency")
+POSITIVE_DURATION = _UnitType(_positive_time, "duration")
+
+
+class FiniteFloat(click.FloatRange):
+    """A number in a range that is a number: click's FloatRange lets 'nan' through any bound and 'inf' through
+    an open end (``--beta inf``, ``--threshold nan`` were taken and gave nan results)."""
+
+    def convert(self, value, param, ctx):
+        import math
+
+        rv = super().convert(value, param, ctx)
+        if not math.isfinite(rv):
+            self.fail(f"{value!r} is not a finite number", param, ctx)
+        return rv  # a timeout, a period, a recording: 0 means nothing
 RATE = _UnitType(units.parse_rate, "rate")
 
 
@@ -344,10 +357,30 @@ def bench_context(kw: dict, argv: list[str] | None = None):
         from hpcvar.errors import UsageError
 
         raise UsageError(f"cannot split --launcher-args: {e}", "--launcher-args", "Check its quotes") from None
+    resume = kw.pop("resume")
     return BenchContext(launcher=launcher, np=kw.pop("np"), runs_dir=kw.get("runs_dir"),
-                        timeout_s=kw.pop("timeout"), resume=kw.pop("resume"), launcher_args=extra,
+                        timeout_s=kw.pop("timeout"), resume=resume, launcher_args=extra,
                         ranks_per_node=kw.pop("ranks_per_node"), timer=kw.pop("timer"),
-                        console=stderr_console(), argv=argv or ["hpcvar", *sys.argv[1:]])
+                        console=stderr_console(), argv=argv or ["hpcvar", *sys.argv[1:]],
+                        stored_params=bool(resume) and not measurement_flags_given())
+
+
+# the options that say how and where to run and show, not what to measure: given with --resume, they leave the
+# stored parameters in force
+RUN_OPTIONS = frozenset({"launcher", "np", "ranks_per_node", "template", "launcher_args", "srun_mpi", "map_by",
+                         "timeout", "resume", "timer", "json_flag", "out_format", "runs_dir", "plots", "plots_dir"})
+
+
+def measurement_flags_given() -> list[str]:
+    """The options of the running command given on its command line (or by environment) that set what is measured:
+    with none, ``--resume RUN`` continues RUN with its stored parameters instead of the defaults."""
+    from click.core import ParameterSource
+
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return []
+    return [p.name for p in ctx.command.params if p.name and p.name not in RUN_OPTIONS
+            and ctx.get_parameter_source(p.name) in (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)]
 
 
 def emit(result: Any, as_json: bool, render) -> None:
@@ -385,7 +418,7 @@ def emit_run(run, as_json: bool) -> None:
 
 
 __all__ = [
-    "DURATION", "POSITIVE_DURATION", "FLOAT_LIST", "FREQ", "INT_LIST", "OUT_PATH", "RATE", "SIZE", "SIZE_LIST",
+    "DURATION", "FLOAT_LIST", "FREQ", "INT_LIST", "OUT_PATH", "POSITIVE_DURATION", "RATE", "SIZE", "SIZE_LIST",
     "bench_context", "emit",
     "emit_run", "emit_tables", "format_options", "launch_options", "option", "output_options", "print_json",
     "result_tables", "run_tables", "runs_dir_option", "stderr_console", "stdout_console", "tables_text",

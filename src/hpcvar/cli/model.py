@@ -11,6 +11,7 @@ from hpcvar.cli.common import (
     OUT_PATH,
     RATE,
     SIZE,
+    FiniteFloat,
     emit,
     format_options,
     option,
@@ -49,12 +50,12 @@ def _model_params(model: str, beta, gamma_in, gamma_out, params_file, method, ma
 
 def _param_options(f):
     opts = [
-        click.option("--beta", type=float, default=None,
+        click.option("--beta", type=FiniteFloat(0), default=None,
                      help="gige: penalty per concurrent communication, a number (Vienne et al., Predictive models "
                           "for bandwidth sharing in high performance clusters: 0.75)."),
-        click.option("--gamma-in", type=float, default=None,
+        click.option("--gamma-in", type=FiniteFloat(0), default=None,
                      help="gige: incoming correction, a number (Vienne et al.: 0.036)."),
-        click.option("--gamma-out", type=float, default=None,
+        click.option("--gamma-out", type=FiniteFloat(0), default=None,
                      help="gige: outgoing correction, a number (Vienne et al.: 0.115)."),
         click.option("--params", "params_file", type=click.Path(dir_okay=False), default=None,
                      help="Parameter file written by 'hpcvar model fit'."),

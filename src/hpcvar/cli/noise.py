@@ -11,6 +11,7 @@ from hpcvar.cli.common import (
     DURATION,
     OUT_PATH,
     POSITIVE_DURATION,
+    FiniteFloat,
     emit,
     emit_run,
     format_options,
@@ -41,7 +42,7 @@ def cli() -> None:
               help="Recording time (e.g. 2s, 10m, 1h).")
 @click.option("--threshold", type=DURATION, default=None,
               help="Detour threshold, a time with its unit (e.g. 200ns); default max(9 x t_min, 100 ns) per CPU.")
-@click.option("--max-rate", type=click.FloatRange(1), default=200000, show_default=True,
+@click.option("--max-rate", type=FiniteFloat(1), default=200000, show_default=True,
               help="Event buffer per CPU, in events per second of --duration (16 bytes each, locked in RAM).")
 @click.option("--rt-prio", type=click.IntRange(0, 99), default=0, show_default=True,
               help="Run the collector threads SCHED_FIFO at this priority (0: normal scheduler). Other user "

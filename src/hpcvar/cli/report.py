@@ -14,10 +14,13 @@ from hpcvar.cli.common import OUT_PATH, emit, format_options, option, runs_dir_o
 @click.option("--title", default="hpcvar report", show_default=True, help="Title of the report.")
 @format_options
 @runs_dir_option
+@click.option("--expect", "expect_file", type=click.Path(dir_okay=False), default=None, metavar="FILE",
+              help="Site expectations (TOML, docs/screen.md) to judge the runs against; with it the command exits "
+                   "with the verdict's code (0 OK, 3 DEGRADED, 4 UNRELIABLE).")
 @click.option("--baseline", default=None, metavar="RUN",
               help="A run (or characterization) to compare against: the verdict lists what degraded or improved "
                    "(the tests of 'hpcvar compare') and the plots overlay the baseline.")
-def cli(runs, output, title, as_json, runs_dir, baseline):
+def cli(runs, output, title, as_json, runs_dir, expect_file, baseline):
     """Write one self-contained HTML (or Markdown) report of RUNS.
 
     RUNS are run directories, names, or 'latest'; a characterization includes
@@ -26,7 +29,8 @@ def cli(runs, output, title, as_json, runs_dir, baseline):
     parameters and metadata. At the top, the verdict: every step of a
     characterization (complete, failed with its error, skipped with its
     reason) and every headline judged good, bad or suspect against the
-    reference it names; with --baseline, what degraded."""
+    reference it names; with --baseline, what degraded; with --expect, every value outside the site's
+    expectations. It opens with one line: OK, DEGRADED or UNRELIABLE."""
     from hpcvar.report.document import write_report
     from hpcvar.results.store import Run, resolve_run
 
@@ -36,8 +40,16 @@ def cli(runs, output, title, as_json, runs_dir, baseline):
         tops.append(run)
         loaded.extend(run.children() if run.info.get("command") == "characterize" else [run])
     base = Run.open(resolve_run(baseline, runs_dir)) if baseline else None
+    exp = None
+    if expect_file:
+        from hpcvar import expect
+
+        exp = expect.load(expect_file)
+    verdicts: list = []
     with writing_out(output):
-        out = write_report(loaded, output, title, tops=tops, baseline=base)
+        out = write_report(loaded, output, title, tops=tops, baseline=base, expectations=exp, verdict_out=verdicts)
+    answer = verdicts[0].answer
     # --format json/csv/md: what was written
-    emit({"report": str(out), "runs": [r.id for r in loaded]}, as_json,
-         lambda console, r: console.print(f"report written to {r['report']}", markup=False))
+    emit({"report": str(out), "runs": [r.id for r in loaded], "answer": answer.to_json()}, as_json,
+         lambda console, r: console.print(f"{r['answer']['line']}\nreport written to {r['report']}", markup=False))
+    return answer.exit_code if exp is not None else 0

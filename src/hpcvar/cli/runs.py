@@ -50,6 +50,30 @@ def _render_list(console, result: dict) -> None:
     console.print(t)
 
 
+def _print_error(console, r: Run) -> None:
+    """Why a failed or interrupted run ended, and what to do, from run.json's error."""
+    err = r.info.get("error") or {}
+    if err and r.status in ("failed", "interrupted"):
+        console.print(f"why: {err.get('what')}" + (f" ({err['where']})" if err.get("where") else ""), markup=False)
+        if err.get("todo"):
+            console.print(f"what to do: {err['todo']}", markup=False)
+
+
+def _metadata_table(meta: dict) -> Table:
+    t = Table(title="Metadata", title_justify="left", show_header=False)
+    for k in ("host", "cpu_model", "cores", "kernel", "governor", "virtualized", "clocksource", "git_sha"):
+        t.add_row(k, str(meta.get(k)))
+    launcher = meta.get("launcher") or {}
+    for k, v in launcher.items():
+        text = str(v)  # a nested value (the testbed's hosts) in full would widen every row: --json has it whole
+        t.add_row(f"launcher.{k}", text if len(text) <= 100 else text[:97] + "...")
+    native = meta.get("native") or {}
+    for k in ("mpi_library", "timer", "timer_resolution_ns", "timer_cost_ns", "timer_tsc_hz", "hosts"):
+        if k in native:
+            t.add_row(f"native.{k}", str(native[k])[:100])
+    return t
+
+
 @cli.command("show")
 @click.argument("run")
 @output_options
@@ -71,27 +95,11 @@ def show_cmd(run, as_json, runs_dir):
     if r.status == "lost":
         console.print("[yellow]its process is gone: it was killed before it could end the run (--resume RUN "
                       "continues a resumable benchmark)[/]")
-    err = info.get("error") or {}
-    if err and r.status in ("failed", "interrupted"):
-        console.print(f"why: {err.get('what')}" + (f" ({err['where']})" if err.get("where") else ""), markup=False)
-        if err.get("todo"):
-            console.print(f"what to do: {err['todo']}", markup=False)
+    _print_error(console, r)
     console.print(f"path: {r.path}", markup=False)
     console.print(f"started {info.get('started_utc')}  ended {info.get('ended_utc')}")
     console.print(f"command line: {' '.join(info.get('argv', []))}", markup=False)
-    meta = info.get("metadata", {})
-    t = Table(title="Metadata", title_justify="left", show_header=False)
-    for k in ("host", "cpu_model", "cores", "kernel", "governor", "virtualized", "clocksource", "git_sha"):
-        t.add_row(k, str(meta.get(k)))
-    launcher = meta.get("launcher") or {}
-    for k, v in launcher.items():
-        text = str(v)  # a nested value (the testbed's hosts) in full would widen every row: --json has it whole
-        t.add_row(f"launcher.{k}", text if len(text) <= 100 else text[:97] + "...")
-    native = meta.get("native") or {}
-    for k in ("mpi_library", "timer", "timer_resolution_ns", "timer_cost_ns", "timer_tsc_hz", "hosts"):
-        if k in native:
-            t.add_row(f"native.{k}", str(native[k])[:100])
-    console.print(t)
+    console.print(_metadata_table(info.get("metadata", {})))
     p = Table(title="Parameters", title_justify="left", show_header=False)
     for k, v in (info.get("params") or {}).items():
         p.add_row(k, str(v))

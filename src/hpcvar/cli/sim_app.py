@@ -12,6 +12,7 @@ from hpcvar.cli.common import (
     FREQ,
     OUT_PATH,
     SIZE,
+    FiniteFloat,
     emit_run,
     format_options,
     option,
@@ -50,7 +51,7 @@ def _split(text: str) -> list[str]:
 @click.option("--from", "fmt", type=click.Choice(["auto", "parquet", "tit", "otf2", "native"]), default="auto",
               show_default=True, help="Trace format (auto: by extension; .txt/.tit = SimGrid TIT, .otf2 = OTF2, else "
                                       "parquet, what hpcvar trace writes; native is its former name).")
-@click.option("--flops-rate", type=float, default=None,
+@click.option("--flops-rate", type=FiniteFloat(0, min_open=True), default=None,
               help="TIT traces: flop/s that turn 'compute FLOPS' (and the FLOPS of reduce/allreduce) into seconds "
                    "(default: the cluster file's flops_rate, else 1e9).")
 @click.option("--dialect", default="auto", show_default=True, help=DIALECT_HELP)
@@ -146,8 +147,8 @@ def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_nod
                   models=tuple(_split(model)), params_path=params_file, collectives=collectives, eager_bytes=eager,
                   jitter_path=jitter_file, jitter_freq_hz=jitter_freq, align=align, window_s=window,
                   window_origin_s=window_origin, replicas=replicas, seed=seed, engine=engine, chrome_path=chrome_file,
-                  plot_stem=plot_stem, plots=plots, breakdown=breakdown, phases=phases, flops_per_s=flops_rate,
-                  dialect=dialect, compute=compute)
+                  plot_stem=plot_stem, plots=plots, breakdown=breakdown, phases=phases,
+                  flops_per_s=flops_rate, dialect=dialect, compute=compute)
     # a progress bar on long replays, on stderr and only on a terminal: never inside --json output
     ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]], console=stderr_console(), progress=not as_json)
     emit_run(job(p, ctx), as_json)

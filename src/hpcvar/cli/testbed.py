@@ -40,6 +40,12 @@ def cli() -> None:
               help="Rate of every host's link, each direction (tc units: 200mbit, 1gbit).")
 @click.option("--rate-of", multiple=True, metavar="HOST=RATE",
               help="Another rate for one host's link, e.g. --rate-of h2=200mbit (repeatable).")
+@click.option("--cpu-quota-of", multiple=True, metavar="HOST=SHARE[/PERIOD]",
+              help="A slow CPU: HOST's processes together get SHARE of the machine's CPUs, e.g. h2=50% "
+                   "(cgroup cpu quota, period 100ms unless given: h2=50%/10ms). Repeatable.")
+@click.option("--cpu-noise-of", multiple=True, metavar="HOST=LOST/PERIOD",
+              help="Periodic throttling, per-host OS noise: h3=1ms/10ms loses 1 ms of every 10 ms when HOST's "
+                   "processes keep the CPUs busy (cgroup cpu quota). Repeatable.")
 @click.option("--switches", type=click.IntRange(1, 2), default=1, show_default=True,
               help="2: two bridges joined by an uplink ('across the router'); h1..h(N/2 rounded up) on the first.")
 @click.option("--uplink-rate", type=RATE, default=None, help="Rate of the link between two switches (default --rate).")
@@ -59,16 +65,24 @@ def cli() -> None:
                    "watcher runs 'down' for it.")
 @click.option("--state", "state_path", default=None, help=STATE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the testbed as JSON.")
-def up_cmd(hosts, rate, rate_of, switches, uplink_rate, ranks_per_host, intra_host, mtu, subnet, prefix, slurm,
-           owner_pid, state_path, as_json):
+def up_cmd(hosts, rate, rate_of, cpu_quota_of, cpu_noise_of, switches, uplink_rate, ranks_per_host, intra_host, mtu,
+           subnet, prefix, slurm, owner_pid, state_path, as_json):
     """Create the testbed (replacing a recorded one)."""
-    from hpcvar.testbed import netns
-    from hpcvar.testbed.plan import make_plan, parse_rate_of
+    from hpcvar.testbed import cgroups, netns
+    from hpcvar.testbed.plan import make_plan, parse_rate_of, with_cpu_faults
 
     if uplink_rate is not None and switches != 2:
         raise UsageError("--uplink-rate needs --switches 2", "--uplink-rate", "Add --switches 2 or drop it")
+    ncpus = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    cpu_of = cgroups.parse_cpu_quota_of(cpu_quota_of, hosts, ncpus)
+    noisy = cgroups.parse_cpu_noise_of(cpu_noise_of, hosts, ncpus)
+    both = sorted(set(cpu_of) & set(noisy))
+    if both:
+        raise UsageError(f"{both[0]} has both a CPU quota and CPU noise", "--cpu-noise-of",
+                         "Give one CPU fault per host")
     plan = make_plan(hosts, rate, parse_rate_of(rate_of, hosts), switches, uplink_rate, ranks_per_host, prefix,
                      intra_host=intra_host, mtu=mtu)
+    plan = with_cpu_faults(plan, {**cpu_of, **noisy})
     err = stderr_console()
     plan = netns.up(plan, _state(state_path), subnet, log=None if as_json else (lambda m: err.print(m)),
                     slurm=slurm)
@@ -164,6 +178,12 @@ def status_cmd(state_path, as_json):
     render_status(stdout_console(), st)
 
 
+def _cpu(c: dict | None) -> str:
+    if not c:
+        return "all"
+    return f"{c['quota_us'] / 1000:g} ms per {c['period_us'] / 1000:g} ms"
+
+
 def render_status(console, st: dict) -> None:
     from rich.table import Table
 
@@ -173,13 +193,15 @@ def render_status(console, st: dict) -> None:
     console.print(f"testbed {st['status']}: prefix {st['prefix']}, subnet {st['subnet']}, "
                   f"switch namespace {st['switch_ns']} ({'present' if st['switch_exists'] else 'MISSING'}), "
                   f"intra-host {st['intra_host']}, mtu {st['mtu']}")
-    t = Table("host", "namespace", "address", "switch", "rate", "link", "up: sent / drops", "down: sent / drops")
+    t = Table("host", "namespace", "address", "switch", "rate", "CPU", "link", "up: sent / drops",
+              "down: sent / drops")
     for h in st["hosts"]:
         def cnt(q):
             return f"{q['bytes'] / 1e6:.1f} MB / {q['drops']}" if q.get("bytes") is not None else "-"
 
         t.add_row(h["name"], h["ns"] + ("" if h["exists"] else " (MISSING)"), h["addr"], str(h["switch"]),
-                  _mbit(h["rate_bps"]), str(h["link"] or "-"), cnt(h["upload"]), cnt(h["download"]))
+                  _mbit(h["rate_bps"]), _cpu(h.get("cpu")), str(h["link"] or "-"), cnt(h["upload"]),
+                  cnt(h["download"]))
     console.print(t)
     if "uplink" in st:
         console.print(f"uplink between switches: {_mbit(st['uplink']['rate_bps'])}")

@@ -15,6 +15,7 @@ from hpcvar.cli.common import (
     DIALECT_HELP,
     OUT_PATH,
     POSITIVE_DURATION,
+    FiniteFloat,
     emit,
     format_options,
     option,
@@ -178,7 +179,7 @@ def _render_summary(c, s: dict) -> None:
 @option("-o", "--out", "output", required=True, type=OUT_PATH, aliases=("--output",), help="Native trace to write.")
 @click.option("--from", "fmt", type=click.Choice(["auto", "tit", "otf2"]), default="auto", show_default=True,
               help="Input format: SimGrid time-independent trace (tit) or OTF2 archive (the .otf2 anchor file).")
-@click.option("--flops-rate", type=float, default=1e9, show_default=True,
+@click.option("--flops-rate", type=FiniteFloat(0, min_open=True), default=1e9, show_default=True,
               help="TIT: flop/s that turn 'compute FLOPS' (and the FLOPS of reduce/allreduce) into seconds.")
 @click.option("--dialect", default="auto", show_default=True, help=DIALECT_HELP)
 @click.option("--engine", type=click.Choice(["auto", "native", "python"]), default=None,
@@ -249,7 +250,7 @@ def cut_cmd(trace_file, output, after, before, as_json):
               help="tit: SimGrid's time-independent trace (the dialect of SimGrid 3.20 and later), an index file and "
                    "one file per rank in <OUT>_files/, which 'smpirun -replay OUT' replays.")
 @option("-o", "--out", "output", required=True, type=OUT_PATH, help="The index file to write, e.g. app.txt.")
-@click.option("--flops-rate", type=float, default=1e9, show_default=True,
+@click.option("--flops-rate", type=FiniteFloat(0, min_open=True), default=1e9, show_default=True,
               help="flop/s that the compute between calls is written in: the speed of the hosts SimGrid replays on "
                    "(its platform's 'speed').")
 @click.option("--collectives", type=click.Choice(["binomial", "recdoub", "ring"]), default="binomial",

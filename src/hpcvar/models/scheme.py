@@ -96,14 +96,7 @@ def _product(alphabet: str, n: int):
 
 def parse_scheme(text: str, source: str = INLINE) -> Scheme:
     """Parse scheme text; ``source`` names it in errors (a path or ``<inline>``)."""
-    declared: list[str] | None = None
-    default_size: int | None = None
-    raw: list[tuple[str | None, str, str, int | None, int, int]] = []  # name, src, dst, size, line, col
-    names: set[str] = set()
-
-    def err(what: str, line: int, col: int, todo: str) -> InputFileError:
-        return InputFileError(what, source, line, col, todo)
-
+    p = _SchemeParser(source)
     for lineno, line in enumerate(text.splitlines() or [""], start=1):
         body = line.split("#", 1)[0]
         col_base = 1
@@ -112,77 +105,106 @@ def parse_scheme(text: str, source: str = INLINE) -> Scheme:
             col_base += len(stmt) + 1
             if not toks:
                 continue
-            head, hcol = toks[0]
+            head = toks[0][0]
             if head in _KEYWORDS and (len(toks) == 1 or toks[1][0] not in (":", "->")):
-                args = toks[1:]
-                if head == "nodes":
-                    if declared is not None:
-                        raise err("a second 'nodes' line", lineno, hcol, "Declare every node on one 'nodes' line")
-                    if not args:
-                        raise err("'nodes' lists no node", lineno, hcol, "Write e.g. 'nodes 0 1 2'")
-                    declared = []
-                    for tok, c in args:
-                        if not _NODE_RE.fullmatch(tok):
-                            raise err(f"'{tok}' is not a node name", lineno, c,
-                                      "Use numbers or names of letters, digits, '_', '-', '.'")
-                        if tok in declared:
-                            raise err(f"node '{tok}' is declared twice", lineno, c, "Remove the duplicate")
-                        declared.append(tok)
-                else:
-                    if len(args) != 1:
-                        raise err("'size' takes one size", lineno, hcol, "Write e.g. 'size 20MiB'")
-                    default_size = _size(args[0][0], source, lineno, args[0][1])
-                continue
-            name = None
-            i = 0
-            if len(toks) >= 2 and toks[1][0] == ":":
-                name = head
-                if not _NAME_RE.fullmatch(name):
-                    raise err(f"'{name}' is not a communication name", lineno, hcol,
-                              "Names start with a letter or '_' and contain letters, digits, '_'")
-                if name in names:
-                    raise err(f"communication '{name}' is defined twice", lineno, hcol, "Give each a distinct name")
-                names.add(name)
-                i = 2
-            rest = toks[i:]
-            if len(rest) < 3 or rest[1][0] != "->":
-                c = rest[1][1] if len(rest) >= 2 else (rest[0][1] + len(rest[0][0]) if rest else
-                                                       toks[-1][1] + len(toks[-1][0]))
-                raise err("expected 'SRC -> DST' here", lineno, c,
-                          "Write a communication as 'a: 0 -> 1' (optionally followed by a size such as 4MiB)")
-            (src, scol), _, (dst, dcol) = rest[0], rest[1], rest[2]
-            for tok, c in ((src, scol), (dst, dcol)):
-                if not _NODE_RE.fullmatch(tok):
-                    raise err(f"'{tok}' is not a node name", lineno, c,
-                              "Use numbers or names of letters, digits, '_', '-', '.'")
-                if declared is not None and tok not in declared:
-                    raise err(f"unknown node '{tok}'", lineno, c,
-                              f"Declared nodes are {' '.join(declared)}; add it to the 'nodes' line")
-            if src == dst:
-                raise err(f"communication from node '{src}' to itself", lineno, scol,
-                          "A scheme describes network transfers between two different nodes")
-            size = default_size
-            if len(rest) >= 4:
-                size = _size(rest[3][0], source, lineno, rest[3][1])
-            if len(rest) > 4:
-                raise err(f"unexpected '{rest[4][0]}'", lineno, rest[4][1],
-                          "A line holds 'name: SRC -> DST [SIZE]'; separate statements with ';' or new lines")
-            raw.append((name, src, dst, size, lineno, hcol))
-    if not raw:
-        raise InputFileError("the scheme has no communication", source, None, None,
-                             "Write at least one line such as 'a: 0 -> 1'")
-    gen = _auto_names(names)
-    comms = [Comm(name or next(gen), src, dst, size, line) for name, src, dst, size, line, _ in raw]
-    if declared is not None:
-        nodes = declared
-    else:
+                p.keyword(toks, lineno)
+            else:
+                p.communication(toks, lineno)
+    return p.scheme()
+
+
+class _SchemeParser:
+    """The state of parse_scheme: the declared nodes, the default size, the communications read so far."""
+
+    def __init__(self, source: str):
+        self.source = source
+        self.declared: list[str] | None = None
+        self.default_size: int | None = None
+        self.raw: list[tuple[str | None, str, str, int | None, int, int]] = []  # name, src, dst, size, line, col
+        self.names: set[str] = set()
+
+    def err(self, what: str, line: int, col: int, todo: str) -> InputFileError:
+        return InputFileError(what, self.source, line, col, todo)
+
+    def keyword(self, toks: list[tuple[str, int]], lineno: int) -> None:
+        """'nodes A B ...' or 'size SIZE'."""
+        (head, hcol), args = toks[0], toks[1:]
+        if head != "nodes":
+            if len(args) != 1:
+                raise self.err("'size' takes one size", lineno, hcol, "Write e.g. 'size 20MiB'")
+            self.default_size = _size(args[0][0], self.source, lineno, args[0][1])
+            return
+        if self.declared is not None:
+            raise self.err("a second 'nodes' line", lineno, hcol, "Declare every node on one 'nodes' line")
+        if not args:
+            raise self.err("'nodes' lists no node", lineno, hcol, "Write e.g. 'nodes 0 1 2'")
+        self.declared = []
+        for tok, c in args:
+            if not _NODE_RE.fullmatch(tok):
+                raise self.err(f"'{tok}' is not a node name", lineno, c,
+                               "Use numbers or names of letters, digits, '_', '-', '.'")
+            if tok in self.declared:
+                raise self.err(f"node '{tok}' is declared twice", lineno, c, "Remove the duplicate")
+            self.declared.append(tok)
+
+    def communication(self, toks: list[tuple[str, int]], lineno: int) -> None:
+        """'[name:] SRC -> DST [SIZE]'."""
+        head, hcol = toks[0]
+        name, rest = None, toks
+        if len(toks) >= 2 and toks[1][0] == ":":
+            name, rest = self.new_name(head, lineno, hcol), toks[2:]
+        if len(rest) < 3 or rest[1][0] != "->":
+            c = rest[1][1] if len(rest) >= 2 else (rest[0][1] + len(rest[0][0]) if rest else
+                                                   toks[-1][1] + len(toks[-1][0]))
+            raise self.err("expected 'SRC -> DST' here", lineno, c,
+                           "Write a communication as 'a: 0 -> 1' (optionally followed by a size such as 4MiB)")
+        (src, scol), _, (dst, dcol) = rest[0], rest[1], rest[2]
+        for tok, c in ((src, scol), (dst, dcol)):
+            self.check_node(tok, lineno, c)
+        if src == dst:
+            raise self.err(f"communication from node '{src}' to itself", lineno, scol,
+                           "A scheme describes network transfers between two different nodes")
+        size = self.default_size
+        if len(rest) >= 4:
+            size = _size(rest[3][0], self.source, lineno, rest[3][1])
+        if len(rest) > 4:
+            raise self.err(f"unexpected '{rest[4][0]}'", lineno, rest[4][1],
+                           "A line holds 'name: SRC -> DST [SIZE]'; separate statements with ';' or new lines")
+        self.raw.append((name, src, dst, size, lineno, hcol))
+
+    def new_name(self, name: str, lineno: int, col: int) -> str:
+        if not _NAME_RE.fullmatch(name):
+            raise self.err(f"'{name}' is not a communication name", lineno, col,
+                           "Names start with a letter or '_' and contain letters, digits, '_'")
+        if name in self.names:
+            raise self.err(f"communication '{name}' is defined twice", lineno, col, "Give each a distinct name")
+        self.names.add(name)
+        return name
+
+    def check_node(self, tok: str, lineno: int, col: int) -> None:
+        if not _NODE_RE.fullmatch(tok):
+            raise self.err(f"'{tok}' is not a node name", lineno, col,
+                           "Use numbers or names of letters, digits, '_', '-', '.'")
+        if self.declared is not None and tok not in self.declared:
+            raise self.err(f"unknown node '{tok}'", lineno, col,
+                           f"Declared nodes are {' '.join(self.declared)}; add it to the 'nodes' line")
+
+    def scheme(self) -> Scheme:
+        """The communications read (unnamed ones named in order), and the nodes: declared, else as met."""
+        if not self.raw:
+            raise InputFileError("the scheme has no communication", self.source, None, None,
+                                 "Write at least one line such as 'a: 0 -> 1'")
+        gen = _auto_names(self.names)
+        comms = [Comm(name or next(gen), src, dst, size, line) for name, src, dst, size, line, _ in self.raw]
+        if self.declared is not None:
+            return Scheme(comms, self.declared, self.source)
         seen: list[str] = []
         for comm in comms:
             for n in (comm.src, comm.dst):
                 if n not in seen:
                     seen.append(n)
         nodes = sorted(seen, key=int) if all(n.isdigit() for n in seen) else seen
-    return Scheme(comms, nodes, source)
+        return Scheme(comms, nodes, self.source)
 
 
 def _size(tok: str, source: str, line: int, col: int) -> int:

@@ -60,37 +60,41 @@ def explain(comms: list[tuple[str, str]], model: str, params: dict | None = None
 
 def check_params(model: str, params: dict | None) -> dict:
     """The model's parameters with defaults filled in; UsageError naming a bad key."""
-    params = dict(params or {})
-    if model == "gige":
-        out: dict = dict(GIGE_DEFAULTS)
-    elif model == "myrinet":
-        out = dict(MYRINET_DEFAULTS)
-    elif model == "maxmin":
-        out = {}
-    else:
+    by_model: dict[str, dict] = {"gige": GIGE_DEFAULTS, "myrinet": MYRINET_DEFAULTS, "maxmin": {}}
+    defaults = by_model.get(model)
+    if defaults is None:
         raise UsageError(f"unknown model '{model}'", "--model", f"Use one of {', '.join(MODELS)}")
-    for k, v in params.items():
+    out: dict = dict(defaults)
+    for k, v in (params or {}).items():
         if k not in out:
             known = ", ".join(out) or "none"
             raise UsageError(f"model '{model}' has no parameter '{k}'", f"--{k.replace('_', '-')}",
                              f"Its parameters: {known}")
         out[k] = v
     if model == "gige":
-        for k in GIGE_DEFAULTS:
-            try:
-                out[k] = float(out[k])
-            except (TypeError, ValueError):
-                raise UsageError(f"parameter {k}={out[k]!r} is not a number", f"--{k.replace('_', '-')}",
-                                 "Give a number such as 0.75") from None
-        if not out["beta"] > 0:
-            raise UsageError(f"beta must be positive, got {out['beta']}", "--beta", "The paper's value is 0.75")
+        _check_gige(out)
     elif model == "myrinet":
-        if out["method"] not in ("exact", "sample"):
-            raise UsageError(f"unknown Stop&Go method '{out['method']}'", "--myrinet-method", "Use exact or sample")
-        for k in ("max_states", "samples"):
-            if not isinstance(out[k], int) or out[k] < 1:
-                raise UsageError(f"{k} must be a positive integer", f"--{k.replace('_', '-')}", "Use e.g. 10000")
+        _check_myrinet(out)
     return out
+
+
+def _check_gige(out: dict) -> None:
+    for k in GIGE_DEFAULTS:
+        try:
+            out[k] = float(out[k])
+        except (TypeError, ValueError):
+            raise UsageError(f"parameter {k}={out[k]!r} is not a number", f"--{k.replace('_', '-')}",
+                             "Give a number such as 0.75") from None
+    if not out["beta"] > 0:
+        raise UsageError(f"beta must be positive, got {out['beta']}", "--beta", "The paper's value is 0.75")
+
+
+def _check_myrinet(out: dict) -> None:
+    if out["method"] not in ("exact", "sample"):
+        raise UsageError(f"unknown Stop&Go method '{out['method']}'", "--myrinet-method", "Use exact or sample")
+    for k in ("max_states", "samples"):
+        if not isinstance(out[k], int) or out[k] < 1:
+            raise UsageError(f"{k} must be a positive integer", f"--{k.replace('_', '-')}", "Use e.g. 10000")
 
 
 def _check_comms(comms) -> list[tuple[str, str]]:

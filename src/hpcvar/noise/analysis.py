@@ -351,3 +351,29 @@ def analyze(trace: JitterTrace, top: int = 5) -> dict:
     return {"freq_hz": trace.freq_hz, "kernel": m.get("kernel"), "kernel_hz": khz,
             "source": m.get("source"), "cpus": cpus, "quality": quality(trace),
             "attribution": attribution(trace, periods)}
+
+
+# The collector runs alone on its CPU: a few preemptions a second come from kernel threads; tens a second mean
+# other user processes were scheduled there (the recording then measured their load, not the OS).
+PREEMPTIONS_PER_S = 10.0
+
+
+def preemption_suspicion(res: dict, cpu) -> str:
+    """Why the recording of ``cpu`` measured load rather than OS noise ('' when it did not): the collector's
+    thread was preempted more than PREEMPTIONS_PER_S times a second (``res``: a noise record result)."""
+    att = res.get("attribution") or {}
+    window = att.get("window_s") or 0
+    preempt = ((att.get("thread_context_switches") or {}).get(str(cpu)) or {}).get("nonvoluntary") or 0
+    if window and preempt / window > PREEMPTIONS_PER_S:
+        return (f"the collector was preempted {preempt} times ({preempt / window:.0f}/s): other processes shared "
+                f"CPU {cpu}, so this is load, not OS noise")
+    return ""
+
+
+def recording_suspicion(res: dict) -> str:
+    """Why a noise recording (a noise record result) is suspect as a whole ('' when no CPU of it is)."""
+    for c in res.get("cpus") or []:
+        why = preemption_suspicion(res, c.get("cpu"))
+        if why:
+            return why
+    return ""

@@ -109,15 +109,62 @@ def _bin_error(what: str, path, offset: int, todo: str | None = None) -> InputFi
 
 
 # ---- native .jtr ------------------------------------------------------------------------------------------
+_TODO_TRUNC = "The file is truncated or not a .jtr trace; record it again"
+
+
+class _JtrReader:
+    """The bytes of a .jtr file read in order, each error naming the byte offset."""
+
+    def __init__(self, buf: bytes, path: Path):
+        self.buf, self.path, self.off = buf, path, 0
+
+    def take(self, n: int, what: str) -> bytes:
+        if self.off + n > len(self.buf):
+            raise _bin_error(f"truncated {what} (needs {n} bytes, {len(self.buf) - self.off} left)", self.path,
+                             self.off, _TODO_TRUNC)
+        b = self.buf[self.off:self.off + n]
+        self.off += n
+        return b
+
+    def meta(self, n: int, what: str) -> dict:
+        at = self.off
+        b = self.take(n, what)
+        try:
+            m = json.loads(b.decode()) if b else {}
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise _bin_error(f"metadata is not JSON ({e})", self.path, at) from None
+        if not isinstance(m, dict):
+            raise _bin_error("metadata is not a JSON object", self.path, at)
+        return m
+
+    def events(self, n: int, what: str, cpu: int) -> np.ndarray:
+        at = self.off
+        arr = np.frombuffer(self.take(8 * n, f"{what}s of CPU {cpu}"), dtype="<i8").astype(np.int64)
+        bad = np.flatnonzero(arr < 0)
+        if bad.size:
+            k = int(bad[0])
+            raise _bin_error(f"negative {what} {arr[k]} at CPU {cpu} event {k}", self.path, at + 8 * k,
+                             "The trace is corrupt; record it again")
+        return arr
+
+    def cpu(self, i: int) -> CpuTrace:
+        cpu, flags, n, lead, cmlen = _CPU.unpack(self.take(_CPU.size, f"header of CPU block {i}"))
+        cmeta = self.meta(cmlen, f"metadata of CPU {cpu}")
+        d = self.events(n, "duration", cpu)
+        g = self.events(n, "gap", cpu)
+        cmeta["lead_in_cycles"] = int(lead)
+        cmeta["flags"] = int(flags)
+        return CpuTrace(int(cpu), d, g, cmeta)
+
+
 def read_jtr(path) -> JitterTrace:
     path = Path(path)
     try:
         buf = path.read_bytes()
     except OSError as e:
         raise InputFileError(f"cannot read the trace: {e.strerror}", str(path)) from None
-    todo_trunc = "The file is truncated or not a .jtr trace; record it again"
     if len(buf) < _HDR.size:
-        raise _bin_error(f"truncated header ({len(buf)} of {_HDR.size} bytes)", path, len(buf), todo_trunc)
+        raise _bin_error(f"truncated header ({len(buf)} of {_HDR.size} bytes)", path, len(buf), _TODO_TRUNC)
     magic, version, ncpus, freq, mlen = _HDR.unpack_from(buf, 0)
     if magic != JTR_MAGIC:
         raise _bin_error("not a .jtr jitter trace (bad magic)", path, 0,
@@ -125,48 +172,12 @@ def read_jtr(path) -> JitterTrace:
     if version != JTR_VERSION:
         raise _bin_error(f"unsupported .jtr version {version} (this hpcvar reads {JTR_VERSION})", path, 8,
                          "Convert it with the hpcvar version that wrote it")
-    off = _HDR.size
-
-    def take(n: int, what: str) -> bytes:
-        nonlocal off
-        if off + n > len(buf):
-            raise _bin_error(f"truncated {what} (needs {n} bytes, {len(buf) - off} left)", path, off, todo_trunc)
-        b = buf[off:off + n]
-        off += n
-        return b
-
-    def meta_of(b: bytes, at: int) -> dict:
-        try:
-            m = json.loads(b.decode()) if b else {}
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise _bin_error(f"metadata is not JSON ({e})", path, at) from None
-        if not isinstance(m, dict):
-            raise _bin_error("metadata is not a JSON object", path, at)
-        return m
-
-    at = off
-    meta = meta_of(take(mlen, "metadata"), at)
-    cpus = []
-    for i in range(ncpus):
-        at = off
-        cpu, flags, n, lead, cmlen = _CPU.unpack(take(_CPU.size, f"header of CPU block {i}"))
-        at = off
-        cmeta = meta_of(take(cmlen, f"metadata of CPU {cpu}"), at)
-        at = off
-        d = np.frombuffer(take(8 * n, f"durations of CPU {cpu}"), dtype="<i8").astype(np.int64)
-        g_at = off
-        g = np.frombuffer(take(8 * n, f"gaps of CPU {cpu}"), dtype="<i8").astype(np.int64)
-        for arr, base, name in ((d, at, "duration"), (g, g_at, "gap")):
-            bad = np.flatnonzero(arr < 0)
-            if bad.size:
-                k = int(bad[0])
-                raise _bin_error(f"negative {name} {arr[k]} at CPU {cpu} event {k}", path, base + 8 * k,
-                                 "The trace is corrupt; record it again")
-        cmeta["lead_in_cycles"] = int(lead)
-        cmeta["flags"] = int(flags)
-        cpus.append(CpuTrace(int(cpu), d, g, cmeta))
-    if off != len(buf):
-        raise _bin_error(f"{len(buf) - off} unexpected bytes after the last CPU block", path, off,
+    r = _JtrReader(buf, path)
+    r.off = _HDR.size
+    meta = r.meta(mlen, "metadata")
+    cpus = [r.cpu(i) for i in range(ncpus)]
+    if r.off != len(buf):
+        raise _bin_error(f"{len(buf) - r.off} unexpected bytes after the last CPU block", path, r.off,
                          "The file is not a valid .jtr trace")
     meta.setdefault("source", str(path))
     if not (freq > 0):
@@ -286,59 +297,21 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
     1 cycle = 1 ns. The trace length is the ``# length_ns`` header, else the end of the last event.
     """
     path = Path(path)
-    lines = _read_lines(path)
-    file_freq = length_ns = None
+    head: dict = {"freq": None, "length_ns": None, "cpu": cpu}
     starts: list[tuple[float, int]] = []
     durs: list[float] = []
-    for i, line in enumerate(lines, 1):
+    for i, line in enumerate(_read_lines(path), 1):
         s = line.strip()
         if s.startswith("#"):
-            f = _FREQ_RE.search(s)
-            if f:
-                file_freq = _file_freq(f.group(1), path, i)
-            m = _LEN_RE.search(s)
-            if m:
-                try:
-                    length_ns = float(m.group(1))
-                except ValueError:
-                    length_ns = math.nan
-                if not 0 <= length_ns <= MAX_NS:
-                    raise InputFileError(f"length_ns {m.group(1)[:40]} is not in 0..{MAX_NS:g}", str(path), i,
-                                         todo="Fix the '# length_ns' header")
-            c = _CPUH_RE.search(s)
-            if c:
-                try:
-                    cpu = _cpu_number(c.group(1))
-                except ValueError as e:
-                    raise InputFileError(str(e), str(path), i, todo=f"CPUs are numbered below {MAX_CPU}") from None
-            continue
-        if not s:
-            continue
-        parts = s.split()
-        try:
-            a, b = (float(p) for p in parts) if len(parts) == 2 else (None, None)
-        except ValueError:
-            a = b = None
-        if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)):
-            raise InputFileError(f"'{s}' is not '<start_ns><TAB><duration_ns>'", str(path), i,
-                                 todo="Each line is a start time and a duration in ns")
-        if a < 0 or b < 0:
-            raise InputFileError(f"negative {'start' if a < 0 else 'duration'} in '{s}'", str(path), i)
-        if a + b > MAX_NS:
-            raise InputFileError(f"'{s}' ends beyond {MAX_NS:g} ns", str(path), i,
-                                 todo="Times are in ns; a trace lasts at most a few years")
-        if starts and a < starts[-1][0]:
-            raise InputFileError(f"start {a} is before the previous start {starts[-1][0]}", str(path), i,
-                                 todo="Events must be sorted by start time")
-        if starts and a < starts[-1][0] + durs[-1]:
-            raise InputFileError(f"event at {a} ns overlaps the previous one", str(path), i,
-                                 todo="Merge overlapping events")
-        starts.append((a, i))
-        durs.append(b)
+            _loggopsim_header(s, path, i, head)
+        elif s:
+            a, b = _loggopsim_event(s, path, i, starts[-1][0] if starts else None, durs[-1] if durs else None)
+            starts.append((a, i))
+            durs.append(b)
     if not starts:
         raise InputFileError("the trace has no event", str(path), todo="Give at least one 'start<TAB>duration' line")
-    freq = _need_freq(freq_hz, path) if freq_hz is not None else (file_freq or 1e9)
-    scale = freq / 1e9
+    freq = _need_freq(freq_hz, path) if freq_hz is not None else (head["freq"] or 1e9)
+    scale, length_ns = freq / 1e9, head["length_ns"]
     if max(length_ns or 0.0, starts[-1][0] + durs[-1]) * scale >= MAX_CYCLES:
         raise InputFileError(f"the trace lasts beyond {MAX_CYCLES} cycles at {freq:g} Hz", str(path),
                              todo="Check the frequency and the times (ns)")
@@ -349,8 +322,56 @@ def read_loggopsim(path, freq_hz: float | None = None, cpu: int = 0) -> JitterTr
     if length < end:
         raise InputFileError(f"length_ns {length_ns} is shorter than the last event's end", str(path),
                              todo="Fix the '# length_ns' header")
-    ct = cpu_trace_from_events(cpu, s_c, np.minimum(d_c, np.append(s_c[1:] - s_c[:-1], d_c[-1])), length)
+    ct = cpu_trace_from_events(head["cpu"], s_c, np.minimum(d_c, np.append(s_c[1:] - s_c[:-1], d_c[-1])), length)
     return _check_span(JitterTrace(freq, [ct], {"source": str(path)}), str(path))
+
+
+def _loggopsim_header(s: str, path: Path, i: int, head: dict) -> None:
+    """A '#' line: freq_hz, length_ns and cpu headers into ``head``."""
+    f = _FREQ_RE.search(s)
+    if f:
+        head["freq"] = _file_freq(f.group(1), path, i)
+    m = _LEN_RE.search(s)
+    if m:
+        try:
+            length_ns = float(m.group(1))
+        except ValueError:
+            length_ns = math.nan
+        if not 0 <= length_ns <= MAX_NS:
+            raise InputFileError(f"length_ns {m.group(1)[:40]} is not in 0..{MAX_NS:g}", str(path), i,
+                                 todo="Fix the '# length_ns' header")
+        head["length_ns"] = length_ns
+    c = _CPUH_RE.search(s)
+    if c:
+        try:
+            head["cpu"] = _cpu_number(c.group(1))
+        except ValueError as e:
+            raise InputFileError(str(e), str(path), i, todo=f"CPUs are numbered below {MAX_CPU}") from None
+
+
+def _loggopsim_event(s: str, path: Path, i: int, prev_start: float | None,
+                     prev_dur: float | None) -> tuple[float, float]:
+    """An event line: (start_ns, duration_ns), checked against the one before it."""
+    parts = s.split()
+    try:
+        a, b = (float(p) for p in parts) if len(parts) == 2 else (None, None)
+    except ValueError:
+        a = b = None
+    if a is None or b is None or not (np.isfinite(a) and np.isfinite(b)):
+        raise InputFileError(f"'{s}' is not '<start_ns><TAB><duration_ns>'", str(path), i,
+                             todo="Each line is a start time and a duration in ns")
+    if a < 0 or b < 0:
+        raise InputFileError(f"negative {'start' if a < 0 else 'duration'} in '{s}'", str(path), i)
+    if a + b > MAX_NS:
+        raise InputFileError(f"'{s}' ends beyond {MAX_NS:g} ns", str(path), i,
+                             todo="Times are in ns; a trace lasts at most a few years")
+    if prev_start is not None and a < prev_start:
+        raise InputFileError(f"start {a} is before the previous start {prev_start}", str(path), i,
+                             todo="Events must be sorted by start time")
+    if prev_start is not None and prev_dur is not None and a < prev_start + prev_dur:
+        raise InputFileError(f"event at {a} ns overlaps the previous one", str(path), i,
+                             todo="Merge overlapping events")
+    return a, b
 
 
 def loggopsim_string(trace: JitterTrace, cpu_index: int = 0) -> str:

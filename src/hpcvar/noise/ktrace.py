@@ -321,71 +321,99 @@ def kernel_intervals(records: list[TraceRecord], tids: set[int] | None = None,
     by_cpu: dict[int, list[TraceRecord]] = {}
     for r in records:
         by_cpu.setdefault(r.cpu, []).append(r)
-    out = []
-
-    def ours(pid: int, name: str) -> bool:
-        return pid in tids if tids else name.startswith(comm)
-
+    out: list[dict] = []
     for cpu, recs in sorted(by_cpu.items()):
         recs.sort(key=lambda r: r.ts)
-        open_: dict[tuple, tuple[int, str, str]] = {}
-        away: tuple[int, str] | None = None
-
-        def emit(source, kind, start, end, complete, cpu=cpu):
-            out.append({"cpu": cpu, "source": source, "kind": kind, "start": start, "end": end, "complete": complete})
-
-        for r in recs:
-            n = r.name
-            if n == "sched_switch":
-                m = _SWITCH.search(r.args)
-                if not m:
-                    continue
-                if ours(int(m.group("pp")), m.group("pc")):
-                    if away is not None:  # we never saw the switch back
-                        emit(f"sched_switch to {away[1]}", "sched", away[0], away[0], False)
-                    away = (r.ts, m.group("nc"))
-                elif ours(int(m.group("np")), m.group("nc")) and away is not None:
-                    emit(f"sched_switch to {away[1]}", "sched", away[0], r.ts, True)
-                    away = None
-                continue
-            if away is not None and ours(r.pid, r.comm):  # running again: the switch back was lost
-                emit(f"sched_switch to {away[1]}", "sched", away[0], away[0], False)
-                away = None
-            if n == "nmi_handler":
-                m = _NMI.match(r.args)
-                if m:
-                    d = int(int(m.group("ns")) * cycles_per_ns) if cycles_per_ns else 0
-                    emit(f"nmi {m.group('fn')}", "nmi", r.ts - d, r.ts, bool(cycles_per_ns))
-                continue
-            kv = dict(_KV.findall(r.args))
-            if n in ("irq_handler_entry", "irq_handler_exit"):
-                key, kind = ("irq", kv.get("irq")), "irq"
-                source = f"irq {kv.get('irq', '?')} {kv.get('name', '')}".strip()
-            elif n in ("softirq_entry", "softirq_exit"):
-                a = _ACTION.search(r.args)
-                key, kind = ("softirq", kv.get("vec")), "softirq"
-                source = f"softirq {a.group(1) if a else kv.get('vec', '?')}"
-            elif n.endswith("_entry") or n.endswith("_exit"):
-                key, kind = ("vector", n.rsplit("_", 1)[0]), "vector"
-                source = key[1]
-            else:
-                continue
-            if n.endswith("_entry"):
-                if key in open_:  # its exit was lost
-                    t0, src, k = open_[key]
-                    emit(src, k, t0, t0, False)
-                open_[key] = (r.ts, source, kind)
-            elif key in open_:
-                t0, src, k = open_.pop(key)
-                emit(src, k, t0, r.ts, True)
-            else:  # its entry was lost (or came before tracing started)
-                emit(source, kind, r.ts, r.ts, False)
-        for t0, src, k in open_.values():
-            emit(src, k, t0, t0, False)
-        if away is not None:
-            emit(f"sched_switch to {away[1]}", "sched", away[0], away[0], False)
+        _CpuIntervals(cpu, out, tids, comm, cycles_per_ns).run(recs)
     out.sort(key=lambda x: (x["cpu"], x["start"], x["end"]))
     return out
+
+
+def _source_of(r: TraceRecord) -> tuple[tuple, str, str] | None:
+    """(the key that pairs an entry with its exit, the source's name, its kind) of an irq, softirq or vector
+    record; None for others."""
+    n = r.name
+    kv = dict(_KV.findall(r.args))
+    if n in ("irq_handler_entry", "irq_handler_exit"):
+        return ("irq", kv.get("irq")), f"irq {kv.get('irq', '?')} {kv.get('name', '')}".strip(), "irq"
+    if n in ("softirq_entry", "softirq_exit"):
+        a = _ACTION.search(r.args)
+        return ("softirq", kv.get("vec")), f"softirq {a.group(1) if a else kv.get('vec', '?')}", "softirq"
+    if n.endswith("_entry") or n.endswith("_exit"):
+        key = ("vector", n.rsplit("_", 1)[0])
+        return key, key[1], "vector"
+    return None
+
+
+class _CpuIntervals:
+    """The intervals of one CPU's records (see kernel_intervals): the sources open, the collector's absence."""
+
+    def __init__(self, cpu: int, out: list[dict], tids: set[int] | None, comm: str, cycles_per_ns: float | None):
+        self.cpu, self.out, self.tids, self.comm, self.cycles_per_ns = cpu, out, tids, comm, cycles_per_ns
+        self.open_: dict[tuple, tuple[int, str, str]] = {}
+        self.away: tuple[int, str] | None = None
+
+    def ours(self, pid: int, name: str) -> bool:
+        return pid in self.tids if self.tids else name.startswith(self.comm)
+
+    def emit(self, source: str, kind: str, start: int, end: int, complete: bool) -> None:
+        self.out.append({"cpu": self.cpu, "source": source, "kind": kind, "start": start, "end": end,
+                         "complete": complete})
+
+    def lost_switch_back(self) -> None:
+        assert self.away is not None
+        self.emit(f"sched_switch to {self.away[1]}", "sched", self.away[0], self.away[0], False)
+        self.away = None
+
+    def run(self, recs: list[TraceRecord]) -> None:
+        for r in recs:
+            if r.name == "sched_switch":
+                self.switch(r)
+                continue
+            if self.away is not None and self.ours(r.pid, r.comm):  # running again: the switch back was lost
+                self.lost_switch_back()
+            if r.name == "nmi_handler":
+                self.nmi(r)
+            else:
+                self.entry_or_exit(r)
+        for t0, src, k in self.open_.values():
+            self.emit(src, k, t0, t0, False)
+        if self.away is not None:
+            self.lost_switch_back()
+
+    def switch(self, r: TraceRecord) -> None:
+        m = _SWITCH.search(r.args)
+        if not m:
+            return
+        if self.ours(int(m.group("pp")), m.group("pc")):
+            if self.away is not None:  # we never saw the switch back
+                self.lost_switch_back()
+            self.away = (r.ts, m.group("nc"))
+        elif self.ours(int(m.group("np")), m.group("nc")) and self.away is not None:
+            self.emit(f"sched_switch to {self.away[1]}", "sched", self.away[0], r.ts, True)
+            self.away = None
+
+    def nmi(self, r: TraceRecord) -> None:
+        m = _NMI.match(r.args)
+        if m:
+            d = int(int(m.group("ns")) * self.cycles_per_ns) if self.cycles_per_ns else 0
+            self.emit(f"nmi {m.group('fn')}", "nmi", r.ts - d, r.ts, bool(self.cycles_per_ns))
+
+    def entry_or_exit(self, r: TraceRecord) -> None:
+        found = _source_of(r)
+        if found is None:
+            return
+        key, source, kind = found
+        if r.name.endswith("_entry"):
+            if key in self.open_:  # its exit was lost
+                t0, src, k = self.open_[key]
+                self.emit(src, k, t0, t0, False)
+            self.open_[key] = (r.ts, source, kind)
+        elif key in self.open_:
+            t0, src, k = self.open_.pop(key)
+            self.emit(src, k, t0, r.ts, True)
+        else:  # its entry was lost (or came before tracing started)
+            self.emit(source, kind, r.ts, r.ts, False)
 
 
 __all__ = ["require_tracefs", "TraceSession", "parse_trace", "kernel_intervals", "wanted_events", "buffer_kb_for",

@@ -63,17 +63,21 @@ def _section_or_default(run: Run) -> Section:
     return sec
 
 
-def collect(runs: list[Run], tops: list[Run] | None = None, baseline: Run | None = None) -> dict:
+def collect(runs: list[Run], tops: list[Run] | None = None, baseline: Run | None = None,
+            expectations=None, verdict_out: list | None = None) -> dict:
     """Every run's section, the headlines, warnings and machines, and the verdict (see report.verdict).
 
     Figures are drawn into the directory set by ``plots.redirect`` by the caller, never into the runs."""
     from hpcvar.report import plots, verdict
 
     with plots.baselines(verdict.pair_baseline(runs, baseline)):
-        return _collect(runs, tops, baseline)
+        data = _collect(runs, tops, baseline, expectations)
+    if verdict_out is not None:
+        verdict_out.append(data["verdict"])
+    return data
 
 
-def _collect(runs: list[Run], tops: list[Run] | None, baseline: Run | None) -> dict:
+def _collect(runs: list[Run], tops: list[Run] | None, baseline: Run | None, expectations=None) -> dict:
     from hpcvar.report import verdict
 
     sections, headlines, warnings = [], [], []
@@ -90,7 +94,7 @@ def _collect(runs: list[Run], tops: list[Run] | None, baseline: Run | None) -> d
         for w in machine_warnings(meta):
             if w not in warnings:
                 warnings.append(w)
-    v = verdict.build(tops if tops is not None else runs, sections, baseline)
+    v = verdict.build(tops if tops is not None else runs, sections, baseline, expectations)
     return {"sections": sections, "headlines": headlines, "warnings": warnings, "machines": machines, "verdict": v}
 
 
@@ -133,11 +137,15 @@ def _verdict_view(v) -> dict:
         base = {"id": v.baseline.get("baseline_id", ""), "rows": rows,
                 "unchanged": sum(r["verdict"] == "unchanged" for r in v.baseline["metrics"]),
                 "threshold": v.baseline["threshold_pct"], "alpha": v.baseline["alpha"]}
-    return {"summary": v.summary(), "steps": v.steps, "findings": v.findings, "baseline": base,
-            "baseline_error": v.baseline_error, "statuses": STATUSES, "counts": v.counts()}
+    failed = [c for c in v.checks if c["status"] != "passed"]
+    return {"answer": v.answer.line(), "status": v.answer.status.lower(), "summary": v.summary(),
+            "steps": v.steps, "findings": v.findings, "baseline": base, "baseline_error": v.baseline_error,
+            "statuses": STATUSES, "counts": v.counts(), "checks": failed, "checks_total": len(v.checks),
+            "expect_path": v.expect_path}
 
 
-def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, baseline: Run | None = None) -> str:
+def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, baseline: Run | None = None,
+                expectations=None, verdict_out: list | None = None) -> str:
     import tempfile
 
     from jinja2 import Environment, PackageLoader, select_autoescape
@@ -147,7 +155,7 @@ def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, base
     env = Environment(loader=PackageLoader("hpcvar.report", "templates"), autoescape=select_autoescape(["html"]))
     tpl = env.get_template("report.html.j2")
     with tempfile.TemporaryDirectory(prefix="hpcvar-report-") as tmp, plots.redirect(Path(tmp)):
-        data = collect(runs, tops, baseline)
+        data = collect(runs, tops, baseline, expectations, verdict_out)
         sections = []
         for run, sec in data["sections"]:
             sections.append({
@@ -171,7 +179,7 @@ def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, base
 
 
 def _md_verdict(v) -> list[str]:
-    lines = ["## Verdict", "", v.summary(), ""]
+    lines = ["## Verdict", "", f"**{v.answer.line()}**", "", v.summary(), ""]
     if v.steps:
         lines += ["| step | status | detail | run |", "| --- | --- | --- | --- |"]
         lines += [f"| {s.name} | {s.status} | {_md_text(s.detail)} | {f'`{s.run}`' if s.run else ''} |"
@@ -197,6 +205,16 @@ def _md_verdict(v) -> list[str]:
             lines.append("")
     elif v.baseline_error:
         lines += [f"The baseline could not be compared: {v.baseline_error}", ""]
+    if v.checks:
+        off = [c for c in v.checks if c["status"] != "passed"]
+        lines += [f"Expectations ({v.expect_path}): {len(v.checks) - sum(c['status'] == 'failed' for c in off)} of "
+                  f"{len(v.checks)} met.", ""]
+        if off:
+            lines += ["| status | where | metric | value | expected | source |",
+                      "| --- | --- | --- | --- | --- | --- |"]
+            lines += [f"| {c['status']} | {c['where']} | {c['metric']} | {plain(c['value'])} | {_md_text(c['bound'])} "
+                      f"| {c['source']} |" for c in off]
+            lines.append("")
     return lines
 
 
@@ -205,6 +223,7 @@ def _md_text(text: str) -> str:
 
 
 def render_markdown(runs: list[Run], title: str, tops: list[Run] | None = None, baseline: Run | None = None,
+                    expectations=None, verdict_out: list | None = None,
                     figures_dir: Path | None = None, link_base: Path | None = None) -> str:
     """Markdown: figures are copied into ``figures_dir`` and linked relative to ``link_base`` (the report's
     folder), so the .md and its folder of figures move together."""
@@ -214,7 +233,7 @@ def render_markdown(runs: list[Run], title: str, tops: list[Run] | None = None, 
     from hpcvar.report import plots
 
     with tempfile.TemporaryDirectory(prefix="hpcvar-report-") as tmp, plots.redirect(Path(tmp)):
-        data = collect(runs, tops, baseline)
+        data = collect(runs, tops, baseline, expectations, verdict_out)
         links: dict[Path, str] = {}
         for run, sec in data["sections"]:
             for _, p in sec.figures:
@@ -255,18 +274,20 @@ def _md_table(df) -> str:
 
 
 def write_report(runs: list[Run], out: Path, title: str = "hpcvar report", tops: list[Run] | None = None,
-                 baseline: Run | None = None) -> Path:
+                 baseline: Run | None = None, expectations=None, verdict_out: list | None = None) -> Path:
     """Write the report of ``runs`` to ``out`` (.html self-contained, or .md with a ``<stem>_files`` folder).
 
     ``tops``: the runs as the user named them (a characterization not expanded into its steps), for the
-    verdict's list of steps; ``baseline``: a run to compare against (overlaid and marked in the verdict)."""
+    verdict's list of steps; ``baseline``: a run to compare against (overlaid and marked in the verdict);
+    ``expectations``: site expectations (hpcvar.expect) to judge the runs against; ``verdict_out``: a list that
+    receives the verdict (hpcvar.report.verdict.Verdict, with its one-line answer)."""
     out = Path(out)
     suffix = out.suffix.lower()
     if suffix in (".html", ".htm"):
-        text = render_html(runs, title, tops, baseline)
+        text = render_html(runs, title, tops, baseline, expectations, verdict_out)
     elif suffix == ".md":
-        text = render_markdown(runs, title, tops, baseline, figures_dir=out.parent / f"{out.stem}_files",
-                               link_base=out.parent)
+        text = render_markdown(runs, title, tops, baseline, expectations, verdict_out,
+                               figures_dir=out.parent / f"{out.stem}_files", link_base=out.parent)
     else:
         raise UsageError(f"cannot tell the report format from '{out.name}'", "-o", "Use a .html or .md file name")
     atomic_write_text(out, text)

@@ -13,7 +13,13 @@ from pathlib import Path
 import pandas as pd
 
 GOOD, BAD, SUSPECT, INFO = "good", "bad", "suspect", "info"
-STATUSES = (BAD, SUSPECT, GOOD, INFO)  # the order of the report's verdict: what needs attention first
+# measured: a valid measurement with no reference that could call it good or bad (e.g. a latency judged only
+# against the timer's resolution: the timer can resolve it, which says nothing of its goodness)
+MEASURED = "measured"
+STATUSES = (BAD, SUSPECT, GOOD, MEASURED, INFO)  # the order of the report's verdict: what needs attention first
+# what a headline judges: the machine (its bad values make the answer DEGRADED, its suspect ones UNRELIABLE), a
+# model's accuracy against the machine, or a prediction from measurements (neither says the machine is bad)
+MEASUREMENT, MODEL, PREDICTION = "measurement", "model", "prediction"
 
 
 @dataclass
@@ -23,14 +29,19 @@ class Headline:
     ``status`` says how the value compares with ``reference``, which names what it was judged against (a link
     rate, the timer's cost, a stated threshold) or the assumptions an alarming number rests on; ``info`` when
     nothing is known to judge it by (``reference`` then says so or stays empty). ``suspect`` marks values that
-    are impossible or rest on too little (a negative fitted cost, a CI spanning zero, a fit of 2 points).
+    are impossible or rest on too little (a negative fitted cost, a CI spanning zero, a fit of 2 points), or a
+    prediction built on a suspect measurement; ``measured`` a valid value judged only against the instrument
+    (the timer resolves it) and so neither good nor bad. ``role`` says whether the judgement is of the machine
+    (a measurement), of a model or of a prediction: only measurements make the one-line answer DEGRADED or
+    UNRELIABLE (hpcvar.report.verdict).
     """
 
     label: str
     value: str  # formatted, with unit, e.g. "1.82 us [1.81, 1.83]"
     meaning: str
-    status: str = INFO  # good | bad | suspect | info
+    status: str = INFO  # good | bad | suspect | measured | info
     reference: str = ""
+    role: str = MEASUREMENT  # measurement | model | prediction: what the judgement is of (the answer's rule)
 
 
 @dataclass

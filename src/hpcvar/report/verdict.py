@@ -17,7 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from hpcvar.report.sections import BAD, GOOD, INFO, STATUSES, SUSPECT, Headline
+from hpcvar.answer import Answer, decide
+from hpcvar.report.sections import BAD, GOOD, INFO, MEASURED, MEASUREMENT, STATUSES, SUSPECT, Headline
 
 # A transfer reaching this share of the link's rate uses the link well: TCP over a tbf-shaped link reaches
 # 95-98% here (docs/testbed.md), real NICs 90-97% of their line rate at 4 MiB. Below HALF_OF_LINK something
@@ -127,6 +128,9 @@ class Verdict:
     findings: list[tuple[str, Headline]] = field(default_factory=list)  # (run id, headline), worst first
     baseline: dict | None = None  # hpcvar.compare result against --baseline
     baseline_error: str = ""
+    checks: list[dict] = field(default_factory=list)  # expectations judged (hpcvar.expect.judge)
+    expect_path: str = ""
+    answer: Answer = field(default_factory=lambda: decide([], [], ""))  # the one line: OK / DEGRADED / UNRELIABLE
 
     def counts(self) -> dict[str, int]:
         out = {s: 0 for s in STATUSES}
@@ -143,6 +147,8 @@ class Verdict:
         if c[SUSPECT]:
             parts.append(f"{c[SUSPECT]} suspect")
         parts.append(f"{c[GOOD]} good")
+        if c[MEASURED]:
+            parts.append(f"{c[MEASURED]} measured")
         if c[INFO]:
             parts.append(f"{c[INFO]} without a reference")
         text = "Headlines: " + ", ".join(parts) + "."
@@ -186,9 +192,10 @@ def pair_baseline(runs: list, baseline) -> dict:
     return {str(r.path): by_key[key(r)] for r in runs if key(r) in by_key}
 
 
-def build(tops: list, sections: list, baseline=None) -> Verdict:
+def build(tops: list, sections: list, baseline=None, expectations=None) -> Verdict:
     """``tops``: the runs the report was asked for (characterizations not expanded); ``sections``: the
-    (run, Section) pairs of the report; ``baseline``: a Run to compare the first top run against."""
+    (run, Section) pairs of the report; ``baseline``: a Run to compare the first top run against;
+    ``expectations``: site expectations (hpcvar.expect) every run's observations are judged against."""
     v = Verdict()
     for top in tops:
         if top.info.get("command") == "characterize":
@@ -205,4 +212,67 @@ def build(tops: list, sections: list, baseline=None) -> Verdict:
             v.baseline["baseline_id"] = baseline.id
         except HpcvarError as e:
             v.baseline_error = e.render()
+    if expectations is not None:
+        from hpcvar import expect
+
+        v.expect_path = expectations.path
+        v.checks = [c for top in tops for c in expect.judge(expectations, expect.observations_of(top),
+                                                            _partition(top))]
+    v.answer = answer(v, tops, sections)
     return v
+
+
+def _partition(run) -> str | None:
+    return (run.info.get("params") or {}).get("partition") or \
+        ((run.info.get("metadata") or {}).get("launcher") or {}).get("slurm_partition")
+
+
+def _label(run) -> str:
+    return str((run.info.get("params") or {}).get("step") or run.info.get("command") or run.id)
+
+
+def _section_answers(sections: list) -> tuple[list[str], list[str]]:
+    """What the runs' sections say: a screen's own answer, the measurements judged bad (findings) or suspect
+    (reasons); models and predictions judge no machine."""
+    findings: list[str] = []
+    reasons: list[str] = []
+    for run, sec in sections:
+        label = _label(run)
+        if run.info.get("command") == "screen":
+            a = Answer.from_json((run.info.get("result") or {}).get("answer") or {})
+            findings += [f"{label}: {f}" for f in a.findings]
+            reasons += [f"{label}: {r}" for r in a.reasons]
+            continue
+        for h in sec.headlines:
+            if h.role == MEASUREMENT and h.status == BAD:
+                findings.append(f"{label}: {h.label} {h.value} ({h.reference})")
+            elif h.role == MEASUREMENT and h.status == SUSPECT:
+                reasons.append(f"{label}: {h.label}: {h.reference}")
+    return findings, reasons
+
+
+def answer(v: Verdict, tops: list, sections: list) -> Answer:
+    """The one line (hpcvar.answer): a bad measurement makes it DEGRADED, a suspect one UNRELIABLE; models'
+    errors and predictions are reported but judge no machine, and a prediction on suspect input is suspect
+    (its section says so). Screens answer for themselves; failed steps, load during the run, degradations
+    against the baseline and failed expectations count too."""
+    from hpcvar.expect import failure_text
+
+    findings, reasons = _section_answers(sections)
+    reasons += [f"step {s.name} {s.status}" + (f": {s.detail}" if s.detail else "") for s in v.steps
+                if s.status in ("failed", "interrupted", "not run")]
+    reasons += [w for w in ((top.info.get("load") or {}).get("warning") for top in tops) if w]
+    if v.baseline is not None:
+        findings += [f"{r['metric']}: median {r['baseline_median']:.4g} -> {r['current_median']:.4g} {r['unit']} "
+                     f"({r['change_pct']:+.0f}%) against baseline {v.baseline['baseline_id']}"
+                     for r in v.baseline["metrics"] if r["verdict"] == "degraded"]
+    failed = [c for c in v.checks if c["status"] == "failed"]
+    findings += [failure_text(c) for c in failed if c["valid"]]
+    reasons += [f"{failure_text(c)}, but {c['why']}" for c in failed if not c["valid"]]
+    c = v.counts()
+    basis = f"{c[GOOD]} headline(s) good and {c[MEASURED]} measured against their references, none bad or suspect"
+    if v.baseline is not None:
+        basis += f"; nothing degraded against baseline {v.baseline['baseline_id']}"
+    if v.checks:
+        basis += f"; {len(v.checks) - len(failed)} of {len(v.checks)} expectations met ({v.expect_path})"
+    return decide(findings, reasons, basis)

@@ -103,6 +103,8 @@ KINDS: dict[str, Kind] = {k.command: k for k in [
          cli_help="Fan-in: large-buffer clients and chatter clients into one root."),
     Kind("bench bsp", "Bulk-synchronous phases", "bsp", cli="bench_bsp:cli", summary=("bsp.reps",),
          cli_help="Bulk-synchronous phases: fixed CPU work, then a barrier, on every rank."),
+    Kind("screen", "Screen: which node, which link", "screen",
+         summary=("screen.findings", "screen.node_metrics", "screen.link_metrics")),
     Kind("noise record", "OS jitter recording", "noise_record", summary=("noise.summary",)),
     Kind("sim jitter", "jitSim prediction", "sim_jitter", metrics=None, summary=("jitter.points",)),
     Kind("sim app", "Application replay", "sim_app", metrics=None, summary=("replay.runs",)),

@@ -100,7 +100,8 @@ def check_raw_version(data: bytes, path: str | os.PathLike[str]) -> int:
         "Re-run the measurement with this hpcvar, or read the file with the hpcvar version that wrote it")
 
 
-def read_raw(path: str | os.PathLike[str]) -> RawFile:
+# one loop over the lines; to split into the header and point readers once the robustness work on rawio lands
+def read_raw(path: str | os.PathLike[str]) -> RawFile:  # noqa: C901, PLR0915
     """Parse one raw file; malformed content raises InputFileError with file:line, a format version this
     hpcvar does not read a ResultsError (``check_raw_version``)."""
     path = Path(path)

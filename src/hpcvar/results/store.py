@@ -367,10 +367,13 @@ def resolve_run(ref: str, runs_dir: str | os.PathLike[str] | None = None) -> Pat
         return p
     root = runs_root(runs_dir)
     if ref == "latest":
-        runs = list_runs(runs_dir)
+        broken: list[tuple[Path, ResultsError]] = []
+        runs = [r.path for r in list_runs(runs_dir, broken=broken)] + [b for b, _ in broken]
         if not runs:
             raise UsageError(f"no runs in {root}", "RUN", "Run a benchmark first, or pass --runs-dir")
-        return runs[-1].path
+        newest = max(runs, key=lambda x: x.name)  # ids start with their UTC second: the newest, readable or not
+        _unreadable(newest, broken)
+        return newest
     if (root / ref / "run.json").is_file():
         return root / ref
     if p.is_file():
@@ -385,19 +388,34 @@ def resolve_run(ref: str, runs_dir: str | os.PathLike[str] | None = None) -> Pat
     step = _step_ref(ref)
     if step and (root / step[0] / "steps" / step[1] / "run.json").is_file():
         return root / step[0] / "steps" / step[1]
-    candidates = [r.path for r in list_runs(runs_dir, steps=True)]
+    return _match_run(ref, p, root, runs_dir)
+
+
+def _match_run(ref: str, p: Path, root: Path, runs_dir: str | os.PathLike[str] | None) -> Path:
+    """The one stored run (steps included) whose name is ``ref``, or else contains it."""
+    broken: list[tuple[Path, ResultsError]] = []
+    candidates = [r.path for r in list_runs(runs_dir, steps=True, broken=broken)] + [b for b, _ in broken]
     exact = [c for c in candidates if c.name == ref]
     if len(exact) == 1:
         return exact[0]
     top = [c for c in candidates if c.parent == root and ref in c.name]
     matches = exact or top or [c for c in candidates if ref in run_ref(c, root)]
     if len(matches) == 1:
+        _unreadable(matches[0], broken)
         return matches[0]
     if len(matches) > 1:
         raise UsageError(f"'{ref}' matches {len(matches)} runs", "RUN", "Give more of the run's name")
     if "." in p.name and not p.exists():
         raise UsageError(f"no such file or run: '{ref}'", "RUN", "Check the file name, or see 'hpcvar runs list'")
     raise UsageError(f"no run '{ref}' in {root}", "RUN", "See 'hpcvar runs list', or pass --runs-dir")
+
+
+def _unreadable(path: Path, broken: list[tuple[Path, ResultsError]]) -> None:
+    """The run named is one that cannot be read: say so, and why (never "no run")."""
+    for b, e in broken:
+        if b == path:
+            raise ResultsError(f"run {path.name} is unreadable: {e.what}", e.where,
+                               e.todo or "The run is damaged; run the measurement again")
 
 
 def run_ref(path: Path, root: Path) -> str:

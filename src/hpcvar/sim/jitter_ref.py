@@ -110,64 +110,81 @@ class RefResult:
     extra: dict = field(default_factory=dict)
 
 
-def simulate(traces: list[RefTrace] | None, offs: list[int], phases: int, work: int, barrier: str = "none",
-             arity: int = 2, send: int = 0, recv: int = 0, lat_intra: int = 0, lat_inter: int = 0,
-             cores: int = 1, trace_nodes: int = 1) -> RefResult:
-    """N phases of compute W + barrier for len(offs) tasks. traces=None: no jitter (the baseline T0).
-    With trace_nodes > 1, ``traces`` holds cores traces per recorded node, node-major, and task i (node
-    i // cores) uses recorded node (i // cores) mod trace_nodes."""
-    n = len(offs)
-    absorbed = [0] * n
+def simulate(traces: list[RefTrace] | None, offs: list[int], wl) -> RefResult:
+    """N phases of compute W + barrier for len(offs) tasks; ``wl`` the workload in cycles (work, phases,
+    barrier, arity, send, recv, lat_intra, lat_inter, cores_per_node, trace_nodes: hpcvar.sim.jitter.Workload).
+    traces=None: no jitter (the baseline T0). With trace_nodes > 1, ``traces`` holds cores traces per recorded
+    node, node-major, and task i (node i // cores) uses recorded node (i // cores) mod trace_nodes."""
+    return _RefRun(traces, offs, wl).run()
 
-    def trace(i: int) -> RefTrace:
-        assert traces is not None  # only called with traces
-        if trace_nodes > 1:
-            return traces[((i // cores) % trace_nodes) * cores + i % cores]
-        return traces[i % cores]
 
-    def adv(i: int, t: int, w: int) -> int:
-        if traces is None:
+class _RefRun:
+    """One reference simulation: the tasks' traces and offsets, the jitter each absorbed."""
+
+    def __init__(self, traces: list[RefTrace] | None, offs: list[int], wl):
+        self.traces, self.offs, self.wl = traces, offs, wl
+        self.n = len(offs)
+        self.absorbed = [0] * self.n
+
+    def trace(self, i: int) -> RefTrace:
+        assert self.traces is not None  # only called with traces
+        cores, nodes = self.wl.cores_per_node, self.wl.trace_nodes
+        if nodes > 1:
+            return self.traces[((i // cores) % nodes) * cores + i % cores]
+        return self.traces[i % cores]
+
+    def adv(self, i: int, t: int, w: int) -> int:
+        """Task i's clock after w cycles of work from t (stretched by its trace's detours)."""
+        if self.traces is None:
             return t + w
-        t2 = trace(i).advance(offs[i], t, w)
-        absorbed[i] += t2 - t - w
+        t2 = self.trace(i).advance(self.offs[i], t, w)
+        self.absorbed[i] += t2 - t - w
         return t2
 
-    def lat(i: int, j: int) -> int:
-        return lat_intra if i // cores == j // cores else lat_inter
+    def lat(self, i: int, j: int) -> int:
+        cores = self.wl.cores_per_node
+        return self.wl.lat_intra if i // cores == j // cores else self.wl.lat_inter
 
-    start = [0] * n
-    phase_end, ce_all, ns_all = [], [], []
-    for _ in range(phases):
-        finish = [adv(i, start[i], work) for i in range(n)]
-        if barrier == "none":
-            m = max(finish)
-            nxt = [m] * n
-        elif barrier == "tree":
-            k = arity
-            children = {i: [c for c in range(k * i + 1, k * i + k + 1) if c < n] for i in range(n)}
-            arrive: dict[int, int] = {}  # child -> arrival time of its message at the parent
-            up_cursor = [0] * n
-            for i in reversed(range(n)):  # every child before its parent
-                cur = finish[i]
-                for c in sorted(children[i], key=lambda c: (arrive[c], c)):
-                    cur = adv(i, max(cur, arrive[c]), recv)
-                if i > 0:
-                    cur = adv(i, cur, send)
-                    arrive[i] = cur + lat(i, (i - 1) // k)
-                up_cursor[i] = cur
-            release: dict[int, int] = {}
-            nxt = [0] * n
-            for i in range(n):  # every parent before its children
-                cur = up_cursor[i] if i == 0 else adv(i, release[i], recv)
-                for c in children[i]:
-                    cur = adv(i, cur, send)
-                    release[c] = cur + lat(i, c)
-                nxt[i] = cur
-        else:
-            raise ValueError(f"unknown barrier {barrier!r}")
-        ce_all.append(finish)
-        ns_all.append(nxt)
-        phase_end.append(max(nxt))
-        start = nxt
-    return RefResult(total=phase_end[-1] if phase_end else 0, phase_end=phase_end, compute_end=ce_all,
-                     next_start=ns_all, absorbed=absorbed)
+    def run(self) -> RefResult:
+        wl, n = self.wl, self.n
+        start = [0] * n
+        phase_end, ce_all, ns_all = [], [], []
+        for _ in range(wl.phases):
+            finish = [self.adv(i, start[i], wl.work) for i in range(n)]
+            if wl.barrier == "none":
+                nxt = [max(finish)] * n
+            elif wl.barrier == "tree":
+                nxt = self.tree_barrier(finish)
+            else:
+                raise ValueError(f"unknown barrier {wl.barrier!r}")
+            ce_all.append(finish)
+            ns_all.append(nxt)
+            phase_end.append(max(nxt))
+            start = nxt
+        return RefResult(total=phase_end[-1] if phase_end else 0, phase_end=phase_end, compute_end=ce_all,
+                         next_start=ns_all, absorbed=self.absorbed)
+
+    def tree_barrier(self, finish: list[int]) -> list[int]:
+        """The k-ary tree barrier after the phase's work: up (every child before its parent, a parent receives
+        in order of arrival), then down; each task's start of the next phase."""
+        wl, n, k = self.wl, self.n, self.wl.arity
+        children = {i: [c for c in range(k * i + 1, k * i + k + 1) if c < n] for i in range(n)}
+        arrive: dict[int, int] = {}  # child -> arrival time of its message at the parent
+        up_cursor = [0] * n
+        for i in reversed(range(n)):  # every child before its parent
+            cur = finish[i]
+            for c in sorted(children[i], key=lambda c: (arrive[c], c)):
+                cur = self.adv(i, max(cur, arrive[c]), wl.recv)
+            if i > 0:
+                cur = self.adv(i, cur, wl.send)
+                arrive[i] = cur + self.lat(i, (i - 1) // k)
+            up_cursor[i] = cur
+        release: dict[int, int] = {}
+        nxt = [0] * n
+        for i in range(n):  # every parent before its children
+            cur = up_cursor[i] if i == 0 else self.adv(i, release[i], wl.recv)
+            for c in children[i]:
+                cur = self.adv(i, cur, wl.send)
+                release[c] = cur + self.lat(i, c)
+            nxt[i] = cur
+        return nxt

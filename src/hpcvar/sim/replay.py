@@ -99,6 +99,23 @@ def _index(text: str, what: str, hi: int) -> int:
     return n
 
 
+def _cluster_line(line: list[str], raw: str, path: str, i: int, kv: dict, links: dict, link_lines: dict) -> None:
+    """A 'key value' line into kv, a 'link A B BANDWIDTH LATENCY' line into links (and its line number)."""
+    try:
+        if line[0] == "link" and len(line) == 5:
+            key = (_index(line[1], "node", MAX_NODES), _index(line[2], "node", MAX_NODES))
+            links[key] = (_cluster_value("bandwidth", line[3], path, i), _cluster_value("latency", line[4], path, i))
+            link_lines[key] = i
+        elif line[0] in _CLUSTER_KEYS and len(line) == 2:
+            kv[line[0]] = _cluster_value(line[0], line[1], path, i)
+        else:
+            raise ValueError
+    except ValueError as e:
+        raise InputFileError(f"cannot read '{raw.strip()}'{f' ({e})' if str(e) else ''}", path, i,
+                             todo="Write 'nodes 4', 'bandwidth 1gbit', 'latency 50us', "
+                                  "'link 0 1 1gbit 50us' (rates and times take their unit)") from None
+
+
 def load_cluster(path: str) -> Cluster:
     """A cluster file: 'key value' lines (nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
     shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first, flops_rate) and 'link A B BANDWIDTH
@@ -110,26 +127,12 @@ def load_cluster(path: str) -> Cluster:
     if not p.is_file():
         raise InputFileError("no such cluster file", path, todo="Give a file of 'key value' lines (docs/replay.md)")
     kv: dict[str, float] = {}
-    links = {}
-    link_lines = {}
+    links: dict = {}
+    link_lines: dict = {}
     for i, raw in enumerate(read_user_text(p).splitlines(), 1):
         line = raw.split("#", 1)[0].split()
-        if not line:
-            continue
-        try:
-            if line[0] == "link" and len(line) == 5:
-                key = (_index(line[1], "node", MAX_NODES), _index(line[2], "node", MAX_NODES))
-                links[key] = (_cluster_value("bandwidth", line[3], path, i),
-                              _cluster_value("latency", line[4], path, i))
-                link_lines[key] = i
-            elif line[0] in _CLUSTER_KEYS and len(line) == 2:
-                kv[line[0]] = _cluster_value(line[0], line[1], path, i)
-            else:
-                raise ValueError
-        except ValueError as e:
-            raise InputFileError(f"cannot read '{raw.strip()}'{f' ({e})' if str(e) else ''}", path, i,
-                                 todo="Write 'nodes 4', 'bandwidth 1gbit', 'latency 50us', "
-                                      "'link 0 1 1gbit 50us' (rates and times take their unit)") from None
+        if line:
+            _cluster_line(line, raw, path, i, kv, links, link_lines)
     for k in ("nodes", "cores_per_node", "bandwidth", "latency"):
         if k not in kv:
             raise InputFileError(f"the cluster file lacks '{k}'", path, todo=f"Add a line '{k} VALUE'")
@@ -211,7 +214,7 @@ class Simulator:
     and ``encoded`` (the C core's arrays) are computed on first use when not given; both depend only on the
     trace and the collective algorithm, so callers pass them along to replay one trace many times."""
 
-    def __init__(self, trace: Trace, cluster: Cluster, node_of: list[int], model: str = "none",
+    def __init__(self, trace: Trace, cluster: Cluster, node_of: list[int], model: str = "none",  # noqa: PLR0913
                  params: dict | None = None, algo: str = "binomial", eager_bytes: int = 65536,
                  jitter=None, lowered=None, engine: str = "auto", encoded=None, keep_rows: bool = True,
                  progress=None, compute: str = "wall"):

@@ -323,12 +323,38 @@ def _ptr(a: np.ndarray) -> int:
     return a.ctypes.data
 
 
+def _model_params(c, model: str, params: dict | None) -> None:
+    """The sharing model's parameters into the core's config."""
+    from hpcvar.models.sharing import check_params
+
+    if model == "gige":
+        p = check_params("gige", params)
+        c.beta, c.gamma_in, c.gamma_out = p["beta"], p["gamma_in"], p["gamma_out"]
+    elif model == "myrinet":
+        p = check_params("myrinet", params)
+        c.myr_method = 0 if p["method"] == "exact" else 1
+        c.myr_max_states, c.myr_samples, c.myr_seed = p["max_states"], p["samples"], p["seed"]
+
+
+def _check_rc(rc: int, c, params: dict | None) -> None:
+    """The core's return code as an error: too many Stop&Go states, or no memory."""
+    from hpcvar.models.sharing import ModelLimitError, check_params
+
+    if rc == -2:
+        p = check_params("myrinet", params)
+        raise ModelLimitError(
+            f"a conflict component of {c.error_size} communications has more than {p['max_states']} Stop&Go states",
+            "--max-states",
+            "Use the bounded sampling method (--myrinet-method sample, params method=sample) or raise --max-states")
+    if rc != 0:
+        raise HpcvarError("the replay core ran out of memory", None, "Replay a shorter trace")
+
+
 def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
     """Replay ``enc`` with the simulator's cluster, mapping, model and jitter in C; a ``Result``.
     ``keep_rows``: also the per-row start and end times (16 bytes per row; the Chrome export and the tests
     use them). ``progress(ops_done, nops)`` is called every PROGRESS_EVERY events."""
     from hpcvar.errors import InputFileError
-    from hpcvar.models.sharing import ModelLimitError, check_params
     from hpcvar.sim.replay_ref import Result
 
     cl, ntasks = sim.cluster, enc.ntasks
@@ -350,13 +376,7 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
                 latency=float(cl.latency), shm_bandwidth=float(cl.shm_bandwidth), shm_latency=float(cl.shm_latency),
                 rndv_latency=float(cl.rndv_latency), shm_rndv_latency=float(cl.shm_rndv_latency),
                 send_buffer=float(cl.send_buffer), rndv_first=float(cl.rndv_first), nlinks=len(links))
-    if sim.model == "gige":
-        p = check_params("gige", sim.params)
-        c.beta, c.gamma_in, c.gamma_out = p["beta"], p["gamma_in"], p["gamma_out"]
-    elif sim.model == "myrinet":
-        p = check_params("myrinet", sim.params)
-        c.myr_method = 0 if p["method"] == "exact" else 1
-        c.myr_max_states, c.myr_samples, c.myr_seed = p["max_states"], p["samples"], p["seed"]
+    _model_params(c, sim.model, sim.params)
     arrays = dict(link_key=link_key, link_bw=link_bw, link_lat=link_lat, task_off=enc.task_off, kind=enc.kind,
                   peer=enc.peer, val=enc.val, key=enc.key, req=enc.req, wreq=enc.wreq, row=enc.row, node_of=node_of,
                   clock=clock, comm=comm, pen_sum=pen_sum, pen_n=pen_n, kinds=kinds, pc=pc, blocked=blocked)
@@ -370,15 +390,7 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
         setattr(c, name, _ptr(arr))
     cb = PROGRESS_FN(progress) if progress is not None else PROGRESS_FN()
     c.progress = cb
-    rc = lib().hv_rp_run(ctypes.byref(c))
-    if rc == -2:
-        p = check_params("myrinet", sim.params)
-        raise ModelLimitError(
-            f"a conflict component of {c.error_size} communications has more than {p['max_states']} Stop&Go states",
-            "--max-states",
-            "Use the bounded sampling method (--myrinet-method sample, params method=sample) or raise --max-states")
-    if rc != 0:
-        raise HpcvarError("the replay core ran out of memory", None, "Replay a shorter trace")
+    _check_rc(lib().hv_rp_run(ctypes.byref(c)), c, sim.params)
     source = sim.trace.source or "trace"
     if c.finished < ntasks:
         stuck = [t for t in range(ntasks) if blocked[t] > 0]

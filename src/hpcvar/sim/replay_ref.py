@@ -105,7 +105,8 @@ def lower(trace, algo: str = "binomial", compute: str = "wall") -> tuple[list[li
         else:
             k = coll_count.get((t, comm), 0)
             coll_count[(t, comm)] = k + 1
-            _lower_collective(lst, trace, member_index, algo, op, t, seq, peer, b, comm, k, row)
+            _lower_collective(lst, trace, member_index[comm] if comm in member_index else None, algo,
+                              (op, t, seq, peer, b, comm), k)
     return tasks, {}
 
 
@@ -143,16 +144,20 @@ def _lower_recv(lst, trace, op, t, seq, peer, b, tag, comm, row):
         lst.append(("w", (("r", t, seq - 1), rq), row))
 
 
-def _lower_collective(lst, trace, member_index, algo, op, t, seq, peer, b, comm, k, row):
+def _lower_collective(lst, trace, index, algo, call: tuple, k: int):
+    """A collective call (op, task, seq, root or -1, bytes, comm), the k-th of its task on its communicator
+    (``index``: member -> position in it), as its steps' messages."""
+    op, t, seq, peer, b, comm = call
+    row = (t, seq)
     members = trace.comms.get(comm)
     if members is None:
         raise InputFileError(f"task {t} seq {seq}: communicator {comm} is not described", trace.source or "trace",
                              todo="Re-merge the trace (its comms metadata is incomplete)")
-    me = member_index[comm].get(t)
+    me = index.get(t)
     if me is None:
         raise InputFileError(f"task {t} seq {seq}: task is not a member of communicator {comm}",
                              trace.source or "trace", todo="Re-merge the trace")
-    root = member_index[comm].get(peer, 0) if peer >= 0 else 0
+    root = index.get(peer, 0) if peer >= 0 else 0
     steps = collectives.steps(op, len(members), me, root, b, algo)
     if not steps:
         lst.append(("w", (), row))

@@ -4,10 +4,12 @@ from hpcvar.stats.summary import (
     PERCENTILES,
     jain_index,
     mad,
+    mean_ci,
     median_ci,
     outlier_mask,
     summarize,
     variance_components,
 )
 
-__all__ = ["PERCENTILES", "jain_index", "mad", "median_ci", "outlier_mask", "summarize", "variance_components"]
+__all__ = ["PERCENTILES", "jain_index", "mad", "mean_ci", "median_ci", "outlier_mask", "summarize",
+           "variance_components"]

@@ -67,6 +67,23 @@ def median_ci(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
     return (float(res.confidence_interval.low), float(res.confidence_interval.high))
 
 
+def mean_ci(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """Confidence interval of the mean: percentile bootstrap (fixed seed), or Student's t above
+    ``BOOTSTRAP_MAX_N`` samples (the central limit theorem holds by then)."""
+    x = np.asarray(x, dtype=float)
+    n = x.size
+    if n == 0:
+        return (float("nan"), float("nan"))
+    if n == 1 or np.all(x == x[0]):
+        return (float(x[0]), float(x[0]))
+    if n > BOOTSTRAP_MAX_N:
+        half = float(sps.t.ppf(0.5 + confidence / 2, n - 1) * np.std(x, ddof=1) / np.sqrt(n))
+        return (float(np.mean(x)) - half, float(np.mean(x)) + half)
+    res = sps.bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
+                        method="percentile", vectorized=True, random_state=np.random.default_rng(BOOTSTRAP_SEED))
+    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
+
+
 def summarize(x, percentiles=PERCENTILES, ci: bool = True) -> dict:
     """All summary statistics of one set of samples, as a flat dict of floats.
 

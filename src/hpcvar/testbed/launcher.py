@@ -189,8 +189,9 @@ class TestbedLauncher(Launcher):
             "uplink_rate_bps": plan.uplink_rate_bps, "intra_host": plan.intra_host, "mtu": plan.mtu,
             "ranks_per_host": plan.ranks_per_host, "shaping": "tbf both directions (host upload, switch port "
                                                               "download)",
-            "hosts": [{"name": h.name, "addr": h.addr, "switch": h.switch, "rate_bps": h.rate_bps}
-                      for h in plan.hosts]}
+            "hosts": [{"name": h.name, "addr": h.addr, "switch": h.switch, "rate_bps": h.rate_bps,
+                       **({"cpu_period_us": h.cpu_period_us, "cpu_quota_us": h.cpu_quota_us} if h.cpu_quota_us
+                          else {})} for h in plan.hosts]}
         try:
             d.update(mpiexec=self.mpiexec, mpi_family=self.flavor.family, mpi_version=self.flavor.version)
         except HpcvarError as e:  # metadata never fails a run; the launch itself reports the real error

@@ -21,7 +21,16 @@ import time
 from pathlib import Path
 
 from hpcvar.errors import HpcvarError, MissingToolError, UsageError
-from hpcvar.testbed.plan import Plan, agent_script, choose_subnet, load_state, networks_in_use, save_state, tbf_args
+from hpcvar.testbed.plan import (
+    Plan,
+    agent_script,
+    choose_subnet,
+    load_state,
+    networks_in_use,
+    place_cgroups,
+    save_state,
+    tbf_args,
+)
 
 IP_TIMEOUT_S = 20.0
 
@@ -125,11 +134,14 @@ def _stop_watcher(state_path: Path) -> None:
 def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None, slurm: bool = False) -> Plan:
     """Create the testbed of ``plan`` (replacing a recorded one), with a Slurm cluster over its hosts when
     ``slurm``; returns the plan as built."""
+    from hpcvar.testbed import cgroups
     from hpcvar.testbed import slurm_daemons as sl
 
     check_root()
     if slurm:
         sl.check_tools()  # before anything is created
+    if any(h.cpu_quota_us for h in plan.hosts):
+        cgroups.cpu_hierarchy()  # the cpu controller is there, before anything is created
     say = log or (lambda msg: None)
     old = load_state(state_path)
     if old is not None:
@@ -149,9 +161,11 @@ def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None, slurm:
     plan.agent = str(agent_path(state_path))
     if slurm:
         plan.slurm = sl.plan_slurm(plan, state_path)
+    place_cgroups(plan, state_path)
     save_state(state_path, plan)  # recorded before anything exists: down works after a crash from here on
     try:
         _build(plan, say)
+        cgroups.setup(plan, say)  # before any process starts in a host (slurmd joins its group)
         agent = agent_path(state_path)
         agent.write_text(agent_script(plan))
         agent.chmod(0o755)
@@ -230,6 +244,9 @@ def down(state_path: Path, log=None) -> list[str]:
             sh(["ip", "netns", "del", ns])
             removed.append(ns)
             say(f"deleted namespace {ns}")
+    from hpcvar.testbed import cgroups
+
+    cgroups.teardown(plan, say)
     _stop_watcher(state_path)
     for p in (agent_path(state_path), owner_path(state_path), state_path):
         try:
@@ -339,6 +356,8 @@ def status(state_path: Path) -> dict:
         hosts.append({
             "name": h.name, "ns": h.ns, "addr": f"{h.addr}/{plan.prefixlen}", "switch": h.switch,
             "rate_bps": h.rate_bps, "exists": exists,
+            "cpu": {"period_us": h.cpu_period_us, "quota_us": h.cpu_quota_us, "cgroup": h.cgroup}
+            if h.cpu_quota_us else None,
             "link": link_state(h.ns, h.dev) if exists else None,
             "upload": qdisc_counters(h.ns, h.dev) if exists else {},
             "download": qdisc_counters(plan.switch_ns, h.port) if plan.switch_ns in present else {},
@@ -365,8 +384,13 @@ def leftovers(prefix: str, state_path: Path | None = None) -> dict:
     links = json.loads(sh(["ip", "-j", "link", "show"]).stdout or "[]")
     out = {"namespaces": sorted(n for n in existing_namespaces() if n.startswith(prefix)),
            "links": sorted(link["ifname"] for link in links if link.get("ifname", "").startswith(prefix))}
+    from hpcvar.testbed import cgroups
+
+    out["cgroups"] = cgroups.leftovers(prefix)
     if state_path is not None:
         from hpcvar.testbed import slurm_daemons as sl
+
+        out["cgroup_mount"] = [str(p) for p in [cgroups.mount_path(Path(state_path))] if os.path.ismount(p)]
 
         d = sl.slurm_dir(Path(state_path))
         out["slurm_dir"] = [str(d)] if d.exists() else []

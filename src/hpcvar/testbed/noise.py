@@ -20,7 +20,7 @@ from typing import Any
 from hpcvar.errors import UsageError
 from hpcvar.launch.guard import preexec
 from hpcvar.testbed.netns import TestbedError, require_up
-from hpcvar.testbed.plan import Plan, save_state
+from hpcvar.testbed.plan import Host, Plan, save_state
 
 BASE_PORT = 47000
 MAX_DURATION_S = 24 * 3600.0
@@ -36,8 +36,12 @@ class Flow:
     off_s: float = 0.0
 
 
-def _py(ns: str, args: list[str]) -> list[str]:
-    return ["ip", "netns", "exec", ns, sys.executable, "-m", "hpcvar.testbed.traffic", *args]
+def _py(host: Host, args: list[str]) -> list[str]:
+    """A traffic process inside ``host`` (in its cpu cgroup when it has a CPU fault: it is the host's process)."""
+    from hpcvar.testbed.cgroups import join_argv
+
+    return join_argv(host.cgroup, ["ip", "netns", "exec", host.ns, sys.executable, "-m", "hpcvar.testbed.traffic",
+                                   *args])
 
 
 def flow_commands(plan: Plan, flows: list[Flow], duration_s: float, port: int = BASE_PORT,
@@ -48,7 +52,7 @@ def flow_commands(plan: Plan, flows: list[Flow], duration_s: float, port: int = 
                          "Give a bounded duration such as 10s")
     dsts = sorted({f.dst for f in flows}, key=lambda n: plan.host(n).addr)
     ports = {d: port + i for i, d in enumerate(dsts)}
-    recvs = [_py(plan.host(d, "--to").ns, ["recv", "--port", str(ports[d]), "--duration",
+    recvs = [_py(plan.host(d, "--to"), ["recv", "--port", str(ports[d]), "--duration",
                                             repr(duration_s + RECV_SLACK_S), "--skip", repr(skip_s)])
              for d in dsts]
     sends = []
@@ -59,7 +63,7 @@ def flow_commands(plan: Plan, flows: list[Flow], duration_s: float, port: int = 
                              "Choose two different hosts")
         if f.on_s <= 0 or f.off_s < 0:
             raise UsageError("--on must be positive and --off not negative", "--on", "Example: --on 50ms --off 200ms")
-        sends.append(_py(src.ns, ["send", "--to", dst.addr, "--port", str(ports[f.dst]), "--duration",
+        sends.append(_py(src, ["send", "--to", dst.addr, "--port", str(ports[f.dst]), "--duration",
                                   repr(duration_s), "--rate", repr(float(f.rate_bps)), "--on", repr(f.on_s),
                                   "--off", repr(f.off_s)]))
     return recvs, sends
@@ -95,6 +99,11 @@ def run_flows(state_path: Path, flows: list[Flow], duration_s: float, port: int 
         save_state(state_path, plan)
         return {"background": True, "pids": [p.pid for p in procs], "until_unix": until,
                 "flows": [vars(f) for f in flows]}
+    return _merge(plan, flows, _wait_flows(procs, duration_s), len(recvs))
+
+
+def _wait_flows(procs: list, duration_s: float) -> list[dict]:
+    """What every traffic process measured (the last line of its output), once they all ended."""
     results = []
     try:
         for p in procs:
@@ -112,7 +121,7 @@ def run_flows(state_path: Path, flows: list[Flow], duration_s: float, port: int 
         for p in procs:
             p.terminate()
         raise
-    return _merge(plan, flows, results, len(recvs))
+    return results
 
 
 def _merge(plan: Plan, flows: list[Flow], results: list[dict], nrecv: int) -> dict:

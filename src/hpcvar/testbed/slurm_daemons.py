@@ -41,8 +41,11 @@ READY_TIMEOUT_S = 30.0
 MIN_NODE_CPUS = 4
 MUNGE_SOCKET_ROOT = "/run/hpcvar-munge"
 # run by sh inside the host's network namespace and new UTS and mount namespaces: $0 node, $1 slurm.conf,
-# $2 an empty directory that holds the cgroup tree while /sys is mounted afresh for this network namespace
-SLURMD_SH = ('set -e; mount --make-rslave /; mount --rbind /sys/fs/cgroup "$2"; umount -l /sys; '
+# $2 an empty directory that holds the cgroup tree while /sys is mounted afresh for this network namespace,
+# $3 the cgroup.procs of the host's cpu cgroup when it has a CPU fault (empty otherwise): slurmd joins it, so
+# every step it starts runs there (testbed.cgroups)
+SLURMD_SH = ('set -e; [ -z "$3" ] || echo $$ > "$3"; '
+             'mount --make-rslave /; mount --rbind /sys/fs/cgroup "$2"; umount -l /sys; '
              'mount -t sysfs sysfs /sys; mount --move "$2" /sys/fs/cgroup; hostname "$0"; '
              'exec slurmd -f "$1" -N "$0"')
 
@@ -100,7 +103,20 @@ def plan_slurm(plan: Plan, state_path: Path) -> dict:
             "socket_dir": f"{MUNGE_SOCKET_ROOT}/{plan.prefix}{tag}",
             "slurmd_port": d_port, "root_link": f"{plan.prefix}{HOST_DEV}", "root_peer": f"{plan.prefix}rp",
             "cluster": "hpcvar" + plan.prefix.rstrip("-"), "cpus": max(os.cpu_count() or 1, MIN_NODE_CPUS),
-            "status": "planned"}
+            "first_job_id": first_job_id(), "status": "planned"}
+
+
+# Every 'up' starts a fresh controller, and job ids would restart at 1: MPI libraries name their shared-memory
+# segments after the job (MPICH: /dev/shm/mpich_shm_<hash of the PMI kvs name kvs_<job>_<step>>_<node>), so a
+# segment that a killed job left behind collides with the next testbed's job of the same id ("Out of memory"
+# in MPIDI_POSIX_comm_bootstrap, with two ranks on one node). A random first job id makes that unlikely.
+MAX_FIRST_JOB_ID = 60_000_000  # below Slurm's largest job id (0x03ff0000)
+
+
+def first_job_id() -> int:
+    import secrets
+
+    return 1000 + secrets.randbelow(MAX_FIRST_JOB_ID)
 
 
 def conf_text(plan: Plan, s: dict) -> str:
@@ -121,6 +137,7 @@ def conf_text(plan: Plan, s: dict) -> str:
         "ReturnToService=2", "AccountingStorageType=accounting_storage/none",
         "JobAcctGatherType=jobacct_gather/none", "JobCompType=jobcomp/none",
         "SlurmctldTimeout=30", "SlurmdTimeout=30", "InactiveLimit=0", "KillWait=5", "MinJobAge=30",
+        f"FirstJobId={s.get('first_job_id', 1)}",
     ]
     for h in plan.hosts:
         lines.append(f"NodeName={h.ns} NodeHostname={h.ns} NodeAddr={h.addr} CPUs={s['cpus']} State=UNKNOWN")
@@ -199,7 +216,7 @@ def start(plan: Plan, sh, say) -> None:
         cg = d / "mnt" / h.ns
         cg.mkdir(parents=True, exist_ok=True)
         res = _run(["nsenter", f"--net=/run/netns/{h.ns}", "unshare", "--uts", "--mount", "--", "sh", "-c",
-                    SLURMD_SH, h.ns, s["conf"], str(cg)], conf)
+                    SLURMD_SH, h.ns, s["conf"], str(cg), f"{h.cgroup}/cgroup.procs" if h.cgroup else ""], conf)
         if res.returncode != 0:
             raise SlurmError(f"slurmd of {h.name} did not start: {res.stderr.strip()}\n"
                              f"{_tail(d / 'log' / f'slurmd-{h.ns}.log')}")

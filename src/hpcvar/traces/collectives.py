@@ -146,28 +146,13 @@ def steps(op: str, n: int, me: int, root: int, nbytes: int, algo: str) -> list[S
     vr = (me - root) % n
     b = int(nbytes)
     if op == "barrier":
-        if algo == "recdoub":
-            out, k = [], 1
-            while k < n:
-                out.append(([((me + k) % n, 0)], [((me - k) % n, 0)]))
-                k *= 2
-            return out
-        if algo == "ring":
-            one: Step = ([((me + 1) % n, 0)], [])
-            if me == 0:
-                return [one, ([], [(n - 1, 0)]), one, ([], [(n - 1, 0)])]
-            return [([], [(me - 1, 0)]), ([((me + 1) % n, 0)], [])] * 2
-        return _reduce_binomial(n, me, 0) + _bcast_binomial(n, me, 0)
+        return _barrier(n, me, algo)
     if op == "bcast":
         return _relative(_chain(n, vr, b, False) if algo == "ring" else _bcast_binomial(n, vr, b), root, n)
     if op == "reduce":
         return _relative(_chain(n, vr, b, True) if algo == "ring" else _reduce_binomial(n, vr, b), root, n)
     if op == "allreduce":
-        if algo == "recdoub":
-            return _recdoub_allreduce(n, me, b)
-        if algo == "ring":
-            return _ring_steps(n, me, -(-b // n), 2 * (n - 1))
-        return _reduce_binomial(n, me, b) + _bcast_binomial(n, me, b)
+        return _allreduce(n, me, b, algo)
     if op in ("gather", "scatter"):
         if algo == "ring":
             return _linear(op, n, me, root, b)
@@ -177,20 +162,46 @@ def steps(op: str, n: int, me: int, root: int, nbytes: int, algo: str) -> list[S
         per = b if me != root else -(-b // max(n - 1, 1))
         return _linear(op[:-1], n, me, root, per)
     if op in ("allgather", "allgatherv"):
-        blk = b if op == "allgather" else -(-b // n)
-        if algo == "binomial":
-            return _gather_binomial(n, me, blk) + _bcast_binomial(n, me, blk * n)
-        if algo == "recdoub" and n & (n - 1) == 0:
-            out, mask = [], 1
-            while mask < n:
-                out.append(([(me ^ mask, blk * mask)], [(me ^ mask, blk * mask)]))
-                mask <<= 1
-            return out
-        return _ring_steps(n, me, blk, n - 1)
+        return _allgather(n, me, b if op == "allgather" else -(-b // n), algo)
     if op in ("alltoall", "alltoallv"):
         per = -(-b // n)
         return [([((me + k) % n, per)], [((me - k) % n, per)]) for k in range(1, n)]
     raise ValueError(f"not a collective: {op}")
+
+
+def _barrier(n: int, me: int, algo: str) -> list[Step]:
+    if algo == "recdoub":
+        out, k = [], 1
+        while k < n:
+            out.append(([((me + k) % n, 0)], [((me - k) % n, 0)]))
+            k *= 2
+        return out
+    if algo == "ring":
+        one: Step = ([((me + 1) % n, 0)], [])
+        if me == 0:
+            return [one, ([], [(n - 1, 0)]), one, ([], [(n - 1, 0)])]
+        return [([], [(me - 1, 0)]), ([((me + 1) % n, 0)], [])] * 2
+    return _reduce_binomial(n, me, 0) + _bcast_binomial(n, me, 0)
+
+
+def _allreduce(n: int, me: int, b: int, algo: str) -> list[Step]:
+    if algo == "recdoub":
+        return _recdoub_allreduce(n, me, b)
+    if algo == "ring":
+        return _ring_steps(n, me, -(-b // n), 2 * (n - 1))
+    return _reduce_binomial(n, me, b) + _bcast_binomial(n, me, b)
+
+
+def _allgather(n: int, me: int, blk: int, algo: str) -> list[Step]:
+    if algo == "binomial":
+        return _gather_binomial(n, me, blk) + _bcast_binomial(n, me, blk * n)
+    if algo == "recdoub" and n & (n - 1) == 0:
+        out, mask = [], 1
+        while mask < n:
+            out.append(([(me ^ mask, blk * mask)], [(me ^ mask, blk * mask)]))
+            mask <<= 1
+        return out
+    return _ring_steps(n, me, blk, n - 1)
 
 
 def _linear(op, n, me, root, b):

@@ -34,8 +34,8 @@ FORMATS = ("parquet", "tit", "otf2")
 def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: str | None = None,
                dialect: str | None = None):
     """A Trace from hpcvar's Parquet trace, a SimGrid TIT file or an OTF2 archive (anchor .otf2); ``fmt``
-    auto goes by the extension; ``engine`` picks the TIT and OTF2 importer (import_engine); ``dialect``: the TIT
-    dialect (None: auto, else the SimGrid version that wrote it, hpcvar.traces.tit_dialect)."""
+    auto goes by the extension; ``engine`` picks the TIT and OTF2 importer (import_engine); ``dialect``: the
+    TIT dialect (None: auto, else the SimGrid version that wrote it, hpcvar.traces.tit_dialect)."""
     from hpcvar.traces import parquet
 
     p = Path(path)

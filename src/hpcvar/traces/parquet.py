@@ -464,14 +464,9 @@ def events_from_arrow(table, where: str) -> pd.DataFrame:
 
 # ---- the tracer's per-rank raw files (native/trace/hv_trace.c) ----
 
-def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
-    """(header, records, {local comm id: world ranks}) of one rank.<r>.hvt file (HVTRACE 1 or 2: the records
-    are RAW_RECORDS[version], ``head["version"]`` the version); ``rank`` and ``size`` of the header are checked
-    integers (``head["rank"]``, ``head["size"]`` stay strings)."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise InputFileError(f"cannot read the raw trace: {e.strerror}", str(path)) from None
+def _raw_header(data: bytes, path: Path) -> tuple[dict[str, str], int]:
+    """The 'key=value' lines between 'HVTRACE 1' (or 2) and 'end', and the offset after them; ``head["version"]``
+    is the version of the first line."""
     head: dict[str, str] = {}
     pos, line_no, version = 0, 0, 1
     while True:
@@ -488,11 +483,22 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
             version = int(line.split()[1])
             continue
         if line == "end":
-            break
+            head["version"] = str(version)
+            return head, pos
         k, _, v = line.partition("=")
         head[k] = v
-    head["version"] = str(version)
-    dtype = RAW_RECORDS[version]
+
+
+def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
+    """(header, records, {local comm id: world ranks}) of one rank.<r>.hvt file (HVTRACE 1 or 2: the records
+    are RAW_RECORDS[version], ``head["version"]`` the version); ``rank`` and ``size`` of the header are checked
+    integers (``head["rank"]``, ``head["size"]`` stay strings)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise InputFileError(f"cannot read the raw trace: {e.strerror}", str(path)) from None
+    head, pos = _raw_header(data, path)
+    dtype = RAW_RECORDS[int(head["version"])]
     try:
         n = int(head.get("records", "-1"))
         nbytes = int(head.get("record_bytes", dtype.itemsize))

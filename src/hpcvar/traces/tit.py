@@ -450,6 +450,21 @@ class _Parser:
     def action(self, r: int, f: list[str]) -> None:
         kind, _, name = td.ACTIONS[f[1]]
         op = name or ""
+        if kind == td.K_P2P:
+            self.p2p(r, op, f)
+        elif kind == td.K_WAIT:
+            self.wait(r, f)
+        elif kind == td.K_COLL:
+            self.collective(r, op, f)
+        elif kind == td.K_SENDRECV:
+            self.sendrecv(r, f)
+        elif kind == td.K_VCOLL:
+            self.vcollective(r, op, f)
+        else:
+            self.local(r, kind, f)
+
+    def local(self, r: int, kind: int, f: list[str]) -> None:
+        """An action of task r alone: init, finalize, compute, sleep, test, waitall (or one not supported)."""
         if kind == td.K_INIT:
             self.default_size[r] = 8 if len(f) > 2 else 1  # SimGrid: MPI_DOUBLE after 'init X', else MPI_BYTE
             self.add(r, "init")
@@ -459,22 +474,12 @@ class _Parser:
             self.clock[r] += self._arg(_ns, f, 2, E_COMPUTE, self.rate)
         elif kind == td.K_SLEEP:
             self.clock[r] += self._arg(_ns, f, 2, E_SLEEP, 1.0)
-        elif kind == td.K_P2P:
-            self.p2p(r, op, f)
-        elif kind == td.K_WAIT:
-            self.wait(r, f)
         elif kind == td.K_TEST:
             if self.grammar == td.NEW:
                 self._arg(_rank, f, 2, E_RANK), self._arg(_rank, f, 3, E_RANK), self._arg(_tag, f, 4, E_TAG)
         elif kind == td.K_WAITALL:
             for s in self.pending.pop(r, []):
                 self.complete(r, s)
-        elif kind == td.K_COLL:
-            self.collective(r, op, f)
-        elif kind == td.K_SENDRECV:
-            self.sendrecv(r, f)
-        elif kind == td.K_VCOLL:
-            self.vcollective(r, op, f)
         elif kind == td.K_UNSUPPORTED:
             raise _LineError(E_UNSUPPORTED, 1)
 

@@ -144,12 +144,7 @@ def _dims(text, where: str) -> list[int]:
     return dims
 
 
-def _make_spec(values: dict, where: str, key_where) -> EASpec:
-    """An EASpec from raw values (str from --ea, or TOML values); key_where(k) names the place of key k."""
-    unknown = [k for k in values if k not in EA_KEYS]
-    if unknown:
-        raise UsageError(f"unknown EA key '{unknown[0]}'", key_where(unknown[0]),
-                         f"Known keys: {', '.join(EA_KEYS)}")
+def _pattern_and_mode(values: dict, where: str, key_where) -> tuple[str, str]:
     if "pattern" not in values:
         raise UsageError("the EA has no pattern", where, f"Add pattern=<{'|'.join(model.PATTERNS)}>")
     pattern = str(values["pattern"])
@@ -159,41 +154,52 @@ def _make_spec(values: dict, where: str, key_where) -> EASpec:
     mode = str(values.get("mode", DEFAULTS["mode"]))
     if mode not in model.MODES:
         raise UsageError(f"unknown mode '{mode}'", key_where("mode"), "Use mode=blocking or mode=nonblocking")
+    return pattern, mode
 
-    def size(v, k):
-        return v if isinstance(v, int) else units.parse_size(str(v), key_where(k))
 
+def _size(v, where: str) -> int:
+    return v if isinstance(v, int) else units.parse_size(str(v), where)
+
+
+def _load(v, where: str) -> float:
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        raise UsageError(f"load '{v}' is not a number", where,
+                         "Give the communication load in percent, 1..100") from None
+
+
+def _cycles(v, where: str) -> int:
+    return v if isinstance(v, int) else units.parse_int(str(v), where)
+
+
+def _bench_sizes(v, where: str) -> list[int]:
+    items = v if isinstance(v, list) else str(v).split(":")
+    return [_size(x, where) for x in items]
+
+
+# the EA keys after pattern and mode, in the order they are read: how each value is parsed (its place named in
+# errors) and the EASpec field it sets (its own name unless given)
+_SPEC_VALUES = {"size": _size, "load": _load, "cycles": _cycles, "ranks": _ranks,
+                "alpha": lambda v, w: units.parse_time(str(v), w), "beta": lambda v, w: _beta(str(v), w),
+                "dims": _dims, "periodic": _bool, "bench_sizes": _bench_sizes}
+_SPEC_FIELDS = {"alpha": "alpha_s", "beta": "beta_s_per_byte"}
+
+
+def _make_spec(values: dict, where: str, key_where) -> EASpec:
+    """An EASpec from raw values (str from --ea, or TOML values); key_where(k) names the place of key k."""
+    unknown = [k for k in values if k not in EA_KEYS]
+    if unknown:
+        raise UsageError(f"unknown EA key '{unknown[0]}'", key_where(unknown[0]),
+                         f"Known keys: {', '.join(EA_KEYS)}")
+    pattern, mode = _pattern_and_mode(values, where, key_where)
     spec = EASpec(name=str(values.get("name", "")), pattern=pattern, mode=mode, where=where)
-    if "size" in values:
-        spec.size = size(values["size"], "size")
-    if "load" in values:
-        try:
-            spec.load = float(values["load"])
-        except (TypeError, ValueError):
-            raise UsageError(f"load '{values['load']}' is not a number", key_where("load"),
-                             "Give the communication load in percent, 1..100") from None
-    if "cycles" in values:
-        v = values["cycles"]
-        spec.cycles = v if isinstance(v, int) else units.parse_int(str(v), key_where("cycles"))
-    if "ranks" in values:
-        spec.ranks = _ranks(values["ranks"], key_where("ranks"))
-    if "alpha" in values:
-        v = values["alpha"]
-        spec.alpha_s = units.parse_time(str(v), key_where("alpha"))
-    if "beta" in values:
-        v = values["beta"]
-        spec.beta_s_per_byte = _beta(str(v), key_where("beta"))
+    for key, parse in _SPEC_VALUES.items():
+        if key in values:
+            setattr(spec, _SPEC_FIELDS.get(key, key), parse(values[key], key_where(key)))
     if (spec.alpha_s is None) != (spec.beta_s_per_byte is None):
         raise UsageError("alpha and beta go together", where,
                          "Give both (to skip phase 1) or neither (to measure them)")
-    if "dims" in values:
-        spec.dims = _dims(values["dims"], key_where("dims"))
-    if "periodic" in values:
-        spec.periodic = _bool(values["periodic"], key_where("periodic"))
-    if "bench_sizes" in values:
-        v = values["bench_sizes"]
-        items = v if isinstance(v, list) else str(v).split(":")
-        spec.bench_sizes = [size(x, "bench_sizes") for x in items]
     check_spec(spec, key_where)
     return spec
 
@@ -279,60 +285,71 @@ def resolve(specs: list[EASpec], np_: int, flag_np: str = "--np") -> list[EA]:
         raise UsageError("no emulated application", "--ea", "Give --ea pattern=pairs,... or --config FILE.toml")
     if len(specs) > MAX_EAS:
         raise UsageError(f"{len(specs)} EAs, at most {MAX_EAS}", "--ea", "Run fewer EAs at once")
-    names = set()
-    free = np_
-    share = np_ // len(specs)
+    names: set[str] = set()
     out, first = [], 0
     for i, s in enumerate(specs):
-        if s.ranks is None:
-            n = share
-        elif s.ranks < 1:
-            n = int(round(s.ranks * np_))
-        else:
-            n = int(s.ranks)
-        if n < 2:
-            raise UsageError(f"EA {s.name or i} gets {n} rank(s); every pattern needs at least 2", s.where,
-                             f"Give ranks=2 or more, or a larger {flag_np}")
-        if n > free:
-            total = first + n
-            raise UsageError(f"the EAs ask for at least {total} ranks, the job has {np_}", s.where,
-                             f"Use {flag_np} {total} or give the EAs fewer ranks")
-        free -= n
+        n = _ranks_of(s, i, np_, np_ // len(specs), np_ - first, first, flag_np)
         name = s.name or f"ea{i}"
         if name in names or not re.fullmatch(r"[A-Za-z0-9_.-]{1,31}", name):
             raise UsageError(f"EA name '{name}' is repeated or not a short word", s.where,
                              "Give each EA a distinct name of letters, digits, '_', '-' or '.'")
         names.add(name)
         s.name = name
-        dims = None
-        if s.pattern in model.CART_NDIMS:
-            nd = model.CART_NDIMS[s.pattern]
-            if s.dims is not None:
-                if len(s.dims) != nd or int(np.prod(s.dims)) != n or min(s.dims) < 2:
-                    raise UsageError(f"dims {'x'.join(map(str, s.dims))} do not factor {n} ranks into {nd} sides "
-                                     f">= 2", s.where, f"Give {nd} sides whose product is {n}")
-                dims = list(s.dims)
-            else:
-                dims = model.balanced_dims(n, nd)
-                if dims is None:
-                    raise UsageError(f"{n} ranks do not factor into a {nd}-D grid with every side >= 2", s.where,
-                                     f"Give a rank count such as {4 if nd == 2 else 8}, {6 if nd == 2 else 12}, ...")
-            if s.periodic and s.mode == "blocking" and any(d % 2 for d in dims):
-                raise UsageError(f"a blocking periodic exchange needs even sides, got {'x'.join(map(str, dims))}",
-                                 s.where, "Use mode=nonblocking, periodic=no or an even side")
-        if s.pattern == "pairs" and n % 2:
-            raise UsageError(f"pairs needs an even number of ranks, EA {name} has {n}", s.where,
-                             "Give an even ranks count")
-        if s.pattern == "ring" and s.mode == "blocking" and n % 2:
-            raise UsageError(f"a blocking ring needs an even number of ranks, EA {name} has {n}", s.where,
-                             "Give an even ranks count or mode=nonblocking")
-        if s.pattern == "alltoall" and s.size * n > MAX_SIZE:
-            raise UsageError(f"alltoall of {s.size} bytes to {n} ranks exceeds one 2GiB buffer", s.where,
-                             "Give a smaller size")
+        dims = _cart_dims(s, n)
+        _check_pattern(s, name, n)
         msgs = model.messages_per_cycle(s.pattern, s.mode, n, dims, s.periodic)
         out.append(EA(s, i, first, n, dims, msgs, s.bench_sizes or default_bench_sizes(s.size)))
         first += n
     return out
+
+
+def _ranks_of(s: EASpec, i: int, np_: int, share: int, free: int, first: int, flag_np: str) -> int:
+    """The EA's ranks: its share of the job, a fraction of it (ranks < 1) or a count; at least 2, and within
+    the ranks the EAs before it left."""
+    n = share if s.ranks is None else int(round(s.ranks * np_)) if s.ranks < 1 else int(s.ranks)
+    if n < 2:
+        raise UsageError(f"EA {s.name or i} gets {n} rank(s); every pattern needs at least 2", s.where,
+                         f"Give ranks=2 or more, or a larger {flag_np}")
+    if n > free:
+        total = first + n
+        raise UsageError(f"the EAs ask for at least {total} ranks, the job has {np_}", s.where,
+                         f"Use {flag_np} {total} or give the EAs fewer ranks")
+    return n
+
+
+def _cart_dims(s: EASpec, n: int) -> list[int] | None:
+    """The sides of a cartesian pattern's grid of n ranks (given, or balanced); None for the others."""
+    if s.pattern not in model.CART_NDIMS:
+        return None
+    nd = model.CART_NDIMS[s.pattern]
+    dims: list[int] | None
+    if s.dims is not None:
+        if len(s.dims) != nd or int(np.prod(s.dims)) != n or min(s.dims) < 2:
+            raise UsageError(f"dims {'x'.join(map(str, s.dims))} do not factor {n} ranks into {nd} sides "
+                             f">= 2", s.where, f"Give {nd} sides whose product is {n}")
+        dims = list(s.dims)
+    else:
+        dims = model.balanced_dims(n, nd)
+        if dims is None:
+            raise UsageError(f"{n} ranks do not factor into a {nd}-D grid with every side >= 2", s.where,
+                             f"Give a rank count such as {4 if nd == 2 else 8}, {6 if nd == 2 else 12}, ...")
+    if s.periodic and s.mode == "blocking" and any(d % 2 for d in dims):
+        raise UsageError(f"a blocking periodic exchange needs even sides, got {'x'.join(map(str, dims))}",
+                         s.where, "Use mode=nonblocking, periodic=no or an even side")
+    return dims
+
+
+def _check_pattern(s: EASpec, name: str, n: int) -> None:
+    """What the pattern needs of its ranks and size."""
+    if s.pattern == "pairs" and n % 2:
+        raise UsageError(f"pairs needs an even number of ranks, EA {name} has {n}", s.where,
+                         "Give an even ranks count")
+    if s.pattern == "ring" and s.mode == "blocking" and n % 2:
+        raise UsageError(f"a blocking ring needs an even number of ranks, EA {name} has {n}", s.where,
+                         "Give an even ranks count or mode=nonblocking")
+    if s.pattern == "alltoall" and s.size * n > MAX_SIZE:
+        raise UsageError(f"alltoall of {s.size} bytes to {n} ranks exceeds one 2GiB buffer", s.where,
+                         "Give a smaller size")
 
 
 def with_point(spec: EASpec, load: float | None, size: int | None) -> EASpec:

@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpcvar.compare import Metric
-from hpcvar.report.sections import BAD, GOOD, SUSPECT, Headline, Section
+from hpcvar.report.sections import BAD, GOOD, MODEL, SUSPECT, Headline, Section
 from hpcvar.report.terminal import Cell, nbytes, ns, seconds
 from hpcvar.report.verdict import BUSY_WAIT_GOOD_PCT, judge_error_pct
 from hpcvar.results import Run
@@ -30,7 +30,21 @@ def render(console: Console, run: Run) -> None:
 def render_ace_result(console: Console, result: dict) -> None:
     """Prediction (and, when run, measurement) per EA and sweep point; also the --predict-only result, which
     measures nothing and stores no run."""
-    measured = any("measured_t_run_s" in e for e in result["eas"])
+    console.print(_prediction_table(result))
+    if any("measured_t_run_s" in e for e in result["eas"]):
+        console.print(_measured_table(result))
+        console.print(_dispersion_table(result))
+        bad = [e["name"] for e in result["eas"] if not e.get("no_mixing", True)]
+        if bad:
+            console.print(f"[red]received data of another EA in {', '.join(bad)}[/]")
+    for v in result.get("variability", []):
+        if v["runs"] > 1:
+            console.print(f"{v['name']} {format_size(v['size_bytes'])} {v['load_pct']:g}%: {v['runs']} runs, "
+                          f"run-time CV {v['run_cv']:.3%}; T_comm variance between runs "
+                          f"{v['comm_between_var_ns2']:.4g} ns^2 vs within {v['comm_within_var_ns2']:.4g} ns^2")
+
+
+def _prediction_table(result: dict) -> Table:
     t = Table(title="ACE prediction: T_comm = m (alpha + beta n), T_comp (eq. 6) per cycle; T_run (eq. 4)",
               title_justify="left")
     for c in ("EA", "pattern", "ranks", "size", "load", "cycles", "m", "alpha", "beta/B", "T_comm", "T_comp",
@@ -40,37 +54,33 @@ def render_ace_result(console: Console, result: dict) -> None:
         t.add_row(e["name"], f"{e['pattern']} {e['mode']}", str(e["ranks"]), nbytes(e["size_bytes"]),
                   f"{e['load_pct']:g}%", str(e["cycles"]), f"{e['messages_per_cycle']:g}", _t(e["alpha_s"]),
                   ns(e["beta_s_per_byte"] * 1e9), _t(e["t_comm_s"]), _t(e["t_comp_s"]), _t(e["t_run_s"]))
-    console.print(t)
-    if measured:
-        m = Table(title="ACE measured (means per cycle; run = max over the EA's processes)", title_justify="left")
-        for c in ("EA", "size", "load", "T_comm", "T_comp", "T_barr", "T_run", "error", "busy-wait mean",
-                  "busy-wait median"):
-            m.add_column(c, justify="right", no_wrap=True)
-        for e in result["eas"]:
-            m.add_row(e["name"], nbytes(e["size_bytes"]), f"{e['load_pct']:g}%", _t(e["measured_t_comm_s"]),
-                      _t(e["measured_t_comp_s"]), _t(e["measured_t_barr_s"]), _t(e["measured_t_run_s"]),
-                      f"{e['error_pct']:+.2f}%", f"{e['comp_error_pct']:+.3f}%",
-                      f"{e['comp_error_median_pct']:+.4f}%")
-        console.print(m)
-    if measured:
-        d = Table(title="Dispersion of per-cycle times (Table 1 style)", title_justify="left")
-        for c in ("EA", "load", "size", "time", "mean", "stdev", "variance", "p50", "p99", "max"):
-            d.add_column(c, justify="right", no_wrap=True)
-        for e in result["eas"]:
-            for what in ("comm", "comp", "barr"):
-                st = e[f"t_{what}_stats_s"]
-                d.add_row(e["name"], f"{e['load_pct']:g}%", nbytes(e["size_bytes"]), f"T_{what}",
-                          _t(st["mean"]), _t(st["stdev"]), f"{st['variance'] * 1e12:.4g} us^2", _t(st["p50"]),
-                          _t(st["p99"]), _t(st["max"]))
-        console.print(d)
-        bad = [e["name"] for e in result["eas"] if not e.get("no_mixing", True)]
-        if bad:
-            console.print(f"[red]received data of another EA in {', '.join(bad)}[/]")
-    for v in result.get("variability", []):
-        if v["runs"] > 1:
-            console.print(f"{v['name']} {format_size(v['size_bytes'])} {v['load_pct']:g}%: {v['runs']} runs, "
-                          f"run-time CV {v['run_cv']:.3%}; T_comm variance between runs "
-                          f"{v['comm_between_var_ns2']:.4g} ns^2 vs within {v['comm_within_var_ns2']:.4g} ns^2")
+    return t
+
+
+def _measured_table(result: dict) -> Table:
+    m = Table(title="ACE measured (means per cycle; run = max over the EA's processes)", title_justify="left")
+    for c in ("EA", "size", "load", "T_comm", "T_comp", "T_barr", "T_run", "error", "busy-wait mean",
+              "busy-wait median"):
+        m.add_column(c, justify="right", no_wrap=True)
+    for e in result["eas"]:
+        m.add_row(e["name"], nbytes(e["size_bytes"]), f"{e['load_pct']:g}%", _t(e["measured_t_comm_s"]),
+                  _t(e["measured_t_comp_s"]), _t(e["measured_t_barr_s"]), _t(e["measured_t_run_s"]),
+                  f"{e['error_pct']:+.2f}%", f"{e['comp_error_pct']:+.3f}%",
+                  f"{e['comp_error_median_pct']:+.4f}%")
+    return m
+
+
+def _dispersion_table(result: dict) -> Table:
+    d = Table(title="Dispersion of per-cycle times (Table 1 style)", title_justify="left")
+    for c in ("EA", "load", "size", "time", "mean", "stdev", "variance", "p50", "p99", "max"):
+        d.add_column(c, justify="right", no_wrap=True)
+    for e in result["eas"]:
+        for what in ("comm", "comp", "barr"):
+            st = e[f"t_{what}_stats_s"]
+            d.add_row(e["name"], f"{e['load_pct']:g}%", nbytes(e["size_bytes"]), f"T_{what}",
+                      _t(st["mean"]), _t(st["stdev"]), f"{st['variance'] * 1e12:.4g} us^2", _t(st["p50"]),
+                      _t(st["p99"]), _t(st["max"]))
+    return d
 
 
 def plots(run: Run) -> list[Path]:
@@ -139,7 +149,8 @@ def section(run: Run) -> Section:
                                 "measured time per message (the fit predicted <= 0; raise --bench-iters)")
     sec.headlines.append(Headline("run-time prediction error (median of absolute values)", f"{err.median():.2f}%",
                                   f"over {len(summ)} EA runs; worst {worst['error_pct']:+.2f}% ({worst['name']}, "
-                                  f"{format_size(worst['size_bytes'])}, L={worst['load_pct']:g}%)", status, ref))
+                                  f"{format_size(worst['size_bytes'])}, L={worst['load_pct']:g}%)", status, ref,
+                                  role=MODEL))
     cyc = run.read_table("ace.cycles")
     req = cyc.groupby(["point", "repeat", "name"])["t_comp_req_ns"].median()
     longest = req.idxmax()

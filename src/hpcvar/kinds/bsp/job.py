@@ -128,44 +128,9 @@ class Bsp(Benchmark[BspParams]):
 
     def validate(self, params: BspParams, ctx: BenchContext) -> None:
         super().validate(params, ctx)
-        q = params.quantum_s
-        if not (q > 0 and math.isfinite(q)):
-            raise UsageError(f"--quantum {q} s is not positive", "--quantum", "Give a work quantum such as 1ms")
-        if q > MAX_QUANTUM_S:
-            raise UsageError(f"--quantum {q} s is above {MAX_QUANTUM_S:g} s", "--quantum",
-                             "Give a quantum of at most 10s (e.g. 1ms, as the simulator's default)")
-        if params.phases < 1:
-            raise UsageError(f"--phases {params.phases} is below 1", "--phases", "Give 1 or more, e.g. 1000")
-        if params.warmup < 0:
-            raise UsageError(f"--warmup {params.warmup} is negative", "--warmup", "Give 0 or more")
-        if params.repeat < 1:
-            raise UsageError(f"--repeat {params.repeat} is below 1", "--repeat", "Give 1 or more")
-        if params.barrier not in BARRIERS:
-            raise UsageError(f"'{params.barrier}' is not a barrier", "--barrier", "Give mpi or tree")
-        if params.arity < 1:
-            raise UsageError(f"--arity {params.arity} is below 1", "--arity", "Give 1 or more (2: binary tree)")
-        if not 0 <= params.rt_prio <= 99:
-            raise UsageError(f"--rt-prio {params.rt_prio} is outside 0..99", "--rt-prio",
-                             "Give 0 (normal scheduler) or a SCHED_FIFO priority 1..99 below the injector's (50)")
-        if params.work_iters is not None and params.work_iters < 1:
-            raise UsageError(f"--work-iters {params.work_iters} is below 1", "--work-iters",
-                             "Give 1 or more, or leave it out to calibrate")
-        if params.phases * ctx.np > MAX_ROWS:
-            raise UsageError(f"{params.phases} phases x {ctx.np} ranks = {params.phases * ctx.np} rows per "
-                             f"repetition, above {MAX_ROWS}", "--phases", "Use fewer phases and more --repeat")
-        base = params.baseline
-        if base:
-            bp = base.params
-            if not math.isclose(bp.get("quantum_s", float("nan")), q, rel_tol=1e-9):
-                raise UsageError(f"the baseline run {base.id} used --quantum {bp.get('quantum_s')} s, not {q} s",
-                                 "--baseline", "Give a baseline of the same workload (same --quantum)")
-            if (bp.get("barrier"), bp.get("arity") if bp.get("barrier") == "tree" else None) != (
-                    params.barrier, params.arity if params.barrier == "tree" else None):
-                raise UsageError(f"the baseline run {base.id} used another barrier", "--baseline",
-                                 "Give a baseline with the same --barrier and --arity")
-            if base.np != ctx.np:
-                raise UsageError(f"the baseline run {base.id} has {base.np} ranks, not {ctx.np}", "--baseline",
-                                 "Give a baseline with the same --np")
+        _check_workload(params, ctx)
+        if params.baseline:
+            _check_baseline(params, ctx)
 
     def argv(self, params: BspParams, points: list[dict]) -> list[str]:
         iters = params.work_iters or 0
@@ -223,6 +188,51 @@ def job(params: BspParams, ctx: BenchContext) -> Run:
 
     params = dataclasses.replace(params, wait=resolve_wait(params.wait, ctx.np, ctx.launcher.slots()))
     return run_benchmark(Bsp(), params, ctx, after=plots)[0]
+
+
+
+
+def _check_workload(params: BspParams, ctx: BenchContext) -> None:
+    q = params.quantum_s
+    if not (q > 0 and math.isfinite(q)):
+        raise UsageError(f"--quantum {q} s is not positive", "--quantum", "Give a work quantum such as 1ms")
+    if q > MAX_QUANTUM_S:
+        raise UsageError(f"--quantum {q} s is above {MAX_QUANTUM_S:g} s", "--quantum",
+                         "Give a quantum of at most 10s (e.g. 1ms, as the simulator's default)")
+    for flag, value, lo, todo in (("--phases", params.phases, 1, "Give 1 or more, e.g. 1000"),
+                                  ("--warmup", params.warmup, 0, "Give 0 or more"),
+                                  ("--repeat", params.repeat, 1, "Give 1 or more"),
+                                  ("--arity", params.arity, 1, "Give 1 or more (2: binary tree)")):
+        if value < lo:
+            raise UsageError(f"{flag} {value} is {'negative' if lo == 0 else 'below 1'}", flag, todo)
+    if params.barrier not in BARRIERS:
+        raise UsageError(f"'{params.barrier}' is not a barrier", "--barrier", "Give mpi or tree")
+    if not 0 <= params.rt_prio <= 99:
+        raise UsageError(f"--rt-prio {params.rt_prio} is outside 0..99", "--rt-prio",
+                         "Give 0 (normal scheduler) or a SCHED_FIFO priority 1..99 below the injector's (50)")
+    if params.work_iters is not None and params.work_iters < 1:
+        raise UsageError(f"--work-iters {params.work_iters} is below 1", "--work-iters",
+                         "Give 1 or more, or leave it out to calibrate")
+    if params.phases * ctx.np > MAX_ROWS:
+        raise UsageError(f"{params.phases} phases x {ctx.np} ranks = {params.phases * ctx.np} rows per "
+                         f"repetition, above {MAX_ROWS}", "--phases", "Use fewer phases and more --repeat")
+
+
+def _check_baseline(params: BspParams, ctx: BenchContext) -> None:
+    """A baseline of the same workload: quantum, barrier, ranks."""
+    base = params.baseline
+    assert base is not None
+    q, bp = params.quantum_s, base.params
+    if not math.isclose(bp.get("quantum_s", float("nan")), q, rel_tol=1e-9):
+        raise UsageError(f"the baseline run {base.id} used --quantum {bp.get('quantum_s')} s, not {q} s",
+                         "--baseline", "Give a baseline of the same workload (same --quantum)")
+    if (bp.get("barrier"), bp.get("arity") if bp.get("barrier") == "tree" else None) != (
+            params.barrier, params.arity if params.barrier == "tree" else None):
+        raise UsageError(f"the baseline run {base.id} used another barrier", "--baseline",
+                         "Give a baseline with the same --barrier and --arity")
+    if base.np != ctx.np:
+        raise UsageError(f"the baseline run {base.id} has {base.np} ranks, not {ctx.np}", "--baseline",
+                         "Give a baseline with the same --np")
 
 
 def _phase_table(raw: RawFile, p, rep: int) -> pd.DataFrame:

@@ -169,47 +169,8 @@ class Fanin(Benchmark[FaninParams]):
         return list(pts.values())
 
     def validate(self, params: FaninParams, ctx: BenchContext) -> None:
-        if params.servers < 1:
-            raise UsageError(f"--servers {params.servers} leaves no root to fan into", "--servers",
-                             "Use --servers 1 (one root) or more")
-        for c in params.clients:
-            if c < 1:
-                raise UsageError(f"{c} large-buffer clients: every point needs at least one", "--clients",
-                                 "Give counts of 1 or more, e.g. --clients 1,2,4,8")
-        if params.chatter is not None:
-            for c in params.chatter:
-                if c < 0:
-                    raise UsageError(f"chatter count {c} is negative", "--chatter", "Give 0 or more")
-        for r in params.chatter_ratio:
-            if not (r >= 0 and np.isfinite(r)):
-                raise UsageError(f"chatter ratio {r} is not a non-negative number", "--chatter-ratio",
-                                 "Give e.g. 4 (four chatter clients per large-buffer client) or 0")
-        for d in params.depth:
-            if d != "deep" and (not isinstance(d, int) or d < 1):
-                raise UsageError(f"queue depth {d} leaves the root with no posted receive", "--depth",
-                                 "Give a depth of 1 or more, or 'deep'")
-        for flag, v in (("--large", params.large), ("--small", params.small)):
-            if v < HEADER_BYTES or v > MAX_MSG:
-                raise UsageError(f"message size {v} bytes is outside [{HEADER_BYTES}, {MAX_MSG}]", flag,
-                                 f"Give a size of at least {HEADER_BYTES} bytes (the message header) and below 2GiB")
-        dur, msgs = params.duration_s, params.messages
-        if (dur is None) == (msgs is None):
-            raise UsageError("give exactly one of --duration and --messages", "--duration",
-                             "Use --duration 2s (a time window) or --messages 20 (per large-buffer client)")
-        if dur is not None and not dur > 0:
-            raise UsageError(f"--duration {dur} s is not positive", "--duration", "Give e.g. 2s")
-        if msgs is not None and msgs < 1:
-            raise UsageError(f"--messages {msgs} is below 1", "--messages", "Give 1 or more")
-        bin_s = auto_bin_s(params)
-        if not bin_s > 0:
-            raise UsageError("--bin must be positive", "--bin", "Give e.g. 10ms")
-        if dur is not None and dur / bin_s > MAX_BINS:
-            raise UsageError(f"--duration / --bin gives {dur / bin_s:.0f} bins, above {MAX_BINS}", "--bin",
-                             "Use a wider --bin")
-        if params.repeat < 1:
-            raise UsageError("--repeat must be at least 1", "--repeat", "Use --repeat 1 or more")
-        if params.max_samples < 2:
-            raise UsageError("--max-samples must be at least 2", "--max-samples", "Use e.g. 20000")
+        _check_roles(params)
+        _check_window(params)
         need = ranks_needed(params)
         if ctx.np < need:
             worst = max(((c, k) for c in params.clients for k in chatter_counts(params, c)), key=sum)
@@ -330,6 +291,52 @@ def job(params: FaninParams, ctx: BenchContext) -> Run:
         result["plots"] = draw_plots(run)
 
     return run_benchmark(Fanin(), params, ctx, after=plots)[0]
+
+
+def _check_roles(params: FaninParams) -> None:
+    """Servers, clients, chatter, the root's queues and the message sizes."""
+    if params.servers < 1:
+        raise UsageError(f"--servers {params.servers} leaves no root to fan into", "--servers",
+                         "Use --servers 1 (one root) or more")
+    if min(params.clients) < 1:
+        raise UsageError(f"{min(params.clients)} large-buffer clients: every point needs at least one", "--clients",
+                         "Give counts of 1 or more, e.g. --clients 1,2,4,8")
+    if params.chatter is not None and min(params.chatter, default=0) < 0:
+        raise UsageError(f"chatter count {min(params.chatter)} is negative", "--chatter", "Give 0 or more")
+    for r in params.chatter_ratio:
+        if not (r >= 0 and np.isfinite(r)):
+            raise UsageError(f"chatter ratio {r} is not a non-negative number", "--chatter-ratio",
+                             "Give e.g. 4 (four chatter clients per large-buffer client) or 0")
+    for d in params.depth:
+        if d != "deep" and (not isinstance(d, int) or d < 1):
+            raise UsageError(f"queue depth {d} leaves the root with no posted receive", "--depth",
+                             "Give a depth of 1 or more, or 'deep'")
+    for flag, v in (("--large", params.large), ("--small", params.small)):
+        if v < HEADER_BYTES or v > MAX_MSG:
+            raise UsageError(f"message size {v} bytes is outside [{HEADER_BYTES}, {MAX_MSG}]", flag,
+                             f"Give a size of at least {HEADER_BYTES} bytes (the message header) and below 2GiB")
+
+
+def _check_window(params: FaninParams) -> None:
+    """The measured window (a duration or a message count), its bins, the repetitions and the samples kept."""
+    dur, msgs = params.duration_s, params.messages
+    if (dur is None) == (msgs is None):
+        raise UsageError("give exactly one of --duration and --messages", "--duration",
+                         "Use --duration 2s (a time window) or --messages 20 (per large-buffer client)")
+    if dur is not None and not dur > 0:
+        raise UsageError(f"--duration {dur} s is not positive", "--duration", "Give e.g. 2s")
+    if msgs is not None and msgs < 1:
+        raise UsageError(f"--messages {msgs} is below 1", "--messages", "Give 1 or more")
+    bin_s = auto_bin_s(params)
+    if not bin_s > 0:
+        raise UsageError("--bin must be positive", "--bin", "Give e.g. 10ms")
+    if dur is not None and dur / bin_s > MAX_BINS:
+        raise UsageError(f"--duration / --bin gives {dur / bin_s:.0f} bins, above {MAX_BINS}", "--bin",
+                         "Use a wider --bin")
+    if params.repeat < 1:
+        raise UsageError("--repeat must be at least 1", "--repeat", "Use --repeat 1 or more")
+    if params.max_samples < 2:
+        raise UsageError("--max-samples must be at least 2", "--max-samples", "Use e.g. 20000")
 
 
 def _concat(frames: list[pd.DataFrame], cols) -> pd.DataFrame:

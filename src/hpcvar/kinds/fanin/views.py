@@ -45,14 +45,11 @@ def plot_fanin(run, points: pd.DataFrame, bins: pd.DataFrame, by_ratio: bool = T
     line per run (Figures 6, 7, 11), bottom row the root's receive rate over time at the largest
     client count, one line per run. Chatter settings are ratios (chatter / clients) when ``by_ratio``.
     """
-    from matplotlib.ticker import MaxNLocator
-
     from hpcvar.report.plots import figure, save
 
     if points.empty:
         return []
     points = points.assign(cset=points["chatter"] / points["clients"] if by_ratio else points["chatter"])
-    pngs: list[Path] = []
     d = run.plots_dir()
 
     def cname(cset) -> str:
@@ -61,58 +58,75 @@ def plot_fanin(run, points: pd.DataFrame, bins: pd.DataFrame, by_ratio: bool = T
     panels = _panels(points)
     fig, axes = figure(1, len(panels), figsize=(6.0 * len(panels), 4.0), squeeze=False)
     for ax, (title, sub) in zip(axes[0], panels, strict=True):
-        mean = sub.groupby(["queues", "depth", "match", "cset", "clients"])["aggregate_bytes_per_s"].mean()
-        if sub["clients"].nunique() == 1:  # one client count: a bar per strategy, not a line of one point
-            labels = [f"{strategy_label(q, dep, m)}\n({cname(cs)})" for q, dep, m, cs, _ in mean.index]
-            ax.bar(range(len(mean)), mean.to_numpy() / 1e6, color=[f"C{i}" for i in range(len(mean))])
-            ax.set_xticks(range(len(mean)), labels, fontsize=7)
-            ax.set(title=f"aggregate bandwidth at the root, {int(sub['clients'].iloc[0])} large-buffer clients, "
-                         f"{title}", ylabel="MB/s")
-            ax.set_ylim(bottom=0)
-            continue
-        for (q, dep, m, cs), s in mean.groupby(level=[0, 1, 2, 3]):
-            ax.plot(s.index.get_level_values("clients"), s.to_numpy() / 1e6, marker="o",
-                    label=f"{strategy_label(q, dep, m)} ({cname(cs)})")
-        ax.set(title=f"aggregate bandwidth at the root, {title}", xlabel="large-buffer clients", ylabel="MB/s")
-        ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-        ax.set_ylim(bottom=0)
-        ax.legend(fontsize=7)
-    pngs.append(save(fig, d / "fanin-bandwidth")[0])
+        _bandwidth_panel(ax, title, sub, cname)
+    pngs = [save(fig, d / "fanin-bandwidth")[0]]
 
     full = bins[bins["full"]] if len(bins) else bins
     for (q, dep, m), strat in points.groupby(["queues", "depth", "match"], sort=True):
         sp = _panels(strat)
         fig, axes = figure(2, len(sp), figsize=(6.0 * len(sp), 7.5), squeeze=False)
         for col, (title, sub) in enumerate(sp):
-            ax = axes[0][col]
-            for (rep, cs), s in sub.groupby(["rep", "cset"]):
-                s = s.sort_values("clients")
-                ax.plot(s["clients"], s["aggregate_bytes_per_s"] / 1e6, marker=".", alpha=0.8,
-                        label=f"run {rep}" + (f" ({cname(cs)})" if cs else ""))
-            ax.set(title=f"{strategy_label(q, dep, m)}: one line per run, {title}",
-                   xlabel="large-buffer clients", ylabel="aggregate MB/s")
-            _client_axis(ax, sub["clients"])
-            ax.set_ylim(bottom=0)
-            ax.legend(fontsize=7)
-            ax = axes[1][col]
-            top = int(sub["clients"].max())
-            for n, r in enumerate(sub[sub["clients"] == top].itertuples()):
-                if n >= MAX_SERIES_LINES or not len(full):
-                    break
-                s = full[(full["rep"] == r.rep) & (full["clients"] == top) & (full["chatter"] == r.chatter)
-                         & (full["queues"] == q) & (full["depth"] == dep) & (full["match"] == m)]
-                s = s.groupby("t_start_s")[["large_bytes_per_s", "small_bytes_per_s"]].sum()
-                if s.empty:
-                    continue
-                line = ax.plot(s.index, s["large_bytes_per_s"] / 1e6, lw=1, label=f"run {r.rep}")[0]
-                if r.chatter:
-                    ax.plot(s.index, s["small_bytes_per_s"] / 1e6, lw=1, ls=":", color=line.get_color())
-            ax.set(title=f"root receive rate over time, {top} clients, {title}", xlabel="time since start (s)",
-                   ylabel="MB/s (dotted: chatter)")
-            ax.set_ylim(bottom=0)
-            ax.legend(fontsize=7)
+            _runs_panel(axes[0][col], title, sub, (q, dep, m), cname)
+            _series_panel(axes[1][col], title, sub, full, (q, dep, m))
         pngs.append(save(fig, d / f"fanin-runs-{q}-{dep}-{m}")[0])
     return pngs
+
+
+def _bandwidth_panel(ax, title: str, sub: pd.DataFrame, cname) -> None:
+    """Mean aggregate bandwidth against clients, a line per strategy and chatter setting (a bar each when the
+    sweep has one client count)."""
+    from matplotlib.ticker import MaxNLocator
+
+    mean = sub.groupby(["queues", "depth", "match", "cset", "clients"])["aggregate_bytes_per_s"].mean()
+    if sub["clients"].nunique() == 1:  # one client count: a bar per strategy, not a line of one point
+        labels = [f"{strategy_label(q, dep, m)}\n({cname(cs)})" for q, dep, m, cs, _ in mean.index]
+        ax.bar(range(len(mean)), mean.to_numpy() / 1e6, color=[f"C{i}" for i in range(len(mean))])
+        ax.set_xticks(range(len(mean)), labels, fontsize=7)
+        ax.set(title=f"aggregate bandwidth at the root, {int(sub['clients'].iloc[0])} large-buffer clients, "
+                     f"{title}", ylabel="MB/s")
+        ax.set_ylim(bottom=0)
+        return
+    for (q, dep, m, cs), s in mean.groupby(level=[0, 1, 2, 3]):
+        ax.plot(s.index.get_level_values("clients"), s.to_numpy() / 1e6, marker="o",
+                label=f"{strategy_label(q, dep, m)} ({cname(cs)})")
+    ax.set(title=f"aggregate bandwidth at the root, {title}", xlabel="large-buffer clients", ylabel="MB/s")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+
+
+def _runs_panel(ax, title: str, sub: pd.DataFrame, strategy: tuple, cname) -> None:
+    """One strategy's aggregate bandwidth against clients, a line per run."""
+    for (rep, cs), s in sub.groupby(["rep", "cset"]):
+        s = s.sort_values("clients")
+        ax.plot(s["clients"], s["aggregate_bytes_per_s"] / 1e6, marker=".", alpha=0.8,
+                label=f"run {rep}" + (f" ({cname(cs)})" if cs else ""))
+    ax.set(title=f"{strategy_label(*strategy)}: one line per run, {title}",
+           xlabel="large-buffer clients", ylabel="aggregate MB/s")
+    _client_axis(ax, sub["clients"])
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
+
+
+def _series_panel(ax, title: str, sub: pd.DataFrame, full: pd.DataFrame, strategy: tuple) -> None:
+    """The root's receive rate over time at the largest client count, a line per run (dotted: chatter)."""
+    q, dep, m = strategy
+    top = int(sub["clients"].max())
+    for n, r in enumerate(sub[sub["clients"] == top].itertuples()):
+        if n >= MAX_SERIES_LINES or not len(full):
+            break
+        s = full[(full["rep"] == r.rep) & (full["clients"] == top) & (full["chatter"] == r.chatter)
+                 & (full["queues"] == q) & (full["depth"] == dep) & (full["match"] == m)]
+        s = s.groupby("t_start_s")[["large_bytes_per_s", "small_bytes_per_s"]].sum()
+        if s.empty:
+            continue
+        line = ax.plot(s.index, s["large_bytes_per_s"] / 1e6, lw=1, label=f"run {r.rep}")[0]
+        if r.chatter:
+            ax.plot(s.index, s["small_bytes_per_s"] / 1e6, lw=1, ls=":", color=line.get_color())
+    ax.set(title=f"root receive rate over time, {top} clients, {title}", xlabel="time since start (s)",
+           ylabel="MB/s (dotted: chatter)")
+    ax.set_ylim(bottom=0)
+    ax.legend(fontsize=7)
 
 
 def _client_axis(ax, clients: pd.Series) -> None:

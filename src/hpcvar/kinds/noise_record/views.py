@@ -42,22 +42,18 @@ def _judge_cpu(res: dict, c: dict) -> tuple[str, str]:
     from hpcvar.report.sections import SUSPECT
 
     status, ref = judge_noise_pct(100 * c["noise_fraction"])
+    from hpcvar.noise.analysis import preemption_suspicion
+
     att = res.get("attribution") or {}
     cpu = str(c["cpu"])
     window = att.get("window_s") or c.get("length_s") or 0
     steal = (att.get("steal_s") or {}).get(cpu)
     if steal is not None and window:
         ref += f"; hypervisor steal {100 * steal / window:.1f}% of the recording"
-    preempt = ((att.get("thread_context_switches") or {}).get(cpu) or {}).get("nonvoluntary", 0)
-    if window and preempt / window > PREEMPTIONS_PER_S:
-        return SUSPECT, (f"the collector was preempted {preempt} times ({preempt / window:.0f}/s): other processes "
-                         f"shared this CPU, so this is load, not OS noise; record on an idle machine ({ref})")
+    why = preemption_suspicion(res, cpu)
+    if why:
+        return SUSPECT, f"{why}; record on an idle machine ({ref})"
     return status, ref
-
-
-# The collector runs alone on its CPU: a few preemptions a second come from kernel threads; tens a second mean
-# other user processes were scheduled there.
-PREEMPTIONS_PER_S = 10.0
 
 
 def _periods(c: dict, n: int = 3) -> str:

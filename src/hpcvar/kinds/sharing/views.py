@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpcvar.compare import Metric
-from hpcvar.report.sections import Headline, Section
+from hpcvar.report.sections import MODEL, Headline, Section
 from hpcvar.report.terminal import nbytes, ns, seconds
 from hpcvar.report.verdict import judge_error_pct
 from hpcvar.results import Run
@@ -106,7 +106,7 @@ def section(run: Run) -> Section:
         + [Headline(f"E_abs {m} [{scheme}]", f"{v:.1f}%",
                     "mean |E_rel| with " + ("the fitted parameters" if fitted and m == "gige" else
                                             "the paper's parameters" if m == "gige" else "no parameter"),
-                    *judge_error_pct(v, "E_abs"))
+                    *judge_error_pct(v, "E_abs"), role=MODEL)
            for m, v in res["e_abs_pct"].items()],
         tables=[("Measured and predicted penalties (Vienne et al. 2008, Figure 2 / Figure 7)", pd.DataFrame(rows))],
         figures=[("Predicted vs measured times", [p for p in plots if p.suffix == ".png"][0])],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -57,7 +58,7 @@ class AppParams(Params):
     chrome_path: str | None = None  # the first timeline as Chrome/Perfetto JSON
     plot_stem: str | None = None  # the per-task figure here too
     plots: bool = True
-    flops_per_s: float | None = None  # TIT: flop/s (None: the cluster file's flops_rate, else 1e9)
+    flops_per_s: float | None = None  # TIT: flop/s of a core (None: the cluster file's flops_rate, else 1e9)
     dialect: str = "auto"  # TIT: the SimGrid version that wrote the trace (hpcvar.traces.tit_dialect)
     breakdown: bool = False
     phases: int | None = None  # --breakdown: slices of each task's measured span
@@ -107,7 +108,7 @@ def _check_breakdown(p: AppParams) -> None:
         raise UsageError(f"--phases {p.phases} is outside 1..{MAX_PHASES}", "--phases", "Give e.g. --phases 4")
 
 
-def flops_per_s_of(p: AppParams) -> float:
+def flops_rate_of(p: AppParams) -> float:
     """The flop/s that turn a TIT trace's flops into seconds: --flops-rate, else the cluster file's flops_rate,
     else 1e9 (both given: an error, as for the other keys of the cluster file)."""
     if not p.cluster_path:
@@ -185,8 +186,8 @@ def job(p: AppParams, ctx: JobContext) -> Run:
         total_ops = nruns * ops_per_replay
         bar = _Progress(total_ops, ctx.console) if ctx.show_progress() and total_ops >= PROGRESS_MIN_OPS else None
         try:
-            runs, first, bd = _replay_all(p, run, trace, cl, params_by_model, jit, ops, encoded, ops_per_replay,
-                                          bar, (m_total, m_comm), nevents_trace, grid)
+            runs, first, bd = _replay_all(_Replays(p, trace, cl, params_by_model, jit, ops, encoded, ops_per_replay,
+                                                   bar, (m_total, m_comm), nevents_trace, grid), run)
         finally:
             if bar:
                 bar.stop()
@@ -197,8 +198,9 @@ def job(p: AppParams, ctx: JobContext) -> Run:
         run.info["result"] = out = {
             "command": "sim app", "trace": str(p.trace), "ntasks": trace.ntasks, "timed": trace.timed,
             "events": nevents_trace, "cluster": _cluster_json(cl), "model_params": params_by_model,
-            "flops_per_s": trace.meta.get("flops_rate"), "tit_dialect": trace.meta.get("tit_dialect"),
             "collectives": p.collectives, "eager_bytes": p.eager_bytes, "jitter": p.jitter_path, "align": p.align,
+            "flops_per_s": trace.meta.get("flops_rate") if not trace.timed else p.flops_per_s,
+            "tit_dialect": trace.meta.get("tit_dialect"),
             "compute": p.compute,
             "replicas": p.replicas, "seed": p.seed, "mapping": runs[0]["mapping"], "model": runs[0]["model"],
             "tasks": runs[0]["tasks"], "runs": runs, "lower_s": timings["lower_s"], "read_s": timings["read_s"],
@@ -224,8 +226,7 @@ def _read(p: AppParams, timings: dict):
         t0 = time.perf_counter()
         # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
         # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
-        trace = load_trace(p.trace, p.fmt, flops_per_s_of(p), "python" if p.engine == "python" else None,
-                           p.dialect)
+        trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect)
         timings["read_s"] = time.perf_counter() - t0
         return trace, host.result()
 
@@ -294,58 +295,89 @@ def _lower(p: AppParams, trace, timings: dict):
     return ops, encoded, ops_per_replay, m_total, m_comm
 
 
-def _replay_all(p: AppParams, run, trace, cl, params_by_model, jit, ops, encoded, ops_per_replay, bar, measured,
-                nevents_trace: int, grid=None):
+@dataclass
+class _Replays:
+    """What every replay of one trace shares: the parameters, the trace lowered once, the cluster, the model
+    parameters, the jitter, the measured side, the progress bar, the breakdown's grid."""
+
+    p: AppParams
+    trace: Any
+    cl: Any
+    params_by_model: dict
+    jit: Any
+    ops: Any
+    encoded: Any
+    ops_per_replay: int
+    bar: Any
+    measured: tuple
+    nevents_trace: int
+    grid: Any = None
+
+
+def _replay_one(rp: _Replays, mp: str, m: str, r: int, keep_rows: bool):
+    """Replica r of mapping mp x model m: (its result, its engine, the replay's seconds)."""
+    from hpcvar.sim import replay as simapp
+
+    p, trace = rp.p, rp.trace
+    node_of = simapp.mapping(mp, trace.ntasks, rp.cl, p.seed + r)
+    jf = rp.jit(trace.ntasks, p.seed, r) if rp.jit is not None else None
+    sim = simapp.Simulator(trace, rp.cl, node_of, m, rp.params_by_model.get(m), p.collectives, p.eager_bytes, jf,
+                           rp.ops, engine=p.engine, encoded=rp.encoded, keep_rows=keep_rows,
+                           progress=rp.bar.callback if rp.bar else None)
+    if sim.engine == "python" and rp.ops is None:
+        raise UsageError("the trace was lowered for the C core only", "--engine", "Use --engine auto")
+    t1 = time.perf_counter()
+    res = sim.run()
+    elapsed = time.perf_counter() - t1
+    if rp.bar:
+        rp.bar.next_replay(rp.ops_per_replay)  # the engine is the one its ops were lowered for
+    return res, sim.engine, elapsed
+
+
+def _replay_all(rp: _Replays, run):
     """Every mapping x model (x replica for random mappings and jitter); the tables are stored after each
     mapping x model. Returns (one summary per mapping x model, the first replay's result, the breakdown rows
-    of every replay when ``grid`` is given, else None)."""
+    of every replay when ``rp.grid`` is given, else None)."""
     import pandas as pd
 
     from hpcvar.sim import breakdown
-    from hpcvar.sim import replay as simapp
 
+    p, trace, grid = rp.p, rp.trace, rp.grid
     runs: list[dict] = []
     rep_rows: list = []
     bd_rows: list = []
     first = None
     for mp in p.all_mappings():
         for m in p.models:
-            random_here = mp == "random" or jit is not None
             reps, t_sim, eng = [], 0.0, None
-            for r in range(p.replicas if random_here else 1):
-                node_of = simapp.mapping(mp, trace.ntasks, cl, p.seed + r)
-                jf = jit(trace.ntasks, p.seed, r) if jit is not None else None
-                sim = simapp.Simulator(trace, cl, node_of, m, params_by_model.get(m), p.collectives, p.eager_bytes, jf,
-                                       ops, engine=p.engine, encoded=encoded,
-                                       keep_rows=(first is None and bool(p.chrome_path)) or grid is not None,
-                                       progress=bar.callback if bar else None)
-                if sim.engine == "python" and ops is None:
-                    raise UsageError("the trace was lowered for the C core only", "--engine", "Use --engine auto")
-                t1 = time.perf_counter()
-                res = sim.run()
-                t_sim += time.perf_counter() - t1
-                if bar:
-                    bar.next_replay(ops_per_replay)  # the engine is the one its ops were lowered for
-                eng = sim.engine
+            for r in range(p.replicas if (mp == "random" or rp.jit is not None) else 1):
+                res, eng, elapsed = _replay_one(rp, mp, m, r, (first is None and bool(p.chrome_path)) or
+                                                grid is not None)
+                t_sim += elapsed
                 reps.append(res)
                 rep_rows.append(pd.DataFrame({
                     "mapping": mp, "model": m, "replica": r, "seed": p.seed + r, "task": np.arange(trace.ntasks),
                     "node": np.asarray(res.node_of, np.int64), "total_s": res.total_s, "comm_s": res.comm_s,
                     "avg_penalty": res.avg_penalty}))
-                if first is None:
-                    first = res
+                first = first if first is not None else res
                 if grid is not None:
                     bd_rows.append(breakdown.rows(grid, res, mp, m, r))
-            one = combine(mp, m, reps, measured[0], measured[1], trace.timed)
+            one = combine(mp, m, reps, rp.measured[0], rp.measured[1], trace.timed)
             one.update(engine=eng, replay_s=t_sim,
-                       events_per_s=nevents_trace * len(reps) / t_sim if t_sim > 0 else None)
+                       events_per_s=rp.nevents_trace * len(reps) / t_sim if t_sim > 0 else None)
             runs.append(one)
-            run.write_table("replay.replicas", pd.concat(rep_rows, ignore_index=True))
-            run.write_table("replay.tasks", pd.DataFrame(task_rows(runs)))
-            run.write_table("replay.runs", pd.DataFrame(run_rows(runs)))
-            if grid is not None:
-                run.write_table("replay.breakdown", pd.concat(bd_rows, ignore_index=True))
+            _store_tables(run, runs, rep_rows, bd_rows if grid is not None else None)
     return runs, first, (pd.concat(bd_rows, ignore_index=True) if grid is not None else None)
+
+
+def _store_tables(run, runs: list[dict], rep_rows: list, bd_rows: list | None) -> None:
+    import pandas as pd
+
+    run.write_table("replay.replicas", pd.concat(rep_rows, ignore_index=True))
+    run.write_table("replay.tasks", pd.DataFrame(task_rows(runs)))
+    run.write_table("replay.runs", pd.DataFrame(run_rows(runs)))
+    if bd_rows is not None:
+        run.write_table("replay.breakdown", pd.concat(bd_rows, ignore_index=True))
 
 
 def _outputs(p: AppParams, run, runs: list[dict], first, timeline_src) -> list[str]:

@@ -9,7 +9,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import Headline, Section
+from hpcvar.report.sections import MODEL, Headline, Section
 from hpcvar.report.terminal import Cell, seconds
 from hpcvar.report.verdict import judge_error_pct
 from hpcvar.results import Run
@@ -190,7 +190,7 @@ def section(run: Run) -> Section:
         sec.headlines.append(Headline(
             "smallest mean E_abs", f"{best.mean_e_abs_pct:.1f} %",
             f"mapping {best.mapping}, model {best.model}: |S_p - S_m| / S_m of the communication time, "
-            "averaged over tasks", *judge_error_pct(float(best.mean_e_abs_pct), "mean E_abs")))
+            "averaged over tasks", *judge_error_pct(float(best.mean_e_abs_pct), "mean E_abs"), role=MODEL))
     fast = runs.loc[runs["makespan_s"].idxmin()]
     sec.headlines.append(Headline("shortest predicted makespan", f"{fast.makespan_s:.6g} s",
                                   f"mapping {fast.mapping}, model {fast.model}"))

@@ -9,13 +9,20 @@ import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import BAD, GOOD, Headline, Section
+from hpcvar.report.sections import BAD, GOOD, PREDICTION, SUSPECT, Headline, Section
 from hpcvar.report.verdict import SLOWDOWN_BAD_PCT, judge_ci
 from hpcvar.results import Run
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:.2f}%"
+
+
+def _ci(lo: float | None, hi: float | None, replicas: int, sep: str = "..") -> str:
+    """The 95% CI of a slowdown; one replica has none ("n = 1")."""
+    if replicas < 2 or lo is None or hi is None or lo != lo or hi != hi:
+        return f"n = {replicas}"
+    return f"{_pct(lo)}{sep}{_pct(hi)}"
 
 
 def render(console: Console, run: Run) -> None:
@@ -30,7 +37,7 @@ def render(console: Console, run: Run) -> None:
         cf = p.get("closed_form") or {}
         cf_txt = _pct(cf["expected_slowdown"]) if "expected_slowdown" in cf else "-"
         t.add_row(p["config"], str(p["tasks"]), f"{p['total_cycles']:.4g}", _pct(p["slowdown"]),
-                  f"{_pct(p['slowdown_ci'][0])}..{_pct(p['slowdown_ci'][1])}", cf_txt, _pct(p["coverage"]),
+                  _ci(p["slowdown_ci"][0], p["slowdown_ci"][1], int(p["replicas"])), cf_txt, _pct(p["coverage"]),
                   f"{p['task_phases_per_s'] / 1e6:.2f}")
     console.print(t)
 
@@ -83,23 +90,10 @@ def plot_phases(phases: pd.DataFrame, stem, freq_hz: float | None = None) -> lis
 
 def _assumptions(run, res: dict) -> str:
     """What a predicted slowdown rests on: the grain, the phases, the barrier, the noise that was replayed."""
-    from pathlib import Path
-
     freq = res.get("freq_hz") or 0
     grain = f"{res['work_cycles'] / freq * 1e3:.3g} ms" if freq and res.get("work_cycles") else "?"
     text = (f"for a {grain} compute grain, {res.get('phases_n', '?')} phases, a {res.get('barrier', '?')} barrier")
-    params = run.info.get("params") or {}
-    for t in params.get("traces") or []:
-        src = Path(t)
-        rj = (src if src.is_dir() else src.parent) / "run.json"
-        if not rj.is_file():
-            continue
-        import json
-
-        try:
-            noise = json.loads(rj.read_text())
-        except (OSError, ValueError):
-            continue
+    for noise in _noise_runs(run):
         nres = noise.get("result") or {}
         lost = [c.get("noise_fraction", 0) for c in nres.get("cpus", [])]
         where = "a VM" if (noise.get("metadata") or {}).get("virtualized") else "this machine"
@@ -115,6 +109,34 @@ def _assumptions(run, res: dict) -> str:
     return text
 
 
+def _noise_runs(run) -> list[dict]:
+    """The run.json of the noise recordings a prediction replayed (its traces' runs)."""
+    import json
+    from pathlib import Path
+
+    out = []
+    for t in (run.info.get("params") or {}).get("traces") or []:
+        src = Path(t)
+        rj = (src if src.is_dir() else src.parent) / "run.json"
+        try:
+            out.append(json.loads(rj.read_text()))
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def input_suspicion(run) -> str:
+    """Why the noise a prediction replayed is suspect ('' when it is not): a prediction on suspect input is
+    suspect itself, never bad."""
+    from hpcvar.noise.analysis import recording_suspicion
+
+    for noise in _noise_runs(run):
+        why = recording_suspicion(noise.get("result") or {})
+        if why:
+            return f"built on a noise recording that is suspect ({why})"
+    return ""
+
+
 def section(run: Run) -> Section:
     res = run.info.get("result") or {}
     sec = Section(title="Jitter slowdown predicted at scale (jitSim)")
@@ -125,19 +147,23 @@ def section(run: Run) -> Section:
         if p["config"] not in largest or p["tasks"] > largest[p["config"]]["tasks"]:
             largest[p["config"]] = p
     assumptions = _assumptions(run, res)
+    suspect_input = input_suspicion(run)
     for cfg, p in largest.items():
         lo, hi = p["slowdown_ci"]
         flag = judge_ci(lo, hi, replicas=int(p["replicas"]))
-        if flag:
+        if suspect_input:
+            status, ref = SUSPECT, f"{suspect_input}; {assumptions}"
+        elif flag:
             status, ref = flag[0], f"{flag[1]}; {assumptions}"
         elif p["slowdown"] > SLOWDOWN_BAD_PCT / 100:
             status, ref = BAD, f"above {SLOWDOWN_BAD_PCT:g}% {assumptions}"
         else:
             status, ref = GOOD, f"within {SLOWDOWN_BAD_PCT:g}% {assumptions}"
         sec.headlines.append(Headline(f"jitter slowdown, {cfg}, {p['tasks']:,} tasks",
-                                      f"{_pct(p['slowdown'])} [{_pct(lo)}, {_pct(hi)}]",
+                                      f"{_pct(p['slowdown'])} [{_ci(lo, hi, int(p['replicas']), ', ')}]",
                                       f"T/T0 - 1 of compute + barrier phases, 95% CI over {p['replicas']} replicas; "
-                                      f"T = {p.get('total_s', float('nan')):.4g} s", status, ref))
+                                      f"T = {p.get('total_s', float('nan')):.4g} s", status, ref,
+                                      role=PREDICTION))
     if run.has_table("jitter.points"):
         sec.tables.append(("Slowdown against task count", run.read_table("jitter.points")))
     for name, cap in (("sweep", "Slowdown against tasks (log x)"), ("phases", "Phase durations (replica 0)")):

@@ -1,0 +1,519 @@
+"""From the screen's tables to figures per node and per link, outliers, their attribution and what they cost.
+
+Per node (``node_metrics``): OS noise (the CPU time the collector lost, in 100 ms windows over every CPU and
+round: the mean and its bootstrap CI), the longest detour, the compute kernel's speed (iterations per second of
+the mean call, which counts the calls a throttled CPU stretched), the cost of a clock read and the 8-byte
+latency inside the node (medians with their CIs). Per link (``link_metrics``): the bandwidth of each direction
+and the 8-byte one-way latency of each pair (medians with their CIs).
+
+Validity, apart from the values: while a node or a pair was measured, what other processes used of its CPUs
+(``/proc/stat`` user+nice+system minus the screen's own CPU time) and the hypervisor's steal, together its
+*load* (``load_pct`` in the tables). The outlier rule compares items, so a load that every item had cannot
+make one of them stand out; what can is a load some items had more than the others:
+
+- an item measured under more than ``HEAVY_PCT`` of load is *disturbed* (it ran on less than three quarters of
+  its CPUs): a finding on it is *suspect*, never *degraded*;
+- a node finding is suspect when the node's extra load (over the median of the other nodes) explains at least
+  half of its excess (``load_explains``); a link finding when its pairs' extra load over the reference links'
+  is ``LOAD_PCT`` points or more;
+- a run whose median load is over ``LOAD_PCT`` cannot be OK (a fault smaller than the load could hide in it):
+  its answer is UNRELIABLE unless something valid was found (DEGRADED, with the load named), and
+  expectations (absolute bounds) are judged only on items under ``LOAD_PCT``.
+
+Outliers by hpcvar.stats.outliers (threshold 3.5, each metric's floor below). Links are attributed
+(``link_findings``): a node's links, per direction for bandwidth, are summarised by their median; a node whose
+summary is an outlier, and all of whose links are outliers against the links of the other nodes, is the fault
+("hv-h2's link"); otherwise the links that are outliers are reported as pairs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+
+from hpcvar.stats import mean_ci, median_ci
+from hpcvar.stats.outliers import MIN_ITEMS, flag, modified_z, rest_interval
+from hpcvar.stats.summary import MODIFIED_Z_THRESHOLD
+
+LOAD_PCT = 10.0  # other processes' and the hypervisor's share of the CPUs: the run-level and relative threshold
+STEAL_PCT = 10.0  # the hypervisor's steal: the same threshold as every bench run's warning (metadata)
+HEAVY_PCT = 25.0  # above it an item was measured on less than three quarters of its CPUs: disturbed
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One screened quantity: its unit, its bad side and the smallest spread assumed (stats.outliers)."""
+
+    name: str
+    label: str
+    unit: str  # "%", "ns", "B/s", "op/s"
+    higher_is_worse: bool
+    floor: float = 0.0  # relative MAD floor
+    abs_floor: float = 0.0  # absolute MAD floor, in ``unit``
+    outliers: bool = True  # judged by the outlier rule (else by expectations only)
+    scope: str = "node"
+
+
+METRICS: dict[str, Metric] = {m.name: m for m in [
+    # 0.5 percentage point: an outlier is at least 2.6 points above the median
+    Metric("noise_fraction", "OS noise (CPU time lost)", "%", True, abs_floor=0.5),
+    # judged by expectations only; a maximum is volatile: expect --from allows 5.19 x 50% of the median above it
+    Metric("longest_detour", "longest detour", "ns", True, floor=0.5, outliers=False),
+    # 1%: a node 5.2% slower stands out
+    Metric("compute_rate", "compute kernel speed", "op/s", False, floor=0.01),
+    Metric("timer_cost", "cost of a clock read", "ns", True, floor=0.05, abs_floor=0.5),
+    # 10%: inside one node the latency depends on where the two ranks land (cores, caches): on the testbed's
+    # clean screens one node's median was 24% above the others' (z 3.3); 52% above the median stands out
+    Metric("shm_latency", "8-byte latency inside the node", "ns", True, floor=0.10),
+    # 2%: a link 10.4% slower than the median stands out
+    Metric("link_bandwidth", "link bandwidth", "B/s", False, floor=0.02, scope="link"),
+    # 5%: latency varies more; 26% above the median stands out
+    Metric("link_latency", "8-byte one-way latency", "ns", True, floor=0.05, scope="link"),
+]}
+
+NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "outlier", "rest_median", "load_pct",
+             "valid", "why"]
+LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "load_pct", "valid", "why"]
+FINDING_COLS = ["scope", "where", "hosts", "metric", "side", "value", "reference", "ratio", "z", "threshold",
+                "links", "status", "why", "cost", "cost_text"]
+
+
+# ---- validity ------------------------------------------------------------------------------------------------
+def _others_pct(rows: pd.DataFrame, boot: dict[str, str]) -> tuple[float, float]:
+    """(other processes' %, steal %) of the CPUs of the machines in ``rows`` (load rows of one or more items):
+    per item and machine, the busiest reading minus the screen's own CPU time of every rank there."""
+    busy = own = cap = steal = 0.0
+    rows = rows if "phase" in rows.columns else rows.assign(phase="all")
+    keys = ["item", "a", "b", "round", "phase"]
+    for _, g in rows.assign(machine=rows["host"].map(boot)).groupby([*keys, "machine"]):
+        busy += float(g["busy_ns"].max())
+        own += float(g["own_ns"].sum())
+        cap += float(g["cap_ns"].max())
+        steal += float(g["steal_ns"].max())
+    if cap <= 0:
+        return float("nan"), float("nan")
+    return max(0.0, 100.0 * (busy - own) / cap), 100.0 * steal / cap
+
+
+def load_of(others: float, steal: float) -> float:
+    """Other processes' and the hypervisor's share of the CPUs (%)."""
+    return (others if np.isfinite(others) else 0.0) + (steal if np.isfinite(steal) else 0.0)
+
+
+def _why(others: float, steal: float, limit: float = HEAVY_PCT) -> str:
+    """Why an item is disturbed ('' when its load is under ``limit``)."""
+    if not load_of(others, steal) > limit:
+        return ""
+    parts = []
+    if np.isfinite(others) and others > 0.5:
+        parts.append(f"other processes used {others:.0f}% of the CPUs meanwhile")
+    if np.isfinite(steal) and steal >= 2:
+        parts.append(f"the hypervisor stole {steal:.0f}% of the CPUs")
+    return " and ".join(parts) + f" (over {limit:g}%)"
+
+
+def merge_whys(whys) -> str:
+    """Several items' reasons as one: 'other processes used 48-60% of the CPUs meanwhile (over 10%)'."""
+    import re
+
+    whys = [w for w in whys if w]
+    if not whys:
+        return ""
+    parts = []
+    limit = re.findall(r"\(over (\d+)%\)", " ".join(whys))
+    for what, tail in (("other processes used", "of the CPUs meanwhile"), ("the hypervisor stole", "of the CPUs")):
+        vals = [float(m) for w in whys for m in re.findall(rf"{what} (\d+)% ", w)]
+        if vals:
+            lo, hi = min(vals), max(vals)
+            span = f"{lo:.0f}%" if lo == hi else f"{lo:.0f}-{hi:.0f}%"
+            parts.append(f"{what} {span} {tail}")
+    if parts:
+        parts = [" and ".join(parts) + (f" (over {limit[0]}%)" if limit else "")]
+    other = sorted({w for w in whys if not re.search(r"(other processes used|the hypervisor stole) \d+%", w)})
+    return "; ".join(parts + other)
+
+
+PHASE_OF = {"noise_fraction": "noise", "longest_detour": "noise", "compute_rate": "kernel", "shm_latency": "shm"}
+
+
+def node_validity(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str, tuple[float, float, str]]:
+    """host -> (others %, steal %, why it is disturbed or '') over the node's measurement items, or over the part
+    of them that measured ``metric`` (PHASE_OF) where the run kept it."""
+    load, nodes = tables["screen.load"], tables["screen.nodes"]
+    boot = dict(zip(nodes["host"], nodes["boot_id"], strict=True))
+    phase = PHASE_OF.get(metric, "all")
+    if "phase" not in load.columns or not (load["phase"] == phase).any():
+        phase = "all"
+    load = load[load["phase"] == phase] if "phase" in load.columns else load
+    out = {}
+    for host in nodes["host"]:
+        rows = load[(load["item"] == "node") & (load["host"] == host)]
+        o, s = _others_pct(rows, boot) if len(rows) else (float("nan"), float("nan"))
+        out[host] = (o, s, _why(o, s))
+    return out
+
+
+def check_load(tables: dict[str, pd.DataFrame]) -> list[dict]:
+    """The load check before measuring: per node, other processes' and the hypervisor's share of its CPUs."""
+    load, nodes = tables["screen.load"], tables["screen.nodes"]
+    boot = dict(zip(nodes["host"], nodes["boot_id"], strict=True))
+    out = []
+    for host in nodes["host"]:
+        rows = load[(load["item"] == "check") & (load["host"] == host)]
+        if len(rows):
+            o, s = _others_pct(rows, boot)
+            out.append({"host": host, "others_pct": o, "steal_pct": s, "why": _why(o, s, LOAD_PCT)})
+    return out
+
+
+# ---- per node ------------------------------------------------------------------------------------------------
+def _row(host, metric, value, lo, hi, n, validity) -> dict:
+    m = METRICS[metric]
+    o, s, why = validity
+    return {"host": host, "metric": metric, "value": float(value), "ci_lo": float(lo), "ci_hi": float(hi),
+            "n": int(n), "unit": m.unit, "z": float("nan"), "outlier": False, "rest_median": float("nan"),
+            "load_pct": load_of(o, s), "valid": not why, "why": why}
+
+
+def _noise_rows(host, t, validity) -> list[dict]:
+    w = t["screen.noise_windows"]
+    w = w[w["host"] == host]["lost_fraction"].to_numpy() * 100.0
+    per = t["screen.noise"][t["screen.noise"]["host"] == host]
+    if not len(per):
+        return []
+    x = w if w.size else per["noise_fraction"].to_numpy() * 100.0
+    lo, hi = mean_ci(x)
+    v = validity
+    if per["overflow"].any():
+        v = (v[0], v[1], "; ".join(p for p in (v[2], "the collector's event buffer filled") if p))
+    return [_row(host, "noise_fraction", float(np.mean(x)), lo, hi, x.size, v),
+            _row(host, "longest_detour", float(per["max_detour_ns"].max()), float("nan"), float("nan"), len(per), v)]
+
+
+def _kernel_row(host, t, validity) -> list[dict]:
+    """Iterations per second of the mean call (time per iteration: launches may calibrate differently)."""
+    k = t["screen.kernel"]
+    x = k[k["host"] == host]["ns_per_iter"].dropna().to_numpy()
+    if not x.size:
+        return []
+    lo, hi = mean_ci(x)
+    return [_row(host, "compute_rate", 1e9 / np.mean(x), 1e9 / hi, 1e9 / lo, x.size, validity)]
+
+
+def _median_row(host, metric, x, validity) -> list[dict]:
+    if not len(x):
+        return []
+    lo, hi = median_ci(x)
+    return [_row(host, metric, float(np.median(x)), lo, hi, len(x), validity)]
+
+
+def node_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per node and metric, judged by the outlier rule among the nodes."""
+    valid = {m: node_validity(t, m) for m in ("", "noise_fraction", "compute_rate", "shm_latency")}
+    rows = []
+    for host in t["screen.nodes"]["host"]:
+        rows += _noise_rows(host, t, valid["noise_fraction"][host])
+        rows += _kernel_row(host, t, valid["compute_rate"][host])
+        rows += _median_row(host, "timer_cost", t["screen.timer"][t["screen.timer"]["host"] == host]["read_ns"],
+                            valid[""][host])
+        rows += _median_row(host, "shm_latency", t["screen.shm"][t["screen.shm"]["host"] == host]["oneway_ns"],
+                            valid["shm_latency"][host])
+    df = pd.DataFrame(rows, columns=NODE_COLS)
+    for name, idx in df.groupby("metric").groups.items():
+        m = METRICS[str(name)]
+        if not m.outliers:
+            continue
+        g = df.loc[idx]
+        flags = flag(g["value"], g["ci_lo"], g["ci_hi"], m.higher_is_worse, m.floor, m.abs_floor)
+        df.loc[idx, "z"] = [f.z for f in flags]
+        df.loc[idx, "outlier"] = [f.outlier for f in flags]
+        df.loc[idx, "rest_median"] = [f.rest_median for f in flags]
+    return df
+
+
+# ---- per link ------------------------------------------------------------------------------------------------
+def pair_validity(t: dict[str, pd.DataFrame]) -> dict[frozenset, tuple[float, float, str]]:
+    load, nodes = t["screen.load"], t["screen.nodes"]
+    boot = dict(zip(nodes["host"], nodes["boot_id"], strict=True))
+    host = dict(zip(nodes["node"], nodes["host"], strict=True))
+    out = {}
+    pairs = load[load["item"] == "pair"]
+    for (a, b), g in pairs.groupby(["a", "b"]):
+        o, s = _others_pct(g, boot)
+        out[frozenset((host[a], host[b]))] = (o, s, _why(o, s))
+    return out
+
+
+def link_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """One row per direction (bandwidth) and per pair (latency, src < dst in node order)."""
+    valid = pair_validity(t)
+    none = (float("nan"), float("nan"), "")
+    rows = []
+    for (src, dst), g in t["screen.bw"].groupby(["src", "dst"], sort=False):
+        x = g["bw_bytes_per_s"].dropna().to_numpy()
+        if x.size:
+            lo, hi = median_ci(x)
+            o, st, why = valid.get(frozenset((src, dst)), none)
+            rows.append({"src": src, "dst": dst, "metric": "link_bandwidth", "value": float(np.median(x)),
+                         "ci_lo": lo, "ci_hi": hi, "n": int(x.size), "unit": "B/s", "load_pct": load_of(o, st),
+                         "valid": not why, "why": why})
+    for (a, b), g in t["screen.lat"].groupby(["host_a", "host_b"], sort=False):
+        x = g["oneway_ns"].to_numpy()
+        lo, hi = median_ci(x)
+        o, st, why = valid.get(frozenset((a, b)), none)
+        rows.append({"src": a, "dst": b, "metric": "link_latency", "value": float(np.median(x)), "ci_lo": lo,
+                     "ci_hi": hi, "n": int(x.size), "unit": "ns", "load_pct": load_of(o, st), "valid": not why,
+                     "why": why})
+    return pd.DataFrame(rows, columns=LINK_COLS)
+
+
+@dataclass
+class _Judge:
+    """The outlier rule of one link metric against a reference set of links."""
+
+    metric: Metric
+    med: float
+    spread: float
+    lo: float
+    hi: float
+
+    @classmethod
+    def of(cls, m: Metric, ref: pd.DataFrame) -> _Judge:
+        v = ref["value"].to_numpy()
+        med = float(np.median(v))
+        spread = max(float(np.median(np.abs(v - med))), m.floor * abs(med), m.abs_floor)
+        lo, hi = rest_interval(v, ref["ci_lo"].to_numpy(), ref["ci_hi"].to_numpy())
+        return cls(m, med, spread, lo, hi)
+
+    def z(self, value: float) -> float:
+        return 0.6745 * (value - self.med) / self.spread if self.spread > 0 else 0.0
+
+    def bad(self, row) -> bool:
+        sign = 1.0 if self.metric.higher_is_worse else -1.0
+        return sign * self.z(row.value) > MODIFIED_Z_THRESHOLD and not (row.ci_lo <= self.hi and row.ci_hi >= self.lo)
+
+
+SIDES = {"link_bandwidth": ("send", "receive"), "link_latency": ("any",)}
+
+
+def _links_of(df: pd.DataFrame, host: str, side: str) -> pd.DataFrame:
+    if side == "send":
+        return df[df["src"] == host]
+    if side == "receive":
+        return df[df["dst"] == host]
+    return df[(df["src"] == host) | (df["dst"] == host)]
+
+
+def _node_summary(df: pd.DataFrame, hosts: list[str], side: str) -> pd.DataFrame:
+    rows = []
+    for h in hosts:
+        g = _links_of(df, h, side)
+        if len(g):
+            rows.append({"host": h, "value": float(np.median(g["value"])), "ci_lo": float(np.median(g["ci_lo"])),
+                         "ci_hi": float(np.median(g["ci_hi"])), "links": len(g),
+                         "valid": bool(g["valid"].mean() >= 0.5),
+                         "why": merge_whys(g["why"])})
+    return pd.DataFrame(rows)
+
+
+def _finding(scope, where, hosts, m: Metric, side, value, j: _Judge, links, valid, why) -> dict:
+    return {"scope": scope, "where": where, "hosts": ",".join(hosts), "metric": m.name, "side": side,
+            "value": float(value), "reference": j.med, "ratio": float(value) / j.med if j.med else float("nan"),
+            "z": j.z(value), "threshold": MODIFIED_Z_THRESHOLD, "links": int(links),
+            "status": "degraded" if valid else "suspect", "why": why, "cost": float("nan"), "cost_text": ""}
+
+
+def _blamed_nodes(df: pd.DataFrame, hosts: list[str], m: Metric) -> dict[tuple[str, str], pd.DataFrame]:
+    """(host, side) -> its links, for nodes whose link summary is an outlier among the nodes."""
+    out = {}
+    for side in SIDES[m.name]:
+        s = _node_summary(df, hosts, side)
+        if len(s) < MIN_ITEMS:
+            continue
+        for f, row in zip(flag(s["value"], s["ci_lo"], s["ci_hi"], m.higher_is_worse, m.floor, m.abs_floor),
+                          s.itertuples(index=False), strict=True):
+            if f.outlier:
+                out[(row.host, side)] = _links_of(df, row.host, side)
+    return out
+
+
+def _one_metric_findings(df: pd.DataFrame, hosts: list[str], m: Metric) -> list[dict]:
+    if len(df) < MIN_ITEMS:
+        return []
+    blamed = _blamed_nodes(df, hosts, m)
+    suspects = {h for h, _ in blamed}
+    ref = df[~df["src"].isin(suspects) & ~df["dst"].isin(suspects)]
+    # the links of the other nodes, however few (3 nodes, one slow: the 2 links between the other two; the median
+    # of all links would be the slow node's own)
+    judge = _Judge.of(m, ref if len(ref) else df)
+    found, explained = [], set()
+    by_host: dict[str, list[str]] = {}
+    for (h, side), links in blamed.items():
+        if all(judge.bad(r) for r in links.itertuples(index=False)):
+            by_host.setdefault(h, []).append(side)
+            explained.update(links.index)
+    ref_load = float(np.median((ref if len(ref) else df)["load_pct"]))
+    for h, sides in by_host.items():
+        side = "both" if len(sides) == 2 else sides[0]
+        links = pd.concat([_links_of(df, h, s) for s in sides]).drop_duplicates()
+        why = merge_whys(links["why"]) if links["valid"].mean() < 0.5 else \
+            _link_load_explains(float(np.median(links["load_pct"])), ref_load)
+        found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, len(links), not why,
+                              why))
+    for idx, r in df.iterrows():
+        if idx in explained or not judge.bad(r):
+            continue
+        where = f"{r['src']}->{r['dst']}" if m.name == "link_bandwidth" else f"{r['src']}-{r['dst']}"
+        why = r["why"] or _link_load_explains(float(r["load_pct"]), ref_load)
+        found.append(_finding("pair", where, [r["src"], r["dst"]], m, "", r["value"], judge, 1, not why, why))
+    return found
+
+
+def _link_load_explains(load: float, ref_load: float) -> str:
+    """Why a link finding may be load ('' when not): its pairs had LOAD_PCT points more load than the others."""
+    extra = load - ref_load
+    if extra >= LOAD_PCT:
+        return (f"other processes and the hypervisor took {load:.0f}% of the CPUs while it was measured, {extra:.0f} "
+                f"points more than while the other links were (over {LOAD_PCT:g})")
+    return ""
+
+
+def link_findings(links: pd.DataFrame, hosts: list[str]) -> list[dict]:
+    out = []
+    for name in ("link_bandwidth", "link_latency"):
+        out += _one_metric_findings(links[links["metric"] == name].reset_index(drop=True), hosts, METRICS[name])
+    return out
+
+
+# a CPU finding is suspect when other processes' extra load on that node explains this share of its excess
+LOAD_EXPLAINS = 0.5
+
+
+def load_explains(r, validity: dict[str, tuple[float, float, str]]) -> str:
+    """Why a node's outlier may be other processes' load rather than the node ('' when it is not): their share
+    (with the hypervisor's steal) of its CPUs while it was measured exceeds their median share on the other nodes
+    by at
+    least LOAD_EXPLAINS of the finding's excess (percentage points of noise, percent of speed). Where nodes
+    share one machine (the testbed) a load under HEAVY_PCT still lands on whichever node is measured."""
+    if not validity or r.host not in validity or not r.rest_median:
+        return ""
+    def taken(v) -> float:  # other processes' and the hypervisor's share
+        return float(v[0]) + (float(v[1]) if np.isfinite(v[1]) else 0.0)
+
+    mine = taken(validity[r.host])
+    rest = [taken(v) for h, v in validity.items() if h != r.host and np.isfinite(v[0])]
+    if not rest or not np.isfinite(mine):
+        return ""
+    extra = mine - float(np.median(rest))
+    # noise in percentage points; the others in percent of the median of the others, on their bad side
+    excess = r.value - r.rest_median if r.metric == "noise_fraction" else 100.0 * abs(r.value / r.rest_median - 1)
+    if excess > 0 and extra >= LOAD_EXPLAINS * excess:
+        return (f"other processes and the hypervisor took {mine:.0f}% of its CPUs meanwhile, {extra:.0f} points "
+                "more than on the other nodes: enough to explain it")
+    return ""
+
+
+def node_findings(nm: pd.DataFrame, tables: dict[str, pd.DataFrame] | None = None) -> list[dict]:
+    """The nodes' outliers; with the tables, each judged against the load of the part that measured it."""
+    out = []
+    for r in nm[nm["outlier"]].itertuples(index=False):
+        ratio = r.value / r.rest_median if r.rest_median else float("nan")
+        why = r.why or (load_explains(r, node_validity(tables, r.metric)) if tables is not None else "")
+        out.append({"scope": "node", "where": r.host, "hosts": r.host, "metric": r.metric, "side": "",
+                    "value": r.value, "reference": r.rest_median, "ratio": ratio, "z": r.z,
+                    "threshold": MODIFIED_Z_THRESHOLD, "links": 0, "status": "suspect" if why else "degraded",
+                    "why": why, "cost": float("nan"), "cost_text": ""})
+    return out
+
+
+def largest_z(nm: pd.DataFrame, links: pd.DataFrame) -> dict:
+    """The largest |z| on the bad side of any judged item (how far the cleanest run was from a finding)."""
+    best = {"z": 0.0, "metric": "", "where": ""}
+    for r in nm.itertuples(index=False):
+        m = METRICS[r.metric]
+        bad = r.z if m.higher_is_worse else -r.z
+        if m.outliers and np.isfinite(bad) and bad > best["z"]:
+            best = {"z": float(bad), "metric": r.metric, "where": r.host}
+    for name in ("link_bandwidth", "link_latency"):
+        g = links[links["metric"] == name]
+        if len(g) < MIN_ITEMS:
+            continue
+        m = METRICS[name]
+        z = modified_z(g["value"].to_numpy(), m.floor, m.abs_floor) * (1 if m.higher_is_worse else -1)
+        i = int(np.argmax(z))
+        if z[i] > best["z"]:
+            best = {"z": float(z[i]), "metric": name, "where": f"{g['src'].iloc[i]}->{g['dst'].iloc[i]}"}
+    return best
+
+
+# ---- the answer ----------------------------------------------------------------------------------------------
+SIDE_TEXT = {"send": "link (sending)", "receive": "link (receiving)", "both": "link (both ways)", "": "link",
+             "any": "links"}
+
+
+def ordered(findings: pd.DataFrame) -> pd.DataFrame:
+    """Findings by how far they stand out (|z|), the farthest first: what the one line names first."""
+    if findings.empty:
+        return findings
+    return findings.iloc[np.argsort(-np.abs(findings["z"].fillna(0).to_numpy()), kind="stable")].reset_index(drop=True)
+
+
+def finding_text(f: dict) -> str:
+    """'hv-h2's link bandwidth (both ways) 95.3 Mbit/s, 0.50x the median of the others 190 Mbit/s (z -12.4,
+    threshold 3.5)'."""
+    from hpcvar.expect import fmt
+
+    m = METRICS[f["metric"]]
+    if f["scope"] == "node" and m.scope == "link":
+        what = f"{f['where']}'s {m.label}" + ({"send": " sending", "receive": " receiving", "both": " both ways"}
+                                              .get(f["side"], "") if f["metric"] == "link_bandwidth" else "")
+    elif f["scope"] == "pair":
+        what = f"link {f['where']}'s {m.label}"
+    else:
+        what = f"{f['where']}'s {m.label}"
+    return (f"{what} {fmt(f['metric'], f['value'])}, {f['ratio']:.3g}x the median of the others "
+            f"{fmt(f['metric'], f['reference'])} (z {f['z']:+.1f}, threshold {f['threshold']:g})")
+
+
+def run_load(nm: pd.DataFrame, links: pd.DataFrame) -> float:
+    """The screen's median load (%) over its nodes' and links' measurements."""
+    per_node = nm.groupby("host")["load_pct"].first() if len(nm) else pd.Series(dtype=float)
+    vals = np.concatenate([per_node.to_numpy(dtype=float), links["load_pct"].to_numpy(dtype=float)])
+    vals = vals[np.isfinite(vals)]
+    return float(np.median(vals)) if vals.size else 0.0
+
+
+def answer(nodes: int, pairs: int, nm: pd.DataFrame, links: pd.DataFrame, findings: pd.DataFrame,
+           checks: pd.DataFrame | None, expect_path: str | None):
+    """OK / DEGRADED / UNRELIABLE (hpcvar.answer) from the findings, the expectations and the validity."""
+    from hpcvar.answer import decide
+    from hpcvar.expect import failure_text
+
+    found = [finding_text(f) for f in findings.to_dict("records") if f["status"] == "degraded"]
+    reasons = [f"{finding_text(f)}, but {f['why']}" for f in findings.to_dict("records") if f["status"] == "suspect"]
+    if checks is not None and len(checks):
+        failed = checks[checks["status"] == "failed"]
+        found += [failure_text(c) for c in failed.to_dict("records") if c["valid"]]
+        reasons += [f"{failure_text(c)}, but {c['why']}" for c in failed.to_dict("records") if not c["valid"]]
+    if nodes < MIN_ITEMS and not expect_path:
+        reasons.append(f"{nodes} node(s): an outlier needs {MIN_ITEMS} or more nodes to compare, and no "
+                       "expectations were given (--expect FILE)")
+    few = [(METRICS[str(name)].label, int(g["valid"].sum()), len(g), merge_whys(g["why"]))
+           for name, g in nm.groupby("metric", sort=False)
+           if METRICS[str(name)].outliers and nodes >= MIN_ITEMS and g["valid"].sum() < MIN_ITEMS]
+    for (ok, total, why), group in pd.DataFrame(few, columns=["label", "ok", "total", "why"]).groupby(
+            ["ok", "total", "why"], sort=False):
+        reasons.append(f"{', '.join(group['label'])}: only {ok} of {total} nodes measured undisturbed ({why})")
+    load = run_load(nm, links)
+    if load > LOAD_PCT:
+        reasons.append(f"other processes and the hypervisor took a median {load:.0f}% of the CPUs while the nodes and "
+                       f"links were measured (over {LOAD_PCT:g}%): a fault smaller than that load could hide in it")
+    best = largest_z(nm, links)
+    basis = (f"{nodes} nodes, {pairs} pairs, no outlier (largest z {best['z']:.1f} on the bad side: "
+             f"{best['metric'].replace('_', ' ')} of {best['where']}; threshold {MODIFIED_Z_THRESHOLD:g})"
+             if best["metric"] else f"{nodes} nodes, {pairs} pairs, no outlier")
+    if checks is not None and len(checks):
+        basis += f"; {int((checks['status'] != 'failed').sum())} of {len(checks)} expectations met ({expect_path})"
+    return decide(found, reasons, basis)

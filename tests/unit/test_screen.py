@@ -1,0 +1,232 @@
+"""hpcvar screen without MPI: the outlier rule, the pair plans, the attribution of slow links, validity, costs,
+the answer, and the kind's tables from a raw file written as hv_screen writes it."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hpcvar.answer import DEGRADED, OK, UNRELIABLE, combine, decide
+from hpcvar.screen import analysis as an
+from hpcvar.screen import plan
+from hpcvar.stats.outliers import flag, modified_z
+
+HOSTS = ["n1", "n2", "n3", "n4", "n5", "n6"]
+
+
+# ---- the outlier rule --------------------------------------------------------------------------------------
+def test_modified_z_uses_the_floor_when_the_mad_is_tiny():
+    x = np.array([100.0, 100.0, 100.0, 96.0])
+    assert modified_z(x)[3] == 0.0 or abs(modified_z(x)[3]) > 100  # MAD 0: every deviation is infinite or 0
+    z = modified_z(x, floor=0.02)  # spread 2% of the median = 2
+    assert z[3] == pytest.approx(0.6745 * -4 / 2)
+
+
+def test_flag_needs_the_bad_side_the_threshold_and_a_ci_apart_from_the_rest():
+    v = np.array([190.0, 191, 189, 190, 95])
+    lo, hi = v - 1, v + 1
+    f = flag(v, lo, hi, higher_is_worse=False, floor=0.02)
+    assert [x.outlier for x in f] == [False, False, False, False, True]
+    assert f[4].rest_median == pytest.approx(190.0) and f[4].z < -3.5
+    # the same node faster is no fault (the bad side of a bandwidth is low)
+    assert not any(x.outlier for x in flag(np.array([190.0, 191, 189, 190, 380]), lo, hi, False, 0.02))
+    # its CI reaches the rest's: a candidate, not an outlier
+    wide = flag(v, np.array([189, 190, 188, 189, 60.0]), np.array([191, 192, 190, 191, 189.5]), False, 0.02)
+    assert wide[4].candidate and not wide[4].outlier
+    # a deviation below 5.19 x the floor is not even a candidate
+    assert not flag(np.array([100.0, 100, 100, 95]), np.full(4, 0.0), np.full(4, 0.0), False, 0.01)[3].candidate
+    assert flag(np.array([100.0, 100, 100, 94]), np.full(4, 0.0), np.full(4, 0.0), False, 0.01)[3].candidate
+    # fewer than 3 items: nothing to compare with
+    assert not any(x.candidate for x in flag(np.array([1.0, 100]), np.zeros(2), np.zeros(2), True))
+
+
+# ---- pair plans --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("n", [2, 3, 4, 5, 8, 13, 64])
+def test_all_pairs_in_rounds_of_disjoint_pairs(n):
+    rounds = plan.plan_rounds(n, "all")
+    pairs = [p for r in rounds for p in r]
+    assert len(pairs) == len(set(pairs)) == n * (n - 1) // 2
+    assert len(rounds) == (n - 1 if n % 2 == 0 else n)
+    for r in rounds:
+        ends = [x for p in r for x in p]
+        assert len(ends) == len(set(ends))  # no node twice in a round
+
+
+@pytest.mark.parametrize("n,k", [(4, 1), (7, 2), (65, 4), (100, 3)])
+def test_random_pairs_cover_every_node_k_times_in_disjoint_rounds(n, k):
+    rounds = plan.plan_rounds(n, "random", k, seed=3)
+    assert min(plan.coverage(rounds, n)) >= k
+    pairs = [p for r in rounds for p in r]
+    assert len(pairs) == len(set(pairs))
+    for r in rounds:
+        ends = [x for p in r for x in p]
+        assert len(ends) == len(set(ends))
+    assert plan.plan_rounds(n, "random", k, seed=3) == rounds  # seeded
+
+
+def test_ring_and_auto_and_bad_plans():
+    assert [p for r in plan.plan_rounds(5, "ring") for p in r] == [(0, 1), (2, 3), (1, 2), (3, 4), (0, 4)]
+    assert len([p for r in plan.plan_rounds(64, "auto") for p in r]) == 64 * 63 // 2
+    assert min(plan.coverage(plan.plan_rounds(65, "auto"), 65)) >= plan.DEFAULT_RANDOM_K
+    from hpcvar.errors import UsageError
+
+    for bad in ("random:0", "random", "pairs", "ring:2"):
+        with pytest.raises(UsageError) as e:
+            plan.parse_pairs(bad)
+        assert e.value.where == "--pairs"
+
+
+# ---- analysis on synthetic tables -------------------------------------------------------------------------
+def tables(n=4, slow_link: dict | None = None, slow_pair=None, noisy=None, loaded=None, seed=0,
+           pair_load: float = 0.0) -> dict:
+    """The screen's tables for n nodes on separate machines: links at 190 Mbit/s (a node in ``slow_link`` at its
+    factor both ways), 20 us latency, 2% noise (``noisy`` at 10%), others' load 1% (``loaded`` nodes 40%)."""
+    rng = np.random.default_rng(seed)
+    hosts = HOSTS[:n]
+    slow_link, noisy, loaded = slow_link or {}, noisy or set(), loaded or set()
+    nodes = pd.DataFrame({"node": range(n), "host": hosts, "boot_id": [f"b{i}" for i in range(n)], "cpus": 2,
+                          "turn": 0})
+    load, win, kern, bw, lat = [], [], [], [], []
+    for i, h in enumerate(hosts):
+        for r in range(2):
+            other = (loaded.get(h, 0.01) if isinstance(loaded, dict) else 0.40 if h in loaded else 0.01)
+            load.append({"item": "node", "a": i, "b": -1, "round": r, "host": h, "local": 0, "busy_ns": 1e9 * (
+                0.5 + other), "cap_ns": 1e9, "steal_ns": 0.0, "own_ns": 0.5e9})
+            for c in range(2):
+                base = 0.10 if h in noisy else 0.02
+                win += [{"host": h, "round": r, "cpu": c, "window": w, "lost_fraction": base + rng.normal(0, 0.002)}
+                        for w in range(5)]
+                kern += [{"host": h, "round": r, "cpu": c, "call": k, "call_ns": 1e6, "start_ns": k * 1e6,
+                          "iters": 1000, "ns_per_iter": 1000 * (1 + rng.normal(0, 0.003))} for k in range(50)]
+    for a in range(n):
+        for b in range(a + 1, n):
+            ha, hb = hosts[a], hosts[b]
+            f = min(slow_link.get(ha, 1.0), slow_link.get(hb, 1.0))
+            if slow_pair and {ha, hb} == set(slow_pair):
+                f = 0.5
+            for src, dst in ((ha, hb), (hb, ha)):
+                bw += [{"src": src, "dst": dst, "iter": k, "t_ns": 0.0, "size_bytes": 1 << 20,
+                        "bw_bytes_per_s": 190e6 / 8 * f * (1 + rng.normal(0, 0.002))} for k in range(5)]
+            lat += [{"host_a": ha, "host_b": hb, "iter": k, "rtt_ns": 40e3, "oneway_ns": 20e3 * (1 + rng.normal(0,
+                                                                                                           0.01))}
+                    for k in range(50)]
+            for h in (ha, hb):
+                load.append({"item": "pair", "a": a, "b": b, "round": -1, "host": h, "local": 0,
+                             "busy_ns": 0.3e9 + pair_load * 1e9,
+                             "cap_ns": 1e9, "steal_ns": 0.0, "own_ns": 0.3e9})
+    noise = pd.DataFrame([{"host": h, "round": 0, "cpu": 0, "length_s": 1.0, "noise_fraction": 0.02,
+                           "events_per_s": 1000.0, "max_detour_ns": 1e5, "preemptions": 0, "overflow": False}
+                          for h in hosts])
+    return {"screen.nodes": nodes, "screen.load": pd.DataFrame(load), "screen.noise_windows": pd.DataFrame(win),
+            "screen.noise": noise, "screen.kernel": pd.DataFrame(kern), "screen.bw": pd.DataFrame(bw),
+            "screen.lat": pd.DataFrame(lat),
+            "screen.timer": pd.DataFrame({"host": hosts * 10, "round": 0, "sample": 0, "read_ns": 9.5,
+                                          "resolution_ns": 0.4}),
+            "screen.shm": pd.DataFrame({"host": hosts * 30, "round": 0, "iter": 0, "rtt_ns": 4e3,
+                                        "oneway_ns": [2e3 + k for k in range(30 * n)]})}
+
+
+def analyse(t: dict, expect_path=None, checks=None):
+    nm = an.node_metrics(t)
+    lm = an.link_metrics(t)
+    hosts = list(t["screen.nodes"]["host"])
+    f = pd.DataFrame(an.node_findings(nm, t) + an.link_findings(lm, hosts), columns=an.FINDING_COLS)
+    return nm, lm, f, an.answer(len(hosts), 6, nm, lm, f, checks, expect_path)
+
+
+def test_a_clean_screen_names_nothing():
+    nm, lm, f, a = analyse(tables())
+    assert f.empty and a.status == OK and a.exit_code == 0
+    assert "no outlier" in a.line() and "largest z" in a.line()
+
+
+def test_a_slow_node_link_is_that_nodes_and_a_noisy_node_is_named():
+    nm, lm, f, a = analyse(tables(slow_link={"n2": 0.5}, noisy={"n3"}))
+    got = {(r.where, r.metric, r.scope, r.side) for r in f.itertuples()}
+    assert got == {("n2", "link_bandwidth", "node", "both"), ("n3", "noise_fraction", "node", "")}, got
+    assert a.status == DEGRADED and a.exit_code == 3
+    bw = f[f["metric"] == "link_bandwidth"].iloc[0]
+    assert bw["ratio"] == pytest.approx(0.5, abs=0.01) and bw["reference"] == pytest.approx(190e6 / 8, rel=0.01)
+    assert "n2's link bandwidth both ways" in a.line() and "n3's OS noise" in a.line()
+
+
+def test_one_slow_pair_is_the_pairs_not_a_nodes():
+    nm, lm, f, a = analyse(tables(n=5, slow_pair=("n1", "n4")))
+    assert set(f["scope"]) == {"pair"} and set(f["where"]) == {"n1->n4", "n4->n1"}, f[["where", "scope"]]
+
+
+def test_a_finding_on_a_loaded_node_is_suspect_and_the_answer_unreliable():
+    nm, lm, f, a = analyse(tables(noisy={"n3"}, loaded={"n3"}))
+    assert list(f["status"]) == ["suspect"] and a.status == UNRELIABLE and a.exit_code == 4
+    assert "other processes used 40%" in a.line()
+    # load elsewhere, nothing found on it: still OK
+    nm, lm, f, a = analyse(tables(loaded={"n1"}))
+    assert f.empty and a.status == OK
+
+
+def test_too_few_nodes_without_expectations_is_unreliable():
+    nm, lm, f, a = analyse(tables(n=2))
+    assert a.status == UNRELIABLE and "needs 3 or more nodes" in a.line()
+
+
+def test_costs_of_a_slow_link_and_a_slow_node():
+    from hpcvar.screen import cost
+
+    t = tables(slow_link={"n2": 0.5})
+    lm = an.link_metrics(t)
+    c, text = cost.link_cost(lm, HOSTS[:4], "link_bandwidth", 190e6 / 8)
+    assert c == pytest.approx(1.0, rel=0.05) and "ring allreduce" in text  # the half-rate link paces the ring
+    c, _ = cost.compute_cost(90.0, 100.0)
+    assert c == pytest.approx(100 / 90 - 1)
+
+
+def test_answer_combines_labelled():
+    a = combine([("screen", decide(["x slow"], [], "")), ("latency", decide([], ["load"], ""))])
+    assert a.status == DEGRADED and a.line() == "DEGRADED: screen: x slow (also unreliable: latency: load)"
+    assert combine([("a", decide([], [], "fine"))]).line() == "OK: a: fine"
+
+
+def test_load_under_the_threshold_that_explains_a_cpu_finding_makes_it_suspect():
+    """Where nodes share one machine, a little load lands on whichever node is measured: a node 8 points noisier
+    with 5 points more load than the others is suspect; with 1 point more, the node itself is noisy."""
+    _, _, f, a = analyse(tables(noisy={"n3"}, loaded={"n3": 0.06}))
+    assert list(f["status"]) == ["suspect"] and "enough to explain it" in f["why"][0] and a.status == UNRELIABLE
+    _, _, f, a = analyse(tables(noisy={"n3"}, loaded={"n3": 0.02}))
+    assert list(f["status"]) == ["degraded"] and a.status == DEGRADED
+
+
+def test_a_load_every_item_had_cannot_make_one_stand_out():
+    """Cross traffic's senders on the testbed load the CPUs all along: 15% everywhere. A half-rate link is still
+    found (DEGRADED, the load named); without a fault the answer cannot be OK (a small fault could hide)."""
+    uniform = {h: 0.15 for h in HOSTS}
+    _, _, f, a = analyse(tables(slow_link={"n2": 0.5}, loaded=uniform, pair_load=0.15))
+    assert list(f["where"]) == ["n2"] and list(f["status"]) == ["degraded"] and a.status == DEGRADED
+    assert "also unreliable: other processes and the hypervisor took a median 15%" in a.line()
+    _, _, f, a = analyse(tables(loaded=uniform, pair_load=0.15))
+    assert f.empty and a.status == UNRELIABLE and "could hide in it" in a.line()
+
+
+def test_three_nodes_one_slow_link_is_that_nodes():
+    """With 3 nodes and one slow, 4 of the 6 directed links are slow: the reference is the 2 links between the
+    other two nodes, not the median of all links (which is the slow node's own)."""
+    _, _, f, a = analyse(tables(n=3, slow_link={"n2": 0.5}))
+    assert [(r.where, r.metric, r.side) for r in f.itertuples()] == [("n2", "link_bandwidth", "both")], f
+    assert a.status == DEGRADED
+
+
+def test_the_load_of_the_part_that_measured_it_judges_a_finding():
+    """A burst of other processes during one node's 0.2 s of kernel: over the whole item it is 2%, during the
+    kernel 10 points more than on the other nodes: its 17% slower kernel is suspect, not degraded."""
+    t = tables()
+    k = t["screen.kernel"]
+    t["screen.kernel"] = k.assign(ns_per_iter=np.where(k["host"] == "n3", k["ns_per_iter"] * 1.2,
+                                                       k["ns_per_iter"]))
+    _, _, f, a = analyse(t)
+    assert list(f["status"]) == ["degraded"] and list(f["metric"]) == ["compute_rate"]
+    rows = [{"item": "node", "a": i, "b": -1, "round": 0, "host": h, "phase": "kernel", "local": -1,
+             "busy_ns": 0.25e9 + (0.1e9 if h == "n3" else 0.01e9), "cap_ns": 1e9, "steal_ns": 0.0, "own_ns": 0.25e9}
+            for i, h in enumerate(HOSTS[:4])]
+    t["screen.load"] = pd.concat([t["screen.load"].assign(phase="all"), pd.DataFrame(rows)], ignore_index=True)
+    _, _, f, a = analyse(t)
+    assert list(f["status"]) == ["suspect"] and "9 points more" in f["why"][0] and a.status == UNRELIABLE
