@@ -463,19 +463,7 @@ class RefEngine:
                     self.pending_row[obj] = None
                 self.step(obj)
             elif kind == EV_LATENCY:  # latency phase over: data phase
-                x = obj
-                x.data_start = now
-                if x.inter and self.contention:
-                    x.remaining = x.nbytes
-                    x.last = now
-                    x.rate = 0.0
-                    self.active.append(x)
-                    self.recompute(now)
-                else:
-                    if x.buffered:
-                        self.push(now + max(x.nbytes - self.cl.send_buffer, 0.0) / x.bw, EV_SEND_DONE,
-                                  (x, x.version))
-                    self.push(now + x.nbytes / x.bw, EV_FINISH, x)
+                self.on_latency(obj, now)
             elif kind == EV_DATA_END:
                 x, ver = obj
                 if ver != x.version or x.done:
@@ -495,6 +483,20 @@ class RefEngine:
                 self.finish(obj, now)
         self.check_complete()
         return self.result()
+
+    def on_latency(self, x: Xfer, now):
+        """A transfer's latency has passed: its data starts, shared with the others (contention) or alone."""
+        x.data_start = now
+        if x.inter and self.contention:
+            x.remaining = x.nbytes
+            x.last = now
+            x.rate = 0.0
+            self.active.append(x)
+            self.recompute(now)
+            return
+        if x.buffered:
+            self.push(now + max(x.nbytes - self.cl.send_buffer, 0.0) / x.bw, EV_SEND_DONE, (x, x.version))
+        self.push(now + x.nbytes / x.bw, EV_FINISH, x)
 
     def check_complete(self):
         """A deadlock or an unmatched send is an error naming the ranks and seqs."""

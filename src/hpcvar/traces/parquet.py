@@ -557,6 +557,56 @@ def _raw_frame(rec: np.ndarray, where: Path) -> pd.DataFrame:
     return df
 
 
+def _rank_rows(f: Path, rec: np.ndarray, head: dict, local: dict[int, list[int]],
+               members_to_id: dict[tuple[int, ...], int], comms: dict[int, list[int]]) -> pd.DataFrame:
+    """One rank's rows, its communicators given global ids by their members (``members_to_id`` and ``comms``
+    grow)."""
+    world = tuple(range(int(head["size"])))
+    members_to_id.setdefault(world, 0)
+    comms[0] = list(world)
+    remap = {}
+    for lid, mem in local.items():
+        key = tuple(mem)
+        if key not in members_to_id:
+            members_to_id[key] = len(members_to_id)
+            comms[members_to_id[key]] = list(mem)
+        remap[lid] = members_to_id[key]
+    df = _raw_frame(rec, f)
+    codes = df["op"].to_numpy()
+    if len(codes) and (codes.min() < 0 or codes.max() >= len(OPS)):
+        raise InputFileError(f"unknown op code {int(codes.max())}", str(f), todo="Use the matching hpcvar")
+    df["op"] = np.array(OPS, dtype=object)[codes]
+    df["comm"] = df["comm"].map(remap).fillna(0).astype("int32")
+    df["task"] = int(head["rank"])
+    df["seq"] = np.arange(len(df))
+    return df
+
+
+def _check_ranks(heads: list[dict], size: int, nfiles: int, directory: Path) -> None:
+    ranks = sorted(int(h["rank"]) for h in heads)
+    dup = [r for r, s in zip(ranks, ranks[1:], strict=False) if r == s]
+    if dup:
+        raise InputFileError(f"two files hold rank {dup[0]}", str(directory),
+                             todo="Trace again into an empty directory")
+    if ranks != list(range(size)):
+        missing = sorted(set(range(size)) - set(ranks))
+        raise InputFileError(f"trace files of ranks {missing} are missing ({nfiles} of {size})", str(directory),
+                             todo="Did some ranks die before MPI_Finalize? Re-run the application")
+
+
+def _merged_meta(heads: list[dict], npolls: dict[int, int], size: int) -> dict:
+    """The trace's metadata from the ranks' headers: the clock and its costs, the end reasons, with --cpu-time the
+    CPU clock's cost, and the polls per task when there were any."""
+    meta = {"clock": heads[0].get("clock"), "clock_cost_tsc_ns": float(heads[0].get("clock_cost_tsc_ns", 0)),
+            "clock_cost_mono_ns": float(heads[0].get("clock_cost_mono_ns", 0)),
+            "end_reasons": sorted({h.get("end_reason", "") for h in heads})}
+    if any(h.get("cpu") == "thread" for h in heads):
+        meta.update(cpu="thread", clock_cost_cpu_ns=float(heads[0].get("clock_cost_cpu_ns", 0)))
+    if any(npolls.values()):
+        meta["polls"] = [int(npolls.get(r, 0)) for r in range(size)]
+    return meta
+
+
 def merge_raw(directory: str | Path, source: str = "") -> Trace:
     """Merge rank.<r>.hvt files into one Trace; communicators get global ids by their members."""
     directory = Path(directory)
@@ -566,50 +616,21 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
                              todo="Check that LD_PRELOAD reached the ranks (see docs/replay.md) and that "
                                   "the application calls MPI_Finalize")
     frames: list = []
-    npolls: list[int] = []
+    npolls: dict[int, int] = {}
     members_to_id: dict[tuple[int, ...], int] = {}
     comms: dict[int, list[int]] = {}
     size, heads = 0, []  # files is not empty: set from the first header
     for f in files:
         head, rec, local = read_raw_rank(f)
         heads.append(head)
-        rank = int(head["rank"])
         if size and int(head["size"]) != size:
             raise InputFileError(f"the header says {head['size']} ranks, rank.{heads[0]['rank']}.hvt says {size}",
                                  str(f), todo="The files come from different runs: trace again")
         size = int(head["size"])
-        if not npolls:
-            npolls = [0] * size
         if "npoll" in (rec.dtype.names or ()):
-            npolls[rank] = int(rec["npoll"].sum())
-        world = tuple(range(size))
-        members_to_id.setdefault(world, 0)
-        comms[0] = list(world)
-        remap = {}
-        for lid, mem in local.items():
-            key = tuple(mem)
-            if key not in members_to_id:
-                members_to_id[key] = len(members_to_id)
-                comms[members_to_id[key]] = list(mem)
-            remap[lid] = members_to_id[key]
-        df = _raw_frame(rec, f)
-        codes = df["op"].to_numpy()
-        if len(codes) and (codes.min() < 0 or codes.max() >= len(OPS)):
-            raise InputFileError(f"unknown op code {int(codes.max())}", str(f), todo="Use the matching hpcvar")
-        df["op"] = np.array(OPS, dtype=object)[codes]
-        df["comm"] = df["comm"].map(remap).fillna(0).astype("int32")
-        df["task"] = rank
-        df["seq"] = np.arange(len(df))
-        frames.append(df)
-    ranks = sorted(int(h["rank"]) for h in heads)
-    dup = [r for r, s in zip(ranks, ranks[1:], strict=False) if r == s]
-    if dup:
-        raise InputFileError(f"two files hold rank {dup[0]}", str(directory),
-                             todo="Trace again into an empty directory")
-    if ranks != list(range(size)):
-        missing = sorted(set(range(size)) - set(ranks))
-        raise InputFileError(f"trace files of ranks {missing} are missing ({len(files)} of {size})", str(directory),
-                             todo="Did some ranks die before MPI_Finalize? Re-run the application")
+            npolls[int(head["rank"])] = int(rec["npoll"].sum())
+        frames.append(_rank_rows(f, rec, head, local, members_to_id, comms))
+    _check_ranks(heads, size, len(files), directory)
     ev = make_events(pd.concat(frames, ignore_index=True))
     t0 = int(ev["t_start_ns"].min()) if len(ev) else 0
     if len(ev) and max(int(ev["t_end_ns"].max()), int(ev["t_start_ns"].max())) - t0 > MAX_NS:
@@ -619,15 +640,8 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
     ev["t_end_ns"] -= t0
     if "cpu_ns" in ev.columns and (ev["cpu_ns"] < 0).all():  # the CPU clock was not read (no --cpu-time)
         ev = ev.drop(columns="cpu_ns")
-    meta = {"clock": heads[0].get("clock"), "clock_cost_tsc_ns": float(heads[0].get("clock_cost_tsc_ns", 0)),
-            "clock_cost_mono_ns": float(heads[0].get("clock_cost_mono_ns", 0)),
-            "end_reasons": sorted({h.get("end_reason", "") for h in heads})}
-    if any(h.get("cpu") == "thread" for h in heads):
-        meta.update(cpu="thread", clock_cost_cpu_ns=float(heads[0].get("clock_cost_cpu_ns", 0)))
-    polls = [int(p) for p in npolls]
-    if any(polls):
-        meta["polls"] = polls
-    trace = Trace(events=ev, ntasks=size, comms=comms, timed=True, source=source, meta=meta)
+    trace = Trace(events=ev, ntasks=size, comms=comms, timed=True, source=source,
+                  meta=_merged_meta(heads, npolls, size))
     validate(trace, str(directory))
     return trace
 
