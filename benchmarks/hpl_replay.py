@@ -23,7 +23,7 @@ Root only (network namespaces). Steps, each printed:
    the paired median overhead with a bootstrap 95% CI (as benchmarks/trace_overhead_lammps.py).
 
     .venv/bin/python benchmarks/hpl_replay.py [--rate 200mbit] [--n 2000] [--nb 80] [--placements rrn,rrp]
-        [--figures docs/img] [--overhead-reps 8] [--keep DIR]
+        [--figures docs/img] [--overhead-reps 8] [--keep DIR] [--prefix hvhpl-]
 """
 
 from __future__ import annotations
@@ -305,6 +305,8 @@ def main() -> None:
     ap.add_argument("--build", default=str(ROOT / "build/ompi"))
     ap.add_argument("--figures", default=None, help="directory for the figures (none without)")
     ap.add_argument("--keep", default=None, help="keep the traces and runs in this directory")
+    ap.add_argument("--prefix", default="hvhpl-",
+                    help="testbed name prefix (hpcvar testbed up --prefix): one's own on a shared machine")
     ap.add_argument("--timeout", type=float, default=900, help="seconds per hpcc run")
     ap.add_argument("--no-yield", action="store_true",
                     help="let Open MPI's idle ranks busy-poll (4 ranks on 2 cores then wait for scheduler ticks)")
@@ -335,7 +337,7 @@ def main() -> None:
     env = dict(os.environ, **OMPI_ENV, **({} if a.no_yield else YIELD_ENV), HPCVAR_TESTBED_STATE=str(state),
                HPCVAR_RUNS=str(work / "runs"), HPCVAR_NATIVE_DIR=str(bindir.resolve()))
     # --owner-pid: killed (kill -9 included), this script's testbed is taken down by a watcher all the same
-    hpcvar(["testbed", "up", "--hosts", "4", "--rate", a.rate, "--ranks-per-host", "2", "--prefix", "hvhpl-",
+    hpcvar(["testbed", "up", "--hosts", "4", "--rate", a.rate, "--ranks-per-host", "2", "--prefix", a.prefix,
             "--owner-pid", str(os.getpid())], env)
     try:
         net, shm = measure(env, 1), measure(env, 2)
