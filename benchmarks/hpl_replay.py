@@ -172,6 +172,23 @@ def without_polls(trace: Path, out: Path) -> Path:
     return write_parquet(tr, out)
 
 
+def descheduled(trace: Path) -> dict[str, list[float]]:
+    """Per task, seconds: compute in wall time (the gaps less the polls), its thread CPU time, and the difference:
+    the time a computing rank was descheduled. On a quiet testbed that is the 4 ranks sharing 2 cores; what other
+    jobs on the machine add shows here, and a measured communication time holds the waits it causes."""
+    from hpcvar.traces.parquet import read_parquet
+
+    ev = read_parquet(trace).events.sort_values(["task", "seq"])
+    out: dict[str, list[float]] = {"wall": [], "cpu": [], "descheduled": []}
+    for _, g in ev.groupby("task"):
+        gaps = (g["t_start_ns"].to_numpy()[1:] - g["t_end_ns"].to_numpy()[:-1]).sum()
+        wall = (gaps - g["poll_ns"].to_numpy()[1:].sum()) / 1e9
+        cpu = g["cpu_ns"].to_numpy()[1:].clip(min=0).sum() / 1e9
+        for k, v in (("wall", wall), ("cpu", cpu), ("descheduled", wall - cpu)):
+            out[k].append(float(v))
+    return out
+
+
 def e_abs(pred: list[float], meas: list[float]) -> list[float]:
     return [abs(p - m) / m * 100 for p, m in zip(pred, meas, strict=True)]
 
@@ -367,6 +384,12 @@ def finish(a, env: dict, traces: dict, net: tuple, shm: tuple, placements: list[
           "(Open MPI's btl_tcp_rndv_eager_limit)", flush=True)
     has_cpu = all("cpu_ns" in read_parquet(traces[p]).events.columns for p in placements)
     variants = [v for v in ("before", "wall", "cpu") if v != "cpu" or has_cpu]
+    if has_cpu:
+        for p in placements:
+            d = descheduled(traces[p])
+            print(f"{p}: compute per task {min(d['wall']):.3f}-{max(d['wall']):.3f} s of wall clock for "
+                  f"{min(d['cpu']):.3f}-{max(d['cpu']):.3f} s of CPU (descheduled {min(d['descheduled']):.3f}-"
+                  f"{max(d['descheduled']):.3f} s)", flush=True)
     summary, res, replays = {}, {}, {}
     for v in variants:
         src = {p: without_polls(traces[p], traces[p].with_name("hpl-before.trace")) if v == "before"
