@@ -216,6 +216,9 @@ def one_host_count(a, env: dict, hosts: int, ncpu: int) -> list[dict]:
                    baseline_stopped_phases=un["baseline_stopped"])
         for al in ALIGNS:
             row[f"predicted_{al}"] = pred[al]["total_cycles"] / pred_base[al]["total_cycles"] - 1.0
+            # the baseline recording's own noise (0 on a quiet machine), and the prediction against no noise at all
+            row[f"baseline_recording_{al}"] = pred_base[al]["slowdown"]
+            row[f"predicted_{al}_vs_none"] = pred[al]["total_cycles"] / pred_base[al]["baseline_cycles"] - 1.0
         rows.append(row)
         print(json.dumps(row), file=sys.stderr, flush=True)
     return rows
@@ -248,6 +251,24 @@ def report(rows: list[dict]) -> None:
           f"{STALL_S * 1e3:g} ms: " + ", ".join(f"{r['hosts']} hosts {r['injection']} {r['stopped_phases']}"
                                              for r in rows) + f"; baselines {rows[0]['baseline_stopped_phases']}"
           + (f", {rows[-1]['baseline_stopped_phases']}" if len(rows) > 2 else "") + ")")
+
+
+def report_vs_none(rows: list[dict]) -> None:
+    """The predictions are against the baseline recording's. Where that recording held noise the baseline bsp run
+    did not see (other users' jobs come and go), they are low by that much: its own predicted slowdown, and the
+    predictions against no noise beside it."""
+    def pct(x: float) -> str:
+        return f"{100 * x:+.1f}%"
+
+    print("\n| hosts | injection | baseline recording alone: unsync, sync, measured | against no noise: unsync | sync "
+          "| measured alignment |")
+    print("|---|---|---|---|---|---|")
+    for r in rows:
+        lo, hi = r["measured_slowdown_ci"]
+        cells = [pct(r[f"predicted_{al}_vs_none"]) + ("" if lo <= r[f"predicted_{al}_vs_none"] <= hi else " (out)")
+                 for al in ALIGNS]
+        print(f"| {r['hosts']} | {r['injection']} | " + ", ".join(pct(r[f"baseline_recording_{al}"]) for al in ALIGNS)
+              + " | " + " | ".join(cells) + " |")
 
 
 def main() -> None:
@@ -286,6 +307,7 @@ def main() -> None:
     print(f"W = {a.quantum}, N = {a.phases}, {a.repeat} repetitions, {a.replicas} simulated replicas, launcher "
           f"{a.launcher}; bursts {BURN} every {PERIOD}; load average {os.getloadavg()[0]:.2f} at the end")
     report(rows)
+    report_vs_none(rows)
     if a.out:
         a.out.write_text(json.dumps(rows, indent=2) + "\n")
     print(f"runs in {work / 'runs'}")
