@@ -12,6 +12,8 @@ MPI ?= mpich
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.hpcvar-installed-$(MPI)
 WERROR ?= ON
+# Thicket and Extra-P, which read hpcvar's exports in the tests, without their declared pins (pyproject.toml, test)
+EXPORT_READERS := "llnl-hatchet>=2024.1" "llnl-thicket>=2024.1" "extrap>=4.2,<5"
 NATIVE_SOURCES = $(shell find native -type f \( -name '*.c' -o -name '*.h' \) | sort)
 SOURCES := $(shell find src native CMakeLists.txt pyproject.toml -type f \( -name '*.py' -o -name '*.c' -o -name '*.h' -o -name 'CMakeLists.txt' -o -name '*.toml' -o -name '*.html' -o -name '*.j2' \) 2>/dev/null)
 
@@ -57,6 +59,7 @@ $(STAMP): $(BIN)/python $(SOURCES)
 	@test -n "$(MPICC_FOR_BUILD)" || echo "warning: no mpicc found: MPI benchmarks will be unavailable (MPI=mpich installs one)"
 	MPICC="$(MPICC_FOR_BUILD)" HPCVAR_WERROR=$(WERROR) $(BIN)/python -m pip install -q --disable-pip-version-check \
 	  --no-build-isolation -e ".[$(EXTRAS)]"
+	$(BIN)/python -m pip install -q --disable-pip-version-check --no-deps $(EXPORT_READERS)
 	@rm -f $(VENV)/.hpcvar-installed-*
 	@touch $@
 

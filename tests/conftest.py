@@ -166,3 +166,19 @@ def assert_same_import(read, *args):
     else:
         assert py == c
     return py
+
+
+def wait_for_child(proc, timeout: float = 30.0) -> None:
+    """Wait until a command started with Popen (e.g. ``hpcvar noise inject``) runs its native program (Python
+    start-up takes a moment)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
+        if out:
+            time.sleep(0.3)  # its threads are set up
+            return
+        assert proc.poll() is None, proc.stderr.read() if proc.stderr else "the command ended"
+        time.sleep(0.05)
+    raise AssertionError("the command's native program did not start")

@@ -615,8 +615,11 @@ static void run_pair(const hv_ctx *ctx, const screen_config *c, const screen_wor
     const int me_a = w->my_node == a, other = me_a ? w->leader[bnode] : w->leader[a];
     load_mark la = load_now(w);
     const cpu_set_t old = pin_to(w, !me_a); /* a on its first CPU, b on its second */
-    pingpong(ctx, other, me_a, c->lat_warmup, c->lat_iters, TAG_LAT, t);
-    for (long i = 0; me_a && i < c->lat_iters; i++)
+    /* the latency in two halves, before and after the bandwidth test (rows 0..first-1, then first..): a latency
+       finding must show in both, so that a burst of load during one short ping-pong cannot name a link */
+    const long first = (c->lat_iters + 1) / 2;
+    pingpong(ctx, other, me_a, c->lat_warmup, first, TAG_LAT, t);
+    for (long i = 0; me_a && i < first; i++)
         add_row(b, it, K_LAT, a, (double)i, hv_ticks_to_ns(&ctx->timer, t[i]), bnode, 0, 0);
     for (int dir = 0; dir < 2; dir++) {
         const int sender = (dir == 0) == me_a;
@@ -624,6 +627,9 @@ static void run_pair(const hv_ctx *ctx, const screen_config *c, const screen_wor
         for (long i = 0; sender && i < c->bw_iters; i++)
             add_row(b, it, K_BW, w->my_node, (double)i, hv_ticks_to_ns(&ctx->timer, t[i]), dir, dir ? a : bnode, 0);
     }
+    pingpong(ctx, other, me_a, c->lat_warmup, c->lat_iters - first, TAG_LAT, t);
+    for (long i = 0; me_a && i < c->lat_iters - first; i++)
+        add_row(b, it, K_LAT, a, (double)(first + i), hv_ticks_to_ns(&ctx->timer, t[i]), bnode, 0, 0);
     unpin(&old);
     load_mark lz = load_now(w);
     load_row(b, it, w, &la, &lz);

@@ -29,6 +29,9 @@ class Metric:
     samples: np.ndarray
     higher_is_worse: bool = True
     unit: str = ""
+    # a headline metric: what 'hpcvar history' follows by default (compare tests every metric). A kind marks
+    # False what is too erratic from run to run to follow alone (the median of a bimodal distribution).
+    headline: bool = True
 
 
 def metrics_of(run) -> dict[str, Metric]:
@@ -43,7 +46,7 @@ def metrics_of(run) -> dict[str, Metric]:
             if seen[step] > 1:  # a step with several runs (sharing: one per scheme), in their order
                 step = f"{step}#{seen[step]}"
             for name, m in metrics_of(child).items():
-                out[f"{step}: {name}"] = Metric(f"{step}: {name}", m.samples, m.higher_is_worse, m.unit)
+                out[f"{step}: {name}"] = Metric(f"{step}: {name}", m.samples, m.higher_is_worse, m.unit, m.headline)
         return out
     kind = kind_of(run.info.get("command"))
     fn = kind.view("metrics") if kind else None
@@ -84,10 +87,33 @@ def check_comparable(base, cur, force: bool) -> list[str]:
     return reasons
 
 
-def compare_runs(base, cur, alpha: float = 0.01, threshold: float = 0.10, min_effect: float = 0.33,
-                 force: bool = False) -> dict:
+def test_samples(a: np.ndarray, b: np.ndarray) -> dict:
+    """The comparison of samples ``b`` (current) with ``a`` (baseline): two-sided Mann-Whitney U p-value, Cliff's
+    delta (> 0: ``b`` tends to be larger), the medians and the change of the median in percent. The one test
+    ``hpcvar compare`` and ``hpcvar history`` (its change points) apply."""
     from scipy.stats import mannwhitneyu
 
+    res = mannwhitneyu(b, a, alternative="two-sided")
+    delta = cliffs_delta_from_u(float(res.statistic), b.size, a.size)
+    med_a, med_b = float(np.median(a)), float(np.median(b))
+    change = (med_b - med_a) / med_a if med_a else float("inf") if med_b else 0.0
+    return {"baseline_median": med_a, "current_median": med_b, "change_pct": 100.0 * change,
+            "cliffs_delta": delta, "p_value": float(res.pvalue), "n_baseline": int(a.size), "n_current": int(b.size)}
+
+
+def verdict(row: dict, p_holm: float, higher_is_worse: bool, alpha: float = 0.01, threshold: float = 0.10,
+            min_effect: float = 0.33) -> str:
+    """degraded, improved or unchanged: significant after Holm (``p_holm`` < ``alpha``), the median moved by more
+    than ``threshold`` and |Cliff's delta| >= ``min_effect``, in the bad or the good direction."""
+    sign = 1.0 if higher_is_worse else -1.0
+    worse = sign * row["change_pct"] / 100.0 > threshold and sign * row["cliffs_delta"] >= min_effect
+    better = -sign * row["change_pct"] / 100.0 > threshold and -sign * row["cliffs_delta"] >= min_effect
+    sig = p_holm < alpha
+    return "degraded" if sig and worse else "improved" if sig and better else "unchanged"
+
+
+def compare_runs(base, cur, alpha: float = 0.01, threshold: float = 0.10, min_effect: float = 0.33,
+                 force: bool = False) -> dict:
     forced = check_comparable(base, cur, force)
     mb, mc = metrics_of(base), metrics_of(cur)
     names = [n for n in mb if n in mc and mb[n].samples.size > 1 and mc[n].samples.size > 1]
@@ -95,24 +121,12 @@ def compare_runs(base, cur, alpha: float = 0.01, threshold: float = 0.10, min_ef
         raise UsageError("the two runs have no metric in common", "BASELINE CURRENT",
                          "Compare two runs of the same benchmark or two characterizations")
     rows: list[dict] = []
-    pvals: list[float] = []
     for n in names:
-        a, b = mb[n].samples, mc[n].samples
-        res = mannwhitneyu(b, a, alternative="two-sided")
-        delta = cliffs_delta_from_u(float(res.statistic), b.size, a.size)  # > 0: current tends to be larger
-        med_a, med_b = float(np.median(a)), float(np.median(b))
-        change = (med_b - med_a) / med_a if med_a else float("inf") if med_b else 0.0
-        rows.append({"metric": n, "unit": mb[n].unit, "baseline_median": med_a, "current_median": med_b,
-                     "change_pct": 100.0 * change, "cliffs_delta": delta, "p_value": float(res.pvalue),
-                     "n_baseline": int(a.size), "n_current": int(b.size), "higher_is_worse": mb[n].higher_is_worse})
-        pvals.append(float(res.pvalue))
-    for row, padj in zip(rows, holm(pvals), strict=True):
+        rows.append({"metric": n, "unit": mb[n].unit, **test_samples(mb[n].samples, mc[n].samples),
+                     "higher_is_worse": mb[n].higher_is_worse})
+    for row, padj in zip(rows, holm([r["p_value"] for r in rows]), strict=True):
         row["p_holm"] = padj
-        sign = 1.0 if row["higher_is_worse"] else -1.0
-        worse = sign * row["change_pct"] / 100.0 > threshold and sign * row["cliffs_delta"] >= min_effect
-        better = -sign * row["change_pct"] / 100.0 > threshold and -sign * row["cliffs_delta"] >= min_effect
-        sig = padj < alpha
-        row["verdict"] = "degraded" if sig and worse else "improved" if sig and better else "unchanged"
+        row["verdict"] = verdict(row, padj, row["higher_is_worse"], alpha, threshold, min_effect)
     return {"baseline": str(base.path), "current": str(cur.path), "alpha": alpha, "threshold_pct": 100 * threshold,
             "min_effect": min_effect, "forced_despite": forced, "metrics": rows,
             "degraded": [r["metric"] for r in rows if r["verdict"] == "degraded"],

@@ -6,7 +6,8 @@ that ``1MiB``, ``2us``, ``200mbit`` and ``1..1M`` mean the same everywhere.
 Sizes (bytes): plain integers, ``KiB MiB GiB TiB`` (powers of 1024), ``kB MB GB``
 (powers of 1000), and the short forms ``K M G`` (``k`` too), which are powers of
 1024 as in the usual MPI benchmarks (``-m 4M``). ``B`` is optional.
-Times: ``ns us ms s m h`` (``µs`` too). A time takes its unit: a bare number other than 0 is refused
+Times: ``ns us ms s m h d w`` (``µs`` too; ``d`` days and ``w`` weeks, for ages such as ``--since 7d``).
+A time takes its unit: a bare number other than 0 is refused
 (``75.9`` could be seconds or microseconds), with the remedy ``give a unit: 75.9us``. The one rule of every flag
 and key=value spec: a bare number only where the unit cannot be ambiguous (counts, sizes in bytes, and 0).
 Rates (bits per second, tc style): ``bit kbit mbit gbit`` (powers of 1000) and
@@ -31,7 +32,8 @@ _SIZE_UNITS = {
     "g": 1024**3, "gib": 1024**3, "gb": 1000**3,
     "t": 1024**4, "tib": 1024**4, "tb": 1000**4,
 }
-_TIME_UNITS_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_TIME_UNITS_S = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0,
+                 "d": 86400.0, "w": 604800.0}
 _RATE_UNITS = {"bit": 1, "kbit": 1e3, "mbit": 1e6, "gbit": 1e9, "tbit": 1e12}
 _NUM = r"([0-9]*\.?[0-9]+(?:[eE][-+]?[0-9]+)?)"
 # The largest quantities any flag accepts: beyond them a value is a typo (1e400 is inf, 1e30 bytes is no
@@ -82,7 +84,7 @@ def parse_time(text: str, flag: str = "time", default_unit: str | None = None) -
         raise no_unit(text, flag)
     unit = (m.group(2) or default_unit) if m else None
     if not m or unit not in _TIME_UNITS_S:
-        raise UsageError(f"'{text}' is not a time", flag, "Use a number with a unit: 500ns, 2us, 1ms, 10s, 1h")
+        raise UsageError(f"'{text}' is not a time", flag, "Use a number with a unit: 500ns, 2us, 1ms, 10s, 1h, 7d")
     return _bounded(float(m.group(1)) * _TIME_UNITS_S[unit], MAX_TIME_S, text, flag, "time", "s")
 
 
@@ -211,12 +213,20 @@ def parse_freq(text: str, flag: str) -> float:
     return v
 
 
+def _g3(v: float) -> str:
+    """3 significant digits, never an exponent: 0.0123, 1.5, 512, 1500 (a value of 1000 or more is whole)."""
+    if abs(v) >= 1000:
+        return f"{v:.0f}"
+    text = f"{v:.3g}"
+    return f"{v:.6f}".rstrip("0").rstrip(".") if "e" in text else text
+
+
 def format_size(n: float) -> str:
     """1048576 -> '1MiB', 1000 -> '1000B', 1536 -> '1.5KiB'."""
     for unit, mult in (("GiB", 1024**3), ("MiB", 1024**2), ("KiB", 1024)):
         if n >= mult:
             v = n / mult
-            return f"{v:.0f}{unit}" if v == int(v) else f"{v:.3g}{unit}"
+            return f"{v:.0f}{unit}" if v == int(v) else f"{_g3(v)}{unit}"
     return f"{int(n)}B"
 
 
@@ -226,17 +236,17 @@ def format_time_ns(ns: float) -> str:
         return str(ns)
     a = abs(ns)
     if a < 1e3:
-        return f"{ns:.0f} ns" if a >= 100 else f"{ns:.3g} ns"
+        return f"{ns:.0f} ns" if a >= 100 else f"{_g3(ns)} ns"
     if a < 1e6:
         return f"{ns / 1e3:.3g} us"
     if a < 1e9:
         return f"{ns / 1e6:.3g} ms"
-    return f"{ns / 1e9:.3g} s"
+    return f"{_g3(ns / 1e9)} s"
 
 
 def format_rate_bytes(bps: float) -> str:
     """Bytes per second: 1.2e9 -> '1.20 GB/s' (decimal, as bandwidths are quoted)."""
     for unit, mult in (("GB/s", 1e9), ("MB/s", 1e6), ("kB/s", 1e3)):
         if bps >= mult:
-            return f"{bps / mult:.3g} {unit}"
-    return f"{bps:.3g} B/s"
+            return f"{_g3(bps / mult)} {unit}"
+    return f"{_g3(bps)} B/s"

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from hpcvar.results import Run, resolve_run
+from hpcvar.results.rawio import raw_bytes, raw_files
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.mpi
@@ -113,7 +114,7 @@ def test_every_pattern_runs_without_mixing(runs_dir, eas, ms):
 
 def _point_keys(raw_path) -> tuple[list[str], list[str], list[tuple]]:
     """The #@columns, the keys of the #@point line and the identifying columns of every row."""
-    lines = raw_path.read_text().splitlines()
+    lines = raw_bytes(raw_path).decode().splitlines()
     cols = next(x for x in lines if x.startswith("#@columns=")).split("=", 1)[1].split(",")
     keys = [kv.split("=", 1)[0] for kv in next(x for x in lines if x.startswith("#@point ")).split()[1:]]
     rows = sorted(tuple(x.split(",")[:6]) for x in lines if x and not x.startswith("#"))
@@ -129,7 +130,7 @@ def test_raw_layout_matches_a_file_from_before_the_flat_options(runs_dir):
              "--ea", "name=coll,pattern=allreduce,mode=nonblocking,size=512,load=50,cycles=4,alpha=10us,beta=1ns/B"],
             check=True, timeout=200)
     run = Run.open(resolve_run("latest"))
-    (new,) = sorted((run.path / "raw").glob("launch-*.raw"))
+    (new,) = raw_files(run.path / "raw", "launch-*.raw")
     assert _point_keys(new) == _point_keys(old)
     summ = run.read_table("ace.summary")
     assert summ["native_t_comm_ns"].tolist()[1] == pytest.approx(10512.0)  # 1 x (10 us + 1 ns/B x 512 B)

@@ -8,6 +8,7 @@ import math
 import pytest
 
 from hpcvar.results import Run, resolve_run
+from hpcvar.results.rawio import raw_bytes, raw_files
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.mpi
@@ -65,8 +66,9 @@ def test_messages_mode_counts_every_byte_and_repeats_with_shuffle(runs_dir):
     assert len(var) == 2 and all(v["runs"] == 2 for v in var)
     for v in var:
         assert v["run_mean_min"] <= v["mean_bytes_per_s"] <= v["run_mean_max"]
-    raws = sorted((run.path / "raw").glob("launch-*.raw"))
-    heads = [next(line for line in r.read_text().splitlines() if line.startswith("#@placement_ranks=")) for r in raws]
+    raws = raw_files(run.path / "raw", "launch-*.raw")
+    heads = [next(line for line in raw_bytes(r).decode().splitlines() if line.startswith("#@placement_ranks="))
+             for r in raws]
     assert all(len(h.split("=")[1].split(",")) == 4 for h in heads)
 
 
@@ -88,7 +90,7 @@ def test_raw_layout_matches_a_file_from_before_the_split(runs_dir):
     from pathlib import Path
 
     def layout(path):
-        lines = path.read_text().splitlines()
+        lines = raw_bytes(path).decode().splitlines()
         head = [x for x in lines if x.startswith(("#@columns=", "#@placement_ranks=", "#@point "))]
         rows = {tuple(x.split(",")[:3]) for x in lines if x and not x.startswith("#")}
         return head, rows
@@ -97,7 +99,7 @@ def test_raw_layout_matches_a_file_from_before_the_split(runs_dir):
     run_cli(["bench", "fanin", "--np", "3", "--clients", "1", "--chatter", "1", "--large", "4KiB", "--small", "256",
              "--messages", "5", "--queues", "single,dual", "--depth", "deep", "--match", "exact",
              "--wait", "sleep:50us", "--timeout", "120s"], check=True, timeout=200)  # the file's wait_us
-    (new,) = sorted((Run.open(resolve_run("latest")).path / "raw").glob("launch-*.raw"))
+    (new,) = raw_files(Run.open(resolve_run("latest")).path / "raw", "launch-*.raw")
     old_head, old_rows = layout(old)
     new_head, new_rows = layout(new)
     assert new_head == old_head

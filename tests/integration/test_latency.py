@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from hpcvar.results import Run, resolve_run
+from hpcvar.results.rawio import raw_bytes, raw_files
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.mpi
@@ -51,16 +52,18 @@ def test_resume_measures_only_missing_points(runs_dir):
     run_cli(args, check=True)
     run = Run.open(resolve_run("latest"))
     # forget the second point, as if the job had been killed after the first
-    raw = next((run.path / "raw").glob("launch-*.raw"))
-    text = raw.read_text()
+    (packed,) = raw_files(run.path / "raw")
+    assert packed.name == "launch-001.raw.zst"  # stored compressed once the tables were written
+    text = raw_bytes(packed).decode()
     cut = text.index("#@point size=64")
-    raw.write_text(text[:cut] + "#@point size=64 iters=3\n1,2\n")  # incomplete trailing point
+    packed.unlink()
+    (run.path / "raw" / "launch-001.raw").write_text(text[:cut] + "#@point size=64 iters=3\n1,2\n")  # incomplete
     res = run_cli(args + ["--resume", run.id], check=True)
     out = json.loads(res.stdout)
     assert [s["size"] for s in out["sizes"]] == [8, 64]
-    launches = sorted((run.path / "raw").glob("launch-*.raw"))
-    assert len(launches) == 2
-    assert "size=8 " not in launches[1].read_text()  # the finished point was not measured again
+    launches = raw_files(run.path / "raw")
+    assert [p.name for p in launches] == ["launch-001.raw.zst", "launch-002.raw.zst"]
+    assert "size=8 " not in raw_bytes(launches[1]).decode()  # the finished point was not measured again
     info = Run.open(run.path).info
     assert len(info["launches"]) == 2 and info["status"] == "complete"
     samples = pd.read_parquet(run.path / "latency.samples.parquet")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -104,11 +105,14 @@ def test_slurm_pmi1_server_cuts_requests_above_1024_bytes(slurm):
     up to 1024 bytes but reads each PMI-1 request with one read() of at most 1024 bytes, so a put of a value that
     it allows, in a line longer than 1024 bytes (as MPICH sends a segment of its ranks' addresses), is cut in two.
     This is why --launcher srun starts MPICH through hydra."""
+    # the line holds the KVS name, which holds the job id (of 1 to 8 digits: the testbed's first id is random)
     ok = _pmi1_put(slurm, 900)
-    assert "vallen_max=1024" in ok and "line of 944 bytes: cmd=put_result rc=0" in ok, ok
+    m = re.search(r"line of (\d+) bytes: cmd=put_result rc=0", ok)
+    assert "vallen_max=1024" in ok and m and int(m[1]) <= 1024, ok
     assert "not properly terminated" not in ok, ok
     cut = _pmi1_put(slurm, 1000)
-    assert "line of 1044 bytes" in cut and "value not properly terminated" in cut, cut
+    m = re.search(r"line of (\d+) bytes", cut)
+    assert m and int(m[1]) > 1024 and "value not properly terminated" in cut, cut
 
 
 def test_mpich_launches_on_four_srun_nodes_never_fail(slurm):
@@ -172,11 +176,15 @@ def test_characterize_in_an_sbatch_job_of_four_nodes(slurm, tmp_path):
                           "--wrap", cmd], env={**os.environ, **slurm}, capture_output=True, text=True,
                          timeout=900)
     log = (tmp_path / "job.log").read_text(errors="replace") if (tmp_path / "job.log").exists() else ""
-    assert res.returncode == 0, res.stdout + res.stderr + log[-4000:]
+    # the job's exit code is characterize's answer (0 OK, 3 DEGRADED, 4 UNRELIABLE: a loaded machine makes a quick
+    # one UNRELIABLE); anything else is a failure
+    assert res.returncode in (0, 3, 4), res.stdout + res.stderr + log[-4000:]
     result = json.loads(out.read_text())
+    assert result["answer"]["exit_code"] == res.returncode, result["answer"]
     steps = {s["name"]: s for s in result["steps"]}
-    assert all(s["status"] == "complete" for s in steps.values()), {k: v.get("status") for k, v in steps.items()}
-    assert {"sharing", "fanin", "noise", "jitter"} <= set(steps)
+    assert all(s["status"] == "complete" for s in steps.values()), {k: v for k, v in steps.items()
+                                                                    if v["status"] != "complete"}
+    assert {"sharing", "fanin", "noise", "jitter", "screen"} <= set(steps)
     html = open(result["report"]).read()
     for h in ("sr-h1", "sr-h2", "sr-h3", "sr-h4"):
         assert h in html, f"the report does not name node {h}"

@@ -73,3 +73,20 @@ def test_variance_components_separates_between_and_within():
     assert v["within_var"] == pytest.approx(0.01)
     assert v["between_var"] == pytest.approx(8.0)
     assert v["between_over_within"] > 100
+
+
+def test_a_bootstrap_interval_always_holds_its_point_estimate(monkeypatch):
+    """An interval whose end misses the sample median by one rounding step gave a negative error bar and stopped
+    `characterize --quick` in CI (matplotlib refuses negative yerr): the interval is widened to hold it."""
+    from types import SimpleNamespace
+
+    from hpcvar.stats import summary
+
+    x = np.array([1.0, 2.0, 3.0, 4.0])  # median 2.5
+    missed = SimpleNamespace(confidence_interval=SimpleNamespace(low=2.5 + 4e-16, high=3.5))
+    monkeypatch.setattr(summary.sps, "bootstrap", lambda *a, **k: missed)
+    assert median_ci(x) == (2.5, 3.5)
+    assert summary.mean_ci(x) == (2.5, 3.5)  # the mean, 2.5, too
+    nan = SimpleNamespace(confidence_interval=SimpleNamespace(low=np.nan, high=np.nan))
+    monkeypatch.setattr(summary.sps, "bootstrap", lambda *a, **k: nan)
+    assert all(np.isnan(median_ci(x)))  # a degenerate sample keeps no interval

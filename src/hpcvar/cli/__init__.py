@@ -30,7 +30,10 @@ COMMANDS = {
                                                     "applications."),
     "report": ("hpcvar.cli.report:cli", "Write one self-contained HTML (or Markdown) report of RUNS."),
     "compare": ("hpcvar.cli.compare:cli", "Compare two runs and flag significant degradations."),
-    "runs": ("hpcvar.cli.runs:cli", "List and show stored runs (run directories under --runs-dir)."),
+    "export": ("hpcvar.cli.export:cli", "Stored runs for Prometheus, ReFrame, Caliper/Thicket and Extra-P."),
+    "history": ("hpcvar.cli.history:cli",
+                "Series of stored runs, grouped by command and hosts, with the changes confirmed in them."),
+    "runs": ("hpcvar.cli.runs:cli", "List, show and remove stored runs (run directories under --runs-dir)."),
     "info": ("hpcvar.cli.info:cli", "Show the MPI hpcvar was built with, the timers and the machine."),
     "demo": ("hpcvar.cli.demo:cli", "Run the main job: a quick characterization of this machine."),
 }

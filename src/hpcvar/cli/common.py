@@ -216,9 +216,35 @@ def format_options(f=None, *, pass_json: bool = True, legacy: tuple[str, tuple[s
     return deco(f) if f is not None else deco
 
 
+class _RunsDir(click.ParamType):
+    """--runs-dir: a directory that exists. The default store (./hpcvar-runs, or $HPCVAR_RUNS) is created on first
+    use; a directory named on the command line is not (a typo would silently start a new, empty store)."""
+
+    name = "directory"
+
+    def convert(self, value, param, ctx):
+        from hpcvar.errors import UsageError
+
+        if not isinstance(value, str):
+            return value
+        p = Path(value)
+        if p.is_dir():
+            return value
+        flag = flag_name(param)
+        if p.exists():
+            raise UsageError(f"'{value}' is not a directory", flag, "Give the directory that holds the runs")
+        raise UsageError(f"the runs directory '{value}' does not exist", flag,
+                         f"Check its spelling, or create it first (mkdir -p {shlex.quote(value)}); without "
+                         f"{flag} runs go to $HPCVAR_RUNS or ./hpcvar-runs, created on first use")
+
+
+RUNS_DIR = _RunsDir()
+
+
 def runs_dir_option(f):
-    return click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
-                        help="Root of the results store (default: $HPCVAR_RUNS or ./hpcvar-runs).")(f)
+    return click.option("--runs-dir", type=RUNS_DIR, default=None,
+                        help="Root of the results store: an existing directory (default: $HPCVAR_RUNS or "
+                             "./hpcvar-runs, created on first use).")(f)
 
 
 def output_options(f):

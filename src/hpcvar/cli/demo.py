@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import click
 
+from hpcvar.cli.common import runs_dir_option
+
 
 @click.command("demo")
-@click.option("--runs-dir", type=click.Path(file_okay=False), default=None,
-              help="Root of the results store (default: $HPCVAR_RUNS or ./hpcvar-runs).")
+@runs_dir_option
 @click.pass_context
 def cli(ctx, runs_dir):
     """Run the main job: a quick characterization of this machine.

@@ -10,6 +10,7 @@ from hpcvar._native import build_info, native_dirs
 from hpcvar.cli.common import print_json, stdout_console
 from hpcvar.errors import MissingToolError
 from hpcvar.launch.mpi import default_mpiexec, detect_flavor
+from hpcvar.report.humanize import number, value
 
 
 @click.command("info")
@@ -36,19 +37,20 @@ def cli(as_json):
     t = Table(title="hpcvar build", title_justify="left", show_header=False)
     t.add_row("version", meta["hpcvar_version"] + (f" ({meta['git_sha'][:12]})" if meta.get("git_sha") else ""))
     t.add_row("native programs", str(b.get("native_dir")))
-    t.add_row("MPI found at build", str(b.get("mpi_found")))
+    t.add_row("MPI found at build", number(b.get("mpi_found")))
     if b.get("mpi_found"):
         t.add_row("mpicc", b.get("mpicc", ""))
         t.add_row("MPI standard", b.get("mpi_version", ""))
     for k, v in launcher.items():
-        t.add_row(f"mpiexec {k}", str(v))
+        t.add_row(f"mpiexec {k}", number(v))
     c.print(t)
     if not b.get("mpi_found"):
         c.print("[yellow]MPI benchmarks are unavailable:[/] install an MPI (pip install 'hpcvar[mpich]', or put "
                 "your system's mpicc on PATH / in MPICC) and reinstall hpcvar.")
     m = Table(title="machine", title_justify="left", show_header=False)
     for k in ("host", "cpu_model", "cores", "kernel", "governor", "virtualized", "smt_active", "clocksource"):
-        m.add_row(k, str(meta.get(k)))
+        m.add_row(*value(k, meta.get(k), "unknown"))
     for k, v in meta.get("timer_probe", {}).items():
-        m.add_row(f"timer {k}", str(v))
+        name, text = value(k, v)
+        m.add_row(f"timer: {name}", text)
     c.print(m)

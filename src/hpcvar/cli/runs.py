@@ -5,13 +5,13 @@ from __future__ import annotations
 import click
 from rich.table import Table
 
-from hpcvar.cli.common import emit, emit_run, output_options, stderr_console, stdout_console
+from hpcvar.cli.common import DURATION, emit, emit_run, output_options, stderr_console, stdout_console
 from hpcvar.results.store import Run, list_runs, resolve_run, run_ref, runs_root
 
 
 @click.group("runs")
 def cli() -> None:
-    """List and show stored runs (run directories under --runs-dir)."""
+    """List, show and remove stored runs (run directories under --runs-dir)."""
 
 
 @cli.command("list")
@@ -60,17 +60,21 @@ def _print_error(console, r: Run) -> None:
 
 
 def _metadata_table(meta: dict) -> Table:
+    from hpcvar.report.humanize import value
+
     t = Table(title="Metadata", title_justify="left", show_header=False)
     for k in ("host", "cpu_model", "cores", "kernel", "governor", "virtualized", "clocksource", "git_sha"):
-        t.add_row(k, str(meta.get(k)))
+        t.add_row(*value(k, meta.get(k), "unknown"))
     launcher = meta.get("launcher") or {}
     for k, v in launcher.items():
-        text = str(v)  # a nested value (the testbed's hosts) in full would widen every row: --json has it whole
-        t.add_row(f"launcher.{k}", text if len(text) <= 100 else text[:97] + "...")
+        name, text = value(k, v)  # a nested value (the testbed's hosts) in full would widen every row: --json has it
+        name = name if name.startswith("launcher") else f"launcher {name}"
+        t.add_row(name, text if len(text) <= 100 else text[:97] + "...")
     native = meta.get("native") or {}
     for k in ("mpi_library", "timer", "timer_resolution_ns", "timer_cost_ns", "timer_tsc_hz", "hosts"):
         if k in native:
-            t.add_row(f"native.{k}", str(native[k])[:100])
+            name, text = value(k, native[k])
+            t.add_row(name, text[:100])
     return t
 
 
@@ -101,8 +105,10 @@ def show_cmd(run, as_json, runs_dir):
     console.print(f"command line: {' '.join(info.get('argv', []))}", markup=False)
     console.print(_metadata_table(info.get("metadata", {})))
     p = Table(title="Parameters", title_justify="left", show_header=False)
+    from hpcvar.report.humanize import value
+
     for k, v in (info.get("params") or {}).items():
-        p.add_row(k, str(v))
+        p.add_row(*value(str(k), v))
     console.print(p)
     console.print(f"tables: {', '.join(info.get('tables', [])) or 'none'}")
     steps = r.children()
@@ -115,3 +121,84 @@ def show_cmd(run, as_json, runs_dir):
         return
     for w in info.get("warnings", []):
         console.print(f"[yellow]warning:[/] {w}")
+
+
+def _render_removal(console, result: dict) -> None:
+    from hpcvar.units import format_size
+
+    for r in result["removed"]:
+        console.print(f"{'would remove' if result['dry_run'] else 'removed'} {r['id']}  ({format_size(r['bytes'])})",
+                      markup=False)
+    for r in result["kept"]:
+        console.print(f"kept {r['id']}: {r['why'].removeprefix('kept: ')}", markup=False)
+    verb = "would free" if result["dry_run"] else "freed"
+    console.print(f"{len(result['removed'])} run(s) {'to remove' if result['dry_run'] else 'removed'}, {verb} "
+                  f"{format_size(result['bytes'])}", markup=False)
+
+
+def _removal_result(plan, dry_run: bool, root, shown_kept) -> dict:
+    from hpcvar.results.upkeep import dir_bytes
+
+    removed = [{"id": run_ref(d.run.path, root), "command": d.run.info.get("command"),
+                "started_utc": d.run.info.get("started_utc"), "why": d.why,
+                "bytes": dir_bytes(d.run.path) if dry_run else d.bytes} for d in plan.removed]
+    kept = [{"id": run_ref(d.run.path, root), "why": d.why} for d in plan.kept if shown_kept(d)]
+    return {"runs_dir": str(root), "dry_run": dry_run, "removed": removed, "kept": kept,
+            "bytes": sum(r["bytes"] for r in removed)}
+
+
+@cli.command("rm")
+@click.argument("runs", nargs=-1, required=True)
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@output_options
+def rm_cmd(runs, dry_run, as_json, runs_dir):
+    """Remove RUNS (names, paths or 'latest') from the store, with everything they hold.
+
+    Refused for a run in progress, for a step of a characterization (remove the characterization) and for
+    a run that another run refers to (a characterization's baseline, the latency run a simulation used),
+    unless that run is removed too."""
+    from hpcvar.errors import UsageError
+    from hpcvar.results import upkeep
+
+    root = runs_root(runs_dir)
+    targets = [Run.open(resolve_run(r, runs_dir)) for r in runs]
+    upkeep.check_targets(targets, root)
+    plan = upkeep.plan_removal(list_runs(runs_dir), targets)
+    named = {t.id for t in targets}
+    refused = [d for d in plan.kept if d.run.id in named]
+    if refused:
+        d = refused[0]
+        raise UsageError(f"run {d.run.id} is {d.why.removeprefix('kept: ')}", "RUN",
+                         "Wait for it to end" if "in progress" in d.why else
+                         "Remove the run that refers to it as well (name both), or keep it")
+    if not dry_run:
+        upkeep.apply(plan)
+    emit(_removal_result(plan, dry_run, root, lambda d: False), as_json, _render_removal)
+
+
+@cli.command("prune")
+@click.option("--older-than", type=DURATION, default=None, metavar="DURATION",
+              help="Remove runs started longer ago than this (e.g. 30d, 12h).")
+@click.option("--keep-last", type=click.IntRange(0), default=None, metavar="N",
+              help="Keep the N newest runs of each group (one command on one set of hosts), however old.")
+@click.option("--dry-run", is_flag=True, help="Say what would be removed; remove nothing.")
+@output_options
+def prune_cmd(older_than, keep_last, dry_run, as_json, runs_dir):
+    """Remove old runs: those started before --older-than, beyond the --keep-last newest of their group.
+
+    Never removes a run in progress, nor a run that a kept run refers to (a kept characterization's
+    baseline, the latency run a kept simulation used). Steps go with their characterization."""
+    import datetime as dt
+
+    from hpcvar.errors import UsageError
+    from hpcvar.results import upkeep
+
+    if older_than is None and keep_last is None:
+        raise UsageError("prune needs --older-than, --keep-last or both", "--older-than",
+                         "e.g. hpcvar runs prune --older-than 30d --keep-last 10")
+    root = runs_root(runs_dir)
+    plan = upkeep.plan_prune(list_runs(runs_dir), dt.datetime.now(dt.UTC), older_than, keep_last)
+    if not dry_run:
+        upkeep.apply(plan)
+    emit(_removal_result(plan, dry_run, root, lambda d: "refers to it" in d.why or "in progress" in d.why),
+         as_json, _render_removal)

@@ -122,10 +122,17 @@ def plain(v) -> str:
 
 
 def _table_html(df) -> str:
-    import pandas as pd
+    """A stored table for people (hpcvar.report.humanize: headers with units, scaled values, no reprs)."""
+    from hpcvar.report.humanize import frame
 
-    fmt = {c: plain for c in df.columns}
-    return pd.DataFrame(df).to_html(index=False, border=0, formatters=fmt, escape=True, na_rep="")
+    return frame(df).to_html(index=False, border=0, escape=True, na_rep="")
+
+
+def _params(run: Run) -> list[tuple[str, str]]:
+    """A run's parameters as people read them ('quantum' '1 ms', 'quick' 'yes'), each once."""
+    from hpcvar.report.humanize import value
+
+    return [value(str(k), v) for k, v in (run.info.get("params") or {}).items()]
 
 
 def _verdict_view(v) -> dict:
@@ -151,6 +158,7 @@ def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, base
     from jinja2 import Environment, PackageLoader, select_autoescape
 
     from hpcvar.report import plots
+    from hpcvar.report.humanize import value
 
     env = Environment(loader=PackageLoader("hpcvar.report", "templates"), autoescape=select_autoescape(["html"]))
     tpl = env.get_template("report.html.j2")
@@ -163,7 +171,7 @@ def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, base
                 "status": run.info.get("status"), "notes": sec.notes, "nodes": run_nodes(run),
                 "figures": [{"caption": c, "data": _png_b64(p)} for c, p in sec.figures if Path(p).is_file()],
                 "tables": [{"caption": c, "html": _table_html(df)} for c, df in sec.tables],
-                "params": [(k, str(v)) for k, v in (run.info.get("params") or {}).items()],
+                "params": _params(run),
             })
     first_meta: dict[str, Any] = next(iter(data["machines"].values()), {}) if data["machines"] else {}
     hosts = ", ".join(str(h) for h in data["machines"]) or "unknown host"
@@ -173,7 +181,7 @@ def render_html(runs: list[Run], title: str, tops: list[Run] | None = None, base
     return tpl.render(
         title=title, subtitle=subtitle, verdict=_verdict_view(data["verdict"]),
         headlines=data["headlines"], warnings=data["warnings"],
-        machine=[(k, first_meta.get(k)) for k in MACHINE_KEYS],
+        machine=[value(k, first_meta.get(k), "unknown") for k in MACHINE_KEYS],
         sections=sections, version=__version__,
         generated=_dt.datetime.now(_dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
@@ -257,6 +265,9 @@ def render_markdown(runs: list[Run], title: str, tops: list[Run] | None = None, 
         where = f"; ranks on {len(nodes)} node(s): {', '.join(nodes)}" if nodes else ""
         lines += [f"## {sec.title}", "", f"run `{run.id}` ({run.info.get('command')}){where}", ""]
         lines += [f"{n}" for n in sec.notes] + ([""] if sec.notes else [])
+        params = _params(run)
+        if params:
+            lines += ["parameters: " + "; ".join(f"{_md_text(k)} {_md_text(v)}" for k, v in params), ""]
         for caption, df in sec.tables:
             lines += [f"### {caption}", "", _md_table(df), ""]
         for caption, p in sec.figures:
@@ -267,9 +278,12 @@ def render_markdown(runs: list[Run], title: str, tops: list[Run] | None = None, 
 
 
 def _md_table(df) -> str:
-    head = "| " + " | ".join(map(str, df.columns)) + " |"
+    from hpcvar.report.humanize import frame
+
+    df = frame(df)
+    head = "| " + " | ".join(_md_text(c) for c in df.columns) + " |"
     rule = "| " + " | ".join("---" for _ in df.columns) + " |"
-    rows = ["| " + " | ".join(_md_text(plain(v)) for v in row) + " |" for row in df.itertuples(index=False)]
+    rows = ["| " + " | ".join(_md_text(v) for v in row) + " |" for row in df.itertuples(index=False)]
     return "\n".join([head, rule, *rows])
 
 

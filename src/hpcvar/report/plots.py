@@ -52,6 +52,20 @@ def redirect(directory: Path) -> Iterator[Path]:
         _REDIRECT.reset(token)
 
 
+_NO_FIGURES: contextvars.ContextVar[bool] = contextvars.ContextVar("hpcvar_no_figures", default=False)
+
+
+@contextlib.contextmanager
+def without_figures() -> Iterator[None]:
+    """Within the block, ``save`` writes nothing (the paths it returns do not exist): for a view that needs a
+    run's section for its headlines only (``hpcvar runs show`` of a characterization)."""
+    token = _NO_FIGURES.set(True)
+    try:
+        yield
+    finally:
+        _NO_FIGURES.reset(token)
+
+
 _BASELINES: contextvars.ContextVar[dict | None] = contextvars.ContextVar("hpcvar_baselines", default=None)
 
 
@@ -85,6 +99,75 @@ def figure(nrows: int = 1, ncols: int = 1, **kw):
     with plt.rc_context(STYLE):
         fig, ax = plt.subplots(nrows, ncols, **kw)
     return fig, ax
+
+
+def plain_number(v: float) -> str:
+    """A tick label without exponent: 0.002, 0.5, 6, 20, 3000 (a value of 1e5 or more keeps its exponent)."""
+    import numpy as np
+
+    if v == 0 or not np.isfinite(v):
+        return "0" if v == 0 else ""
+    if abs(v) >= 1e5 or abs(v) < 1e-3:
+        return f"{v:.0e}".replace("e+0", "e").replace("e-0", "e-")
+    return np.format_float_positional(v, precision=3, unique=True, fractional=False, trim="-")
+
+
+# a log axis spanning at most this many decades (and within 1e-3..1e5) is labelled with plain numbers
+PLAIN_LOG_DECADES = 5.0
+
+
+def plain_log_ticks(fig) -> None:
+    """Every log axis of ``fig`` with matplotlib's default labels, over few decades, labelled as people write
+    numbers: '6' and '20', never '6×10^0'; minor ticks labelled 2, 3 and 5 of each decade when the axis spans
+    less than a decade, 2 and 5 under two decades, none beyond, so that labels never overlap. Axes with their
+    own formatter keep it."""
+    import math
+
+    from matplotlib.ticker import FuncFormatter, LogFormatterSciNotation, NullFormatter
+
+    for ax in fig.axes:
+        for axis in (ax.xaxis, ax.yaxis):
+            if axis.get_scale() != "log" or not isinstance(axis.get_major_formatter(), LogFormatterSciNotation):
+                continue
+            lo, hi = sorted(axis.get_view_interval())
+            if lo <= 0 or not math.isfinite(hi):
+                continue
+            decades = math.log10(hi / lo)
+            if decades > PLAIN_LOG_DECADES or lo < 1e-3 or hi >= 1e5:
+                axis.set_minor_formatter(NullFormatter())
+                continue
+            axis.set_major_formatter(FuncFormatter(lambda v, _: plain_number(v)))
+            subs = (2, 3, 5) if decades < 1 else (2, 5) if decades < 2 else ()
+            axis.set_minor_formatter(FuncFormatter(lambda v, _, subs=subs: plain_number(v) if _mantissa(v) in subs
+                                                   else "") if subs else NullFormatter())
+
+
+def _mantissa(v: float) -> int:
+    """The leading digit of a minor tick of a log axis: 3 for 0.03, 30 and 3000."""
+    import math
+
+    return round(v / 10 ** math.floor(math.log10(v) + 1e-9)) if v > 0 else 0
+
+
+def cell_text_colour(im, v: float) -> str:
+    """Black or white, whichever reads better on the colour ``im`` paints ``v`` with (WCAG relative luminance
+    of the cell: black on a light cell such as viridis' yellow, white on a dark one)."""
+    r, g, b, _ = im.cmap(im.norm(v))
+
+    def lin(c: float) -> float:
+        return c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4
+
+    lum = 0.2126 * lin(r) + 0.7152 * lin(g) + 0.0722 * lin(b)
+    return "black" if (lum + 0.05) / 0.05 >= 1.05 / (lum + 0.05) else "white"
+
+
+def label_cells(ax, im, grid, fmt=lambda v: f"{v:.3g}", fontsize: int = 8) -> None:
+    """Write each finite value of ``grid`` in its heat-map cell, in the text colour its cell's colour needs."""
+    import numpy as np
+
+    for (i, j), v in np.ndenumerate(np.ma.filled(np.ma.masked_invalid(grid), np.nan)):
+        if np.isfinite(v):
+            ax.text(j, i, fmt(v), ha="center", va="center", fontsize=fontsize, color=cell_text_colour(im, v))
 
 
 def legend_overlap(fig) -> int:
@@ -155,8 +238,12 @@ def save(fig, stem: Path, formats=("png", "svg")) -> list[Path]:
     import io
 
     stem = target(stem)
+    if _NO_FIGURES.get():
+        plt.close(fig)
+        return [stem.with_suffix(f".{fmt}") for fmt in formats]  # not written
     out = []
     with plt.rc_context(STYLE):
+        plain_log_ticks(fig)
         fig.tight_layout()
         overlap = _place_legends(fig)
         for fmt in formats:

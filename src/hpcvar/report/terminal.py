@@ -8,6 +8,7 @@ A kind's renderer (``render=`` in hpcvar.kinds) takes ``(console, run)`` and rea
 from __future__ import annotations
 
 import math
+import re
 import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,21 @@ class PipeConsole(Console):
                 plain_table(o)
         kwargs.setdefault("soft_wrap", True)
         super().print(*objects, **kwargs)
+
+
+class TermConsole(Console):
+    """The console of a terminal: a table gets one unit per column (named in its header, the same for a median
+    and its interval), numbers are never cut or wrapped, and a table wider than the terminal drops its last
+    columns with a note naming them (a pipe, ``| cat``, prints every column)."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        notes: list[str] = []
+        for o in objects:
+            if isinstance(o, Table):
+                notes += fit_table(o, self)
+        super().print(*objects, **kwargs)
+        for n in notes:
+            super().print(n, markup=False, style="dim")
 
 
 # ---- typed cells: a quantity and its unit, written for people on a terminal and as bare numbers in a pipe ----
@@ -88,10 +104,16 @@ class Cell:
 
     def plain(self, scale: float) -> str:
         """Bare number(s) in the unit of size ``scale``."""
+        return self.text(scale, _plain_number)
+
+    def text(self, scale: float, fmt: Any) -> str:
+        """Number(s) in the unit of size ``scale``, each written by ``fmt``; an interval 'lo-hi' (' to ' when
+        an end is negative)."""
         if self.missing():
             return "-"
-        vals = [self.value] if self.hi is None else [self.value, self.hi]
-        return "-".join(_plain_number(float(v) / scale) for v in vals)  # type: ignore[arg-type]
+        ends = [self.value] if self.hi is None else [self.value, self.hi]
+        vals = [fmt(float(v) / scale) for v in ends if v is not None]
+        return (" to " if any(v.startswith("-") for v in vals) else "-").join(vals)
 
 
 def ns(value: float | None) -> Cell:
@@ -122,20 +144,64 @@ def ns_interval(lo: float, hi: float) -> Cell:
 _EMPTY_CELLS = ("", "-")
 
 
-def _typed_column(c: Any) -> bool:
-    """Give a column of typed cells one unit (False when its cells are not all typed cells of one family)."""
+def _typed_cells(c: Any) -> list[Cell] | None:
+    """The typed cells of a column whose cells are all typed cells of one family or empty (else None)."""
     cells = c._cells
     if not cells or not all(isinstance(x, Cell) or str(x).strip() in _EMPTY_CELLS for x in cells):
-        return False
+        return None
     typed = [x for x in cells if isinstance(x, Cell)]
-    if not typed or len({x.family for x in typed}) != 1:
-        return False
-    units = dict(FAMILY_UNITS[typed[0].family])
-    present = [x.unit() for x in typed if not x.missing()]
-    unit = min(present, key=lambda u: units[u]) if present else next(iter(units))  # no value turns into 0.00
-    c._cells = [x.plain(units[unit]) if isinstance(x, Cell) else str(x) for x in cells]
-    c.header = f"{c.header} ({unit})" if isinstance(c.header, str) else c.header
-    return True
+    return typed if typed and len({x.family for x in typed}) == 1 else None
+
+
+def column_unit(cells: list[Cell]) -> str:
+    """The one unit of a column, chosen from its values (never per cell), by the report's rule
+    (hpcvar.report.humanize.choose_unit): a size in the largest unit every value is a whole number of (1 B..4 MiB
+    stays in B); a time or a rate in the largest unit at least half of its values (both ends of an interval)
+    are 1 or more of, and its smallest 0.01 or more of (1.2 us..2 ms: us)."""
+    from hpcvar.report.humanize import choose_unit
+
+    values = [float(v) for x in cells if not x.missing() for v in (x.value, x.hi) if v is not None]
+    return choose_unit(cells[0].family, values)[0]
+
+
+def _column_units(t: Table) -> dict[int, tuple[str, float]]:
+    """Each typed column's index -> (unit, size): one unit per column; a column of intervals (a median's CI) and
+    the typed column on its left share one."""
+    typed = {i: cells for i, c in enumerate(t.columns) if (cells := _typed_cells(c)) is not None}
+    groups: list[list[int]] = []
+    grouped: set[int] = set()
+    for i in sorted(typed):  # an interval column (a median's CI) shares the unit of the typed column on its left
+        left = i - 1
+        if (i not in grouped and left in typed and left not in grouped and any(x.hi is not None for x in typed[i])
+                and typed[left][0].family == typed[i][0].family):
+            groups.append([left, i])
+            grouped |= {left, i}
+    groups += [[i] for i in typed if i not in grouped]
+    out = {}
+    for g in groups:
+        cells = [x for i in g for x in typed[i]]
+        unit = column_unit(cells)
+        for i in g:
+            out[i] = (unit, dict(FAMILY_UNITS[cells[0].family])[unit])
+    return out
+
+
+def _human_number(v: float) -> str:
+    """3 significant digits for people, whole numbers from 100 up, never an exponent: 0.000512, 1.7, 12.5, 2500."""
+    if v == 0 or abs(v) >= 100:
+        return f"{v:.0f}"
+    import numpy as np
+
+    return np.format_float_positional(v, precision=3, unique=True, fractional=False, trim="-")
+
+
+def _unit_columns(t: Table, fmt) -> None:
+    """Typed columns -> text in one unit each (``fmt(value_in_unit)``), the unit named in the header."""
+    for i, (unit, scale) in _column_units(t).items():
+        c = t.columns[i]
+        c._cells = [x.text(scale, fmt) if isinstance(x, Cell) else str(x) for x in c._cells]
+        c.header = f"{c.header} ({unit})" if isinstance(c.header, str) else c.header
+        c.justify = "right"
 
 
 def _plain_number(v: float) -> str:
@@ -151,8 +217,65 @@ def _plain_number(v: float) -> str:
 def one_unit_per_column(t: Table) -> None:
     """A column of typed cells (``Cell``: quantities with units, '-' where missing) gets one unit, named in its
     header ('median (us)'), and bare numbers in its cells: what a pipe needs (sort, awk)."""
+    _unit_columns(t, _plain_number)
+
+
+def _numeric(text: str) -> bool:
+    return bool(_NUMBER.fullmatch(text.strip()))
+
+
+_NUM = r"[-+]?[0-9][0-9.,]*( ?(%|x|/s|[a-zA-Z]{1,3}(/s)?))?"
+_NUMBER = re.compile(rf"{_NUM}((-| to ){_NUM})?|-|n/a")
+
+
+def fit_table(t: Table, console: Console) -> list[str]:
+    """``t`` for a terminal of ``console.width`` columns: one unit per typed column (3 significant digits),
+    numbers never cut or wrapped (their column is as wide as its widest number), text wrapped; when even so the
+    table is wider than the terminal, its last columns are dropped and the returned note names them."""
+    if t.show_header:
+        _unit_columns(t, _human_number)
+    numbers = {}  # column index -> (width of its widest number, of its header on one line, of its longest word)
+    for i, c in enumerate(t.columns):
+        texts = [str(x) for x in c._cells if not isinstance(x, Table | Text)]
+        if texts and len(texts) == len(c._cells) and all(_numeric(x) for x in texts):
+            numbers[i] = (max(len(x) for x in texts), len(str(c.header)),
+                          max([len(w) for w in str(c.header).split()], default=0))
+        c.no_wrap = False
+        c.overflow = "fold"
+    for headers_whole in (True, False):  # a number column is never narrowed; its header wraps when needed
+        for i, (cells, header, word) in numbers.items():
+            t.columns[i].width = max(cells, header if headers_whole else word)
+        if _min_width(t, console) <= console.width:
+            break
+    dropped: list[str] = []
+    while len(t.columns) > 2 and _min_width(t, console) > console.width:
+        dropped.insert(0, str(t.columns[-1].header))
+        t.columns.pop()
+    if not dropped:
+        return []
+    return [f"({len(dropped)} column(s) not shown at {console.width} columns: {', '.join(dropped)}; widen the "
+            "terminal, or pipe the output ('| cat') for every column)"]
+
+
+# a column of text is not narrowed below this many characters (its longest word, if shorter), so that it wraps
+# into words rather than a letter a line
+TEXT_MIN_WIDTH = 12
+
+
+def _min_width(t: Table, console: Console) -> int:
+    """The narrowest ``t`` can be printed: its number columns whole, its text columns wrapped down to
+    ``TEXT_MIN_WIDTH`` (or their longest word), plus padding and borders."""
+    widths = []
     for c in t.columns:
-        _typed_column(c)
+        if c.width is not None:
+            widths.append(c.width)
+            continue
+        words = [len(w) for x in [c.header, *c._cells] if isinstance(x, str) for w in Text.from_markup(x).plain.split()]
+        nested = [Measurement.get(console, console.options, x).minimum for x in c._cells if not isinstance(x, str)]
+        widths.append(max([min(max(words, default=1), TEXT_MIN_WIDTH)] + nested))
+    pad = t.padding[1] + t.padding[3] if len(t.padding) == 4 else 2
+    return sum(widths) + len(widths) * pad + (len(widths) + 1 if t.box else 0) + (0 if t.show_edge or not t.box
+                                                                                   else -2)
 
 
 def plain_table(t: Table) -> Table:
@@ -181,7 +304,7 @@ def make_console(stderr: bool = False) -> Console:
     except (AttributeError, ValueError):
         tty = False
     if tty:
-        return Console(stderr=stderr, highlight=False)
+        return TermConsole(stderr=stderr, highlight=False)
     return PipeConsole(stderr=stderr, highlight=False, width=PIPE_WIDTH, soft_wrap=True, no_color=True,
                        color_system=None)
 
@@ -194,6 +317,8 @@ def render_run(console: Console, run: Run) -> None:
 
     kind = kind_of(run.info.get("command"))
     fn = kind.view("render") if kind else None
+    if run.info.get("command") == "characterize":
+        fn = render_characterization
     if run.info.get("result") is None:
         console.print(f"no result: the run is {run.status}", markup=False)
     elif fn:
@@ -236,3 +361,46 @@ def run_plots(run: Run) -> list[str]:
             p = str(run.path / p[len(made_in) + 1:])
         out.append(p)
     return out
+
+
+# how many headlines of each step the characterization's table shows
+STEP_HEADLINES = 2
+
+
+def render_characterization(console: Console, run: Run) -> None:
+    """A characterization: its one-line answer, then a table of its steps, each with its status, its run, how
+    long it took and its first headlines (label, value, judgement) or why it did not run."""
+    result = _result(run)
+    answer = result.get("answer") or {}
+    if answer.get("line"):
+        console.print(f"[bold]{escape(answer['line'])}[/]")
+    children = {c.id: c for c in run.children()}
+    t = Table(title="Steps", title_justify="left")
+    for col in ("step", "status", "run", "time", "headlines"):
+        t.add_column(col)
+    for step in result.get("steps") or []:
+        child = children.get(str(step.get("run")))
+        t.add_row(str(step.get("name")), str(step.get("status")), str(step.get("run") or "-"),
+                  seconds(step.get("elapsed_s")), _step_headlines(step, child))
+    console.print(t)
+    if result.get("report"):
+        console.print(f"report: {result['report']}", markup=False, soft_wrap=True)
+
+
+def _step_headlines(step: dict, child: Run | None) -> str:
+    """A step's first headlines, '; '-separated ('label: value (status)'), or why it has none."""
+    from hpcvar.errors import HpcvarError
+    from hpcvar.report.plots import without_figures
+    from hpcvar.report.sections import section_for
+
+    if child is None:
+        return str(step.get("reason") or step.get("error") or "")
+    try:
+        with without_figures():
+            sec = section_for(child)
+    except HpcvarError as e:
+        return f"(no section: {e.what})"
+    heads = sec.headlines[:STEP_HEADLINES] if sec else []
+    more = len(sec.headlines) - len(heads) if sec else 0
+    text = "; ".join(f"{h.label}: {h.value} ({h.status})" for h in heads)
+    return text + (f" (+{more} more)" if more > 0 else "")

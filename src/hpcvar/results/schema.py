@@ -599,7 +599,10 @@ TABLES.update({
                             "outlier": "flagged by the outlier rule (hpcvar.stats.outliers)",
                             "rest_median": "median of the other nodes' values"},
     "screen.link_metrics": {"src": "sending node (latency: first node of the pair)", "dst": "receiving node",
-                            "metric": "link_bandwidth | link_latency", **_JUDGED},
+                            "metric": "link_bandwidth | link_latency", **_JUDGED,
+                            "first": "latency: median of the pair's first half of round trips (before the bandwidth "
+                                     "test), in ns; NaN for bandwidth",
+                            "second": "latency: median of the second half (after the bandwidth test), in ns"},
     "screen.findings": {"scope": "node (a node's fault) | pair (one link) | expectation",
                         "where": "the node, or the link (a->b, a-b)", "hosts": "the nodes named, comma list",
                         "metric": "the metric", "side": "send | receive | both (a node's links), '' otherwise",
@@ -607,7 +610,8 @@ TABLES.update({
                         "reference": "median of the others (the expected bound for an expectation)",
                         "ratio": "value / reference", "z": "modified z-score against the others",
                         "threshold": "the z threshold (3.5)", "links": "links behind a node's link finding",
-                        "status": "degraded (valid) | suspect (the measurement was disturbed)",
+                        "status": "degraded (valid) | suspect (the measurement was disturbed, or a latency not "
+                                  "reproduced in its second half)",
                         "why": "why it is suspect", "cost": "what it costs (ratio: +0.5 = 50% longer)",
                         "cost_text": "what the cost is of (hpcvar.screen.cost)"},
     "screen.expect": {"metric": "the metric", "where": "node or link", "hosts": "nodes, comma list",

@@ -33,6 +33,8 @@ if TYPE_CHECKING:
     import pandas as pd
 
 RUNS_ENV = "HPCVAR_RUNS"
+PARQUET_COMPRESSION = "zstd"
+PARQUET_ZSTD_LEVEL = 9  # 8-byte round trips: 3.8 bytes per sample (snappy: 7.5, zstd's default level: 4.0)
 DEFAULT_RUNS_DIR = "hpcvar-runs"
 
 
@@ -241,13 +243,15 @@ class Run:
         return d
 
     def write_table(self, name: str, df: pd.DataFrame) -> Path:
-        """Write a declared table atomically as <name>.parquet."""
+        """Write a declared table atomically as <name>.parquet (zstd-compressed pages: about half the bytes of
+        the default snappy for raw samples, read by every Parquet reader)."""
         check_table(name, df)
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), sink)
+        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), sink, compression=PARQUET_COMPRESSION,
+                       compression_level=PARQUET_ZSTD_LEVEL)
         target = self.path / f"{name}.parquet"
         atomic_write_bytes(target, sink.getvalue().to_pybytes())
         if name not in self.info["tables"]:

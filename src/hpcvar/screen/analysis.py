@@ -16,6 +16,8 @@ make one of them stand out; what can is a load some items had more than the othe
 - a node finding is suspect when the node's extra load (over the median of the other nodes) explains at least
   half of its excess (``load_explains``); a link finding when its pairs' extra load over the reference links'
   is ``LOAD_PCT`` points or more;
+- a link latency finding is suspect unless both halves of its pairs' ping-pongs (before and after the bandwidth
+  test) are outliers on their own (``_Judge.transient``);
 - a run whose median load is over ``LOAD_PCT`` cannot be OK (a fault smaller than the load could hide in it):
   its answer is UNRELIABLE unless something valid was found (DEGRADED, with the load named), and
   expectations (absolute bounds) are judged only on items under ``LOAD_PCT``.
@@ -75,7 +77,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
 
 NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "outlier", "rest_median", "load_pct",
              "valid", "why"]
-LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "load_pct", "valid", "why"]
+LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "load_pct", "valid", "why", "first",
+             "second"]
 FINDING_COLS = ["scope", "where", "hosts", "metric", "side", "value", "reference", "ratio", "z", "threshold",
                 "links", "status", "why", "cost", "cost_text"]
 
@@ -258,15 +261,25 @@ def link_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
             o, st, why = valid.get(frozenset((src, dst)), none)
             rows.append({"src": src, "dst": dst, "metric": "link_bandwidth", "value": float(np.median(x)),
                          "ci_lo": lo, "ci_hi": hi, "n": int(x.size), "unit": "B/s", "load_pct": load_of(o, st),
-                         "valid": not why, "why": why})
+                         "valid": not why, "why": why, "first": float("nan"), "second": float("nan")})
     for (a, b), g in t["screen.lat"].groupby(["host_a", "host_b"], sort=False):
         x = g["oneway_ns"].to_numpy()
         lo, hi = median_ci(x)
         o, st, why = valid.get(frozenset((a, b)), none)
+        first, second = _halves(g)
         rows.append({"src": a, "dst": b, "metric": "link_latency", "value": float(np.median(x)), "ci_lo": lo,
                      "ci_hi": hi, "n": int(x.size), "unit": "ns", "load_pct": load_of(o, st), "valid": not why,
-                     "why": why})
+                     "why": why, "first": first, "second": second})
     return pd.DataFrame(rows, columns=LINK_COLS)
+
+
+def _halves(g: pd.DataFrame) -> tuple[float, float]:
+    """The medians of a pair's two latency halves: hv_screen measures rows 0..ceil(n/2)-1 before the bandwidth test
+    and the rest after it (screens stored before that measured them in one go: the halves are then consecutive)."""
+    n = int(g["iter"].max()) + 1 if len(g) else 0
+    first = g["iter"] < (n + 1) // 2
+    x, y = g.loc[first, "oneway_ns"], g.loc[~first, "oneway_ns"]
+    return (float(np.median(x)) if len(x) else float("nan"), float(np.median(y)) if len(y) else float("nan"))
 
 
 @dataclass
@@ -293,6 +306,18 @@ class _Judge:
     def bad(self, row) -> bool:
         sign = 1.0 if self.metric.higher_is_worse else -1.0
         return sign * self.z(row.value) > MODIFIED_Z_THRESHOLD and not (row.ci_lo <= self.hi and row.ci_hi >= self.lo)
+
+    def transient(self, first: float, second: float) -> str:
+        """Why a finding is not reproduced ('' when it is, or when the metric has no halves): one of its two
+        measurements, before and after the bandwidth test, is within the others."""
+        if not (np.isfinite(first) and np.isfinite(second)):
+            return ""
+        sign = 1.0 if self.metric.higher_is_worse else -1.0
+        z1, z2 = sign * self.z(first), sign * self.z(second)
+        if z1 > MODIFIED_Z_THRESHOLD and z2 > MODIFIED_Z_THRESHOLD:
+            return ""
+        return (f"it was not reproduced: of its two measurements, before and after the bandwidth test, one is within "
+                f"the others (z {z1:+.1f} and {z2:+.1f}, threshold {MODIFIED_Z_THRESHOLD:g}): a transient")
 
 
 SIDES = {"link_bandwidth": ("send", "receive"), "link_latency": ("any",)}
@@ -359,14 +384,16 @@ def _one_metric_findings(df: pd.DataFrame, hosts: list[str], m: Metric) -> list[
         side = "both" if len(sides) == 2 else sides[0]
         links = pd.concat([_links_of(df, h, s) for s in sides]).drop_duplicates()
         why = merge_whys(links["why"]) if links["valid"].mean() < 0.5 else \
-            _link_load_explains(float(np.median(links["load_pct"])), ref_load)
+            _link_load_explains(float(np.median(links["load_pct"])), ref_load) or \
+            judge.transient(float(np.median(links["first"])), float(np.median(links["second"])))
         found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, len(links), not why,
                               why))
     for idx, r in df.iterrows():
         if idx in explained or not judge.bad(r):
             continue
         where = f"{r['src']}->{r['dst']}" if m.name == "link_bandwidth" else f"{r['src']}-{r['dst']}"
-        why = r["why"] or _link_load_explains(float(r["load_pct"]), ref_load)
+        why = r["why"] or _link_load_explains(float(r["load_pct"]), ref_load) or \
+            judge.transient(float(r["first"]), float(r["second"]))
         found.append(_finding("pair", where, [r["src"], r["dst"]], m, "", r["value"], judge, 1, not why, why))
     return found
 

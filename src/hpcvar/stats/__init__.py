@@ -6,10 +6,11 @@ from hpcvar.stats.summary import (
     mad,
     mean_ci,
     median_ci,
+    median_ci_order,
     outlier_mask,
     summarize,
     variance_components,
 )
 
-__all__ = ["PERCENTILES", "jain_index", "mad", "mean_ci", "median_ci", "outlier_mask", "summarize",
-           "variance_components"]
+__all__ = ["PERCENTILES", "jain_index", "mad", "mean_ci", "median_ci", "median_ci_order", "outlier_mask",
+           "summarize", "variance_components"]

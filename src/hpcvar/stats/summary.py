@@ -57,14 +57,35 @@ def median_ci(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
     if n == 1:
         return (float(x[0]), float(x[0]))
     if n > BOOTSTRAP_MAX_N:
-        xs = np.sort(x)
-        alpha = 1 - confidence
-        lo = int(sps.binom.ppf(alpha / 2, n, 0.5))
-        hi = int(sps.binom.isf(alpha / 2, n, 0.5))
-        return (float(xs[max(lo - 1, 0)]), float(xs[min(hi, n - 1)]))
+        return median_ci_order(x, confidence)
     res = sps.bootstrap((x,), np.median, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
                         method="percentile", vectorized=True, random_state=np.random.default_rng(BOOTSTRAP_SEED))
-    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
+    return _around(float(np.median(x)), res.confidence_interval)
+
+
+def _around(point: float, ci) -> tuple[float, float]:
+    """A percentile-bootstrap interval widened, if need be, to hold its point estimate: the resampled medians
+    are interpolated in another order of operations than the sample's, so an interval whose end is the point
+    itself could miss it by one rounding step (a negative error bar), and with heavy ties a percentile
+    interval can exclude the estimate outright. NaN ends (degenerate samples) stay NaN."""
+    lo, hi = float(ci.low), float(ci.high)
+    if np.isnan(lo) or np.isnan(hi):
+        return (lo, hi)
+    return (min(lo, point), max(hi, point))
+
+
+def median_ci_order(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
+    """The distribution-free confidence interval of the median from order statistics (binomial, Conover 1999
+    sec. 3.2): exact coverage for any continuous distribution, no resampling (what ``median_ci`` uses for large
+    samples, and ``hpcvar history`` for every run of every metric)."""
+    xs = np.sort(np.asarray(x, dtype=float))
+    n = xs.size
+    if n == 0:
+        return (float("nan"), float("nan"))
+    alpha = 1 - confidence
+    lo = int(sps.binom.ppf(alpha / 2, n, 0.5))
+    hi = int(sps.binom.isf(alpha / 2, n, 0.5))
+    return (float(xs[max(lo - 1, 0)]), float(xs[min(hi, n - 1)]))
 
 
 def mean_ci(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
@@ -81,7 +102,7 @@ def mean_ci(x: np.ndarray, confidence: float = 0.95) -> tuple[float, float]:
         return (float(np.mean(x)) - half, float(np.mean(x)) + half)
     res = sps.bootstrap((x,), np.mean, confidence_level=confidence, n_resamples=BOOTSTRAP_RESAMPLES,
                         method="percentile", vectorized=True, random_state=np.random.default_rng(BOOTSTRAP_SEED))
-    return (float(res.confidence_interval.low), float(res.confidence_interval.high))
+    return _around(float(np.mean(x)), res.confidence_interval)
 
 
 def summarize(x, percentiles=PERCENTILES, ci: bool = True) -> dict:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpcvar.compare import Metric
+from hpcvar.report.humanize import number
 from hpcvar.report.sections import BAD, GOOD, MODEL, SUSPECT, Headline, Section
 from hpcvar.report.terminal import Cell, nbytes, ns, seconds
 from hpcvar.report.verdict import BUSY_WAIT_GOOD_PCT, judge_error_pct
@@ -72,13 +73,13 @@ def _measured_table(result: dict) -> Table:
 
 def _dispersion_table(result: dict) -> Table:
     d = Table(title="Dispersion of per-cycle times (Table 1 style)", title_justify="left")
-    for c in ("EA", "load", "size", "time", "mean", "stdev", "variance", "p50", "p99", "max"):
+    for c in ("EA", "load", "size", "time", "mean", "stdev", "variance (us²)", "p50", "p99", "max"):
         d.add_column(c, justify="right", no_wrap=True)
     for e in result["eas"]:
         for what in ("comm", "comp", "barr"):
             st = e[f"t_{what}_stats_s"]
             d.add_row(e["name"], f"{e['load_pct']:g}%", nbytes(e["size_bytes"]), f"T_{what}",
-                      _t(st["mean"]), _t(st["stdev"]), f"{st['variance'] * 1e12:.4g} us^2", _t(st["p50"]),
+                      _t(st["mean"]), _t(st["stdev"]), number(st["variance"] * 1e12), _t(st["p50"]),
                       _t(st["p99"]), _t(st["max"]))
     return d
 

@@ -99,7 +99,9 @@ def _runs_panel(ax, title: str, sub: pd.DataFrame, strategy: tuple, cname) -> No
     """One strategy's aggregate bandwidth against clients, a line per run."""
     for (rep, cs), s in sub.groupby(["rep", "cset"]):
         s = s.sort_values("clients")
-        ax.plot(s["clients"], s["aggregate_bytes_per_s"] / 1e6, marker=".", alpha=0.8,
+        one = len(s) == 1  # a run of one point: a marker people see, not a dot
+        ax.plot(s["clients"], s["aggregate_bytes_per_s"] / 1e6, marker="o" if one else ".", ms=8 if one else 6,
+                alpha=0.8,
                 label=f"run {rep}" + (f" ({cname(cs)})" if cs else ""))
     ax.set(title=f"{strategy_label(*strategy)}: one line per run, {title}",
            xlabel="large-buffer clients", ylabel="aggregate MB/s")

@@ -150,7 +150,7 @@ def section(run: Run) -> Section:
     sec.figures.extend(figures(run))
     table = summ[["size_bytes", "n", "median_ns", "median_ci_lo_ns", "median_ci_hi_ns", "p99_ns", "p99_9_ns",
                   "max_ns", "outliers", "bw_bytes_per_s"]]
-    sec.tables.append(("One-way latency per size (ns) and bandwidth (bytes/s)", table))
+    sec.tables.append(("One-way latency and bandwidth per message size", table))
     if native:
         sec.notes.append(f"Timer {native.get('timer')}: resolution {native.get('timer_resolution_ns')} ns, "
                          f"cost {native.get('timer_cost_ns')} ns per read. Hosts of the ranks: {native.get('hosts')}.")

@@ -43,7 +43,7 @@ def unexpected_plots(run: Run) -> list[Path]:
 
 
 def posted_figures(run: Run) -> list[tuple[str, Path]]:
-    from hpcvar.report.plots import figure, save
+    from hpcvar.report.plots import figure, label_cells, save
 
     summ = run.read_table("queues_posted.summary")
     fits = run.read_table("queues_posted.fit")
@@ -64,9 +64,7 @@ def posted_figures(run: Run) -> list[tuple[str, Path]]:
         ax.set_ylabel("posted-queue length (receives)")
         ax.grid(False)
         if grid.size <= 64:
-            for (i, j), v in np.ndenumerate(grid):
-                if np.isfinite(v):
-                    ax.text(j, i, f"{v:.3g}", ha="center", va="center", fontsize=7, color="w")
+            label_cells(ax, im, grid, fontsize=7)
         fig.colorbar(im, ax=ax, label="median one-way latency (us)")
         ax.set_title(f"{format_size(size)} messages")
         figs.append((f"Median one-way latency (us) over queue length and percent traversed, "
@@ -108,8 +106,10 @@ def unexpected_figures(run: Run) -> list[tuple[str, Path]]:
         col = {"median": "median_ns", "p10": "p10_ns", "min": "min_ns"}.get(stat, "median_ns")
         line = ax.errorbar(grp["length"], grp[col] / 1e3,
                            yerr=None if col != "median_ns" else
-                           [(grp["median_ns"] - grp["median_ci_lo_ns"]) / 1e3,
-                            (grp["median_ci_hi_ns"] - grp["median_ns"]) / 1e3],
+                           # runs stored before the intervals were made to hold their median can miss it by
+                           # one rounding step: a bar is never negative
+                           [np.clip(grp["median_ns"] - grp["median_ci_lo_ns"], 0, None) / 1e3,
+                            np.clip(grp["median_ci_hi_ns"] - grp["median_ns"], 0, None) / 1e3],
                            fmt="o", capsize=3, label=f"{format_size(size)} {stat} (fitted points)")[0]
         if len(f) and np.isfinite(f.iloc[0]["slope_ns_per_entry"]):
             _fit_line(ax, f.iloc[0], grp["length"].max(), line.get_color())
@@ -167,7 +167,7 @@ def _section(run, title: str, table: str, per: str, plot) -> Section:
                                           f"{f.fit_stat} one-way latency with an empty queue"))
     sec.figures.extend(plot(run))
     cols = [c for c in summ.columns if c not in ("mean_ns", "min_ns", "mad_ns")]
-    sec.tables.append(("One-way latency per point (ns)", summ[cols]))
+    sec.tables.append(("One-way latency per point", summ[cols]))
     sec.tables.append(("Least-squares fits per message size", fits))
     native = run.info.get("metadata", {}).get("native", {})
     if native:

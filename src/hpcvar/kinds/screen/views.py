@@ -163,7 +163,7 @@ def _flagged_cells(f: pd.DataFrame, hosts: list[str], metric: str) -> set[tuple[
 def _heat(run, lm: pd.DataFrame, f: pd.DataFrame, hosts: list[str], metric: str, name: str) -> list[Path]:
     from matplotlib.patches import Rectangle
 
-    from hpcvar.report.plots import figure, save
+    from hpcvar.report.plots import figure, label_cells, save
 
     m = _matrix(lm, hosts, metric)
     if not np.isfinite(m).any():
@@ -183,13 +183,7 @@ def _heat(run, lm: pd.DataFrame, f: pd.DataFrame, hosts: list[str], metric: str,
     ax.set_ylabel("sending node" if bw else "node")
     ax.set_title(("Bandwidth, " if bw else "8-byte latency, ") + f"{n} nodes (outliers framed red)")
     if n <= ANNOTATE_UP_TO:
-        lo, hi = np.nanmin(show), np.nanmax(show)
-        for i in range(n):
-            for j in range(n):
-                if np.isfinite(show[i, j]):
-                    light = (show[i, j] - lo) / (hi - lo) < 0.5 if hi > lo else True
-                    ax.text(j, i, f"{show[i, j]:.3g}", ha="center", va="center", fontsize=8,
-                            color="white" if light == bw else "black")
+        label_cells(ax, im, show)
     for i, j in _flagged_cells(f, hosts, metric):
         ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, fill=False, edgecolor="red", linewidth=2.5))
     return [save(fig, run.plots_dir() / name)[0]]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from rich.console import Console
 from rich.table import Table
@@ -56,8 +57,8 @@ def plot_sweep(points: pd.DataFrame, stem) -> list:
     for cfg, grp in points.groupby("config", sort=False):
         grp = grp.sort_values("tasks")
         ax.errorbar(grp["tasks"], 100 * grp["slowdown"],
-                    yerr=[100 * (grp["slowdown"] - grp["slowdown_ci_lo"]),
-                          100 * (grp["slowdown_ci_hi"] - grp["slowdown"])],
+                    yerr=[100 * np.clip(grp["slowdown"] - grp["slowdown_ci_lo"], 0, None),
+                          100 * np.clip(grp["slowdown_ci_hi"] - grp["slowdown"], 0, None)],
                     marker="o", capsize=3, label=cfg)
         if grp["closed_form_slowdown"].notna().any():
             ax.plot(grp["tasks"], 100 * grp["closed_form_slowdown"], ls="--", label=f"{cfg} (closed form)")
@@ -165,9 +166,29 @@ def section(run: Run) -> Section:
                                       f"T = {p.get('total_s', float('nan')):.4g} s", status, ref,
                                       role=PREDICTION))
     if run.has_table("jitter.points"):
-        sec.tables.append(("Slowdown against task count", run.read_table("jitter.points")))
+        sec.tables.append(("Slowdown against task count",
+                           points_for_people(run.read_table("jitter.points"), run.info["result"].get("freq_hz"))))
     for name, cap in (("sweep", "Slowdown against tasks (log x)"), ("phases", "Phase durations (replica 0)")):
         f = run.path / "plots" / f"{name}.png"
         if f.is_file():
             sec.figures.append((cap, f))
     return sec
+
+
+SLOWDOWNS = ("slowdown", "slowdown_ci_lo", "slowdown_ci_hi", "slowdown_vs_compute", "closed_form_slowdown")
+
+
+def points_for_people(points: pd.DataFrame, freq_hz: float | None) -> pd.DataFrame:
+    """jitter.points for the report: times in seconds when the trace's frequency is known (``total_s``, not
+    ``total_cycles``), slowdowns in percent (``slowdown_pct``, not the fraction)."""
+    out = points.copy()
+    for c in SLOWDOWNS:
+        if c in out:
+            out = out.rename(columns={c: f"{c}_pct"})
+            out[f"{c}_pct"] = out[f"{c}_pct"] * 100.0
+    if freq_hz:
+        out = out.rename(columns={c: c.removesuffix("_cycles") + "_s" for c in out.columns if c.endswith("_cycles")})
+        for c in out.columns:
+            if c.endswith("_s") and c != "sim_s" and f"{c.removesuffix('_s')}_cycles" in points:
+                out[c] = out[c] / float(freq_hz)
+    return out

@@ -1,0 +1,143 @@
+"""hpcvar history's engine on synthetic series (change points, their confirmation, the run-to-run condition,
+HPX's symbols) and its command line on stored runs (groups, windows, CSV for Otava, errors)."""
+
+from __future__ import annotations
+
+import csv
+import datetime as dt
+import io
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from hpcvar.history.changes import detect, symbol
+from hpcvar.history.series import Group, Point, Series
+from hpcvar.results.store import Run
+from tests.conftest import run_cli
+
+
+def _series(levels, name="m", n=400, spread=0.2, seed=1, higher_is_worse=True) -> Series:
+    rng = np.random.default_rng(seed)
+    s = Series(name, "ns", higher_is_worse)
+    for i, lvl in enumerate(levels):
+        x = rng.lognormal(np.log(lvl), spread, n)
+        s.points.append(Point(f"r{i:02d}", f"2026-11-{i + 1:02d}T03:00:00Z", float(np.median(x)), 0, 0, n, x))
+    return s
+
+
+def _detect(*series) -> Group:
+    g = Group(("h1", "bench latency"), [], list(series))
+    detect(g)
+    return g
+
+
+def test_a_step_is_one_change_at_its_run_and_a_flat_series_none():
+    rng = np.random.default_rng(7)
+    jitter = 1 + rng.normal(0, 0.02, 12)
+    step, flat = _series(1000 * jitter * np.r_[np.ones(6), 1.5 * np.ones(6)], "step"), _series(1000 * jitter, "flat")
+    g = _detect(step, flat)
+    (c,) = step.changes
+    assert c.at == 6 and c.run == "r06" and c.verdict == "degraded" and c.before == (0, 6) and c.after == (6, 12)
+    assert 40 < c.test["change_pct"] < 60 and c.ratio_lo > 0.3 and c.symbol in ("---", "??")
+    assert step.segments == [(0, 6), (6, 12)] and flat.changes == [] and flat.segments == [(0, 12)]
+    assert not (step.latest.confirmed or flat.latest.confirmed)
+    assert g.series[1].latest.symbol in ("=", "(=)", "?", "(+)", "(-)", "+", "-")
+
+
+def test_bandwidth_up_is_better():
+    s = _series([100e6] * 6 + [150e6] * 6, "bw", higher_is_worse=False)
+    _detect(s)
+    (c,) = s.changes
+    assert c.verdict == "improved" and c.symbol in ("+++", "??")
+
+
+def test_runs_that_differ_more_than_the_change_confirm_nothing():
+    # compare's test on pooled samples sees 20% between two halves, but runs inside each half differ by 2x:
+    # the change is within the run-to-run variation
+    s = _series([1000, 2000, 1000, 2000, 1000, 2000, 1200, 2400, 1200, 2400, 1200, 2400], spread=0.05)
+    _detect(s)
+    assert s.changes == []
+
+
+def test_the_last_run_starts_a_change():
+    s = _series([1000] * 8 + [3000])
+    _detect(s)
+    assert s.changes == [] and s.latest.confirmed and s.latest.at == 8 and s.latest.before == (0, 8)
+    assert s.latest.verdict == "degraded"
+
+
+def test_one_disturbed_run_in_the_middle_is_no_change():
+    s = _series([1000] * 5 + [3000] + [1000] * 5)
+    _detect(s)
+    assert s.changes == [] and not s.latest.confirmed
+
+
+@pytest.mark.parametrize("lo, hi, worse, sym", [
+    (-0.005, 0.008, True, "="), (-0.015, 0.01, True, "(=)"), (-0.03, 0.04, True, "?"), (-0.02, 0.12, True, "??"),
+    (0.002, 0.008, True, "(=)"), (0.02, 0.04, True, "-"), (0.06, 0.09, True, "--"), (0.12, 0.15, True, "---"),
+    (-0.008, -0.001, True, "(=)"), (-0.04, -0.02, True, "+"), (-0.09, -0.06, True, "++"), (-0.2, -0.15, True, "+++"),
+    (0.12, 0.15, False, "+++"), (-0.04, -0.02, False, "-"), (0.5, math_inf := float("inf"), True, "??"),
+])
+def test_symbols_follow_hpx(lo, hi, worse, sym):
+    """The ladder of HPX's perftest/plot.py (the width first, then '=', '(=)', '?', then by how far the CI reaches;
+    a CI inside +-2% is '(=)' before it can be '(-)' or '(+)', as in HPX)."""
+    assert symbol(lo, hi, worse) == sym
+
+
+def _stored(root, command, day, values, host="h1", unit_table="latency.samples"):
+    """A bench latency run whose 8-byte samples are ``values``, started on 2026-11-``day``."""
+    r = Run.create(command, {"sizes": [8]}, root, ["hpcvar"], {"host": host})
+    r.write_table(unit_table, pd.DataFrame({"size_bytes": 8, "iter": np.arange(len(values)),
+                                            "rtt_ns": 2 * np.asarray(values), "oneway_ns": np.asarray(values),
+                                            "send_ns": np.nan}))
+    r.info["started_utc"] = f"2026-11-{day:02d}T03:00:00Z"
+    r.finish("complete", {"run": str(r.path)})
+    return r
+
+
+def test_the_command_line_groups_windows_and_writes_csv_for_otava(runs_dir, tmp_path):
+    rng = np.random.default_rng(3)
+    runs = [_stored(runs_dir, "bench latency", d, rng.lognormal(np.log(1000 if d < 8 else 1600), 0.1, 300))
+            for d in range(1, 13)]
+    _stored(runs_dir, "bench latency", 5, rng.lognormal(np.log(900), 0.1, 300), host="h2")  # another group
+    res = run_cli(["history", "--json"])
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert [g["hosts"] for g in out["groups"]] == [["h1"], ["h2"]]
+    (cp,) = out["groups"][0]["change_points"]
+    assert cp["at"] == 8 and cp["run"] == runs[7].id and cp["metrics"][0]["metric"] == "latency one-way size=8B"
+    # the window up to the 8th run: the last run starts the change (exit code 3)
+    res = run_cli(["history", "--hosts", "h1", "--between", "2026-11-01", "2026-11-08T12:00", "--json"])
+    assert res.returncode == 3 and json.loads(res.stdout)["last_run_starts_change"], res.stdout
+    # CSV: one group only, one row per run, Otava's columns
+    res = run_cli(["history", "--format", "csv"])
+    assert res.returncode == 2 and "Choose one with --command and --hosts" in res.stderr
+    res = run_cli(["history", "--hosts", "h1", "--format", "csv"])
+    rows = list(csv.DictReader(io.StringIO(res.stdout)))
+    assert list(rows[0])[:6] == ["time", "run", "command", "hosts", "status", "answer"]
+    assert [r["run"] for r in rows] == [r.id for r in runs]
+    assert float(rows[0]["latency one-way size=8B (ns)"]) == pytest.approx(float(np.median(
+        runs[0].read_table("latency.samples")["oneway_ns"])))
+    dt.datetime.fromisoformat(rows[0]["time"].replace("Z", "+00:00"))
+    # the page
+    page = tmp_path / "h.html"
+    assert run_cli(["history", "-o", str(page)]).returncode == 0
+    assert page.read_text().count("<figure>") == 2
+
+
+def test_bad_windows_and_outputs_are_named(runs_dir):
+    res = run_cli(["history", "--since", "7d", "--between", "14d", "7d"])
+    assert res.returncode == 2 and "(--between)" in res.stderr
+    res = run_cli(["history", "--between", "7d", "14d"])
+    assert res.returncode == 2 and "is empty (--between)" in res.stderr
+    res = run_cli(["history", "--since", "last tuesday"])
+    assert res.returncode == 2 and "neither a date nor an age (--since)" in res.stderr
+    res = run_cli(["history", "-o", "x.txt"])
+    assert res.returncode == 2 and "cannot tell the format" in res.stderr
+    res = run_cli(["history"])
+    assert res.returncode == 0 and "no runs in this window" in res.stdout
+    _stored(runs_dir, "bench latency", 1, np.arange(1.0, 50.0))
+    res = run_cli(["history", "--metric", "bandwidth"])
+    assert res.returncode == 2 and "matches bandwidth (--metric)" in res.stderr, res.stderr
