@@ -43,12 +43,12 @@ def _reset_peak() -> None:
         f.write("5")
 
 
-def one(ntasks: int, phases: int, seed: int, threads: int) -> dict:
+def one(ntasks: int, phases: int, seed: int, threads: int, duration_s: float = 3600.0) -> dict:
     """Runs in a fresh process: returns timings and RSS figures."""
     from hpcvar.sim import jitter as J
     from hpcvar.sim.synth import synthesize
 
-    trace = synthesize(SPEC, FREQ, 3600.0, seed=seed)
+    trace = synthesize(SPEC, FREQ, duration_s, seed=seed)
     nt = J.NativeTraces(trace.cpus)
     wl = J.Workload(work=int(1e-3 * FREQ), phases=phases, barrier="tree", arity=2, send=500, recv=500,
                     lat_intra=int(2e-6 * FREQ), lat_inter=int(2e-6 * FREQ), cores_per_node=1)
@@ -74,10 +74,11 @@ def main() -> None:
     ap.add_argument("--phases", type=int, default=20)
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--threads", default="1", help="Thread counts to time, e.g. 1,2.")
+    ap.add_argument("--duration", type=float, default=3600.0, help="seconds of the synthetic trace")
     ap.add_argument("--one", type=int, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args()
     if a.one is not None:
-        print(json.dumps(one(a.one, a.phases, a.seed, int(a.threads))))
+        print(json.dumps(one(a.one, a.phases, a.seed, int(a.threads), a.duration)))
         return
     thread_list = [int(x) for x in a.threads.split(",")]
     print(f"jitSim speed: 1-hour trace {SPEC} at {FREQ / 1e9:g} GHz, W = 1 ms, binary tree, "

@@ -151,7 +151,7 @@ def main() -> None:
           f"cores, {a.bandwidth:g} B/s, {a.latency * 1e6:g} us, 1e9 flop/s")
     with tempfile.TemporaryDirectory() as tmp:
         d = a.keep or Path(tmp)
-        d.mkdir(parents=True, exist_ok=True)
+        (d / "runs").mkdir(parents=True, exist_ok=True)
         n = a.nodes * a.cores_per_node
         for name in ("ring", "fanin"):
             lines = ring(n, a.ring_actions, a.ring_bytes // 8, a.allreduce_every) if name == "ring" else \

@@ -24,21 +24,29 @@ typedef struct {
     int64_t compute; /* G = C_E (> 0) */
 } hv_js_trace;
 
-/* Per-task state: 64 bytes. The task caches the event its last advance ended in (in
- * the task's own time and in absolute compute-available cycles, with its index and lap),
- * so that most advances (sends, receives, work that ends before the next detour) never
- * touch the trace, and the others start reading it at the next event. */
+/* A task's state in two arrays (56 bytes in all, docs/jitter-sim.md "How the C core is verified and why it is
+ * fast").
+ *
+ * The hot part, 32 bytes (two tasks per cache line), is what every step reads and writes. The task caches the
+ * event its last advance ended in as the start of that event's compute gap and its end, both in the task's own
+ * time: work from t inside the cached event ends at max(t, gstart) + W when that is at most end, without
+ * touching the trace. `m` is the task's time and its mailbox, which are never live at once: between phases (and
+ * at the end) the start of its next phase; after its up sweep its arrival at its parent (the root: its cursor);
+ * in the down sweep its release from its parent. */
 typedef struct {
-    int64_t offset;   /* o: trace position of global time 0, in [0, L) */
-    int64_t t;        /* start of the current phase; the barrier cursor while in it */
-    int64_t slot;     /* arrival of a message at this task (from a child going up, from the parent going down) */
-    int64_t absorbed; /* jitter absorbed so far: sum over advance() calls of (t' - t - W) */
-    int64_t end;      /* cached event: its end S_{k+1} in task time (-1: no cached event) */
-    int64_t cend;     /* cached event: compute-available cycles up to its end, lap * G + C_{k+1} */
-    int64_t cprev;    /* cached event: the same up to its start, lap * G + C_k */
-    int32_t hint;     /* the cached event's index k (-1: unknown) */
-    int32_t lap;      /* the cached event's lap (-1: no cached event, or a lap beyond 32 bits) */
+    int64_t m;
+    int64_t gstart; /* cached event: the start of its compute gap, in task time */
+    int64_t end;    /* cached event: its end S_{k+1} in task time (-1: no cached event) */
+    int32_t hint;   /* the cached event's index k (-1: unknown) */
+    int32_t lap;    /* the cached event's lap (-1: no cached event, or a lap beyond 32 bits) */
 } hv_js_task;
+
+/* The cold part, 24 bytes: read by the advances that leave the cached event, written when jitter is absorbed. */
+typedef struct {
+    int64_t absorbed; /* jitter absorbed so far: sum over advance() calls of (t' - t - W) */
+    int64_t offset;   /* o: trace position of global time 0, in [0, L) */
+    int64_t cend;     /* the cached event's C_{k+1} (in its lap): no trace read to continue from it */
+} hv_js_cursor;
 
 enum { HV_JS_BARRIER_NONE = 0, HV_JS_BARRIER_TREE = 1 };
 enum { HV_JS_ALIGN_UNSYNC = 0, HV_JS_ALIGN_SYNC = 1, HV_JS_ALIGN_COSCHED = 2 };
@@ -50,7 +58,8 @@ typedef struct {
     /* cores * trace_nodes traces: task i (node i / cores, core i % cores) uses
      * traces[((i / cores) % trace_nodes) * cores + i % cores] */
     const hv_js_trace *traces;
-    hv_js_task *tasks;         /* ntasks */
+    hv_js_task *tasks;         /* ntasks: the hot part */
+    hv_js_cursor *cursors;     /* ntasks: the cold part (the offsets are set before simulating) */
     int64_t *phase_end;        /* phases: max over tasks of the start of the next phase */
     int64_t *compute_end;      /* optional (NULL): phases * ntasks, [phase * ntasks + task] */
     int64_t *next_start;       /* optional (NULL): same layout */
@@ -60,11 +69,11 @@ typedef struct {
  * for a task of offset o (see docs/jitter-sim.md). *hint is the task's event cursor. */
 int64_t hv_js_advance(const hv_js_trace *tr, int64_t o, int64_t t, int64_t w, int32_t *hint);
 
-/* The seeded offsets of `ntasks` tasks (and t = absorbed = 0, hint = -1). */
-int hv_js_offsets(const hv_js_trace *traces, int32_t cores, hv_js_task *tasks, int64_t ntasks, int32_t align,
+/* The seeded offsets of `ntasks` tasks into their cursors. */
+int hv_js_offsets(const hv_js_trace *traces, int32_t cores, hv_js_cursor *cursors, int64_t ntasks, int32_t align,
                   uint64_t seed, uint64_t replica, int64_t window, int64_t origin);
 
-/* Reset t, absorbed and hints (offsets kept), then simulate. 0 on success, -1 on memory, -2 on bad config. */
+/* Reset the tasks and the cursors (offsets kept), then simulate. 0 on success, -1 on memory, -2 on bad config. */
 int hv_js_simulate(const hv_js_config *c);
 
 /* hv_js_simulate() on `threads` POSIX threads (same integers as one thread). grain: the
@@ -78,7 +87,8 @@ int hv_js_simulate_threads(const hv_js_config *c, int32_t threads, int64_t grain
 void *hv_js_alloc(int64_t bytes);
 void hv_js_free(void *p);
 
-/* sizeof(hv_js_task), for the Python side to check its layout. */
+/* sizeof(hv_js_task) and sizeof(hv_js_cursor), for the Python side to check its layout. */
 int hv_js_task_size(void);
+int hv_js_cursor_size(void);
 
 #endif

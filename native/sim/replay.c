@@ -9,13 +9,13 @@
 
 /* ---- the event heap: ordered by (time, insertion counter) like Python's heapq of tuples ------ */
 
-enum { EV_TASK = 0, EV_LATENCY = 1, EV_DATA_END = 2, EV_FINISH = 3, EV_SEND_DONE = 4, EV_PROBE = 5 };
+enum { EV_TASK = 0, EV_LATENCY = 1, EV_FINISH = 3, EV_SEND_DONE = 4, EV_PROBE = 5 }; /* shared: flow events */
 
 typedef struct {
     double t;
     int64_t cnt;
     int64_t obj; /* task, transfer, or request (EV_PROBE) */
-    int64_t ver; /* EV_DATA_END, EV_SEND_DONE: the transfer's rate version */
+    int64_t ver; /* unused */
     int32_t kind, pad;
 } hv_ev;
 
@@ -66,9 +66,11 @@ static hv_ev heap_pop(hv_heap *h) {
 
 typedef struct {
     double nbytes, bw, lat, remaining, rate, last, data_start, end, posted;
+    double et, st;     /* a shared transfer's pending events: its data end, its send's completion (buffered) */
+    int64_t ecnt, scnt; /* ... their heap counters (-1: none pending); see flow events below */
     double env;       /* a rendezvous message: when its request reaches the receiver (what a probe waits for) */
-    int64_t probe_rq; /* an eager message: the probe waiting for its transfer to end, or -1 */
-    int64_t op, sreq, rreq, version, next; /* next: FIFO link in the unsent queue of its key, or free list */
+    int64_t probe_rq; /* an eager message: the probe waiting for its transfer to end (finish), or -1 */
+    int64_t op, sreq, rreq, next; /* next: FIFO link in the unsent queue of its key, or free list */
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
 } hv_xfer;                                                           /* ... and the send completed */
@@ -78,8 +80,10 @@ static const int KIND_RANK[4] = {0, 1, 1, 2}; /* none, out, in, in-out */
 typedef struct {
     hv_rp_config *c;
     hv_heap heap;
+    int64_t fmin;  /* flow events: the position in `active` of the earliest pending one (-1: none) */
+    int fmin_send; /* ... and whether it is its send's completion (else its data end) */
     hv_xfer *x;
-    int64_t nx, xcap, free_head, vcounter;
+    int64_t nx, xcap, free_head;
     double *done_at;    /* per request: completion time, or -1 */
     int32_t *waiting;   /* per request: the task blocked on it, or -1 */
     int64_t *pending_row;
@@ -88,6 +92,7 @@ typedef struct {
     int32_t *ur_next;           /* per op: next receive in its FIFO */
     int64_t *probing;           /* per key: the request of a probe waiting for a send to be posted, or -1 */
     int64_t *active;            /* transfers in their data phase (contention models), in arrival order */
+    int64_t *ares;              /* 2 per active transfer: its source node, nnodes + its destination node */
     int64_t nactive;
     double *pen;                /* penalties of the active transfers */
     int8_t *frozen;
@@ -98,13 +103,16 @@ typedef struct {
     /* per-node scratch for the models */
     int64_t *n_out, *n_in, *top, *card, *top2, *card2;
     double *cap;
-    int64_t *users;
+    int64_t *users, *deg;
+    int8_t *mark;
     int64_t *touched;
     /* myrinet scratch, grown on demand */
     int64_t *uf, *first_src, *first_dst, *comp_of, *members, *comp_start, *comp_fill;
     uint64_t *bits;
     int64_t bits_cap;
     int64_t *coef, *hits, *order;
+    /* myrinet memo: a component's penalties keyed by its members' (source node, destination node), in order */
+    struct hv_memo *memo;
 } hv_rp;
 
 static int push(hv_rp *s, double t, int kind, int64_t obj, int64_t ver) {
@@ -126,58 +134,49 @@ static int complete(hv_rp *s, int64_t rq, double t) {
     return 0;
 }
 
-/* max-min fair shares (progressive filling, as hpcvar.models.sharing.maxmin_shares) -> pen */
+/* max-min fair shares (progressive filling, as hpcvar.models.sharing.maxmin_shares) -> pen: the reference's
+ * operations in its order, over the compact resources of the shared transfers (s->ares). A resource is the
+ * source node's link out (its node number) or the destination node's link in (nnodes + its node), capacity 1. */
 static void maxmin(hv_rp *s) {
-    int64_t n = s->nactive, nn = s->c->nnodes, nt = 0;
-    const int32_t *node = s->c->node_of;
-    double *rate = s->pen;
-    for (int64_t k = 0; k < n; k++) {
-        hv_xfer *x = &s->x[s->active[k]];
-        int64_t r[2] = {node[x->src], nn + node[x->dst]};
-        for (int j = 0; j < 2; j++)
-            if (s->users[r[j]] == 0 && s->cap[r[j]] == 0.0) { /* first sight: capacity 1 */
-                s->cap[r[j]] = 1.0;
-                s->touched[nt++] = r[j];
-                s->users[r[j]] = -1; /* marks it touched until counted below */
-            }
+    const int64_t n = s->nactive, *ar = s->ares;
+    double *rate = s->pen, *cap = s->cap;
+    int64_t *users = s->users, *touched = s->touched, nt = 0;
+    int8_t *frozen = s->frozen;
+    for (int64_t k = 0; k < n; k++) { /* resources in order of first sight, and their users */
+        for (int j = 0; j < 2; j++) {
+            const int64_t r = ar[2 * k + j];
+            if (!s->mark[r]) s->mark[r] = 1, cap[r] = 1.0, users[r] = 0, touched[nt++] = r;
+            users[r]++;
+        }
         rate[k] = 0.0;
-        s->frozen[k] = 0;
+        frozen[k] = 0;
     }
-    int64_t left = n;
-    while (left > 0) {
-        for (int64_t i = 0; i < nt; i++) s->users[s->touched[i]] = 0;
-        for (int64_t k = 0; k < n; k++) {
-            if (s->frozen[k]) continue;
-            hv_xfer *x = &s->x[s->active[k]];
-            s->users[node[x->src]]++;
-            s->users[nn + node[x->dst]]++;
+    for (int64_t left = n, round = 0; left > 0; round++) {
+        if (round > 0) { /* the users still growing */
+            for (int64_t i = 0; i < nt; i++) users[touched[i]] = 0;
+            for (int64_t k = 0; k < n; k++)
+                if (!frozen[k]) users[ar[2 * k]]++, users[ar[2 * k + 1]]++;
         }
         double inc = 0.0;
         int have = 0;
         for (int64_t i = 0; i < nt; i++) {
-            int64_t r = s->touched[i];
-            if (s->users[r] > 0) {
-                double v = s->cap[r] / (double)s->users[r];
+            const int64_t r = touched[i];
+            if (users[r] > 0) {
+                const double v = cap[r] / (double)users[r];
                 if (!have || v < inc) inc = v, have = 1;
             }
         }
-        for (int64_t k = 0; k < n; k++)
-            if (!s->frozen[k]) rate[k] += inc;
         for (int64_t i = 0; i < nt; i++) {
-            int64_t r = s->touched[i];
-            if (s->users[r] > 0) s->cap[r] -= inc * (double)s->users[r];
+            const int64_t r = touched[i];
+            if (users[r] > 0) cap[r] -= inc * (double)users[r];
         }
-        for (int64_t k = 0; k < n; k++) {
-            if (s->frozen[k]) continue;
-            hv_xfer *x = &s->x[s->active[k]];
-            int64_t ra = node[x->src], rb = nn + node[x->dst];
-            if ((s->users[ra] > 0 && s->cap[ra] <= 1e-12) || (s->users[rb] > 0 && s->cap[rb] <= 1e-12)) {
-                s->frozen[k] = 1;
-                left--;
-            }
+        for (int64_t k = 0; k < n; k++) { /* a transfer grows until one of its resources is full */
+            if (frozen[k]) continue;
+            rate[k] += inc;
+            if (cap[ar[2 * k]] <= 1e-12 || cap[ar[2 * k + 1]] <= 1e-12) frozen[k] = 1, left--;
         }
     }
-    for (int64_t i = 0; i < nt; i++) s->cap[s->touched[i]] = 0.0, s->users[s->touched[i]] = 0;
+    for (int64_t i = 0; i < nt; i++) s->mark[touched[i]] = 0;
     for (int64_t k = 0; k < n; k++) rate[k] = 1.0 / rate[k];
 }
 
@@ -424,14 +423,124 @@ static void sample_states(hv_rp *s, int64_t m, int64_t W, uint64_t *conf, int64_
     for (int64_t i = 0; i < m; i++) frac[i] = (double)cnt[i] / (double)c->myr_samples;
 }
 
-/* one component: positions comp[0..m) of the active list -> pen */
+/* ---- myrinet memo ----------------------------------------------------------------------------------------
+ *
+ * A component's penalties depend only on its members' source and destination nodes, in order (the conflicts,
+ * the states and the minimum over a source node compare nodes; the sampling method reseeds its generator per
+ * component), and a replay meets the same components again and again (every iteration of a loop). The memo
+ * keeps them: a hash table of MEMO_SLOTS slots over at most MEMO_MEMBERS members in all (then it stops
+ * storing); a hit copies the stored penalties, the same doubles the computation gives. */
+
+#define MEMO_SLOTS 4096     /* a power of two */
+#define MEMO_PROBES 8       /* linear probing: slots tried per key */
+#define MEMO_MEMBERS 262144 /* members stored at most (6 MiB of keys and penalties) */
+
+typedef struct hv_memo {
+    struct {
+        uint64_t h;
+        int64_t off, m; /* m = 0: empty */
+    } slot[MEMO_SLOTS];
+    int32_t *keys; /* 2 per stored member */
+    double *pens;  /* 1 per stored member */
+    int64_t used, cap;
+    int32_t *cur; /* the key being looked up (2 m) */
+    int64_t cur_cap;
+} hv_memo;
+
+static void memo_free(hv_memo *mo) {
+    if (!mo) return;
+    free(mo->keys);
+    free(mo->pens);
+    free(mo->cur);
+    free(mo);
+}
+
+/* The key of a component into mo->cur and its hash; -1 without memory (the memo is then not used). */
+static int memo_key(hv_rp *s, hv_memo *mo, const int64_t *comp, int64_t m, uint64_t *h) {
+    const int32_t *node = s->c->node_of;
+    if (2 * m > mo->cur_cap) {
+        int32_t *p = realloc(mo->cur, (size_t)(2 * m) * sizeof *p);
+        if (!p) return -1;
+        mo->cur = p;
+        mo->cur_cap = 2 * m;
+    }
+    uint64_t x = 0xcbf29ce484222325ULL ^ (uint64_t)m;
+    for (int64_t i = 0; i < m; i++) {
+        const hv_xfer *t = &s->x[s->active[comp[i]]];
+        mo->cur[2 * i] = node[t->src];
+        mo->cur[2 * i + 1] = node[t->dst];
+        x = (x ^ ((uint64_t)(uint32_t)node[t->src] << 32 | (uint32_t)node[t->dst])) * 0x100000001b3ULL;
+        x ^= x >> 29;
+    }
+    *h = x;
+    return 0;
+}
+
+/* 1 and the penalties written when the component is in the memo; else 0 and *free_slot a slot for it (-1:
+ * none). */
+static int memo_get(hv_rp *s, hv_memo *mo, const int64_t *comp, int64_t m, uint64_t h, int64_t *free_slot) {
+    *free_slot = -1;
+    for (int64_t k = 0; k < MEMO_PROBES; k++) {
+        int64_t j = (int64_t)((h + (uint64_t)k) & (MEMO_SLOTS - 1));
+        if (mo->slot[j].m == 0) {
+            *free_slot = j;
+            return 0;
+        }
+        if (mo->slot[j].h != h || mo->slot[j].m != m ||
+            memcmp(mo->keys + 2 * mo->slot[j].off, mo->cur, (size_t)(2 * m) * sizeof *mo->cur))
+            continue;
+        const double *p = mo->pens + mo->slot[j].off;
+        for (int64_t i = 0; i < m; i++) s->pen[comp[i]] = p[i];
+        return 1;
+    }
+    return 0;
+}
+
+/* Store the component's penalties in slot j, while the memo has room (else nothing). */
+static void memo_put(hv_rp *s, hv_memo *mo, const int64_t *comp, int64_t m, uint64_t h, int64_t j) {
+    if (j < 0 || mo->used + m > MEMO_MEMBERS) return;
+    if (mo->used + m > mo->cap) {
+        int64_t cap = mo->cap ? mo->cap : 4096;
+        while (cap < mo->used + m) cap *= 2;
+        int32_t *k = realloc(mo->keys, (size_t)(2 * cap) * sizeof *k);
+        if (!k) return;
+        mo->keys = k;
+        double *p = realloc(mo->pens, (size_t)cap * sizeof *p);
+        if (!p) return;
+        mo->pens = p;
+        mo->cap = cap;
+    }
+    memcpy(mo->keys + 2 * mo->used, mo->cur, (size_t)(2 * m) * sizeof *mo->cur);
+    for (int64_t i = 0; i < m; i++) mo->pens[mo->used + i] = s->pen[comp[i]];
+    mo->slot[j].h = h;
+    mo->slot[j].off = mo->used;
+    mo->slot[j].m = m;
+    mo->used += m;
+}
+
+static int myrinet_compute(hv_rp *s, const int64_t *comp, int64_t m);
+
+/* one component: positions comp[0..m) of the active list -> pen (from the memo, or computed and stored) */
 static int myrinet_component(hv_rp *s, const int64_t *comp, int64_t m) {
-    hv_rp_config *c = s->c;
-    const int32_t *node = c->node_of;
     if (m == 1) { /* one state in which it sends: penalty 1 (both methods) */
         s->pen[comp[0]] = 1.0;
         return 0;
     }
+    if (!s->memo) s->memo = calloc(1, sizeof *s->memo);
+    hv_memo *mo = s->memo;
+    uint64_t h = 0;
+    if (!mo || memo_key(s, mo, comp, m, &h)) return myrinet_compute(s, comp, m);
+    int64_t j;
+    if (memo_get(s, mo, comp, m, h, &j)) return 0;
+    int rc = myrinet_compute(s, comp, m);
+    if (!rc) memo_put(s, mo, comp, m, h, j);
+    return rc;
+}
+
+/* The penalties of a component of m >= 2 members. */
+static int myrinet_compute(hv_rp *s, const int64_t *comp, int64_t m) {
+    hv_rp_config *c = s->c;
+    const int32_t *node = c->node_of;
     int64_t W = (m + 63) / 64;
     if (myr_grow(s, 2 * m * W + 4 * W * (m + 2))) return HV_RP_ENOMEM;
     uint64_t *conf = s->bits, *compat = conf + m * W;
@@ -501,11 +610,54 @@ static int myrinet(hv_rp *s) {
     return 0;
 }
 
+/* ---- flow events -----------------------------------------------------------------------------------
+ *
+ * The reference pushes a new data-end event (and, for a buffered send, a send-completion event) for every
+ * shared transfer whose rate a recomputation changes, and skips the stale ones when they come out of the heap:
+ * with n transfers sharing a link, every start and end of one of them pushes n events. Here a shared transfer
+ * keeps its one pending event of each kind, (time, counter), with the counter the reference's push would take
+ * (the same global counter as the heap's), and the event loop takes the earliest of the heap's top and of these
+ * flow events, in the same (time, counter) order: the same events run in the same order, without the stale
+ * ones (which did nothing but count: c->nevents still counts them, as every push). */
+
+static inline int key_less(double t1, int64_t c1, double t2, int64_t c2) { return t1 < t2 || (t1 == t2 && c1 < c2); }
+
+/* The earliest pending flow event (s->fmin, s->fmin_send), over the shared transfers. */
+static void flow_min(hv_rp *s) {
+    double bt = 0.0;
+    int64_t bc = -1;
+    s->fmin = -1;
+    for (int64_t k = 0; k < s->nactive; k++) {
+        const hv_xfer *x = &s->x[s->active[k]];
+        if (x->ecnt >= 0 && (bc < 0 || key_less(x->et, x->ecnt, bt, bc)))
+            bt = x->et, bc = x->ecnt, s->fmin = k, s->fmin_send = 0;
+        if (x->scnt >= 0 && (bc < 0 || key_less(x->st, x->scnt, bt, bc)))
+            bt = x->st, bc = x->scnt, s->fmin = k, s->fmin_send = 1;
+    }
+}
+
+/* The kind of conflict each shared transfer meets (another one out of its source node, into its destination
+ * node, both), kept as the worst so far: transfers per resource counted over s->ares. */
+static void conflict_kinds(hv_rp *s) {
+    const int64_t n = s->nactive, *ar = s->ares;
+    int64_t *deg = s->deg;
+    for (int64_t k = 0; k < 2 * n; k++) deg[ar[k]]++;
+    for (int64_t k = 0; k < n; k++) {
+        hv_xfer *x = &s->x[s->active[k]];
+        const int o = deg[ar[2 * k]] > 1, i = deg[ar[2 * k + 1]] > 1;
+        const int kd = o && i ? 3 : o ? 1 : i ? 2 : 0;
+        if (KIND_RANK[kd] > KIND_RANK[(int)x->kind]) x->kind = (int8_t)kd;
+    }
+    for (int64_t k = 0; k < 2 * n; k++) deg[ar[k]] = 0;
+}
+
 static int recompute(hv_rp *s, double now) {
     hv_rp_config *c = s->c;
     int64_t n = s->nactive;
-    if (n == 0) return 0;
-    const int32_t *node = c->node_of;
+    if (n == 0) {
+        s->fmin = -1;
+        return 0;
+    }
     if (n > 1) {
         if (c->model == HV_RP_MAXMIN) maxmin(s);
         else if (c->model == HV_RP_GIGE) gige(s);
@@ -513,41 +665,33 @@ static int recompute(hv_rp *s, double now) {
             int rc = myrinet(s);
             if (rc) return rc;
         }
-        for (int64_t k = 0; k < n; k++) {
-            hv_xfer *x = &s->x[s->active[k]];
-            s->n_out[node[x->src]]++;
-            s->n_in[node[x->dst]]++;
-        }
-        for (int64_t k = 0; k < n; k++) {
-            hv_xfer *x = &s->x[s->active[k]];
-            int o = s->n_out[node[x->src]] > 1, i = s->n_in[node[x->dst]] > 1;
-            int kd = o && i ? 3 : o ? 1 : i ? 2 : 0;
-            if (KIND_RANK[kd] > KIND_RANK[(int)x->kind]) x->kind = (int8_t)kd;
-        }
-        for (int64_t k = 0; k < n; k++) {
-            hv_xfer *x = &s->x[s->active[k]];
-            s->n_out[node[x->src]] = 0;
-            s->n_in[node[x->dst]] = 0;
-        }
+        conflict_kinds(s);
     } else {
         s->pen[0] = 1.0;
     }
+    double bt = 0.0; /* the earliest pending flow event, found on the way (flow_min) */
+    int64_t bc = -1;
+    s->fmin = -1;
     for (int64_t k = 0; k < n; k++) {
-        int64_t xi = s->active[k];
-        hv_xfer *x = &s->x[xi];
+        hv_xfer *x = &s->x[s->active[k]];
         double rate = x->bw / s->pen[k];
-        if (rate != x->rate) {
+        if (rate != x->rate) { /* its events move: they take the counters the reference's pushes take */
             x->remaining -= x->rate * (now - x->last);
             x->last = now;
             x->rate = rate;
-            x->version = ++s->vcounter;
             double rem = x->remaining > 0.0 ? x->remaining : 0.0;
-            if (push(s, now + rem / rate, EV_DATA_END, xi, x->version)) return HV_RP_ENOMEM;
+            x->et = now + rem / rate;
+            x->ecnt = ++s->heap.counter;
             if (x->buffered && !x->sdone) {
                 double rs = x->remaining - s->c->send_buffer;
-                if (push(s, now + (rs > 0.0 ? rs : 0.0) / rate, EV_SEND_DONE, xi, x->version)) return HV_RP_ENOMEM;
+                x->st = now + (rs > 0.0 ? rs : 0.0) / rate;
+                x->scnt = ++s->heap.counter;
             }
         }
+        if (x->ecnt >= 0 && (bc < 0 || key_less(x->et, x->ecnt, bt, bc)))
+            bt = x->et, bc = x->ecnt, s->fmin = k, s->fmin_send = 0;
+        if (x->scnt >= 0 && (bc < 0 || key_less(x->st, x->scnt, bt, bc)))
+            bt = x->st, bc = x->scnt, s->fmin = k, s->fmin_send = 1;
     }
     return 0;
 }
@@ -622,6 +766,9 @@ static int64_t xalloc(hv_rp *s) {
         int64_t *a = realloc(s->active, (size_t)cap * sizeof *a);
         if (!a) return -1;
         s->active = a;
+        int64_t *ar = realloc(s->ares, (size_t)(2 * cap) * sizeof *ar);
+        if (!ar) return -1;
+        s->ares = ar;
         double *p = realloc(s->pen, (size_t)cap * sizeof *p);
         if (!p) return -1;
         s->pen = p;
@@ -903,6 +1050,8 @@ static int rp_alloc(hv_rp *s) {
     ALLOC(s->card2, nn);
     ALLOC(s->cap, 2 * nn);
     ALLOC(s->users, 2 * nn);
+    ALLOC(s->deg, 2 * nn);
+    ALLOC(s->mark, 2 * nn);
     ALLOC(s->touched, 2 * nn);
     ALLOC(s->first_src, nn);
     ALLOC(s->first_dst, nn);
@@ -915,8 +1064,9 @@ static void rp_free(hv_rp *s) {
                    s->pen,     s->frozen,  s->n_out,      s->n_in,      s->top,         s->card,      s->top2,
                    s->card2,   s->cap,     s->users,      s->touched,   s->uf,          s->first_src, s->first_dst,
                    s->comp_of, s->members, s->comp_start, s->comp_fill, s->bits,        s->coef,      s->hits,
-                   s->order,   s->probing};
+                   s->order,   s->ares,    s->deg,        s->mark,      s->probing};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    memo_free(s->memo);
 }
 
 /* Every request pending, every queue empty, every task at its first op at time 0. */
@@ -950,25 +1100,37 @@ static int on_latency(hv_rp *s, int64_t xi, double now) {
         x->remaining = x->nbytes;
         x->last = now;
         x->rate = 0.0;
+        x->ecnt = x->scnt = -1;
+        s->ares[2 * s->nactive] = c->node_of[x->src];
+        s->ares[2 * s->nactive + 1] = c->nnodes + c->node_of[x->dst];
         s->active[s->nactive++] = xi;
         return recompute(s, now);
     }
     if (x->buffered) {
         double rs = x->nbytes - c->send_buffer;
-        if (push(s, now + (rs > 0.0 ? rs : 0.0) / x->bw, EV_SEND_DONE, xi, x->version)) return HV_RP_ENOMEM;
+        if (push(s, now + (rs > 0.0 ? rs : 0.0) / x->bw, EV_SEND_DONE, xi, 0)) return HV_RP_ENOMEM;
     }
     return push(s, now + x->nbytes / x->bw, EV_FINISH, xi, 0) ? HV_RP_ENOMEM : 0;
 }
 
-/* A shared transfer's data has all arrived (unless a recomputation moved its end since). */
-static int on_data_end(hv_rp *s, const hv_ev *ev, double now) {
-    hv_xfer *x = &s->x[ev->obj];
-    if (ev->ver != x->version || x->done) return 0;
-    int64_t k = 0;
-    while (s->active[k] != ev->obj) k++;
+/* The earliest flow event (s->fmin): a shared transfer's data has all arrived (it leaves the shared ones, finish
+ * completes its requests and the probe waiting for it, if any, and the others' rates are recomputed), or its send
+ * completes (at most the send buffer left). */
+static int on_flow_event(hv_rp *s) {
+    const int64_t k = s->fmin, xi = s->active[k];
+    hv_xfer *x = &s->x[xi];
+    if (s->fmin_send) {
+        const double now = x->st;
+        x->sdone = 1;
+        x->scnt = -1;
+        flow_min(s);
+        return complete(s, x->sreq, now) ? HV_RP_ENOMEM : 0;
+    }
+    const double now = x->et;
     memmove(&s->active[k], &s->active[k + 1], (size_t)(s->nactive - k - 1) * sizeof *s->active);
+    memmove(&s->ares[2 * k], &s->ares[2 * k + 2], (size_t)(2 * (s->nactive - k - 1)) * sizeof *s->ares);
     s->nactive--;
-    if (finish(s, ev->obj, now)) return HV_RP_ENOMEM;
+    if (finish(s, xi, now)) return HV_RP_ENOMEM;
     return recompute(s, now);
 }
 
@@ -986,10 +1148,9 @@ static int on_event(hv_rp *s, const hv_ev *ev) {
         return step(s, task) ? HV_RP_ENOMEM : 0;
     }
     if (ev->kind == EV_LATENCY) return on_latency(s, ev->obj, now);
-    if (ev->kind == EV_DATA_END) return on_data_end(s, ev, now);
     if (ev->kind == EV_SEND_DONE) { /* at most the send buffer left: the send completes */
         hv_xfer *x = &s->x[ev->obj];
-        if (ev->ver != x->version || x->sdone || x->done) return 0;
+        if (x->sdone || x->done) return 0; /* the slot is not reused before: this event comes before FINISH */
         x->sdone = 1;
         return complete(s, x->sreq, now) ? HV_RP_ENOMEM : 0;
     }
@@ -1013,13 +1174,26 @@ static int run_events(hv_rp *s) {
     for (int64_t t = 0; t < c->ntasks; t++)
         if (push(s, 0.0, EV_TASK, t, 0)) return HV_RP_ENOMEM;
     const int64_t every = (int64_t)1 << 20;
-    while (s->heap.n > 0) {
+    int64_t done = 0;
+    for (;;) {
+        int e;
+        if (s->fmin >= 0) {
+            const hv_xfer *x = &s->x[s->active[s->fmin]];
+            const double ft = s->fmin_send ? x->st : x->et;
+            const int64_t fc = s->fmin_send ? x->scnt : x->ecnt;
+            if (s->heap.n == 0 || key_less(ft, fc, s->heap.a[0].t, s->heap.a[0].cnt)) {
+                if (c->progress && (++done & (every - 1)) == 0) c->progress(s->ops_done, c->nops);
+                if ((e = on_flow_event(s))) return e;
+                continue;
+            }
+        } else if (s->heap.n == 0) {
+            break;
+        }
         hv_ev ev = heap_pop(&s->heap);
-        c->nevents++;
-        if (c->progress && (c->nevents & (every - 1)) == 0) c->progress(s->ops_done, c->nops);
-        int e = on_event(s, &ev);
-        if (e) return e;
+        if (c->progress && (++done & (every - 1)) == 0) c->progress(s->ops_done, c->nops);
+        if ((e = on_event(s, &ev))) return e;
     }
+    c->nevents = s->heap.counter; /* every event pushed, the reference's stale ones included, comes out once */
     for (int64_t t = 0; t < c->ntasks; t++) row_flush(s, t);
     count_unmatched(s);
     if (c->progress) c->progress(s->ops_done, c->nops);
@@ -1031,6 +1205,7 @@ int hv_rp_run(hv_rp_config *c) {
     memset(&s, 0, sizeof s);
     s.c = c;
     s.free_head = -1;
+    s.fmin = -1;
     int rc = HV_RP_ENOMEM;
     if (rp_alloc(&s) == 0) {
         rp_reset(&s);

@@ -136,8 +136,8 @@ def _task_counts(factor: int) -> list[int]:
 
 
 def _fanin(ctx: StepContext, quick: bool) -> Run:
-    """Fan-in with and without chatter; across nodes one rank per node where the nodes suffice, sharing the
-    root's link."""
+    """Fan-in with and without chatter; across nodes one rank per node where the nodes suffice, else the root
+    alone on its node (launchers that can place so), the clients sharing the root's link."""
     from hpcvar.kinds.fanin.job import FaninParams, job
 
     nodes = ctx.nodes()
@@ -151,8 +151,10 @@ def _fanin(ctx: StepContext, quick: bool) -> Run:
                          depth=("deep",), match=("any",) if quick else ("any", "exact"), bin_s=None,
                          repeat=1 if quick else 3, placement="fixed", seed=1, max_samples=20000, wait="auto")
     need = 1 + clients[0] + max(chatter)
-    rpn = -(-need // nodes) if nodes > 1 else None  # one rank per node when the nodes suffice
-    return job(params, ctx.bench_ctx(np=None, ranks_per_node=rpn))
+    # one rank per node when the nodes suffice; else the root alone on its node and the clients K to a node on
+    # the others, where the launcher can place so (the testbed); the fan-in run says when the root shared its node
+    rpn = (1 if nodes >= need else -(-(need - 1) // (nodes - 1))) if nodes > 1 else None
+    return job(params, ctx.bench_ctx(np=None, ranks_per_node=rpn, root_alone=nodes > 1))
 
 
 # the paper's Figure 2 schemes (examples/schemes/ has them as files, with comments)
@@ -190,12 +192,30 @@ def _sharing(ctx: StepContext, quick: bool) -> Run:
     fit = fit_gige(obs)
     for r in runs:
         r.info["gige_fit"] = fit["params"]
+        r.info["gige_fit_runs"] = [o.label for o in obs]
+        held = _held_out_fit(fit_gige, [o for o in obs if o.label != r.id])
+        if held is not None:
+            r.info["gige_heldout_fit"] = held
         r.info["params"]["step"] = "sharing"
         r.save()
     if len(fit_here) < len(schemes):
         runs[-1].warn(f"{len(schemes) - len(fit_here)} standard scheme(s) need more than the {nodes} nodes here "
                       "and were not run")
     return runs[-1]
+
+
+def _held_out_fit(fit_gige, others: list) -> dict | None:
+    """The gige parameters fitted on the other schemes only ({"params", "runs"}), against which a scheme's
+    error is a held-out prediction error; None when the other schemes cannot fit beta (none, or no pure
+    conflict among them): that scheme's gige error is then an in-sample fit only."""
+    from hpcvar.errors import UsageError
+
+    if not others:
+        return None
+    try:
+        return {"params": fit_gige(others)["params"], "runs": [o.label for o in others]}
+    except UsageError:
+        return None
 
 
 def _screen(ctx: StepContext, quick: bool) -> Run:
@@ -245,18 +265,20 @@ def _applies(step: Step, ctx: BenchContext) -> str | None:
     if "root" in step.needs and os.geteuid() != 0:
         return "needs root"
     if "multinode" in step.needs and (ctx.launcher.nodes() or 1) < 3:
-        return ("needs 3 nodes or more (a multi-node launcher: --launcher srun in an allocation of 3+ nodes, or "
-                "--launcher testbed with 3+ hosts)")
+        return ("needs 3 nodes or more (a multi-node launcher: 'hpcvar characterize --launcher srun' in an "
+                "allocation of 3+ nodes, or '--launcher testbed' with 3+ hosts)")
     return None
 
 
 def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None, resume: str | None = None,
                          report: str | None = None, console=None, baseline: str | None = None,
-                         expect: str | None = None) -> dict:
+                         expect: str | None = None, flags_given: tuple[str, ...] = ()) -> dict:
     """Run the chosen steps (each stored as it finishes), then write the report; ``baseline``: an earlier
     characterization the report's verdict compares against (resolved first, so a wrong one fails early);
     ``expect``: a site expectations file (hpcvar.expect; read first). The result holds the one-line answer
-    (``answer``: OK, DEGRADED or UNRELIABLE, hpcvar.answer)."""
+    (``answer``: OK, DEGRADED or UNRELIABLE, hpcvar.answer). With ``resume``, the characterization continues
+    with its stored ``quick`` and ``steps`` unless ``flags_given`` (the command line's --quick, --steps) set
+    them, which must then be the stored ones."""
     from hpcvar import metadata
     from hpcvar.errors import UsageError
     from hpcvar.results.store import resolve_run
@@ -271,6 +293,11 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
     if base is not None and base.info.get("command") != "characterize":
         raise UsageError(f"run {base.id} is not a characterization", "--baseline",
                          "Give an earlier characterize run (hpcvar runs list)")
+    parent = _resumed(resume, ctx) if resume else None
+    if parent is not None:  # what the command line did not set, the characterization's stored parameters do
+        stored = parent.info.get("params") or {}
+        quick = quick if "quick" in flags_given else bool(stored.get("quick", quick))
+        only = only if "steps" in flags_given or not stored.get("steps") else ",".join(stored["steps"])
     chosen = STEPS
     if only:
         names = [n.strip() for n in only.split(",") if n.strip()]
@@ -280,10 +307,8 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
                              f"Choose from {', '.join(step_names())}")
         chosen = [s for s in STEPS if s.name in names]
     params = {"quick": quick, "steps": [s.name for s in chosen], "np": ctx.np, "launcher": ctx.launcher.name}
-    if resume:
-        parent = Run.open(resolve_run(resume, ctx.runs_dir))
-        if parent.info.get("command") != "characterize":
-            raise UsageError(f"run {parent.id} is not a characterization", "--resume", "Give a characterize run")
+    if parent is not None:
+        _check_resumed(parent, params, flags_given)
         parent.claim()
         parent.save()
     else:
@@ -292,6 +317,30 @@ def run_characterization(ctx: BenchContext, quick: bool, only: str | None = None
     with run_lifecycle(parent):  # Ctrl-C or an unexpected error ends the parent interrupted or failed
         _check_load(ctx, parent, console)
         return _run_steps(ctx, parent, chosen, quick, report, console, base, expectations)
+
+
+def _resumed(resume: str, ctx: BenchContext) -> Run:
+    """The characterization ``--resume`` names."""
+    from hpcvar.errors import UsageError
+    from hpcvar.results.store import resolve_run
+
+    parent = Run.open(resolve_run(resume, ctx.runs_dir))
+    if parent.info.get("command") != "characterize":
+        raise UsageError(f"run {parent.id} is not a characterization", "--resume", "Give a characterize run")
+    return parent
+
+
+def _check_resumed(parent: Run, params: dict, flags_given: tuple[str, ...]) -> None:
+    """--quick / --steps given with --resume must be what the characterization was started with."""
+    from hpcvar.errors import UsageError
+
+    stored = parent.info.get("params") or {}
+    differ = [f"--{key}" for key in ("quick", "steps") if key in flags_given and stored.get(key) != params[key]]
+    if differ:
+        was = f"{'--quick' if stored.get('quick') else 'thorough'}, steps {','.join(stored.get('steps') or [])}"
+        raise UsageError(f"run {parent.id} was started {was}: {' and '.join(differ)} differ", differ[0],
+                         f"Continue it with --resume {parent.id} alone (its stored parameters), or start a new "
+                         "characterization")
 
 
 def _here(ctx: BenchContext) -> bool:
@@ -341,7 +390,7 @@ def _run_steps(ctx: BenchContext, parent: Run, chosen: list[Step], quick: bool, 
         for step in chosen:
             bar.update(task, description=step.name)
             state = parent.info["steps"].get(step.name, {})
-            if state.get("status") == "complete":
+            if state.get("status") == "complete" and (parent.path / "steps" / state["run"] / "run.json").is_file():
                 sctx.results[step.name] = Run.open(parent.path / "steps" / state["run"])
                 bar.advance(task)
                 continue
@@ -398,4 +447,5 @@ def _record_load(parent: Run, mark) -> None:
 def _child_ctx(ctx: BenchContext, parent: Run) -> BenchContext:
     import dataclasses
 
-    return dataclasses.replace(ctx, runs_dir=str(parent.steps_dir()), resume=None, progress=True)
+    return dataclasses.replace(ctx, runs_dir=str(parent.steps_dir()), resume=None, progress=True,
+                               within="characterize")

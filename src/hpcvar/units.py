@@ -250,3 +250,15 @@ def format_rate_bytes(bps: float) -> str:
         if bps >= mult:
             return f"{_g3(bps / mult)} {unit}"
     return f"{_g3(bps)} B/s"
+
+
+def format_interval(lo: float | None, hi: float | None, n: int | None, fmt: Callable[[float], str],
+                    sep: str = ", ") -> str:
+    """A 95% confidence interval as ``fmt(lo){sep}fmt(hi)``; one sample or replica has none and reads
+    ``n = 1`` (an "interval" of one value is not an interval), a missing bound reads ``-``. Every view that
+    prints an interval goes through here, so that n = 1 reads the same everywhere."""
+    if n is not None and n < 2:
+        return f"n = {n}"
+    if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
+        return "-"
+    return f"{fmt(lo)}{sep}{fmt(hi)}"

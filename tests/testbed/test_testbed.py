@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from hpcvar.errors import UsageError
 from hpcvar.testbed import netns
 from hpcvar.testbed.noise import Flow, run_flows
 from hpcvar.testbed.plan import load_state, make_plan
@@ -132,7 +133,9 @@ def test_up_twice_down_twice_and_after_a_killed_up(tmp_path):
     state = tmp_path / "state.json"
     try:
         netns.up(make_plan(2, 1e9, prefix=prefix, switches=2), state)
-        netns.up(make_plan(2, 1e9, prefix=prefix), state)  # replaces the first
+        with pytest.raises(UsageError, match="a testbed is up and recorded"):
+            netns.up(make_plan(2, 1e9, prefix=prefix), state)  # never replaced silently
+        netns.up(make_plan(2, 1e9, prefix=prefix), state, replace=True)  # replaces the first
         assert len(netns.leftovers(prefix)["namespaces"]) == 3
         assert sorted(netns.down(state)) == [f"{prefix}h1", f"{prefix}h2", f"{prefix}sw"]
         assert netns.down(state) == []

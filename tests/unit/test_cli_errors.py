@@ -76,6 +76,38 @@ def test_cli_start_up_does_not_import_heavy_libraries():
     assert out.stdout.strip() == ""
 
 
+def test_every_help_and_the_simulators_skip_heavy_libraries(tmp_path):
+    """Issue 30: every command's --help loads no numpy (nor pandas, pyarrow, matplotlib); a tiny run of each
+    simulator loads neither pandas nor matplotlib (its figures are drawn on demand, its tables written by Arrow
+    from columns)."""
+    import subprocess
+    import sys
+
+    heavy = "[m for m in ('numpy', 'pandas', 'pyarrow', 'scipy', 'matplotlib') if m in sys.modules]"
+    helps = ("import sys, click, hpcvar.cli as c\n"
+             "def walk(g, path):\n"
+             "    ctx = click.Context(g, info_name='hpcvar')\n"
+             "    for name in g.list_commands(ctx):\n"
+             "        cmd = g.get_command(ctx, name)\n"
+             "        cmd.get_help(click.Context(cmd, info_name=name))\n"
+             "        if isinstance(cmd, click.Group): walk(cmd, path + [name])\n"
+             f"walk(c.cli, []); print(','.join({heavy}))")
+    out = subprocess.run([sys.executable, "-c", helps], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+    ring = tmp_path / "ring.txt"
+    ring.write_text("".join(f"{r} init\n{r} compute 1000\n{r} Isend {(r + 1) % 2} 1024\n{r} Irecv {(r + 1) % 2} 1024\n"
+                            f"{r} wait\n{r} wait\n{r} finalize\n" for r in range(2)))
+    (tmp_path / "runs").mkdir()
+    for argv in (["sim", "jitter", "--synthetic", "250Hz:2us", "--duration", "1s", "--tasks", "4", "--phases", "2"],
+                 ["sim", "app", str(ring)]):
+        full = [*argv, "--runs-dir", str(tmp_path / "runs"), "--json"]
+        code = (f"import sys; from hpcvar.cli import cli; cli.main({full!r}, standalone_mode=False); "
+                "print('HEAVY=' + ','.join(m for m in ('pandas', 'matplotlib') "
+                "if m in sys.modules))")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+        assert out.stdout.strip().splitlines()[-1] == "HEAVY=", (argv, out.stdout[-300:])
+
+
 def test_lazy_short_help_matches_each_command():
     """The short help shown by 'hpcvar --help' (without importing) is the command's own."""
     import importlib

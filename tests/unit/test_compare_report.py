@@ -89,6 +89,6 @@ def test_markdown_report_and_bad_extension(runs_dir, tmp_path):
     out = tmp_path / "r.md"
     assert run_cli(["report", str(run.path), "-o", str(out)]).returncode == 0
     md = out.read_text()
-    assert md.startswith("# hpcvar report") and "| size (B) |" in md
+    assert md.startswith("<!-- generator: hpcvar report -->\n\n# hpcvar report") and "| size (B) |" in md
     res = run_cli(["report", str(run.path), "-o", str(tmp_path / "r.pdf")])
     assert res.returncode == 2 and "(-o)" in res.stderr

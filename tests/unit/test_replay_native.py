@@ -149,6 +149,42 @@ def test_random_traces_give_identical_results(seed, model):
         exactly(py, nat)
 
 
+def ring_rows(n: int, iters: int, shift: int) -> list[dict]:
+    """Every task, every iteration: irecv from the left and the ``shift``-th left, isend to the right and the
+    ``shift``-th right (large messages: they overlap), then waits; the same contention every iteration."""
+    rows = [dict(task=t, op="init", t_start_ns=0, t_end_ns=0) for t in range(n)]
+    for t in range(n):
+        clock = 0
+        for _ in range(iters):
+            reqs = []
+            for k, d in enumerate((1, shift)):
+                rows.append(dict(task=t, op="irecv", peer=(t - d) % n, bytes=300_000, tag=k, t_start_ns=clock,
+                                 t_end_ns=clock))
+                reqs.append(len([r for r in rows if r["task"] == t]) - 1)
+                rows.append(dict(task=t, op="isend", peer=(t + d) % n, bytes=300_000, tag=k, t_start_ns=clock,
+                                 t_end_ns=clock))
+                reqs.append(len([r for r in rows if r["task"] == t]) - 1)
+            for r in reqs:
+                rows.append(dict(task=t, op="wait", req=r, t_start_ns=clock, t_end_ns=clock + 1000))
+            clock += 2000
+        rows.append(dict(task=t, op="finalize", t_start_ns=clock, t_end_ns=clock))
+    return rows
+
+
+@pytest.mark.parametrize("params", MODEL_PARAMS["myrinet"])
+@pytest.mark.parametrize("mp", ["rrn", "rrp"])
+def test_myrinet_memo_repeated_components(params, mp):
+    """The core keeps each myrinet component's penalties (keyed by its members' nodes) and reuses them when the
+    component comes again: a loop that meets the same components every iteration, and components of the same
+    size over other nodes, give the reference's doubles with both methods."""
+    n = 8
+    tr = Trace(make_events(ring_rows(n, 25, 3)), n)
+    cl = Cluster(4, 2, 1e9, 1e-6, 5e9, 5e-7)
+    py, nat = both(tr, cl, mapping(mp, n, cl), "myrinet", eager_bytes=65536, params=params)
+    exactly(py, nat)
+    assert nat.conflicts and max(nat.avg_penalty) > 1.0  # the transfers did share
+
+
 @pytest.mark.parametrize("seed", range(6))
 @pytest.mark.parametrize("model", ["none", "maxmin"])
 def test_rendezvous_latency_gives_identical_results(seed, model):
@@ -529,3 +565,24 @@ def test_hand_worked_probes():
         exactly(py, nat)
         assert nat.row_end[(1, 1)] == pytest.approx(probe_end, rel=1e-12)
         assert nat.row_end[(1, 2)] == pytest.approx(recv_end, rel=1e-12)
+
+
+def test_probe_waits_for_a_shared_eager_transfer():
+    """Tasks 0 and 1 (node 0) each send 4 kB eagerly at 0 to tasks 2 and 3 (node 1), 1 GB/s, no latency; task 2
+    probes at once, then receives. Alone the message is there at 4 us; sharing node 0's link (maxmin, myrinet:
+    half the bandwidth each; gige: its penalty) its end is no heap event but a flow event of the core, and the
+    probe must end with it, as in the reference."""
+    rows = [dict(task=t, op=o) for t in range(4) for o in ("init",)]
+    rows += [dict(task=0, op="send", peer=2, bytes=4000, tag=1), dict(task=1, op="send", peer=3, bytes=4000, tag=1),
+             dict(task=2, op="probe", peer=0, bytes=4000, tag=1), dict(task=2, op="recv", peer=0, bytes=4000, tag=1),
+             dict(task=3, op="recv", peer=1, bytes=4000, tag=1)]
+    rows += [dict(task=t, op="finalize") for t in range(4)]
+    tr = Trace(make_events(rows), 4)
+    cl = Cluster(2, 2, 1e9, 0.0)
+    for model, probe_end in (("none", 4e-6), ("maxmin", 8e-6), ("myrinet", 8e-6), ("gige", None)):
+        py, nat = both(tr, cl, [0, 0, 1, 1], model, eager_bytes=65536)
+        exactly(py, nat)
+        end = nat.row_end[(2, 1)]
+        assert end == (probe_end if probe_end is not None else nat.row_end[(3, 1)])  # the data's end
+        assert end > 4e-6 or model == "none"
+        assert nat.row_end[(2, 2)] == end  # the receive finds the message there

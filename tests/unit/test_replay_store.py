@@ -28,7 +28,7 @@ FANOUT += [dict(task=0, op="init", t_start_ns=0, t_end_ns=0),
 def test_sim_app_stores_a_run_with_tables_plots_and_section(tmp_path, runs_dir):
     p = write_parquet(Trace(make_events(FANOUT), 3), tmp_path / "fan.trace")
     res = run_cli(["sim", "app", str(p), "--bandwidth", "1GB/s", "--latency", "0", "--eager", "0",
-                   "--model", "none,maxmin", "--mapping", "rrn", "--json"])
+                   "--model", "none,maxmin", "--mapping", "rrn", "--json", "--plots"])
     assert res.returncode == 0, res.stderr
     out = json.loads(res.stdout)
     run = Path(out["run"])
@@ -62,6 +62,22 @@ def test_sim_app_stores_a_run_with_tables_plots_and_section(tmp_path, runs_dir):
     rep = run_cli(["report", str(run), "-o", str(tmp_path / "r.html")])
     assert rep.returncode == 0, rep.stderr
     assert "Application replay" in (tmp_path / "r.html").read_text()
+
+
+def test_figures_are_drawn_when_asked_or_by_the_report(tmp_path, runs_dir):
+    """sim app draws no figure by default (it would cost more than a small replay) and says so; the report draws
+    the stored run's figures into its own file, leaving the run as it was."""
+    p = write_parquet(Trace(make_events(FANOUT), 3), tmp_path / "fan.trace")
+    res = run_cli(["sim", "app", str(p), "--model", "none,maxmin"])
+    assert res.returncode == 0, res.stderr
+    assert "figures: none drawn (add --plots" in res.stdout
+    run = next(runs_dir.iterdir())
+    assert not list(run.glob("plots/*"))
+    rep = run_cli(["report", str(run), "-o", str(tmp_path / "r.html")])
+    assert rep.returncode == 0, rep.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "Measured and predicted communication time per task" in html and "data:image/png" in html
+    assert not list(run.glob("plots/*"))  # the report draws into its own directory
 
 
 def test_cosched_alignment_puts_every_task_in_the_same_window(tmp_path):

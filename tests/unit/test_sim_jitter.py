@@ -247,7 +247,7 @@ def test_cli_figure2_json_and_per_task(runs_dir, fig2_files, tmp_path):
 def test_cli_sweep_tables_plots(runs_dir):
     r = run_cli(["sim", "jitter", "--synthetic", "1kHz:25us", "--trace-length", "10s", "--quantum", "1ms",
                  "--barrier", "none", "--phases", "3", "--tasks", "1..64:x4", "--align", "unsync,cosched",
-                 "--window", "1ms", "--replicas", "2", "--json"], check=True)
+                 "--window", "1ms", "--replicas", "2", "--json", "--plots"], check=True)
     res = json.loads(r.stdout)
     assert [p["tasks"] for p in res["points"]] == [1, 4, 16, 64] * 2
     for p in res["points"]:
@@ -255,6 +255,35 @@ def test_cli_sweep_tables_plots(runs_dir):
     run = next(runs_dir.iterdir())
     assert (run / "jitter.points.parquet").is_file() and (run / "jitter.phases.parquet").is_file()
     assert (run / "plots" / "sweep.png").is_file() and (run / "plots" / "sweep.svg").is_file()
+
+
+def test_cli_default_draws_no_figures_the_report_draws_them(runs_dir, tmp_path):
+    """sim jitter draws no figure by default (matplotlib costs more than a small simulation); the report draws
+    the stored run's figures into its own file and leaves the run as it was."""
+    run_cli(["sim", "jitter", "--synthetic", "1kHz:25us", "--trace-length", "10s", "--quantum", "1ms",
+             "--phases", "2", "--tasks", "1..16:x4", "--json"], check=True)
+    run = next(runs_dir.iterdir())
+    assert not list(run.glob("plots/*"))
+    rep = run_cli(["report", str(run), "-o", str(tmp_path / "r.html")])
+    assert rep.returncode == 0, rep.stderr
+    html = (tmp_path / "r.html").read_text()
+    assert "Slowdown against tasks (log x)" in html and "data:image/png" in html
+    assert not list(run.glob("plots/*"))
+
+
+def test_cli_threads_auto(runs_dir):
+    """--threads auto (the default, stored as 0) gives the integers of one thread, on a tree wide enough to
+    split over two threads; a count that is not one is refused naming the flag."""
+    args = ["sim", "jitter", "--synthetic", "1kHz:25us,poisson:50Hz:200us", "--trace-length", "10s", "--quantum",
+            "1ms", "--send-cycles", "500", "--recv-cycles", "500", "--phases", "3", "--tasks", "4096", "--json"]
+    auto = json.loads(run_cli(args, check=True).stdout)
+    one = json.loads(run_cli(args + ["--threads", "1"], check=True).stdout)
+    keys = ("total_cycles_each", "baseline_cycles", "phases", "absorbed_cycles", "waiting_cycles")
+    assert [[p[k] for k in keys] for p in auto["points"]] == [[p[k] for k in keys] for p in one["points"]]
+    stored = sorted(json.loads((d / "run.json").read_text())["params"]["threads"] for d in runs_dir.iterdir())
+    assert stored == [0, 1]
+    r = run_cli(args + ["--threads", "two"])
+    assert r.returncode == 2 and "--threads" in r.stderr and "auto" in r.stderr
 
 
 def test_cli_threads_same_results(runs_dir):
@@ -317,17 +346,18 @@ def test_cli_wrap_warning(runs_dir, tmp_path):
 
 @pytest.mark.parametrize("n", [1, 2, 3, 4, 7, 8, 9, 16, 17, 33, 1000, 9 * 65537 + 3])
 def test_summaries_in_place_equal_the_plain_ones(n):
-    """The per-task quantiles computed inside the task array (no per-task temporary, issue 18's 64 bytes per
-    task) equal numpy's on copies, for sizes around the packing's one-in-eight boundary and chunk size."""
+    """The per-task quantiles computed inside the task arrays (no per-task temporary: the core's bytes per task
+    are all the memory per task) equal numpy's on copies, for sizes around the packing's chunk size."""
     rng = np.random.default_rng(n)
-    tasks = np.zeros(n, J.TASK_DTYPE)
-    tasks["t"] = rng.integers(0, 10**12, n)
-    tasks["absorbed"] = rng.integers(0, 10**6, n)
+    tasks, cursors = np.zeros(n, J.TASK_DTYPE), np.zeros(n, J.CURSOR_DTYPE)
+    tasks["m"] = rng.integers(0, 10**12, n)
     tasks["end"] = rng.integers(0, 10**6, n)
+    cursors["absorbed"] = rng.integers(0, 10**6, n)
+    cursors["offset"] = rng.integers(0, 10**6, n)
     wl = J.Workload(work=1000, phases=3, barrier="tree", arity=2, send=5, recv=5)
-    want_a = J.quantiles(tasks["absorbed"].copy())
-    want_w = J.quantiles(tasks["t"] - wl.busy_per_task(n) - tasks["absorbed"])
-    assert J._summaries_in_place(tasks, wl) == (want_a, want_w)
+    want_a = J.quantiles(cursors["absorbed"].copy())
+    want_w = J.quantiles(tasks["m"] - wl.busy_per_task(n) - cursors["absorbed"])
+    assert J._summaries_in_place(tasks, cursors, wl) == (want_a, want_w)
 
 
 def test_params_are_parsed_by_the_command_line_and_stored(runs_dir, tmp_path):

@@ -370,3 +370,70 @@ def test_faulty_hosts_processes_join_their_cgroup(tmp_path):
     out = subprocess.run([p.agent, "h2", "true"], capture_output=True, text=True, env=env, check=True)
     assert out.stdout.startswith("netns exec hv-h2") and (Path(h2.cgroup) / "cgroup.procs").read_text().strip()
     subprocess.run([p.agent, "h1", "true"], capture_output=True, text=True, env=env, check=True)
+
+
+# ---- a recorded testbed that is up is not replaced silently (issue 27) ----------------------------------------
+def _fake_machine(monkeypatch, namespaces: set[str]) -> list[str]:
+    """netns without root: the namespaces that 'exist', and what down() was asked to remove."""
+    from hpcvar.testbed import netns
+
+    downs: list[str] = []
+    monkeypatch.setattr(netns, "check_root", lambda flag=None: None)
+    monkeypatch.setattr(netns, "existing_namespaces", lambda: set(namespaces))
+    monkeypatch.setattr(netns, "down", lambda path, log=None: downs.append(str(path)) or [])
+
+    def no_build(plan, say):
+        raise RuntimeError("built")  # nothing is created in a unit test
+
+    monkeypatch.setattr(netns, "_build", no_build)
+    return downs
+
+
+def test_up_refuses_while_the_recorded_testbed_is_up_and_names_it(tmp_path, monkeypatch):
+    from hpcvar.testbed import netns
+
+    state = tmp_path / "state.json"
+    save_state(state, plan3(prefix="ab-"))
+    downs = _fake_machine(monkeypatch, {"ab-h1", "ab-h2", "ab-h3", "ab-sw"})
+    with pytest.raises(UsageError) as e:
+        netns.up(make_plan(2, 1e9, prefix="cd-"), state)
+    msg = e.value.render()
+    assert e.value.where == "--replace" and "3 hosts, prefix ab-" in msg and str(state) in msg
+    assert "--prefix auto" in msg and "--state" in msg and downs == []
+    assert load_state(state).prefix == "ab-"  # the record is untouched
+    # --replace takes it down first (then the build starts: stopped here by the fake)
+    with pytest.raises(RuntimeError, match="built"):
+        netns.up(make_plan(2, 1e9, prefix="cd-"), state, replace=True)
+    assert downs and downs[0] == str(state)
+
+
+def test_up_replaces_a_stale_record_whose_namespaces_are_gone(tmp_path, monkeypatch):
+    from hpcvar.testbed import netns
+
+    state = tmp_path / "state.json"
+    save_state(state, plan3(prefix="ab-"))
+    downs = _fake_machine(monkeypatch, set())
+    with pytest.raises(RuntimeError, match="built"):
+        netns.up(make_plan(2, 1e9, prefix="cd-"), state)
+    assert downs[0] == str(state)  # taken down before the build (and again when the build failed)
+
+
+def test_prefix_auto_is_the_first_prefix_no_namespace_uses(tmp_path, monkeypatch):
+    from hpcvar.testbed import netns
+
+    _fake_machine(monkeypatch, {"hv-h1", "hv-sw", "hv1-h1", "other"})
+    assert netns.free_prefix(tmp_path / "none.json") == "hv2-"
+    _fake_machine(monkeypatch, set())
+    assert netns.free_prefix(tmp_path / "none.json") == "hv-"
+
+
+def test_testbed_up_command_refuses_and_names_the_flag(tmp_path, monkeypatch, capsys):
+    from hpcvar.cli import main
+
+    state = tmp_path / "state.json"
+    save_state(state, plan3())
+    _fake_machine(monkeypatch, {"hv-h1", "hv-sw"})
+    with pytest.raises(SystemExit) as e:
+        main(["testbed", "up", "--hosts", "2", "--prefix", "auto", "--state", str(state)])
+    err = capsys.readouterr().err
+    assert e.value.code == 2 and "(--replace)" in err and "prefix hv-" in err, err

@@ -44,6 +44,11 @@ class BenchContext(JobContext):
     timer: str | None = None
     # with resume: continue with the run's stored parameters (the command line set none of its own)
     stored_params: bool = False
+    # rank 0 alone on its node where the launcher can place so (LaunchSpec.root_alone; characterize's fan-in)
+    root_alone: bool = False
+    # the command that runs this job as one of its steps ("characterize"): it chose the parameters and the
+    # placement, so warnings name what that command can change, never the step's own flags
+    within: str | None = None
 
 
 P = TypeVar("P", bound=Params)
@@ -56,6 +61,7 @@ class Benchmark(ABC, Generic[P]):
     program: str = ""  # "hv_latency"
     command: str = ""  # the run's command, when it is not "bench <name>" (screen)
     min_np: int = 2
+    np_flag: str = "--np"  # the flag that sets the ranks, named by the remedies (screen: --ranks-per-node)
     any_source: bool = False  # receives with MPI_ANY_SOURCE from competing senders (see LaunchSpec)
 
     @abstractmethod
@@ -88,8 +94,9 @@ class Benchmark(ABC, Generic[P]):
     def validate(self, params: P, ctx: BenchContext) -> None:
         """Refuse bad parameters before launch (UsageError naming the flag)."""
         if ctx.np < self.min_np:
-            raise UsageError(f"this benchmark needs at least {self.min_np} ranks, got {ctx.np}", "--np",
-                             f"Use --np {self.min_np} or more")
+            raise UsageError(f"this benchmark needs at least {self.min_np} ranks, got {ctx.np}", self.np_flag,
+                             f"Use {self.np_flag} {self.min_np} or more" if self.np_flag == "--np" else
+                             f"Give more ranks ({self.np_flag})")
 
     def point_key(self, point: dict) -> str:
         return " ".join(f"{k}={point[k]}" for k in sorted(point))
@@ -115,9 +122,21 @@ class Benchmark(ABC, Generic[P]):
         stall to warn about."""
         return True
 
-    def warnings(self, tables: dict[str, pd.DataFrame], params: P) -> list[str]:
-        """What the user must know about these measurements (kept in run.json and printed)."""
+    def warnings(self, tables: dict[str, pd.DataFrame], params: P, within: str | None = None) -> list[str]:
+        """What the user must know about these measurements (kept in run.json and printed); ``within``: the
+        command that ran the job as its step (BenchContext.within), whose flags the remedies must name."""
         return []
+
+
+def _oversubscription(bench: Benchmark[P], params: P, ctx: BenchContext, run: Run) -> None:
+    """More busy-polling ranks than cores: a warning with its remedy for a command the user gave; a step of
+    ``ctx.within`` (characterize) chose its ranks and placement itself, so the fact is recorded
+    (``cores_shared`` in run.json) and not warned about (docs/characterize.md)."""
+    warn = oversubscription_warning(ctx.np, ctx.launcher, bench.np_flag) if bench.busy_polls(params) else None
+    if warn and ctx.within:
+        run.info["cores_shared"] = {"ranks": ctx.np, "cores": ctx.launcher.slots(), "chosen_by": ctx.within}
+    elif warn:
+        run.warn(warn)
 
 
 MAX_PINGPONG_SIZE = 1 << 30  # 1 GiB: ping-pong benchmarks allocate one buffer of the largest size per rank
@@ -190,9 +209,7 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
                                  "ranks_per_node": ctx.ranks_per_node})
         run = Run.create(command, params.to_json(), ctx.runs_dir, ctx.argv, meta)
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
-        warn = oversubscription_warning(ctx.np, ctx.launcher) if bench.busy_polls(params) else None
-        if warn:
-            run.warn(warn)
+        _oversubscription(bench, params, ctx, run)
 
         done = _complete_keys(bench, load_raws(run))
         pending = [p for p in points if bench.point_key(p) not in done]
@@ -211,7 +228,7 @@ def run_benchmark(bench: Benchmark[P], params: P, ctx: BenchContext,
                 e.todo = (e.todo or "") + (f"\n{stored} of {len(points)} points were stored in {run.path}; "
                                            f"add --resume {run.id} to the same command to continue")
             raise
-        result = _results(bench, run, params, ticks0)
+        result = _results(bench, run, params, ticks0, ctx.within)
         if after is not None:
             after(run, result)
     return run, result
@@ -241,7 +258,7 @@ def _resumed(bench: Benchmark[P], params: P, ctx: BenchContext, command: str) ->
     return run, params
 
 
-def _results(bench: Benchmark[P], run: Run, params: P, ticks0: Any) -> dict:
+def _results(bench: Benchmark[P], run: Run, params: P, ticks0: Any, within: str | None = None) -> dict:
     """Every point measured: the tidy and summary tables, the result built from them (kept as
     ``run.info["result"]``) and the warnings about the measurements, in the run."""
     tables = _write_tables(bench, run, load_raws(run), params)
@@ -251,7 +268,7 @@ def _results(bench: Benchmark[P], run: Run, params: P, ticks0: Any) -> dict:
     result = bench.result(tables, params)
     result["run"] = str(run.path)
     result["steal_pct"] = metadata.steal_pct(ticks0)
-    for warn in [*bench.warnings(tables, params), metadata.steal_warning(result["steal_pct"])]:
+    for warn in [*bench.warnings(tables, params, within), metadata.steal_warning(result["steal_pct"])]:
         if warn:
             run.warn(warn)
     run.info["result"] = result
@@ -295,7 +312,8 @@ def _launch(bench: Benchmark[P], params: P, ctx: BenchContext, run: Run, exe: Pa
         args += ["--timer", ctx.timer]
     timeout = ctx.timeout_s or (60.0 + 3.0 * bench.estimate_s(params, batch))
     spec = LaunchSpec(np=ctx.np, exe=exe, args=args, env=bench.env(params), timeout_s=timeout,
-                      ranks_per_node=ctx.ranks_per_node, extra_args=ctx.launcher_args, any_source=bench.any_source)
+                      ranks_per_node=ctx.ranks_per_node, extra_args=ctx.launcher_args, any_source=bench.any_source,
+                      root_alone=ctx.root_alone)
     spec.args += ctx.launcher.layout_args(spec)
     argv, _ = ctx.launcher.command(spec)
     run.info["launches"].append({"label": raw_path.stem, "argv": argv, "timeout_s": timeout, "points": len(batch)})

@@ -9,7 +9,6 @@ import click
 
 from hpcvar.cli.common import FLOAT_LIST, SIZE_LIST, bench_context, emit, emit_run, launch_options, output_options
 from hpcvar.errors import UsageError
-from hpcvar.kinds.ace.views import render_ace_result
 
 if TYPE_CHECKING:
     from hpcvar.kinds.ace.job import AceParams
@@ -65,6 +64,8 @@ def cli(ea_texts, config, loads, sizes, repeat, bench_iters, bench_warmup, predi
                            sizes=tuple(sizes) if sizes else None, repeat=repeat, bench_iters=bench_iters,
                            bench_warmup=bench_warmup)
     if predict_only:
+        from hpcvar.kinds.ace.views import render_ace_result
+
         emit(predict(params), as_json, render_ace_result)
         return
     emit_run(ace.job(params, bench_context(kw)), as_json)

@@ -14,7 +14,6 @@ from hpcvar.cli.common import (
     launch_options,
     output_options,
 )
-from hpcvar.kinds.fanin.job import MATCHES, QUEUES, FaninParams, parse_choice_list, parse_depth_list, parse_wait
 
 
 @click.command("fanin")
@@ -67,6 +66,8 @@ def cli(servers, clients, chatter_ratio, chatter, large, small, duration, messag
     the chatter bandwidth, the chatter round trip (request + root's ack),
     per-client bytes and Jain's index, and the root's receive rate over time.
     """
+    from hpcvar.kinds.fanin.job import MATCHES, QUEUES, FaninParams, parse_choice_list, parse_depth_list, parse_wait
+
     if duration is None and messages is None:
         duration = 2.0
     params = FaninParams(

@@ -7,7 +7,7 @@ import click
 from hpcvar import units
 from hpcvar.cli.common import DURATION, SIZE_LIST, _UnitType, bench_context, emit_run, launch_options, output_options
 from hpcvar.errors import UsageError
-from hpcvar.kinds.queues.job import FIT_STATS, MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH
+from hpcvar.kinds.queues import FIT_STAT_NAMES, MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH
 
 
 def _signed_int(text: str, flag: str) -> int:
@@ -36,7 +36,7 @@ def _common(f):
         click.option("--pin/--no-pin", default=True, show_default=True,
                      help="Pin rank r to the (r mod n)-th of the n CPUs it may use, so that the ping-pong ranks "
                           "never share a core."),
-        click.option("--fit-stat", type=click.Choice(sorted(FIT_STATS)), default="median", show_default=True,
+        click.option("--fit-stat", type=click.Choice(sorted(FIT_STAT_NAMES)), default="median", show_default=True,
                      help="Per-point statistic the per-entry slope is fitted on; p10 or min resist a busy host "
                           "(ranks descheduled in many round trips)."),
     ]

@@ -33,17 +33,25 @@ def cli(quick, steps, list_steps, baseline, report, expect_file, as_json, **kw):
     UNRELIABLE, and exits with 0, 3 or 4 (docs/cli.md). --resume RUN continues
     an interrupted characterization."""
     from hpcvar import characterize as ch
-    from hpcvar.cli.common import bench_context, emit, stderr_console, writing_out
+    from hpcvar.cli.common import bench_context, emit, measurement_flags_given, stderr_console, writing_out
 
     if list_steps:
         emit({"steps": [{"name": s.name, "title": s.title, "needs": ", ".join(sorted(s.needs)) or "nothing"}
                         for s in ch.STEPS]}, as_json, _render_list)
         return 0
+    if report:
+        from pathlib import Path
+
+        from hpcvar.cli.report import refuse_overwrite
+
+        refuse_overwrite(Path(report), False, None)  # characterize has no --force: name another -o
     resume = kw.get("resume")
+    given = tuple(n for n in measurement_flags_given() if n in ("quick", "steps"))
     ctx = bench_context(kw)
     with writing_out(report) if report else contextlib.nullcontext():
         result = ch.run_characterization(ctx, quick=quick, only=steps, resume=resume, report=report,
-                                         console=stderr_console(), baseline=baseline, expect=expect_file)
+                                         console=stderr_console(), baseline=baseline, expect=expect_file,
+                                         flags_given=given)
     emit(result, as_json, _render_result)
     return int(result["answer"]["exit_code"])
 

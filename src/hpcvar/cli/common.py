@@ -11,13 +11,15 @@ import functools
 import shlex
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-from rich.console import Console
 
 from hpcvar import units
 from hpcvar.results import dumps
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 
 def flag_name(param: click.Parameter | None) -> str:
@@ -425,22 +427,24 @@ def emit_run(run, as_json: bool) -> None:
     """A command's output once its run is stored, read back from its directory: its result
     (``run.info["result"]``) as JSON, its summary tables (csv, md), or its view through
     ``hpcvar.report.terminal.render_run``, the view ``hpcvar runs show`` ends with. The run's warnings are
-    printed once: in the view, or on stderr beside machine-readable output."""
-    from hpcvar.report.terminal import render_run, run_warnings
+    printed once: in the view, or on stderr beside machine-readable output (without the terminal toolkit)."""
     from hpcvar.results.store import Run
 
     fmt = "json" if as_json else current_format()
     stored = Run.open(run.path)
     if fmt == "table":
+        from hpcvar.report.terminal import render_run
+
         render_run(stdout_console(), stored)
         return
     if fmt == "json":
         print_json(stored.info.get("result"))
     else:
         emit_tables(run_tables(stored))
-    err = stderr_console()
+    from hpcvar.report.runinfo import run_warnings
+
     for w in run_warnings(stored):
-        err.print(f"warning: {w}", markup=False, highlight=False)
+        click.echo(f"warning: {w}", err=True)
 
 
 __all__ = [

@@ -10,7 +10,6 @@ from hpcvar._native import build_info, native_dirs
 from hpcvar.cli.common import print_json, stdout_console
 from hpcvar.errors import MissingToolError
 from hpcvar.launch.mpi import default_mpiexec, detect_flavor
-from hpcvar.report.humanize import number, value
 
 
 @click.command("info")
@@ -33,6 +32,8 @@ def cli(as_json):
     if as_json:
         print_json(out)
         return
+    from hpcvar.report.humanize import number, value  # numpy: not for --help
+
     c = stdout_console()
     t = Table(title="hpcvar build", title_justify="left", show_header=False)
     t.add_row("version", meta["hpcvar_version"] + (f" ({meta['git_sha'][:12]})" if meta.get("git_sha") else ""))

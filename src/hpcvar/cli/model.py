@@ -195,18 +195,19 @@ def evaluate_cmd(runs, models, params_file, plots, as_json, runs_dir):
     """
     from hpcvar.kinds.sharing.views import plot_evaluation, render_evaluation
     from hpcvar.models.evaluate import evaluate_run
-    from hpcvar.models.sharing import load_params
+    from hpcvar.models.sharing import fitted_runs, load_params
 
     models = list(models) or ["gige", "myrinet", "maxmin"]
-    gparams = None
+    gparams, fitted_on = None, []
     if params_file:
         fmodel, gparams = load_params(params_file)
         if fmodel != "gige":
             raise UsageError(f"the parameter file is for '{fmodel}'", "--params", "Give a gige parameter file")
+        fitted_on = fitted_runs(params_file)
     results = []
     for ref in runs:
         run, summ = _load_sharing_run(ref, runs_dir)
-        res = evaluate_run(run, summ, models, gparams)
+        res = evaluate_run(run, summ, models, gparams, fitted_on)
         if plots:
             res["plots"] = [str(p) for p in plot_evaluation(run, res)]
         results.append(res)

@@ -243,7 +243,7 @@ def synth(dst, periodic, poisson, length, cpus, freq, random_phase, seed, dst_fm
     if not comps:
         raise UsageError("no noise source given", "--periodic", "Give --periodic 250Hz:5us and/or --poisson 100/s:20us")
     trace = collector.synth(comps, length, cpus, _freq(freq), seed, random_phase)
-    save_trace(trace, dst, dst_fmt)
+    save_trace(trace, dst, dst_fmt, cpu_flag=("--ncpus", "Synthesize one CPU (--ncpus 1) for a LogGOPSim trace"))
     stderr_console().print(f"wrote {dst}: {sum(c.events for c in trace.cpus)} events on {cpus} CPU(s)")
 
 

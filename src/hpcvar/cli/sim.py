@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from hpcvar.cli.lazy import LazyGroup
@@ -18,3 +20,6 @@ SIM_COMMANDS = {
 @click.group("sim", cls=LazyGroup, lazy=SIM_COMMANDS)
 def cli() -> None:
     """Simulate: OS jitter at scale (jitSim) and application replay."""
+    # The simulators use no BLAS, and start no program that could. Loaded with numpy, OpenBLAS starts a thread
+    # per CPU that spins for a while: about 50 ms of CPU, a fifth of a small simulation's process (issue 30).
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -109,8 +109,7 @@ def _split(text: str) -> list[str]:
 @click.option("--chrome", "chrome_file", type=OUT_PATH, default=None,
               help="Write the first simulated timeline as Chrome/Perfetto JSON.")
 @click.option("--plot", "plot_stem", type=OUT_PATH, default=None,
-              help="Also write the per-task comparison figure (PNG+SVG) at this stem (the run's plots/ always "
-                   "gets it).")
+              help="Also write the per-task comparison figure (PNG+SVG) at this stem.")
 @click.option("--compute", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
               help="The compute between calls: wall (the measured gap, less the time in polls that found "
                    "nothing), or cpu (its thread CPU time, recorded by 'hpcvar trace --cpu-time': the work on a core "
@@ -121,7 +120,9 @@ def _split(text: str) -> list[str]:
 @click.option("--phases", type=click.IntRange(1), default=None,
               help="With --breakdown: N equal slices of each task's measured span (default 1); a call belongs "
                    "to the slice where it starts (a count, no unit).")
-@option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
+@option("--plots/--no-plots", "plots", default=False, show_default=True,
+        help="Draw the figures now (PNG and SVG in the run's plots/). By default none are drawn (they cost more "
+             "than a small replay); 'hpcvar report' draws a run's missing figures when it needs them.")
 @format_options(legacy=("fmt", ("auto", "parquet", "native", "tit", "otf2")))
 @runs_dir_option
 def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
@@ -149,8 +150,9 @@ def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_nod
                   window_origin_s=window_origin, replicas=replicas, seed=seed, engine=engine, chrome_path=chrome_file,
                   plot_stem=plot_stem, plots=plots, breakdown=breakdown, phases=phases,
                   flops_per_s=flops_rate, dialect=dialect, compute=compute)
-    # a progress bar on long replays, on stderr and only on a terminal: never inside --json output
-    ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]], console=stderr_console(), progress=not as_json)
+    # a progress bar on long replays, on stderr and only on a terminal (no terminal toolkit loaded otherwise)
+    ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]],
+                     console=stderr_console() if sys.stderr.isatty() else None, progress=not as_json)
     emit_run(job(p, ctx), as_json)
 
 

@@ -53,9 +53,12 @@ from hpcvar.cli.common import DURATION, FREQ, INT_LIST, OUT_PATH, emit_run, opti
               help="Task counts (ranges: 1..1M doubles).")
 @click.option("--per-task", "per_task", type=OUT_PATH, default=None,
               help="Write CSV task,phase,compute_end,next_start (cycles) of replica 0 (one task count).")
-@option("--plots/--no-plots", "plots", default=True, show_default=True, help="Draw the plots.")
-@click.option("--threads", type=int, default=1, show_default=True,
-              help="POSIX threads of the C core (the same results for any count; 2 on a 2-core machine).")
+@option("--plots/--no-plots", "plots", default=False, show_default=True,
+        help="Draw the figures now (PNG and SVG in the run's plots/). By default none are drawn (they cost more "
+             "than a small simulation); 'hpcvar report' draws a run's missing figures when it needs them.")
+@click.option("--threads", default="auto", show_default=True,
+              help="POSIX threads of the C core: a count, or auto (one per CPU this process may use). The same "
+                   "results for any count; a run too small to share stays on one thread.")
 @output_options
 def cli(traces, synthetics, trace_length, freq, align, window, window_origin, offsets_file, seed, replicas,
         cores_per_node, work, quantum, barrier, arity, send_cycles, recv_cycles, latency_intra, latency_inter,
@@ -89,6 +92,22 @@ def cli(traces, synthetics, trace_length, freq, align, window, window_origin, of
         work=Span(cycles=int(work)) if work is not None else Span(seconds=quantum if quantum is not None else 1e-3),
         barrier=barrier, arity=arity, send=span(send_cycles, "--send-cycles"), recv=span(recv_cycles, "--recv-cycles"),
         latency_intra=span(latency_intra, "--latency-intra"), latency_inter=span(latency_inter, "--latency-inter"),
-        phases=phases, tasks=tuple(task_list), per_task_path=per_task, plots=plots, threads=threads)
-    ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]], console=stderr_console())
+        phases=phases, tasks=tuple(task_list), per_task_path=per_task, plots=plots, threads=_threads(threads))
+    ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]],
+                     console=stderr_console() if sys.stderr.isatty() else None)
     emit_run(job(params, ctx), as_json)
+
+
+def _threads(text: str) -> int:
+    """--threads: a count (1 or more), or auto (stored as 0)."""
+    from hpcvar.errors import UsageError
+
+    if text.strip() == "auto":
+        return 0
+    try:
+        n = int(text)
+    except ValueError:
+        n = -1
+    if n < 1:
+        raise UsageError(f"'{text}' is not a thread count", "--threads", "Give a count such as 2, or auto")
+    return n

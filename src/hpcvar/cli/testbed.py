@@ -56,7 +56,12 @@ def cli() -> None:
 @click.option("--mtu", type=click.IntRange(576, 65000), default=1500, show_default=True, help="MTU of every link.")
 @click.option("--subnet", default=None, help="Private IPv4 subnet (default: the first of 10.213.7.0/24, "
                                              "10.231.19.0/24, ... that the machine does not use).")
-@click.option("--prefix", default="hv-", show_default=True, help="Prefix of every namespace and interface created.")
+@click.option("--prefix", default="hv-", show_default=True,
+              help="Prefix of every namespace and interface created; auto: the first of hv-, hv1-, hv2-, ... that "
+                   "no namespace of this machine uses.")
+@click.option("--replace", is_flag=True,
+              help="Take down the testbed recorded in the state file and replace it (without it, 'up' refuses while "
+                   "that testbed is up).")
 @click.option("--slurm", is_flag=True,
               help="Also start a real Slurm cluster over the hosts: munged and slurmctld in this namespace, one "
                    "slurmd per host (needs Debian's slurmctld slurmd slurm-client munge); see docs/cluster.md.")
@@ -66,8 +71,8 @@ def cli() -> None:
 @click.option("--state", "state_path", default=None, help=STATE_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the testbed as JSON.")
 def up_cmd(hosts, rate, rate_of, cpu_quota_of, cpu_noise_of, switches, uplink_rate, ranks_per_host, intra_host, mtu,
-           subnet, prefix, slurm, owner_pid, state_path, as_json):
-    """Create the testbed (replacing a recorded one)."""
+           subnet, prefix, replace, slurm, owner_pid, state_path, as_json):
+    """Create the testbed; refused while the one its state file records is up (--replace)."""
     from hpcvar.testbed import cgroups, netns
     from hpcvar.testbed.plan import make_plan, parse_rate_of, with_cpu_faults
 
@@ -80,19 +85,23 @@ def up_cmd(hosts, rate, rate_of, cpu_quota_of, cpu_noise_of, switches, uplink_ra
     if both:
         raise UsageError(f"{both[0]} has both a CPU quota and CPU noise", "--cpu-noise-of",
                          "Give one CPU fault per host")
+    if prefix == "auto":
+        netns.check_root()
+        prefix = netns.free_prefix(_state(state_path))
     plan = make_plan(hosts, rate, parse_rate_of(rate_of, hosts), switches, uplink_rate, ranks_per_host, prefix,
                      intra_host=intra_host, mtu=mtu)
     plan = with_cpu_faults(plan, {**cpu_of, **noisy})
     err = stderr_console()
     plan = netns.up(plan, _state(state_path), subnet, log=None if as_json else (lambda m: err.print(m)),
-                    slurm=slurm)
+                    slurm=slurm, replace=replace)
     if owner_pid is not None:
         netns.watch_owner(_state(state_path), owner_pid)
     if as_json:
         print_json(netns.status(_state(state_path)))
         return
     out = stdout_console()
-    out.print(f"testbed up: {len(plan.hosts)} hosts on {plan.subnet}, state in {_state(state_path)}")
+    out.print(f"testbed up: {len(plan.hosts)} hosts on {plan.subnet}, prefix {plan.prefix}, state in "
+              f"{_state(state_path)}")
     if plan.slurm:
         out.print(f"slurm up: {len(plan.hosts)} idle nodes ({', '.join(h.ns for h in plan.hosts)}); to use it:")
         out.print(f'  eval "$(hpcvar testbed env{_state_flag(state_path)})"   # or: export SLURM_CONF='

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from hpcvar.history.changes import SYMBOLS, Change
 from hpcvar.history.series import Group, Series
+from hpcvar.units import format_interval
 
 TIME_COLUMN = "time"  # Otava's default time_column
 ATTRIBUTE_COLUMNS = ("run", "command", "hosts", "status", "answer")
@@ -121,7 +122,7 @@ def render(console, res: dict) -> None:
         for s in g["series"]:
             p, c = s["points"][-1], s["latest"]
             t.add_row(s["metric"], _fmt(p["median"], s["unit"]),
-                      f"{_fmt(p['ci_lo'], s['unit'])} .. {_fmt(p['ci_hi'], s['unit'])}",
+                      _ci_text(p, s["unit"]),
                       str(s["segments"][-1][0]) if s["segments"] else "-",
                       _fmt(c["baseline_median"], s["unit"]) if c else "-",
                       f"{c['change_pct']:+.1f}%" if c else "-", (c["symbol"] if c else "") +
@@ -224,12 +225,17 @@ def render_html(groups: list[Group], res: dict, title: str) -> str:
         generated=dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"))
 
 
+def _ci_text(p: dict, unit: str) -> str:
+    """A run's 95% CI of its median; a run of one sample has none ("n = 1")."""
+    return format_interval(p["ci_lo"], p["ci_hi"], p.get("n"), lambda x: _fmt(x, unit), " .. ")
+
+
 def _latest_rows(gj: dict) -> list[dict]:
     rows = []
     for s in gj["series"]:
         p, c = s["points"][-1], s["latest"]
         rows.append({"metric": s["metric"], "latest": _fmt(p["median"], s["unit"]),
-                     "ci": f"{_fmt(p['ci_lo'], s['unit'])} .. {_fmt(p['ci_hi'], s['unit'])}",
+                     "ci": _ci_text(p, s["unit"]),
                      "level": _fmt(c["baseline_median"], s["unit"]) if c else "-",
                      "change": f"{c['change_pct']:+.1f}%" if c else "-", "symbol": c["symbol"] if c else "",
                      "verdict": c["verdict"] if c else "unchanged", "n": len(s["points"])})

@@ -31,12 +31,14 @@ def get_launcher(name: str, template: str | None = None, **kwargs) -> Launcher:
     return klass(**kwargs)
 
 
-def oversubscription_warning(np: int, launcher: Launcher) -> str | None:
-    """The warning (with its remedy) when ranks outnumber the cores they run on."""
+def oversubscription_warning(np: int, launcher: Launcher, flag: str = "--np") -> str | None:
+    """The warning (with its remedy) when ranks outnumber the cores they run on; ``flag``: the command's flag
+    that sets the ranks."""
     slots = launcher.slots()
     if launcher.name in ("local", "testbed") and slots and np > slots:
         return (f"{np} ranks share {slots} cores: busy-polling MPI stalls for milliseconds when ranks "
-                f"outnumber cores, so results include scheduler noise; use --np {slots} or more cores")
+                f"outnumber cores, so results include scheduler noise; "
+                + (f"use --np {slots} or more cores" if flag == "--np" else f"give fewer ranks ({flag}) or more cores"))
     return None
 
 

@@ -37,6 +37,10 @@ class LaunchSpec:
     # the program receives with MPI_ANY_SOURCE while several senders compete: launchers avoid transports
     # known to lose such receives (the testbed's MPICH on ch4:ucx over tcp; docs/testbed.md)
     any_source: bool = False
+    # rank 0 alone on the first node, the other ranks over the other nodes (a fan-in's root, whose link is
+    # measured): launchers that can place ranks so do it (the testbed); the others place as usual, and the
+    # program's hosts header shows where the ranks went
+    root_alone: bool = False
 
 
 @dataclass

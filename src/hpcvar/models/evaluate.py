@@ -4,7 +4,10 @@ per model (Vienne et al., "Predictive models for bandwidth sharing in high perfo
 from __future__ import annotations
 
 
-def evaluate_run(run, summ, models: list[str], gige_params: dict | None) -> dict:
+def evaluate_run(run, summ, models: list[str], gige_params: dict | None, fitted_on: list[str] | None = None) -> dict:
+    """Every model's predictions for the run's communications. ``fitted_on``: the runs ``gige_params`` were
+    fitted on; when they include this run, the gige error is an in-sample fit (``in_sample``: how well a fit
+    matches the points it was fitted on, not a prediction error: never judged good or bad)."""
     from hpcvar.models.fit import e_abs_pct, e_rel_pct
     from hpcvar.models.sharing import explain
 
@@ -22,5 +25,6 @@ def evaluate_run(run, summ, models: list[str], gige_params: dict | None) -> dict
             errs.append(e)
             c["predicted"][m] = {"penalty": r["penalty"], "t_ns": tp, "e_rel_pct": e}
         e_abs[m] = e_abs_pct(errs)
+    in_sample = {m: bool(m == "gige" and gige_params and run.id in (fitted_on or [])) for m in models}
     return {"run_id": run.id, "run": str(run.path), "models": models, "params": {"gige": gige_params or "paper"},
-            "communications": comms, "e_abs_pct": e_abs}
+            "communications": comms, "e_abs_pct": e_abs, "in_sample": in_sample}

@@ -361,5 +361,13 @@ def load_params(path: str | Path) -> tuple[str, dict]:
     return model, params
 
 
+def fitted_runs(path: str | Path) -> list[str]:
+    """The runs a parameter file (already read by load_params) was fitted on ('runs', written by
+    'hpcvar model fit'); [] for a file written by hand."""
+    doc = json.loads(Path(path).read_bytes())
+    runs = doc.get("runs")
+    return [str(r) for r in runs] if isinstance(runs, list) else []
+
+
 __all__ = ["GIGE_DEFAULTS", "MODELS", "ModelLimitError", "check_params", "conflict_components", "explain",
-           "load_params", "maxmin_shares", "penalties", "stopgo_sample", "stopgo_states", "write_params"]
+           "fitted_runs", "load_params", "maxmin_shares", "penalties", "stopgo_sample", "stopgo_states", "write_params"]

@@ -215,7 +215,8 @@ def _read_lines(path: Path) -> list[str]:
         raise InputFileError(f"cannot read the trace: {e.strerror}", str(path)) from None
     except UnicodeDecodeError:
         raise InputFileError("the file is not text", str(path),
-                             todo="Binary traces are .jtr (give --from jtr or the .jtr extension)") from None
+                             todo="Binary traces are hpcvar's .jtr, which this is not: give a .jtr, text, "
+                                  "LogGOPSim or CSV trace") from None
 
 
 def _need_freq(freq_hz, path) -> float:
@@ -496,8 +497,10 @@ def load_trace(path, freq_hz: float | None = None, fmt: str | None = None) -> Ji
     raise UsageError(f"unknown trace format '{fmt}'", "--from", f"Use one of {', '.join(FORMATS)}")
 
 
-def save_trace(trace: JitterTrace, path, fmt: str | None = None, cpu_index: int | None = None) -> None:
-    """Write ``trace``; loggopsim holds one CPU (``cpu_index``, needed when there are several)."""
+def save_trace(trace: JitterTrace, path, fmt: str | None = None, cpu_index: int | None = None,
+               cpu_flag: tuple[str, str] | None = None) -> None:
+    """Write ``trace``; loggopsim holds one CPU (``cpu_index``, needed when there are several); ``cpu_flag``:
+    (flag, remedy) for a trace of several CPUs, when the command chooses the CPU otherwise than --cpu."""
     from hpcvar.results import atomic_write_text
 
     path = Path(path)
@@ -515,8 +518,8 @@ def save_trace(trace: JitterTrace, path, fmt: str | None = None, cpu_index: int 
         atomic_write_text(path, csv_string(trace))
     elif fmt == "loggopsim":
         if len(trace.cpus) != 1:
-            raise UsageError(f"a LogGOPSim trace holds one CPU; this trace has {len(trace.cpus)}", "--cpu",
-                             f"Choose one with --cpu ({', '.join(str(c.cpu) for c in trace.cpus)})")
+            flag, todo = cpu_flag or ("--cpu", f"Choose one with --cpu ({', '.join(str(c.cpu) for c in trace.cpus)})")
+            raise UsageError(f"a LogGOPSim trace holds one CPU; this trace has {len(trace.cpus)}", flag, todo)
         atomic_write_text(path, loggopsim_string(trace))
     else:
         raise UsageError(f"unknown trace format '{fmt}'", "--to", f"Use one of {', '.join(FORMATS)}")

@@ -256,7 +256,7 @@ def render_markdown(runs: list[Run], title: str, tops: list[Run] | None = None, 
                 shutil.copyfile(p, figures_dir / name)
                 links[p] = (figures_dir / name).relative_to(link_base).as_posix() if link_base else str(
                     figures_dir / name)
-    lines = [f"# {title}", ""]
+    lines = [MD_GENERATOR, "", f"# {title}", ""]
     lines += _md_verdict(data["verdict"])
     if data["warnings"]:
         lines += ["## Warnings", ""] + [f"- {w}" for w in data["warnings"]] + [""]
@@ -287,6 +287,21 @@ def _md_table(df) -> str:
     return "\n".join([head, rule, *rows])
 
 
+# what marks a file as an hpcvar report (is_report): 'hpcvar report' overwrites only those without --force
+HTML_GENERATOR = '<meta name="generator" content="hpcvar report">'
+MD_GENERATOR = "<!-- generator: hpcvar report -->"
+
+
+def is_report(path: Path) -> bool:
+    """Whether ``path`` is a report hpcvar wrote (its generator mark in the first 4 KiB)."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4096).decode("utf-8", "replace")
+    except OSError:
+        return False
+    return HTML_GENERATOR in head or head.startswith(MD_GENERATOR)
+
+
 def write_report(runs: list[Run], out: Path, title: str = "hpcvar report", tops: list[Run] | None = None,
                  baseline: Run | None = None, expectations=None, verdict_out: list | None = None) -> Path:
     """Write the report of ``runs`` to ``out`` (.html self-contained, or .md with a ``<stem>_files`` folder).
@@ -308,4 +323,5 @@ def write_report(runs: list[Run], out: Path, title: str = "hpcvar report", tops:
     return out
 
 
-__all__ = ["Headline", "Section", "render_html", "render_markdown", "write_report"]
+__all__ = ["HTML_GENERATOR", "MD_GENERATOR", "Headline", "Section", "is_report", "render_html", "render_markdown",
+           "write_report"]

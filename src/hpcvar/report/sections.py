@@ -7,10 +7,15 @@ and renders their sections; it knows nothing of any benchmark.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-import pandas as pd
+from hpcvar.errors import ResultsError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 GOOD, BAD, SUSPECT, INFO = "good", "bad", "suspect", "info"
 # measured: a valid measurement with no reference that could call it good or bad (e.g. a latency judged only
@@ -51,6 +56,27 @@ class Section:
     tables: list[tuple[str, pd.DataFrame]] = field(default_factory=list)  # (caption, frame)
     figures: list[tuple[str, Path]] = field(default_factory=list)  # (caption, PNG path)
     notes: list[str] = field(default_factory=list)  # warnings with remedies, readings
+
+
+def figures_of(run: Any, stems: Iterable[tuple[str, str]], draw: Callable[[Any], list[Path]]) -> list[tuple[str, Path]]:
+    """(caption, PNG) of a run's figures ``plots/<stem>.png``. A kind whose job draws its figures only when asked
+    (the simulators: drawing costs more than a small simulation) passes its drawing view: when none of them is
+    there, they are drawn now from the stored run (by the report, into its own directory: hpcvar.report.plots
+    .redirect; a read-only run directory outside a report: no figures)."""
+    stems = list(stems)
+    have = [(cap, run.path / "plots" / f"{stem}.png") for stem, cap in stems]
+    if any(f.is_file() for _, f in have):
+        return [(cap, f) for cap, f in have if f.is_file()]
+    try:
+        drawn = [Path(p) for p in draw(run) if str(p).endswith(".png")]
+    except (OSError, ResultsError):
+        return []
+    out = []
+    for stem, cap in stems:
+        f = next((d for d in drawn if d.name == f"{stem}.png" or d.name.endswith(f"-{stem}.png")), None)
+        if f is not None:
+            out.append((cap, f))
+    return out
 
 
 def section_for(run) -> Section | None:

@@ -19,6 +19,7 @@ from rich.measure import Measurement
 from rich.table import Table
 from rich.text import Text
 
+from hpcvar.report.runinfo import run_plots, run_result, run_warnings
 from hpcvar.units import format_rate_bytes, format_size, format_time_ns
 
 if TYPE_CHECKING:
@@ -332,35 +333,17 @@ def render_run(console: Console, run: Run) -> None:
     plots = run_plots(run)
     if plots:
         console.print("plots: " + ", ".join(plots), markup=False, soft_wrap=True)
+    elif _draws_when_asked(run):
+        console.print(f"figures: none drawn (add --plots, or 'hpcvar report {run.id}' draws them)", markup=False,
+                      soft_wrap=True)
     console.print(f"stored in {run.path}", markup=False, soft_wrap=True)
 
 
-def run_warnings(run: Run) -> list[str]:
-    """The run's warnings (run.json ``warnings``), and those that runs of earlier versions kept only in their
-    result (``warning``, ``warnings``), each once."""
-    result = _result(run)
-    out = [str(w) for w in run.info.get("warnings") or []]
-    legacy = list(result.get("warnings") or []) + ([result["warning"]] if result.get("warning") else [])
-    return out + [str(w) for w in dict.fromkeys(legacy) if str(w) not in out]
-
-
-def _result(run: Run) -> dict[str, Any]:
-    result = run.info.get("result")
-    return result if isinstance(result, dict) else {}
-
-
-def run_plots(run: Run) -> list[str]:
-    """The figures a run's result lists (``plots``), those of its own ``plots/`` directory found where the run
-    is now (a run directory moved or copied elsewhere keeps its figures)."""
-    result = _result(run)
-    made_in = str(result.get("run") or run.path)
-    out = []
-    for p in result.get("plots") or []:
-        p = str(p)
-        if p.startswith(made_in + "/"):
-            p = str(run.path / p[len(made_in) + 1:])
-        out.append(p)
-    return out
+def _draws_when_asked(run: Run) -> bool:
+    """A run whose figures were not drawn (the simulators draw them only when asked) and are not there."""
+    params = run.info.get("params") or {}
+    return params.get("plots") is False and not params.get("plot_stem") and not any(
+        (run.path / "plots").glob("*.png"))
 
 
 # how many headlines of each step the characterization's table shows
@@ -370,7 +353,7 @@ STEP_HEADLINES = 2
 def render_characterization(console: Console, run: Run) -> None:
     """A characterization: its one-line answer, then a table of its steps, each with its status, its run, how
     long it took and its first headlines (label, value, judgement) or why it did not run."""
-    result = _result(run)
+    result = run_result(run)
     answer = result.get("answer") or {}
     if answer.get("line"):
         console.print(f"[bold]{escape(answer['line'])}[/]")

@@ -99,15 +99,20 @@ def judge_noise_pct(lost_pct: float) -> tuple[str, str]:
 
 
 def judge_ci(lo: float | None, hi: float | None, points: int | None = None,
-             replicas: int | None = None) -> tuple[str, str] | None:
+             replicas: int | None = None, impossible_below: float | None = None,
+             replicas_flag: str = "--replicas") -> tuple[str, str] | None:
     """Why an estimate with this CI is suspect (None when it is not): a CI spanning zero, a fit of fewer than
-    3 points, an "interval" from one replica."""
+    3 points, an "interval" from one replica, a CI reaching below ``impossible_below`` (a value the quantity
+    cannot take, e.g. a slowdown from added noise under 0: the interval was computed on the wrong scale)."""
     if points is not None and points < 3:
         return SUSPECT, f"a fit of {points} point(s): no uncertainty can be estimated; measure more points"
     if replicas is not None and replicas < 2:
-        return SUSPECT, "one replica: the interval is not an interval; use --replicas 2 or more"
+        return SUSPECT, f"one replica: the interval is not an interval; use {replicas_flag} 2 or more"
     if lo is None or hi is None or not (math.isfinite(lo) and math.isfinite(hi)):
         return SUSPECT, "no confidence interval could be computed"
+    if impossible_below is not None and lo < impossible_below:
+        return SUSPECT, (f"the 95% CI reaches {lo:.3g}, below {impossible_below:g}, a value this quantity cannot "
+                         "take: the interval is not to be trusted")
     if lo < 0 < hi:
         return SUSPECT, "the 95% CI spans zero: no effect is measurable at this precision"
     return None
@@ -117,7 +122,7 @@ def judge_ci(lo: float | None, hi: float | None, points: int | None = None,
 class StepLine:
     characterization: str  # the characterize run's id
     name: str
-    status: str  # complete | failed | skipped | not run | interrupted
+    status: str  # complete | failed | skipped | not run | interrupted | missing (its run directory is gone)
     detail: str = ""  # the reason of a skip, the error of a failure
     run: str = ""  # the step's run, as an id hpcvar accepts back (parent/steps/child)
 
@@ -173,6 +178,10 @@ def step_lines(parent) -> list[StepLine]:
         status = st.get("status") or ("interrupted" if info.get("status") == "interrupted" else "not run")
         detail = st.get("reason") or st.get("error") or ""
         run = f"{parent.id}/steps/{st['run']}" if st.get("run") else ""
+        if st.get("run") and not (parent.path / "steps" / st["run"] / "run.json").is_file():
+            status, detail = "missing", (f"its run steps/{st['run']} is gone (deleted or moved): the report has no "
+                                         f"section for it; measure it again with 'hpcvar characterize --resume "
+                                         f"{parent.id}'")
         out.append(StepLine(parent.id, name, status, detail, run))
     return out
 
@@ -260,7 +269,7 @@ def answer(v: Verdict, tops: list, sections: list) -> Answer:
 
     findings, reasons = _section_answers(sections)
     reasons += [f"step {s.name} {s.status}" + (f": {s.detail}" if s.detail else "") for s in v.steps
-                if s.status in ("failed", "interrupted", "not run")]
+                if s.status in ("failed", "interrupted", "not run", "missing")]
     reasons += [w for w in ((top.info.get("load") or {}).get("warning") for top in tops) if w]
     if v.baseline is not None:
         findings += [f"{r['metric']}: median {r['baseline_median']:.4g} -> {r['current_median']:.4g} {r['unit']} "

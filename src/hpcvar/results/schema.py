@@ -10,7 +10,8 @@ Version history:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from hpcvar.errors import ResultsError
 
@@ -343,11 +344,13 @@ def columns(name: str) -> list[str]:
     return list(cols)
 
 
-def check_table(name: str, df: pd.DataFrame) -> None:
-    """Raise ResultsError unless ``df`` has exactly the columns declared for ``name`` (any order)."""
+def check_table(name: str, df: pd.DataFrame | Mapping[str, Any]) -> None:
+    """Raise ResultsError unless ``df`` (a DataFrame, or its columns by name) has exactly the columns declared
+    for ``name`` (any order)."""
     cols = columns(name)
-    missing = [c for c in cols if c not in df.columns]
-    extra = [c for c in df.columns if c not in TABLES[name]]
+    have = list(df) if isinstance(df, Mapping) else list(df.columns)
+    missing = [c for c in cols if c not in have]
+    extra = [c for c in have if c not in TABLES[name]]
     if missing or extra:
         what = "; ".join(x for x in (f"lacks {missing}" if missing else "",
                                      f"has undeclared {extra}" if extra else "") if x)

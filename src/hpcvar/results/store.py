@@ -20,7 +20,7 @@ import os
 import socket
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -49,12 +49,12 @@ def utc_now() -> str:
 
 def _write_failed(path: Path, e: OSError) -> ResultsError:
     """One clean error for a write the system refused (read-only directory, full disk, quota)."""
-    todo = {errno.ENOSPC: "The disk is full: free space or give another --runs-dir",
-            errno.EDQUOT: "The disk quota is exhausted: free space or give another --runs-dir",
-            errno.EROFS: "The file system is read-only: give a writable --runs-dir",
-            errno.EACCES: "No permission to write there: give a writable --runs-dir",
-            errno.EPERM: "No permission to write there: give a writable --runs-dir"}.get(
-        e.errno or 0, "Check the directory and free space, or give another --runs-dir")
+    todo = {errno.ENOSPC: "The disk is full: free space or write to another directory",
+            errno.EDQUOT: "The disk quota is exhausted: free space or write to another directory",
+            errno.EROFS: "The file system is read-only: write to a writable directory",
+            errno.EACCES: "No permission to write there: write to a writable directory",
+            errno.EPERM: "No permission to write there: write to a writable directory"}.get(
+        e.errno or 0, "Check the directory and free space, or write to another directory")
     return ResultsError(f"cannot write {path.name}: {e.strerror or e}", str(path), todo)
 
 
@@ -122,6 +122,43 @@ def dumps(obj: Any) -> str:
 # keys of run.json whose type every reader relies on (checked on open; absent keys are left to each reader)
 RUN_KEYS = {"id": str, "command": str, "argv": list, "params": dict, "metadata": dict, "status": str,
             "tables": list, "warnings": list, "launches": list}
+
+
+def prefetch_arrow() -> None:
+    """Import Arrow's Parquet writer in a thread, while the caller computes: a job that spends its time in C
+    (ctypes releases the GIL) stores its tables without then waiting for the import (about 50 ms)."""
+    import threading
+
+    def load() -> None:
+        import pyarrow.parquet  # noqa: F401
+
+    threading.Thread(target=load, name="hpcvar-import-arrow").start()
+
+
+def _arrow_column(values: Any) -> Any:
+    """An Arrow array of a table column given as a list or a numpy array: numbers and booleans as they are
+    (NaN stays NaN), anything else as text (None: null). Built from buffers: ``pyarrow.array`` imports pandas
+    (over 0.2 s) the first time it sees a list or a numpy array, and a job that stores small tables should not
+    pay that."""
+    import numpy as np
+    import pyarrow as pa
+
+    arr = values if isinstance(values, np.ndarray) else np.asarray(values)
+    n = len(arr)
+    if arr.dtype.kind in "iuf":
+        arr = np.ascontiguousarray(arr)
+        return pa.Array.from_buffers(pa.from_numpy_dtype(arr.dtype), n, [None, pa.py_buffer(arr)])
+    if arr.dtype.kind == "b":
+        return pa.Array.from_buffers(pa.bool_(), n, [None, pa.py_buffer(np.packbits(arr, bitorder="little"))])
+    present = np.array([v is not None for v in arr.tolist()], dtype=bool)
+    data = [str(v).encode() if v is not None else b"" for v in arr.tolist()]
+    offsets = np.zeros(n + 1, np.int64)
+    np.cumsum([len(d) for d in data], out=offsets[1:])
+    wide = offsets[-1] >= 2**31  # Arrow's string offsets are int32; more text takes large_string
+    valid = None if present.all() else pa.py_buffer(np.packbits(present, bitorder="little"))
+    return pa.Array.from_buffers(pa.large_string() if wide else pa.string(), n,
+                                 [valid, pa.py_buffer(offsets if wide else offsets.astype(np.int32)),
+                                  pa.py_buffer(b"".join(data))], null_count=int(n - present.sum()))
 
 
 class Run:
@@ -242,16 +279,21 @@ class Run:
         d.mkdir(exist_ok=True)
         return d
 
-    def write_table(self, name: str, df: pd.DataFrame) -> Path:
+    def write_table(self, name: str, df: pd.DataFrame | Mapping[str, Any]) -> Path:
         """Write a declared table atomically as <name>.parquet (zstd-compressed pages: about half the bytes of
-        the default snappy for raw samples, read by every Parquet reader)."""
+        the default snappy for raw samples, read by every Parquet reader): a DataFrame, or its columns as a
+        mapping of name -> list or numpy array (written by Arrow without pandas: a job that needs no pandas does
+        not import it)."""
         check_table(name, df)
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         sink = pa.BufferOutputStream()
-        pq.write_table(pa.Table.from_pandas(df, preserve_index=False), sink, compression=PARQUET_COMPRESSION,
-                       compression_level=PARQUET_ZSTD_LEVEL)
+        if isinstance(df, Mapping):
+            table = pa.Table.from_arrays([_arrow_column(v) for v in df.values()], names=list(df))
+        else:
+            table = pa.Table.from_pandas(df, preserve_index=False)
+        pq.write_table(table, sink, compression=PARQUET_COMPRESSION, compression_level=PARQUET_ZSTD_LEVEL)
         target = self.path / f"{name}.parquet"
         atomic_write_bytes(target, sink.getvalue().to_pybytes())
         if name not in self.info["tables"]:

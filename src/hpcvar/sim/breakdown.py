@@ -20,11 +20,14 @@ kind and by phase (``hpcvar sim app --breakdown [--phases N]``, table ``replay.b
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hpcvar.traces.parquet import OPS
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 MAX_PHASES = 64  # (t_start - first) * N stays exact in int64 for spans up to 1e17 ns (hpcvar.traces.parquet.MAX_NS)
 KINDS = [op for op in OPS if op not in ("init", "finalize", "sendrecv_recv")] + ["poll"]
@@ -167,6 +170,8 @@ def rows(g: Grid, res, mapping: str, model: str, replica: int) -> pd.DataFrame:
     task, rest = np.divmod(keep, g.nphases * nk)
     phase, kind = np.divmod(rest, nk)
     measured = g.measured_ns[keep] * 1e-9 if g.timed else np.full(len(keep), np.nan)
+    import pandas as pd
+
     return pd.DataFrame({
         "mapping": mapping, "model": model, "replica": replica, "task": task.astype(np.int64),
         "phase": phase.astype(np.int64), "phase_start_s": g.phase_bounds_s[task, phase],

@@ -24,9 +24,11 @@ from hpcvar.noise.trace import CpuTrace, JitterTrace
 if TYPE_CHECKING:
     from hpcvar.sim.jitter_nodes import MeasuredAlignment
 
-TASK_DTYPE = np.dtype([("offset", "<i8"), ("t", "<i8"), ("slot", "<i8"), ("absorbed", "<i8"), ("end", "<i8"),
-                       ("cend", "<i8"), ("cprev", "<i8"), ("hint", "<i4"), ("lap", "<i4")])
-TASK_BYTES = TASK_DTYPE.itemsize  # 64
+# a task's state in the core (native/sim/jitsim.h): its hot part (hv_js_task: its time or mailbox m, its cached
+# event) and its cold part (hv_js_cursor: its absorbed jitter, its offset, the cached event's compute count)
+TASK_DTYPE = np.dtype([("m", "<i8"), ("gstart", "<i8"), ("end", "<i8"), ("hint", "<i4"), ("lap", "<i4")])
+CURSOR_DTYPE = np.dtype([("absorbed", "<i8"), ("offset", "<i8"), ("cend", "<i8")])
+TASK_BYTES = TASK_DTYPE.itemsize + CURSOR_DTYPE.itemsize  # 56
 DRIVER_BYTES_PER_TASK = 0  # the summaries are computed inside the task array (_summaries_in_place)
 ALIGN_CODES = {UNSYNC: 0, SYNC: 1, COSCHED: 2}  # the C core's codes (native/sim/jitsim.h)
 BARRIER_CODES = {"none": 0, "tree": 1}
@@ -43,8 +45,8 @@ class _Config(ctypes.Structure):
                 ("lat_inter", ctypes.c_int64), ("barrier", ctypes.c_int32), ("arity", ctypes.c_int32),
                 ("cores", ctypes.c_int32), ("nojitter", ctypes.c_int32), ("trace_nodes", ctypes.c_int32),
                 ("pad", ctypes.c_int32), ("traces", ctypes.c_void_p),
-                ("tasks", ctypes.c_void_p), ("phase_end", ctypes.c_void_p), ("compute_end", ctypes.c_void_p),
-                ("next_start", ctypes.c_void_p)]
+                ("tasks", ctypes.c_void_p), ("cursors", ctypes.c_void_p), ("phase_end", ctypes.c_void_p),
+                ("compute_end", ctypes.c_void_p), ("next_start", ctypes.c_void_p)]
 
 
 @functools.cache
@@ -53,6 +55,7 @@ def lib() -> ctypes.CDLL:
 
     so = ctypes.CDLL(str(find_library("libhv_jitsim.so")))
     so.hv_js_task_size.restype = ctypes.c_int
+    so.hv_js_cursor_size.restype = ctypes.c_int
     so.hv_js_advance.restype = ctypes.c_int64
     so.hv_js_advance.argtypes = [ctypes.POINTER(_Trace), ctypes.c_int64, ctypes.c_int64, ctypes.c_int64,
                                  ctypes.POINTER(ctypes.c_int32)]
@@ -67,24 +70,38 @@ def lib() -> ctypes.CDLL:
     so.hv_js_simulate.argtypes = [ctypes.POINTER(_Config)]
     so.hv_js_simulate_threads.restype = ctypes.c_int
     so.hv_js_simulate_threads.argtypes = [ctypes.POINTER(_Config), ctypes.c_int32, ctypes.c_int64]
-    if so.hv_js_task_size() != TASK_BYTES:
-        raise HpcvarError(f"libhv_jitsim.so has a task layout of {so.hv_js_task_size()} bytes, expected {TASK_BYTES}",
-                          None, "Rebuild hpcvar (make install) so that the library matches the Python code")
+    if (so.hv_js_task_size(), so.hv_js_cursor_size()) != (TASK_DTYPE.itemsize, CURSOR_DTYPE.itemsize):
+        raise HpcvarError(f"libhv_jitsim.so has a task layout of {so.hv_js_task_size()} + {so.hv_js_cursor_size()} "
+                          f"bytes, expected {TASK_DTYPE.itemsize} + {CURSOR_DTYPE.itemsize}", None,
+                          "Rebuild hpcvar (make install) so that the library matches the Python code")
     return so
 
 
-def native_empty(shape, dtype) -> np.ndarray:
-    """A zeroed array in memory from hv_js_alloc (2 MiB aligned, huge pages where allowed), freed with it."""
-    dtype = np.dtype(dtype)
-    count = int(np.prod(shape))
-    nbytes = max(count * dtype.itemsize, 1)
+def _native_buffer(nbytes: int):
+    """Zeroed memory from hv_js_alloc (2 MiB aligned, huge pages where allowed), freed with the returned object."""
+    nbytes = max(nbytes, 1)
     so = lib()
     ptr = so.hv_js_alloc(nbytes)
     if not ptr:
         raise HpcvarError(f"cannot allocate {nbytes} bytes for the simulation", "--tasks", "Simulate fewer tasks")
     buf = (ctypes.c_char * nbytes).from_address(ptr)
     weakref.finalize(buf, so.hv_js_free, ptr)
-    return np.frombuffer(buf, dtype=dtype, count=count).reshape(shape)
+    return buf
+
+
+def native_empty(shape, dtype) -> np.ndarray:
+    """A zeroed array in memory from hv_js_alloc (2 MiB aligned, huge pages where allowed), freed with it."""
+    dtype = np.dtype(dtype)
+    count = int(np.prod(shape))
+    return np.frombuffer(_native_buffer(count * dtype.itemsize), dtype=dtype, count=count).reshape(shape)
+
+
+def native_tasks(ntasks: int) -> tuple[np.ndarray, np.ndarray]:
+    """The hot and the cold part of ``ntasks`` tasks (TASK_DTYPE, CURSOR_DTYPE) in one allocation."""
+    buf = _native_buffer(ntasks * TASK_BYTES)
+    hot = np.frombuffer(buf, dtype=TASK_DTYPE, count=ntasks)
+    cold = np.frombuffer(buf, dtype=CURSOR_DTYPE, count=ntasks, offset=ntasks * TASK_DTYPE.itemsize)
+    return hot, cold
 
 
 class NativeTraces:
@@ -196,28 +213,31 @@ def memory_estimate(ntasks: int, phases: int, per_task_out: bool, trace_bytes: i
 MAX_THREADS = 1024  # the core's limit
 
 
-def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alignment, seed: int = 0,
+def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alignment, seed: int = 0,  # noqa: PLR0913
              replica: int = 0, per_task: bool = False, keep_tasks: bool = False, threads: int = 1,
-             grain: int = 0) -> Outcome:
+             grain: int = 0, space: tuple[np.ndarray, np.ndarray] | None = None, summaries: bool = True) -> Outcome:
     """One run of the C core. traces=None simulates the same workload without jitter (T0).
 
     threads > 1 runs the phases on that many POSIX threads (identical results); grain is the
     least work per thread (tasks, or tree nodes at the split level; 0: the core's default).
     With one thread, grain is the most tasks per subtree block of a tree (0: the core's
     default, 4096; a grain of at least the task count gives the plain sweeps): same results.
+    ``space``: the task arrays of an earlier run of as many tasks (native_tasks), reused (the core resets
+    them; their first touch costs more than a small run); ``summaries``: the quantiles over tasks of the
+    absorbed jitter and of the waiting (the baseline needs none).
     """
     if not 1 <= threads <= MAX_THREADS:
         raise UsageError(f"{threads} threads", "--threads", f"Give 1 to {MAX_THREADS} threads")
     so = lib()
-    tasks = native_empty(ntasks, TASK_DTYPE)
+    tasks, cursors = space if space is not None else native_tasks(ntasks)
     if traces is not None:
         if align.mode == "file":
-            tasks["offset"] = align.explicit
+            cursors["offset"] = align.explicit
         elif align.mode == "measured":
             assert align.measured is not None  # mode "measured" comes with its offsets
-            tasks["offset"] = align.measured.offsets(ntasks, wl.cores_per_node, seed, replica)
+            cursors["offset"] = align.measured.offsets(ntasks, wl.cores_per_node, seed, replica)
         else:
-            rc = so.hv_js_offsets(ctypes.addressof(traces.arr), traces.count, tasks.ctypes.data, ntasks,
+            rc = so.hv_js_offsets(ctypes.addressof(traces.arr), traces.count, cursors.ctypes.data, ntasks,
                                   ALIGN_CODES[align.mode], seed & (2**64 - 1), replica, align.window, align.origin)
             if rc:
                 raise UsageError("the co-scheduler window origin lies beyond the end of the trace", "--window-origin",
@@ -232,7 +252,7 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
                   arity=wl.arity, cores=wl.cores_per_node,
                   nojitter=1 if traces is None else 0, trace_nodes=wl.trace_nodes, pad=0,
                   traces=ctypes.addressof(traces.arr) if traces is not None else None,
-                  tasks=tasks.ctypes.data, phase_end=phase_end.ctypes.data,
+                  tasks=tasks.ctypes.data, cursors=cursors.ctypes.data, phase_end=phase_end.ctypes.data,
                   compute_end=ce.ctypes.data if ce is not None else None,
                   next_start=ns.ctypes.data if ns is not None else None)
     t0, c0 = time.perf_counter(), time.process_time()
@@ -247,34 +267,26 @@ def simulate(traces: NativeTraces | None, wl: Workload, ntasks: int, align: Alig
     out = Outcome(total=int(phase_end[-1]) if wl.phases else 0, phase_end=phase_end, elapsed_s=elapsed,
                   cpu_s=cpu, compute_end=ce, next_start=ns)
     if keep_tasks:
-        out.absorbed = tasks["absorbed"].copy()
-        out.last_start = tasks["t"].copy()
-        out.offsets = tasks["offset"].copy() if traces is not None else None
-    out.absorbed_q, out.waiting_q = _summaries_in_place(tasks, wl)
+        out.absorbed = cursors["absorbed"].copy()
+        out.last_start = tasks["m"].copy()
+        out.offsets = cursors["offset"].copy() if traces is not None else None
+    if summaries:
+        out.absorbed_q, out.waiting_q = _summaries_in_place(tasks, cursors, wl)
     return out
 
 
-def _summaries_in_place(tasks: np.ndarray, wl: Workload) -> tuple[dict, dict]:
-    """Quantiles of the absorbed jitter and of the waiting per task, computed inside the task array, which
-    is destroyed: numpy selects only on contiguous data (a field of the 64-byte task records is strided and
-    would be copied, 8 more bytes per task), so each field is packed to the front of the array first."""
+def _summaries_in_place(tasks: np.ndarray, cursors: np.ndarray, wl: Workload) -> tuple[dict, dict]:
+    """Quantiles of the absorbed jitter and of the waiting per task, computed inside the task arrays, which are
+    destroyed: numpy selects only on contiguous data (a field of the task records is strided and would be copied,
+    8 more bytes per task), so each field is packed to the front of its array first. Both are the first field
+    of their records: a record's field is read before anything is written over it."""
     n = len(tasks)
-    waiting = tasks["t"]
-    waiting -= tasks["absorbed"]
+    waiting = tasks["m"]  # the last phase's start
+    waiting -= cursors["absorbed"]
     wl.subtract_busy(waiting)
-    # the waiting of the records that packing the first field overwrites (one in eight) waits in the 'end'
-    # field, unused after the run, of the last records, which that packing does not reach
-    m = n // 8 + 1
-    head = tasks["end"][n - m:] if n >= 4 * m else np.empty(m, np.int64)
-    head[:] = waiting[:m]
-    flat = tasks.view(np.int64)
-    stride = tasks.dtype.itemsize // 8
-    fields: dict = dict(tasks.dtype.fields or {})
-    absorbed = _pack(flat, fields["absorbed"][1] // 8, stride, 0, n)
-    absorbed_q = quantiles(absorbed, in_place=True)
-    flat[: len(head)] = head
-    waiting = _pack(flat, fields["t"][1] // 8, stride, len(head), n)
-    return absorbed_q, quantiles(waiting, in_place=True)
+    absorbed = _pack(cursors.view(np.int64), 0, cursors.dtype.itemsize // 8, 0, n)
+    waiting = _pack(tasks.view(np.int64), 0, tasks.dtype.itemsize // 8, 0, n)
+    return quantiles(absorbed, in_place=True), quantiles(waiting, in_place=True)
 
 
 def _pack(flat: np.ndarray, field: int, stride: int, start: int, n: int, chunk: int = 1 << 16) -> np.ndarray:
@@ -360,7 +372,20 @@ class PointResult:
 
 def run_point(traces: NativeTraces, wl: Workload, ntasks: int, align: Alignment, seed: int, replicas: int,
               config: str, per_task: bool = False, threads: int = 1) -> PointResult:
-    outs = [simulate(traces, wl, ntasks, align, seed, r, per_task=per_task and r == 0, threads=threads)
-            for r in range(replicas)]
-    base = simulate(None, wl, ntasks, align, threads=threads)
+    """Every replica and the jitter-free baseline, in one set of task arrays."""
+    space = native_tasks(ntasks)
+    outs = [simulate(traces, wl, ntasks, align, seed, r, per_task=per_task and r == 0, threads=threads,
+                     space=space) for r in range(replicas)]
+    base = simulate(None, wl, ntasks, align, threads=threads, space=space, summaries=False)
     return PointResult(config=config, tasks=ntasks, replicas=outs, baseline=base, wl=wl)
+
+
+def auto_threads() -> int:
+    """The CPUs this process may run on (the core splits a run among threads only when it is large enough)."""
+    import os
+
+    try:
+        n = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_THREADS))

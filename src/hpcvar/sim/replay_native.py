@@ -152,18 +152,12 @@ def encode(ops: list[list[tuple]]) -> Encoded:
 
 def op_codes(ops) -> np.ndarray:
     """int8 codes (hpcvar.traces.parquet.OPS) of an op column (categorical or strings)."""
-    import pandas as pd
+    from hpcvar.traces.parquet import op_codes as codes_of
 
-    from hpcvar.traces.parquet import OPS
-
-    cat = ops.dtype if isinstance(ops.dtype, pd.CategoricalDtype) else None
-    if cat is not None and list(cat.categories) == OPS:
-        codes = ops.array.codes  # a view
-    else:
-        codes = pd.Categorical(ops, categories=OPS).codes
+    codes = codes_of(ops)
     if len(codes) and codes.min() < 0:
         raise ValueError("unknown op in the trace (validate it first)")
-    return codes.astype(np.int8, copy=False)
+    return codes
 
 
 LOWER_COLUMNS = {"op": np.int8, "peer": np.int32, "tag": np.int32, "comm": np.int32, "bytes": np.int64,
@@ -176,15 +170,14 @@ def lower_native(trace, algo: str = "binomial", release_rows: bool = False, comp
     """The trace lowered into op arrays in C (native/sim/lower.c): the same ops as
     ``encode(replay_ref.lower(trace, algo, compute)[0])`` up to the numbering of keys and requests, and the
     measured side (``Encoded.measured``) from the same pass. ``release_rows``: the trace's rows are dropped
-    (``trace.events`` emptied) once the lowering holds its columns, each column freed when no longer needed
+    (``trace.drop_rows()``) once the lowering holds its columns, each column freed when no longer needed
     (the peak is the columns plus the op arrays, not a frame besides them)."""
     from hpcvar.sim.replay_ref import lower
     from hpcvar.traces.parquet import in_task_seq_order
 
     _check_algo(algo)
     _check_compute(compute)
-    ev = trace.events
-    task, seq = ev["task"].to_numpy(), ev["seq"].to_numpy()
+    task, seq = trace.column("task"), trace.column("seq")
     order = None if in_task_seq_order(task, seq) else np.lexsort((seq, task))
     if order is not None:
         task, seq = task[order], seq[order]
@@ -192,13 +185,14 @@ def lower_native(trace, algo: str = "binomial", release_rows: bool = False, comp
             return encode(lower(trace, algo, compute)[0])  # seq not 0, 1, 2, ... per task: the reference numbering
     row_off = np.searchsorted(task, np.arange(trace.ntasks + 1, dtype=task.dtype)).astype(np.int64)  # no cast
     del task, seq
-    types = {**LOWER_COLUMNS, **{c: t for c, t in LOWER_OPTIONAL.items() if c in ev.columns}}
-    cols = {name: ev[name] for name in types}
+    types = {**LOWER_COLUMNS, **{c: t for c, t in LOWER_OPTIONAL.items() if trace.has_column(c)}}
+    cols = {name: trace.column(name) for name in types}
+    if cols["op"].min(initial=0) < 0:
+        raise ValueError("unknown op in the trace (validate it first)")
     if release_rows:
-        trace.events = ev.iloc[0:0].copy()
-    del ev
+        trace.drop_rows()
     for name, dtype in types.items():  # one column at a time: a reordered copy replaces its view
-        a = op_codes(cols[name]) if name == "op" else cols[name].to_numpy()
+        a = cols[name]
         cols[name] = np.ascontiguousarray(a if order is None else a[order], dtype=dtype)
     del order
     return _lower_c(cols, row_off, trace, algo, compute)
@@ -344,8 +338,8 @@ def _check_rc(rc: int, c, params: dict | None) -> None:
         p = check_params("myrinet", params)
         raise ModelLimitError(
             f"a conflict component of {c.error_size} communications has more than {p['max_states']} Stop&Go states",
-            "--max-states",
-            "Use the bounded sampling method (--myrinet-method sample, params method=sample) or raise --max-states")
+            "--params",
+            "Use the bounded sampling method (method=sample in the --params file) or a larger max_states there")
     if rc != 0:
         raise HpcvarError("the replay core ran out of memory", None, "Replay a shorter trace")
 

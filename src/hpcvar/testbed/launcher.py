@@ -101,9 +101,20 @@ class TestbedLauncher(Launcher):
             raise UsageError(f"{spec.np} ranks at {k} per host need {nhosts} hosts; the testbed has {len(hosts)}",
                              "--np", f"Use --np {k * len(hosts)} or less, raise --ranks-per-node, or bring the "
                                      f"testbed up with --hosts {nhosts}")
+        alone = self._root_alone(spec)
+        if alone:
+            return alone
         if self.map_by == "host":
             return [hosts[r % nhosts].name for r in range(spec.np)]
         return [hosts[r // k].name for r in range(spec.np)]
+
+    def _root_alone(self, spec: LaunchSpec) -> list[str] | None:
+        """With ``spec.root_alone``: rank 0 alone on the first host, the others K to a host on the next hosts
+        (None when they do not fit, or ranks are dealt round-robin: then the usual placement)."""
+        k, hosts = self.per_host(spec), self.plan.hosts
+        if not spec.root_alone or spec.np < 2 or self.map_by != "slot" or 1 + math.ceil((spec.np - 1) / k) > len(hosts):
+            return None
+        return [hosts[0].name] + [hosts[1 + r // k].name for r in range(spec.np - 1)]
 
     # --- the Launcher interface -------------------------------------------------------------------------
     def slots(self) -> int | None:
@@ -165,7 +176,8 @@ class TestbedLauncher(Launcher):
         return argv
 
     def expected_rpn(self, spec: LaunchSpec) -> int | None:
-        return self.per_host(spec)
+        # the root placed alone is not K to a host: the program's hosts header shows the placement instead
+        return None if self._root_alone(spec) else self.per_host(spec)
 
     def nodes(self) -> int | None:
         return len(self.plan.hosts)

@@ -131,9 +131,11 @@ def _stop_watcher(state_path: Path) -> None:
             pass
 
 
-def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None, slurm: bool = False) -> Plan:
-    """Create the testbed of ``plan`` (replacing a recorded one), with a Slurm cluster over its hosts when
-    ``slurm``; returns the plan as built."""
+def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None, slurm: bool = False,
+       replace: bool = False) -> Plan:
+    """Create the testbed of ``plan``, with a Slurm cluster over its hosts when ``slurm``; returns the plan as
+    built. A testbed recorded in ``state_path`` whose namespaces still exist is refused unless ``replace`` (it is
+    then taken down first); a recorded one whose namespaces are all gone is replaced (stale state)."""
     from hpcvar.testbed import cgroups
     from hpcvar.testbed import slurm_daemons as sl
 
@@ -145,7 +147,8 @@ def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None, slurm:
     say = log or (lambda msg: None)
     old = load_state(state_path)
     if old is not None:
-        say(f"replacing the recorded testbed ({len(old.hosts)} hosts, prefix {old.prefix})")
+        _refuse_recorded(old, state_path, replace)
+        say(f"replacing the recorded testbed ({describe(old)})")
         down(state_path, log=log)
     present = existing_namespaces()
     foreign = sorted(set(plan.namespaces) & present)
@@ -179,6 +182,50 @@ def up(plan: Plan, state_path: Path, subnet: str | None = None, log=None, slurm:
     plan.status = "up"
     save_state(state_path, plan)
     return plan
+
+
+def describe(plan: Plan) -> str:
+    """One line naming a recorded testbed: hosts, prefix, subnet, status and since when."""
+    import datetime as dt
+
+    since = (dt.datetime.fromtimestamp(plan.created_unix, dt.UTC).strftime(" since %Y-%m-%d %H:%M UTC")
+             if plan.created_unix else "")
+    return f"{len(plan.hosts)} hosts, prefix {plan.prefix}, subnet {plan.subnet}, {plan.status}{since}"
+
+
+def _refuse_recorded(old: Plan, state_path: Path, replace: bool) -> None:
+    """A testbed recorded in the state file whose namespaces exist belongs to someone (another session, another
+    engineer): replacing it is asked for with --replace, never done silently."""
+    alive = sorted(set(old.namespaces) & existing_namespaces())
+    if alive and not replace:
+        raise UsageError(f"a testbed is up and recorded in {state_path} ({describe(old)})", "--replace",
+                         "Take it down first (hpcvar testbed down" + _state_flag(state_path) + "), bring yours up "
+                         "beside it with its own --state FILE and --prefix auto, or give --replace to take it "
+                         "down and replace it")
+
+
+def _state_flag(state_path: Path) -> str:
+    from hpcvar.testbed.plan import DEFAULT_STATE
+
+    return "" if str(state_path) == DEFAULT_STATE else f" --state {state_path}"
+
+
+def free_prefix(state_path: Path | None = None) -> str:
+    """The first of hv-, hv1-, hv2-, ... hv9999- that no namespace of this machine starts with (and that the state
+    file does not record): ``testbed up --prefix auto``."""
+    from hpcvar.testbed.plan import DEFAULT_PREFIX
+
+    present = existing_namespaces()
+    recorded = load_state(state_path) if state_path is not None else None
+    for k in range(10000):
+        prefix = DEFAULT_PREFIX if k == 0 else f"hv{k}-"
+        if recorded is not None and recorded.prefix == prefix:
+            continue
+        if not any(ns.startswith(prefix) for ns in present):
+            return prefix
+    raise UsageError("every prefix from hv- to hv9999- is in use by a network namespace", "--prefix",
+                     "Give a prefix of your own (1-5 lowercase letters or digits and a dash), or remove leftover "
+                     "namespaces (ip netns list)")
 
 
 def _readdress(plan: Plan) -> None:

@@ -11,8 +11,6 @@ section of a program that runs several (HPL inside the HPC Challenge suite: docs
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pandas as pd
 
@@ -89,7 +87,8 @@ def cut(trace: Trace, after: int | None = None, before: int | None = None, where
     events["op"] = pd.Categorical(events["op"], categories=OPS)
     meta = dict(trace.meta, cut={"after_collective": after, "before_collective": before})
     meta.pop("polls", None)  # counted over the whole run: the rows' poll_ns say what the section holds
-    return replace(trace, events=events, meta=meta)
+    return Trace(events=events, ntasks=trace.ntasks, comms=dict(trace.comms), timed=trace.timed,
+                 source=trace.source, meta=meta)
 
 
 def _marks(at: pd.DataFrame, op: str, t_ns: np.ndarray, after_call: bool) -> pd.DataFrame:

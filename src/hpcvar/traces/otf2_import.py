@@ -24,7 +24,7 @@ import numpy as np
 
 from hpcvar.errors import InputFileError, MissingToolError
 from hpcvar.traces import import_engine
-from hpcvar.traces.columns import events_frame
+from hpcvar.traces.columns import trace_columns
 from hpcvar.traces.parquet import OPS, Trace, validate
 
 _COLL = {"BARRIER": "barrier", "BCAST": "bcast", "REDUCE": "reduce", "ALLREDUCE": "allreduce", "GATHER": "gather",
@@ -46,7 +46,7 @@ def read_otf2(path: str | Path, engine: str | None = None) -> Trace:
     if not path.is_file():
         raise InputFileError("no such OTF2 anchor file", str(path), todo="Give the archive's .otf2 file")
     cols, ntasks = _read_native(path) if eng == "native" else _read_python(path)
-    trace = Trace(events=events_frame(cols), ntasks=ntasks, timed=True, source=str(path),
+    trace = Trace(columns=trace_columns(cols), ntasks=ntasks, timed=True, source=str(path),
                   meta={"imported_from": "otf2"})
     validate(trace, str(path))
     return trace

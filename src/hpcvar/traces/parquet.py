@@ -29,13 +29,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
-import pandas as pd
 
 from hpcvar.errors import InputFileError
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 TRACE_VERSION = 2
 READ_VERSIONS = (1, 2)
@@ -78,20 +80,66 @@ RAW_RECORD = np.dtype([("t_start_ns", "<i8"), ("t_end_ns", "<i8"), ("bytes", "<i
 RAW_RECORDS = {1: RAW_RECORD_V1, 2: RAW_RECORD}
 
 
-@dataclass
 class Trace:
-    """An event trace in memory: the rows (a DataFrame with COLUMNS) and its communicators."""
+    """An event trace in memory: its rows and its communicators.
 
-    events: pd.DataFrame
-    ntasks: int
-    comms: dict[int, list[int]] = field(default_factory=dict)
-    timed: bool = True
-    source: str = ""
-    meta: dict = field(default_factory=dict)
+    The rows are held either as numpy columns (``column(name)``: NUMPY_TYPES and the OPTIONAL_NUMPY_TYPES
+    recorded, see ``has_column``; ``op`` as int8 codes into OPS), what the readers produce and the C lowering
+    reads, or as a DataFrame with COLUMNS (``events``), built from the columns (without a copy) the first time
+    something asks for it: code that only replays a trace in C never imports pandas. Once the DataFrame exists
+    it is the one copy of the rows (``column`` reads from it).
+    """
 
-    def __post_init__(self):
+    def __init__(self, events: pd.DataFrame | None = None, ntasks: int = 0, comms: dict[int, list[int]] | None = None,
+                 timed: bool = True, source: str = "", meta: dict | None = None, *,
+                 columns: dict[str, np.ndarray] | None = None):
+        if (events is None) == (columns is None):
+            raise ValueError("give the rows either as events (a DataFrame) or as columns")
+        self._events = events
+        self._columns = columns
+        self.ntasks = ntasks
+        self.comms: dict[int, list[int]] = comms if comms is not None else {}
+        self.timed, self.source = timed, source
+        self.meta: dict = meta if meta is not None else {}
         if 0 not in self.comms:
             self.comms[0] = list(range(self.ntasks))
+
+    @property
+    def events(self) -> pd.DataFrame:
+        if self._events is None:
+            assert self._columns is not None  # one of the two is always set
+            self._events = events_frame(self._columns)
+            self._columns = None
+        return self._events
+
+    @events.setter
+    def events(self, df: pd.DataFrame) -> None:
+        self._events, self._columns = df, None
+
+    @property
+    def nrows(self) -> int:
+        if self._events is not None:
+            return len(self._events)
+        assert self._columns is not None  # one of the two is always set
+        return len(next(iter(self._columns.values())))
+
+    def has_column(self, name: str) -> bool:
+        """Whether the rows have this column (COLUMNS always; OPTIONAL_COLUMNS where recorded)."""
+        return name in (self._columns if self._columns is not None else self.events.columns)
+
+    def column(self, name: str) -> np.ndarray:
+        """A column as numpy (NUMPY_TYPES, OPTIONAL_NUMPY_TYPES; ``op``: int8 codes into OPS, -1 for a name not in
+        OPS), without a copy where the rows already hold it in that type."""
+        if self._columns is not None:
+            return self._columns[name]
+        if name == "op":
+            return op_codes(self.events["op"])
+        return self.events[name].to_numpy()
+
+    def drop_rows(self) -> None:
+        """Forget the rows (the lowering holds what the replays need); the trace keeps its size and comms."""
+        self._events = None
+        self._columns = {c: np.empty(0, t) for c, t in NUMPY_TYPES.items()}
 
     def task_rows(self, task: int) -> pd.DataFrame:
         return self.events[self.events["task"] == task]
@@ -102,9 +150,24 @@ def optional_columns(ev: pd.DataFrame) -> list[str]:
     return [c for c in OPTIONAL_COLUMNS if c in ev.columns]
 
 
+def op_codes(ops) -> np.ndarray:
+    """int8 codes (OPS) of an op column (a categorical over OPS: its codes, without a copy; else strings, -1
+    where a name is not in OPS)."""
+    import pandas as pd
+
+    cat = ops.dtype if isinstance(ops.dtype, pd.CategoricalDtype) else None
+    if cat is not None and list(cat.categories) == OPS:
+        codes = ops.array.codes  # a view
+    else:
+        codes = pd.Categorical(ops, categories=OPS).codes
+    return codes.astype(np.int8, copy=False)
+
+
 def make_events(rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
     """A DataFrame with the native columns (defaults: peer -1, bytes 0, tag 0, comm 0, req -1), and the optional
     columns the rows have (a missing value: poll_ns 0, cpu_ns -1)."""
+    import pandas as pd
+
     df = pd.DataFrame(rows).copy()
     defaults = {"peer": -1, "bytes": 0, "tag": 0, "comm": 0, "req": -1, "t_start_ns": 0, "t_end_ns": 0}
     for c, v in {**defaults, **OPTIONAL_ABSENT}.items():
@@ -124,60 +187,57 @@ def validate(trace: Trace, where: str) -> None:
     """Raise InputFileError on unknown ops, bad task numbers, impossible values or non-contiguous seq.
     Range checks are reductions (min, max) and the order checks go CHUNK rows at a time: no temporary of
     the trace's size unless a check fails (or the rows are not grouped by task)."""
-    ev = trace.events
-    missing = [c for c in COLUMNS if c not in ev.columns]
-    if missing:
-        raise InputFileError(f"the trace lacks columns {missing}", where, todo="Write it with hpcvar trace")
-    _check_ops(ev, where)
-    task = ev["task"].to_numpy()
+    if trace._events is not None:
+        missing = [c for c in COLUMNS if c not in trace._events.columns]
+        if missing:
+            raise InputFileError(f"the trace lacks columns {missing}", where, todo="Write it with hpcvar trace")
+    _check_ops(trace, where)
+    task = trace.column("task")
     if len(task) and (task.min() < 0 or task.max() >= trace.ntasks):
         raise InputFileError(f"task numbers must be in 0..{trace.ntasks - 1}", where,
                              todo="Fix 'ntasks' in the metadata or the task column")
-    _check_values(ev, trace.ntasks, where)
-    _check_seq(task, ev["seq"].to_numpy(), where)
+    _check_values(trace, where)
+    _check_seq(task, trace.column("seq"), where)
 
 
-def _check_ops(ev: pd.DataFrame, where: str) -> None:
-    op = ev["op"]
-    if isinstance(op.dtype, pd.CategoricalDtype) and set(op.cat.categories) <= set(OPS):
-        codes = op.array.codes  # a categorical over known ops: only missing values can be bad
-        if not len(codes) or codes.min() >= 0:
-            return
-        bad = codes < 0
-    else:
-        bad = ~op.isin(OPS).to_numpy()
-    if bad.any():
-        r = ev.iloc[int(np.argmax(bad))]
-        raise InputFileError(f"unknown op '{r['op']}' at task {r['task']} seq {r['seq']}", where,
-                             todo=f"Known ops: {', '.join(OPS)}")
+def _check_ops(trace: Trace, where: str) -> None:
+    codes = trace.column("op")  # -1: a name that is not in OPS, or a missing value
+    if not len(codes) or codes.min() >= 0:
+        return
+    i = int(np.argmax(codes < 0))
+    name = trace.events["op"].iloc[i] if trace._events is not None else codes[i]
+    raise InputFileError(f"unknown op '{name}' at task {trace.column('task')[i]} seq {trace.column('seq')[i]}", where,
+                         todo=f"Known ops: {', '.join(OPS)}")
 
 
-def _check_values(ev: pd.DataFrame, ntasks: int, where: str) -> None:
+def _check_values(trace: Trace, where: str) -> None:
     """Refuse values no MPI call has: a peer outside -1..ntasks-1, a negative or absurd size, a time outside
     0..MAX_NS or a call ending before it starts (damage, or a tracer and reader that disagree)."""
-    if not len(ev):
+    if not trace.nrows:
         return
-    t0, t1 = ev["t_start_ns"].to_numpy(), ev["t_end_ns"].to_numpy()
+    t0, t1 = trace.column("t_start_ns"), trace.column("t_end_ns")
+    ntasks = trace.ntasks
     for name, lo, hi, what in (("peer", -1, ntasks - 1, f"peer outside -1..{ntasks - 1}"),
                                ("bytes", 0, MAX_BYTES, f"size outside 0..{MAX_BYTES}"),
                                ("t_start_ns", 0, MAX_NS, f"start time outside 0..{MAX_NS} ns")):
-        col = ev[name].to_numpy()
+        col = trace.column(name)
         if col.min() < lo or col.max() > hi:
-            _value_error(ev, int(np.argmax((col < lo) | (col > hi))), what, where)
+            _value_error(trace, int(np.argmax((col < lo) | (col > hi))), what, where)
     bad = _first_true(lambda end, start: (end < start) | (end > MAX_NS), t1, t0)
     if bad >= 0:
-        _value_error(ev, bad, f"end before its start or beyond {MAX_NS} ns", where)
+        _value_error(trace, bad, f"end before its start or beyond {MAX_NS} ns", where)
     for name, lo in (("poll_ns", 0), ("cpu_ns", -1)):
-        if name in ev.columns:
-            col = ev[name].to_numpy()
+        if trace.has_column(name):
+            col = trace.column(name)
             if col.min() < lo or col.max() > MAX_NS:
-                _value_error(ev, int(np.argmax((col < lo) | (col > MAX_NS))), f"{name} outside {lo}..{MAX_NS}",
+                _value_error(trace, int(np.argmax((col < lo) | (col > MAX_NS))), f"{name} outside {lo}..{MAX_NS}",
                              where)
 
 
-def _value_error(ev: pd.DataFrame, i: int, what: str, where: str) -> None:
-    r = ev.iloc[i]
-    raise InputFileError(f"{what} at task {r['task']} seq {r['seq']} ({r['op']}: peer {r['peer']}, "
+def _value_error(trace: Trace, i: int, what: str, where: str) -> None:
+    r = {c: trace.column(c)[i] for c in COLUMNS}
+    op = OPS[r["op"]] if 0 <= r["op"] < len(OPS) else r["op"]
+    raise InputFileError(f"{what} at task {r['task']} seq {r['seq']} ({op}: peer {r['peer']}, "
                          f"bytes {r['bytes']}, t {r['t_start_ns']}..{r['t_end_ns']})", where,
                          todo="The trace is damaged: record or import it again")
 
@@ -287,7 +347,7 @@ def read_parquet(path: str | Path) -> Trace:
         cols = _read_row_groups(pf, str(path))
     finally:
         pf.close()
-    trace = Trace(events=events_frame(cols), ntasks=meta["ntasks"], comms=meta["comms"],
+    trace = Trace(columns=cols, ntasks=meta["ntasks"], comms=meta["comms"],
                   timed=bool(meta.get("timed", True)), source=str(meta.get("source", "")),
                   meta={k: v for k, v in meta.items() if k not in ("comms", "ntasks", "timed", "source")})
     del cols
@@ -393,7 +453,7 @@ def _op_codes(chunk, table, first_row: int, where: str) -> np.ndarray:
         raise InputFileError(f"column 'op' holds {chunk.type}, not the names of MPI calls", where,
                              todo=f"Known ops: {', '.join(OPS)}") from None
     remap = np.array([OPS.index(w) if w in OPS else -1 for w in words] or [0], np.int8)
-    codes = remap[chunk.indices.to_numpy(zero_copy_only=False)]
+    codes = remap[_numpy(chunk.indices)]
     if len(codes) and codes.min() < 0:
         i = int(np.argmax(codes < 0))
         row = first_row + i
@@ -401,6 +461,18 @@ def _op_codes(chunk, table, first_row: int, where: str) -> np.ndarray:
                              f"{table.column('task')[row].as_py()} seq {table.column('seq')[row].as_py()}", where,
                              todo=f"Known ops: {', '.join(OPS)}")
     return codes
+
+
+def _numpy(chunk) -> np.ndarray:
+    """A numpy view of an Arrow array of numbers without nulls, from its data buffer: Arrow's own ``to_numpy``
+    imports pandas (over 0.2 s) the first time it runs. Other arrays (booleans, nulls) go through it."""
+    import pyarrow as pa
+
+    t = chunk.type
+    if chunk.null_count or not (pa.types.is_integer(t) or pa.types.is_floating(t)):
+        return chunk.to_numpy(zero_copy_only=False)
+    dtype = np.dtype(t.to_pandas_dtype())
+    return np.frombuffer(chunk.buffers()[1], dtype=dtype, count=len(chunk), offset=chunk.offset * dtype.itemsize)
 
 
 def _fill_ints(dst: np.ndarray, chunk, name: str, where: str) -> None:
@@ -412,8 +484,7 @@ def _fill_ints(dst: np.ndarray, chunk, name: str, where: str) -> None:
     if not (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)):
         raise _not_integers(name, dst.dtype, where)
     missing = chunk.is_null().to_numpy(zero_copy_only=False) if chunk.null_count else None
-    vals = chunk.fill_null(False if pa.types.is_boolean(t) else 0).to_numpy(zero_copy_only=False) \
-        if missing is not None else chunk.to_numpy(zero_copy_only=False)
+    vals = _numpy(chunk.fill_null(False if pa.types.is_boolean(t) else 0)) if missing is not None else _numpy(chunk)
     if vals.dtype.kind == "f":
         nan = np.isnan(vals)
         missing = nan if missing is None else missing | nan
@@ -448,6 +519,8 @@ def _not_integers(name: str, dtype, where: str) -> InputFileError:
 def events_frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
     """The events DataFrame over numpy columns (NUMPY_TYPES; ``op`` as codes into OPS) without a copy: one
     block per column, ``op`` a categorical over OPS (one byte per row)."""
+    import pandas as pd
+
     data: dict = {c: cols[c] for c in (*COLUMNS, *OPTIONAL_COLUMNS) if c in cols}
     data["op"] = pd.Categorical.from_codes(cols["op"], categories=OPS, validate=False)
     return pd.DataFrame(data, copy=False)
@@ -540,6 +613,8 @@ def _raw_frame(rec: np.ndarray, where: Path) -> pd.DataFrame:
     CPU time between the previous call's exit and this call's entry, less the polls' CPU time: the computation's
     CPU time; -1 where the CPU clock was not read). Rows of one call (a Waitall's requests) share their times: the
     gap is taken from the latest exit so far, as the replay takes the wall-clock gap."""
+    import pandas as pd
+
     df = pd.DataFrame({c: rec[c] for c in RAW_RECORD_V1.names or ()})
     if "cpu_start_ns" not in (rec.dtype.names or ()):
         return df
@@ -615,6 +690,8 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
         raise InputFileError("no rank.<r>.hvt files: the application wrote no trace", str(directory),
                              todo="Check that LD_PRELOAD reached the ranks (see docs/replay.md) and that "
                                   "the application calls MPI_Finalize")
+    import pandas as pd
+
     frames: list = []
     npolls: dict[int, int] = {}
     members_to_id: dict[tuple[int, ...], int] = {}

@@ -23,12 +23,11 @@ import re
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
 from hpcvar.errors import InputFileError, UsageError, read_user_bytes
 from hpcvar.traces import import_engine
 from hpcvar.traces import tit_dialect as td
-from hpcvar.traces.columns import events_frame
+from hpcvar.traces.columns import trace_columns
 from hpcvar.traces.parquet import MAX_BYTES, MAX_NS, MAX_TASKS, OPS, Trace
 from hpcvar.units import MAX_SIZE
 
@@ -238,7 +237,7 @@ def read_tit(path: str | Path, flops_rate: float = 1e9, engine: str | None = Non
         cols, ntasks = parser.parse(sources, path)
         grammars = parser.grammars
     names = sorted({td.GRAMMAR_NAMES.get(g, "either") for g in grammars})
-    return Trace(events=_events(cols), ntasks=ntasks, timed=False, source=str(path),
+    return Trace(columns=_columns(cols), ntasks=ntasks, timed=False, source=str(path),
                  meta={"imported_from": "simgrid-tit", "flops_rate": flops_rate, "tit_dialect": names,
                        "tit_datatypes": "auto" if code == td.AUTO else td.VERSION_NAMES[code]})
 
@@ -294,9 +293,9 @@ def _index_entries(path: Path, text: str):
         yield found
 
 
-def _events(cols: dict[str, np.ndarray]) -> pd.DataFrame:
-    """The events frame from the parsers' arrays (every TIT row lasts 0 s)."""
-    return events_frame({**cols, "t_start": cols["t"], "t_end": cols["t"].copy()})
+def _columns(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The trace's columns from the parsers' arrays (every TIT row lasts 0 s)."""
+    return trace_columns({**cols, "t_start": cols["t"], "t_end": cols["t"].copy()})
 
 
 # ---- the compiled parser ---------------------------------------------------------------------------------

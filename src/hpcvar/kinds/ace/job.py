@@ -272,6 +272,14 @@ def load_config(path) -> list[EASpec]:
     return out
 
 
+def more_iters_remedy(within: str | None) -> str:
+    """How to get a steadier phase-1 fit: --bench-iters of 'hpcvar bench ace'; a step of ``within``
+    (characterize, which has no such flag) names the command that has it."""
+    if within:
+        return "measure the point again with more phase-1 iterations ('hpcvar bench ace --bench-iters 100')"
+    return "raise --bench-iters"
+
+
 def default_bench_sizes(size: int) -> list[int]:
     """Phase-1 sizes around the run's size: 0, n/4, n/2, n (or 0, 256, 1KiB when n is tiny)."""
     if size >= 16:
@@ -491,17 +499,18 @@ class Ace(Benchmark[AceParams]):
         return {"ace.cycles": cycles, "ace.bench": bench_df, "ace.fits": fits_df, "ace.summary": summary,
                 "ace.variability": _variability(cycles, summary)}
 
-    def warnings(self, tables: dict[str, pd.DataFrame], params: AceParams) -> list[str]:
-        out = []
+    def warnings(self, tables: dict[str, pd.DataFrame], params: AceParams, within: str | None = None) -> list[str]:
+        out, more = [], more_iters_remedy(within)
         for r in tables["ace.summary"].itertuples():
             where = f"EA '{r.name}' at point {r.point} ({r.size_bytes} B, load {r.load_pct:g}%)"
             if r.fit_fallback:
                 out.append(f"{where}: the phase-1 line predicted a non-positive time per message at the EA's "
                            f"size, so the measured mean time there ({r.alpha_ns / 1e3:.3g} us) was used with "
-                           f"beta = 0; raise --bench-iters for a steadier fit")
+                           f"beta = 0; {more} for a steadier fit")
             elif not r.fixed and r.pred_t_comm_ns <= 0:
                 out.append(f"{where}: the phase-1 line predicted a non-positive time per message, so T_comm and "
-                           f"T_comp are 0; include the EA's size in bench_sizes or raise --bench-iters")
+                           f"T_comp are 0; " + ("include the EA's size in bench_sizes or " if not within else "")
+                           + more)
         return out
 
     def result(self, tables: dict[str, pd.DataFrame], params: AceParams) -> dict:

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.table import Table
 
 from hpcvar.compare import Metric
+from hpcvar.kinds.ace.job import more_iters_remedy
 from hpcvar.report.humanize import number
 from hpcvar.report.sections import BAD, GOOD, MODEL, SUSPECT, Headline, Section
 from hpcvar.report.terminal import Cell, nbytes, ns, seconds
@@ -140,14 +141,16 @@ def section(run: Run) -> Section:
         return sec
     err = summ["error_pct"].abs()
     worst = summ.iloc[int(err.argmax())]
+    # a characterization's step (its params name the step) has no --bench-iters of its own
+    more = more_iters_remedy("characterize" if (run.info.get("params") or {}).get("step") else None)
     status, ref = judge_error_pct(float(err.median()), "median |error|")
     bad_fit = summ[(summ["alpha_ns"] < 0) | (summ["beta_ns_per_byte"] < 0)]
     if len(bad_fit):
         status, ref = SUSPECT, (f"{len(bad_fit)} point(s) with a negative fitted alpha or beta: the alpha-beta "
-                                "fit of phase 1 is noise there (raise --bench-iters)")
+                                f"fit of phase 1 is noise there ({more})")
     elif "fit_fallback" in summ and summ["fit_fallback"].astype(bool).any():
         status, ref = SUSPECT, (f"{int(summ['fit_fallback'].astype(bool).sum())} point(s) fell back to the "
-                                "measured time per message (the fit predicted <= 0; raise --bench-iters)")
+                                f"measured time per message (the fit predicted <= 0; {more})")
     sec.headlines.append(Headline("run-time prediction error (median of absolute values)", f"{err.median():.2f}%",
                                   f"over {len(summ)} EA runs; worst {worst['error_pct']:+.2f}% ({worst['name']}, "
                                   f"{format_size(worst['size_bytes'])}, L={worst['load_pct']:g}%)", status, ref,

@@ -170,7 +170,7 @@ class Bsp(Benchmark[BspParams]):
     def result(self, tables: dict[str, pd.DataFrame], params: BspParams) -> dict:
         return summary(tables["bsp.reps"], params)
 
-    def warnings(self, tables: dict[str, pd.DataFrame], params: BspParams) -> list[str]:
+    def warnings(self, tables: dict[str, pd.DataFrame], params: BspParams, within: str | None = None) -> list[str]:
         reps = tables["bsp.reps"]
         if not reps.empty and (reps["cpu_changes"] > 0).any():
             return ["ranks changed CPU during the phases: a rank's jitter is not one CPU's; use --pin (default) "

@@ -14,15 +14,17 @@ from hpcvar.report.sections import INFO, Headline, Section
 from hpcvar.report.terminal import ns
 from hpcvar.report.verdict import judge_ci
 from hpcvar.results import Run
-from hpcvar.units import format_time_ns
+from hpcvar.units import format_interval, format_time_ns
 
 
 def _pct(x) -> str:
     return "-" if x is None or not np.isfinite(x) else f"{100.0 * x:+.2f}%"
 
 
-def _ci_pct(ci) -> str:
-    return f"[{100.0 * ci[0]:+.2f}, {100.0 * ci[1]:+.2f}]%"
+def _ci_pct(ci, n: int | None) -> str:
+    """The 95% CI over the repetitions; one repetition has none ("n = 1")."""
+    text = format_interval(ci[0], ci[1], n, lambda x: f"{100.0 * x:+.2f}")
+    return f"[{text}]%" if n is None or n >= 2 else f"({text})"
 
 
 def plots(run: Run) -> list[Path]:
@@ -69,11 +71,12 @@ def render(console: Console, run: Run) -> None:
     console.print(t)
     if "slowdown_vs_compute" in result:
         console.print(f"slowdown T/(N*W) - 1: {_pct(result['slowdown_vs_compute'])} "
-                      f"95% CI {_ci_pct(result['slowdown_vs_compute_ci'])}; work = {result['work_iters']} "
+                      f"95% CI {_ci_pct(result['slowdown_vs_compute_ci'], result.get('repeat'))}; "
+                      f"work = {result['work_iters']} "
                       "loop iterations per phase")
     if "slowdown" in result:
         console.print(f"slowdown vs baseline (T/N)/(T0/N0) - 1: {_pct(result['slowdown'])} "
-                      f"95% CI {_ci_pct(result['slowdown_ci'])} (T0/N0 = "
+                      f"95% CI {_ci_pct(result['slowdown_ci'], result.get('repeat'))} (T0/N0 = "
                       f"{format_time_ns(result['baseline']['per_phase_ns'])}, {result['baseline']['run']})",
                       soft_wrap=True)
 
@@ -84,17 +87,19 @@ def section(run: Run) -> Section:
     if "slowdown_vs_compute" in res:
         sec.headlines.append(Headline(
             "slowdown against pure compute",
-            f"{_pct(res['slowdown_vs_compute'])} {_ci_pct(res['slowdown_vs_compute_ci'])}",
+            f"{_pct(res['slowdown_vs_compute'])} {_ci_pct(res['slowdown_vs_compute_ci'], res.get('repeat'))}",
             f"T/(N*W) - 1 over {res['repeat']} repetitions of {res['phases']} phases of "
             f"{format_time_ns(res['quantum_ns'])} on {res.get('ranks')} ranks ({res['barrier']} barrier)",
             *(judge_ci(res["slowdown_vs_compute_ci"][0], res["slowdown_vs_compute_ci"][1],
-                       replicas=int(res.get("repeat") or 0)) or
+                       replicas=int(res.get("repeat") or 0), replicas_flag="--repeat") or
               (INFO, "no reference: the slowdown of this workload on this machine"))))
     if "slowdown" in res:
         sec.headlines.append(Headline(
-            "slowdown against the baseline", f"{_pct(res['slowdown'])} {_ci_pct(res['slowdown_ci'])}",
+            "slowdown against the baseline",
+            f"{_pct(res['slowdown'])} {_ci_pct(res['slowdown_ci'], res.get('repeat'))}",
             f"(T/N)/(T0/N0) - 1 against {Path(res['baseline']['run']).name} (no injected noise)",
-            *(judge_ci(res["slowdown_ci"][0], res["slowdown_ci"][1], replicas=int(res.get("repeat") or 0)) or
+            *(judge_ci(res["slowdown_ci"][0], res["slowdown_ci"][1], replicas=int(res.get("repeat") or 0),
+                       replicas_flag="--repeat") or
               (INFO, "against the baseline run named"))))
     reps = pd.DataFrame(res.get("reps", []))
     if not reps.empty:

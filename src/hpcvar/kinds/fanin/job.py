@@ -288,9 +288,32 @@ def job(params: FaninParams, ctx: BenchContext) -> Run:
     params = dataclasses.replace(params, wait=resolve_wait(params.wait, ctx.np, ctx.launcher.slots()))
 
     def plots(run: Run, result: dict) -> None:
+        hosts = [h for h in str(((run.info.get("metadata") or {}).get("native") or {}).get("hosts") or "").split(",")
+                 if h]
+        why = root_shares_node(hosts, params.servers, params.placement, ctx.launcher.name)
+        if why:
+            run.warn(why)
         result["plots"] = draw_plots(run)
 
     return run_benchmark(Fanin(), params, ctx, after=plots)[0]
+
+
+def root_shares_node(hosts: list[str], servers: int, placement: str, launcher: str) -> str | None:
+    """Why the fan-in's measurement of the root's link is not one (a warning), or None: ranks on several nodes
+    (``hosts``: rank -> host) and a root (ranks [0, servers) with --placement fixed) sharing its node with
+    other ranks, whose traffic to it crosses no link."""
+    if placement != "fixed" or len(set(hosts)) < 2:
+        return None
+    roots = set(range(servers))
+    for r in sorted(roots):
+        mates = [i for i, h in enumerate(hosts) if h == hosts[r] and i not in roots]
+        if mates:
+            return (f"the root (rank {r}) shares its node {hosts[r]} with {len(mates)} other rank(s) "
+                    f"({', '.join(map(str, mates[:8]))}): their traffic to it crosses no link, so the aggregate is "
+                    f"not the root's link alone (it can exceed the link's rate); the {launcher} launcher placed the "
+                    "ranks K to a node and cannot put the root alone: run it on as many nodes as ranks (one rank "
+                    "per node)")
+    return None
 
 
 def _check_roles(params: FaninParams) -> None:

@@ -195,6 +195,20 @@ def render(console: Console, run: Run) -> None:
                       rate(r["without_bytes_per_s"]), rate(r["with_bytes_per_s"]),
                       f"{r['drop_pct']:.1f}%")
         console.print(e)
+        if min(r["drop_pct"] for r in eff) < 0:
+            console.print(RISE_NOTE)
+
+
+RISE_NOTE = "a negative drop is a rise, not a drop: the large-buffer bandwidth was higher with chatter than without"
+
+
+def drop_meaning(drop_pct: float, clients, chatter) -> str:
+    """What the largest drop under chatter means; a negative one is a rise (no point lost bandwidth)."""
+    where = f"{clients} clients with {chatter} chatter clients"
+    if drop_pct < 0:
+        return (f"{where}; a rise, not a drop: at every point the large-buffer bandwidth was higher with chatter "
+                f"(by {-drop_pct:.1f}% or more), so chatter cost no measurable bandwidth here")
+    return where
 
 
 def section(run: Run) -> Section:
@@ -225,7 +239,7 @@ def section(run: Run) -> Section:
     if not eff.empty:
         worst = eff.loc[eff["drop_pct"].idxmax()]
         sec.headlines.append(Headline("largest bandwidth drop under chatter", f"{worst['drop_pct']:.1f}%",
-                                      f"{worst['clients']} clients with {worst['chatter']} chatter clients"))
+                                      drop_meaning(float(worst["drop_pct"]), worst["clients"], worst["chatter"])))
         sec.tables.append(("effect of chatter", eff))
     var = pd.DataFrame(res.get("variability", []))
     if not var.empty and (var["runs"] > 1).any():

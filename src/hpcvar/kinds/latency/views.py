@@ -12,7 +12,7 @@ from hpcvar.compare import Metric
 from hpcvar.report.sections import Headline, Section
 from hpcvar.report.terminal import Cell, nbytes, ns, ns_interval, rate
 from hpcvar.results import Run
-from hpcvar.units import format_rate_bytes, format_size, format_time_ns
+from hpcvar.units import format_interval, format_rate_bytes, format_size, format_time_ns
 
 
 def render(console: Console, run: Run) -> None:
@@ -35,6 +35,12 @@ def render(console: Console, run: Run) -> None:
     if sends:
         console.print("send: median time of rank 0's MPI_Send (timed from 64 KiB up); buffered: bytes still on "
                       "their way when it returned (hpcvar sim app --send-buffer)")
+
+
+def _median_ci(row) -> str:
+    """'[lo, hi]' of a summary row's median, '(n = 1)' for one sample."""
+    text = format_interval(row.median_ci_lo_ns, row.median_ci_hi_ns, int(row.n), format_time_ns)
+    return f"[{text}]" if row.n >= 2 else f"({text})"
 
 
 def size_axis(ax, axis: str = "x") -> None:
@@ -137,8 +143,7 @@ def section(run: Run) -> Section:
         status, ref = SUSPECT, "the timer's cost was not recorded"
     sec.headlines.append(Headline(
         f"latency, {format_size(small.size_bytes)} (one-way median)",
-        f"{format_time_ns(small.median_ns)} [{format_time_ns(small.median_ci_lo_ns)}, "
-        f"{format_time_ns(small.median_ci_hi_ns)}]",
+        f"{format_time_ns(small.median_ns)} {_median_ci(small)}",
         f"half a ping-pong between 2 ranks; p99 {format_time_ns(small.p99_ns)}", status, ref))
     big = summ.iloc[summ["size_bytes"].argmax()]
     if big.size_bytes > 0:

@@ -80,10 +80,9 @@ def render_nodes(console: Console, result: dict) -> None:
         p.add_row(row["host_a"], row["host_b"], row["verdict"] + (" (one machine)" if row["same_machine"] else ""),
                   f"{row['excess']:.2f}", f"{row['corr']:.2f}")
     console.print(p)
-    mode = {"sync": "jitSim's synchronized mode (--align sync) fits these nodes",
-            "unsync": "jitSim's unsynchronized mode (--align unsync) fits these nodes"}.get(a.get("jitsim_mode") or "",
-                                                                                       "neither jitSim mode is clearly "
-                                                                                       "right: use --align measured")
+    mode = {"sync": "jitSim's synchronized mode ('hpcvar sim jitter --align sync') fits these nodes",
+            "unsync": "jitSim's unsynchronized mode ('hpcvar sim jitter --align unsync') fits these nodes"}.get(
+        a.get("jitsim_mode") or "", "neither jitSim mode is clearly right: use 'hpcvar sim jitter --align measured'")
     console.print(f"{mode}; rule: {a['rule']} (long detours >= {a['min_detour_s'] * 1e6:g} us, windows "
                   f"{a['window_s'] * 1e3:g} ms)")
 
@@ -195,8 +194,8 @@ def nodes_section(run) -> Section:
     a = run.info.get("alignment") or {}
     nodes = run.info.get("nodes") or []
     sec = Section(title=f"OS jitter on {len(nodes)} nodes (hpcvar noise record, {res.get('method', '?')} method)")
-    mode = {"sync": "jitSim --align sync fits", "unsync": "jitSim --align unsync fits"}.get(
-        a.get("jitsim_mode") or "", "use jitSim --align measured")
+    mode = {"sync": "'hpcvar sim jitter --align sync' fits", "unsync": "'hpcvar sim jitter --align unsync' fits"}.get(
+        a.get("jitsim_mode") or "", "use 'hpcvar sim jitter --align measured'")
     sec.headlines.append(Headline("Noise across nodes", a.get("verdict", "?"),
                                   f"{mode}; {a.get('rule', '')}"))
     clock = res.get("clock") or {}

@@ -48,20 +48,13 @@ from hpcvar.bench.runner import (
     run_benchmark,
 )
 from hpcvar.errors import UsageError
+from hpcvar.kinds.queues import MAX_POSTED_LENGTH, MAX_UNEXPECTED_LENGTH
 from hpcvar.results import RawFile, Run
 from hpcvar.results.kinds import draw_plots
 from hpcvar.stats import summarize
 from hpcvar.units import format_size
 
 MAX_SIZE = MAX_PINGPONG_SIZE  # larger payloads are not a queue question
-MAX_POSTED_LENGTH = 10000  # the range; the paper swept 0..1000
-# Unexpected messages: each one holds, at the receiver, a request and an eager-protocol
-# buffer slot until it is received; at the sender, a pending request. MPIs draw these
-# from finite pools (libfabric/UCX receive descriptors, Open MPI free lists, MVAPICH
-# eager credits); past a few thousand, some stall the sender (a hang until --timeout)
-# or abort (the paper's InfiniBand MPI failed at 100). 10000 per rank is what MPICH
-# 5.0 and Open MPI 5 take here in seconds; raise it only knowing your MPI's pools.
-MAX_UNEXPECTED_LENGTH = 10000
 # What an MPI keeps per posted receive or unexpected message besides the user's
 # buffer (request object, matching entry): a generous 1 KiB for the memory estimate.
 MPI_BYTES_PER_ENTRY = 1024

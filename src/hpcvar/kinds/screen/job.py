@@ -79,6 +79,7 @@ class Screen(Benchmark[ScreenParams]):
     program = "hv_screen"
     command = COMMAND
     min_np = 1
+    np_flag = "--ranks-per-node"
 
     def __init__(self) -> None:
         self.traces: Path | None = None  # the run's traces/, known once raw files are read
@@ -215,7 +216,7 @@ class Screen(Benchmark[ScreenParams]):
                 "node_metrics": records("screen.node_metrics"), "link_metrics": records("screen.link_metrics"),
                 "load_check": an.check_load(t)}
 
-    def warnings(self, t: dict[str, pd.DataFrame], p: ScreenParams) -> list[str]:
+    def warnings(self, t: dict[str, pd.DataFrame], p: ScreenParams, within: str | None = None) -> list[str]:
         from hpcvar.screen import analysis as an
 
         out = [f"load check before measuring: on {c['host']}, {c['why']}; the screen measures what they leave"

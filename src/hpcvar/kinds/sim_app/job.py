@@ -57,7 +57,7 @@ class AppParams(Params):
     engine: str = "auto"  # auto | native | python
     chrome_path: str | None = None  # the first timeline as Chrome/Perfetto JSON
     plot_stem: str | None = None  # the per-task figure here too
-    plots: bool = True
+    plots: bool = False  # draw the figures now (else the report draws them when it needs them)
     flops_per_s: float | None = None  # TIT: flop/s of a core (None: the cluster file's flops_rate, else 1e9)
     dialect: str = "auto"  # TIT: the SimGrid version that wrote the trace (hpcvar.traces.tit_dialect)
     breakdown: bool = False
@@ -167,18 +167,18 @@ class _Progress:
 def job(p: AppParams, ctx: JobContext) -> Run:
     """Replay ``p.trace`` for every mapping x model (x replica); store the run. A progress bar when the replays
     are long (PROGRESS_MIN_OPS) and ``ctx.show_progress()``."""
-    from hpcvar.results.store import run_lifecycle
-    from hpcvar.sim import breakdown
+    from hpcvar.results.store import prefetch_arrow, run_lifecycle
 
     p.check()
+    prefetch_arrow()  # its tables are written after the C work: the import runs meanwhile
     timings: dict = {}
     trace, host = _read(p, timings)
     _check_compute(p, trace)
     cl, params_by_model, jit = _prepare(p, trace)
     run = ctx.create_run("sim app", p, host)
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
-        nevents_trace = len(trace.events)
-        grid = breakdown.grid(trace, p.phases or 1) if p.breakdown else None  # before the lowering frees the rows
+        nevents_trace = trace.nrows
+        grid = _grid(p, trace)  # before the lowering frees the rows
         ops, encoded, ops_per_replay, m_total, m_comm = _lower(p, trace, timings)
         timeline_src = trace if p.chrome_path else None
         nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.all_mappings()) \
@@ -213,22 +213,26 @@ def job(p: AppParams, ctx: JobContext) -> Run:
     return run
 
 
-def _read(p: AppParams, timings: dict):
-    """(the trace, the host's metadata): the metadata is collected in a thread while the trace is read (its
-    timer probe runs a program for about 0.25 s, mostly on the other core)."""
-    from concurrent.futures import ThreadPoolExecutor
+def _grid(p: AppParams, trace):
+    """The breakdown's grid (--breakdown), else None."""
+    if not p.breakdown:
+        return None
+    from hpcvar.sim import breakdown
 
+    return breakdown.grid(trace, p.phases or 1)
+
+
+def _read(p: AppParams, timings: dict):
+    """(the trace, the host's metadata; a simulation times nothing with the host's clocks: no timer probe)."""
     from hpcvar import metadata
     from hpcvar.traces import load_trace
 
-    with ThreadPoolExecutor(1) as pool:
-        host = pool.submit(metadata.collect, {})
-        t0 = time.perf_counter()
-        # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
-        # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
-        trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect)
-        timings["read_s"] = time.perf_counter() - t0
-        return trace, host.result()
+    t0 = time.perf_counter()
+    # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
+    # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
+    trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect)
+    timings["read_s"] = time.perf_counter() - t0
+    return trace, metadata.collect({}, timer=False)
 
 
 def _prepare(p: AppParams, trace):
@@ -257,7 +261,7 @@ def _prepare(p: AppParams, trace):
 
 def _check_compute(p: AppParams, trace) -> None:
     """--compute cpu needs the CPU time the tracer records with --cpu-time."""
-    if p.compute == "cpu" and ("cpu_ns" not in trace.events.columns or not (trace.events["cpu_ns"] >= 0).any()):
+    if p.compute == "cpu" and not (trace.has_column("cpu_ns") and (trace.column("cpu_ns") >= 0).any()):
         raise UsageError(f"the trace {p.trace} has no CPU time", "--compute",
                          "Record it with 'hpcvar trace --cpu-time', or use --compute wall")
 
@@ -338,13 +342,9 @@ def _replay_all(rp: _Replays, run):
     """Every mapping x model (x replica for random mappings and jitter); the tables are stored after each
     mapping x model. Returns (one summary per mapping x model, the first replay's result, the breakdown rows
     of every replay when ``rp.grid`` is given, else None)."""
-    import pandas as pd
-
-    from hpcvar.sim import breakdown
-
     p, trace, grid = rp.p, rp.trace, rp.grid
     runs: list[dict] = []
-    rep_rows: list = []
+    rep_rows: dict[str, list] = {c: [] for c in REPLICA_COLUMNS}
     bd_rows: list = []
     first = None
     for mp in p.all_mappings():
@@ -355,29 +355,52 @@ def _replay_all(rp: _Replays, run):
                                                 grid is not None)
                 t_sim += elapsed
                 reps.append(res)
-                rep_rows.append(pd.DataFrame({
-                    "mapping": mp, "model": m, "replica": r, "seed": p.seed + r, "task": np.arange(trace.ntasks),
-                    "node": np.asarray(res.node_of, np.int64), "total_s": res.total_s, "comm_s": res.comm_s,
-                    "avg_penalty": res.avg_penalty}))
+                _replica_rows(rep_rows, mp, m, r, p.seed + r, res, trace.ntasks)
                 first = first if first is not None else res
                 if grid is not None:
+                    from hpcvar.sim import breakdown
+
                     bd_rows.append(breakdown.rows(grid, res, mp, m, r))
             one = combine(mp, m, reps, rp.measured[0], rp.measured[1], trace.timed)
             one.update(engine=eng, replay_s=t_sim,
                        events_per_s=rp.nevents_trace * len(reps) / t_sim if t_sim > 0 else None)
             runs.append(one)
             _store_tables(run, runs, rep_rows, bd_rows if grid is not None else None)
-    return runs, first, (pd.concat(bd_rows, ignore_index=True) if grid is not None else None)
-
-
-def _store_tables(run, runs: list[dict], rep_rows: list, bd_rows: list | None) -> None:
+    if grid is None:
+        return runs, first, None
     import pandas as pd
 
-    run.write_table("replay.replicas", pd.concat(rep_rows, ignore_index=True))
-    run.write_table("replay.tasks", pd.DataFrame(task_rows(runs)))
-    run.write_table("replay.runs", pd.DataFrame(run_rows(runs)))
+    return runs, first, pd.concat(bd_rows, ignore_index=True)
+
+
+REPLICA_COLUMNS = ("mapping", "model", "replica", "seed", "task", "node", "total_s", "comm_s", "avg_penalty")
+
+
+def _replica_rows(rows: dict[str, list], mp: str, m: str, r: int, seed: int, res, ntasks: int) -> None:
+    """The rows of replay.replicas of one replay (one per task), appended to its columns."""
+    node = np.asarray(res.node_of, np.int64)
+    for c, v in (("mapping", [mp] * ntasks), ("model", [m] * ntasks), ("replica", np.full(ntasks, r, np.int64)),
+                 ("seed", np.full(ntasks, seed, np.int64)), ("task", np.arange(ntasks, dtype=np.int64)),
+                 ("node", node), ("total_s", np.asarray(res.total_s, float)), ("comm_s", np.asarray(res.comm_s, float)),
+                 ("avg_penalty", np.asarray(res.avg_penalty, float))):
+        rows[c].append(v)
+
+
+def _store_tables(run, runs: list[dict], rep_rows: dict[str, list], bd_rows: list | None) -> None:
+    run.write_table("replay.replicas", {c: np.concatenate([np.asarray(v, dtype=object if c in ("mapping", "model")
+                                                                      else None) for v in vals])
+                                        for c, vals in rep_rows.items()})
+    run.write_table("replay.tasks", _columns(task_rows(runs)))
+    run.write_table("replay.runs", _columns(run_rows(runs)))
     if bd_rows is not None:
+        import pandas as pd
+
         run.write_table("replay.breakdown", pd.concat(bd_rows, ignore_index=True))
+
+
+def _columns(rows: list[dict]) -> dict[str, list]:
+    """A table's columns from its rows (dicts with the same keys, in order)."""
+    return {c: [r[c] for r in rows] for c in rows[0]} if rows else {}
 
 
 def _outputs(p: AppParams, run, runs: list[dict], first, timeline_src) -> list[str]:
@@ -425,6 +448,11 @@ def run_rows(runs: list[dict]) -> list[dict]:
              "events_per_s": r["events_per_s"] if r["events_per_s"] is not None else float("nan")} for r in runs]
 
 
+def _median(a: np.ndarray) -> np.ndarray:
+    """Medians over replicas (axis 0); one replica is its own median (np.median would load numpy.ma)."""
+    return a[0] if len(a) == 1 else np.median(a, axis=0)
+
+
 def combine(mp, m, reps, m_total, m_comm, timed) -> dict:
     """Medians over replicas per task (95% CIs with several), E_abs against the measurement."""
     from hpcvar.sim.replay import e_abs
@@ -435,23 +463,24 @@ def combine(mp, m, reps, m_total, m_comm, timed) -> dict:
     tot = np.array([r.total_s for r in reps])
     com = np.array([r.comm_s for r in reps])
     pen = np.array([r.avg_penalty for r in reps])
+    ea = e_abs(com, np.broadcast_to(np.asarray(m_comm, float), com.shape)) if timed else None
+    cols = [_median(tot).tolist(), _median(com).tolist(), _median(pen).tolist()]
+    ea_med = _median(ea).tolist() if ea is not None else []
     tasks = []
     for t in range(tot.shape[1]):
-        row = {"task": t, "node": reps[0].node_of[t], "total_s": float(np.median(tot[:, t])),
-               "comm_s": float(np.median(com[:, t])), "avg_penalty": float(np.median(pen[:, t])),
-               "conflicts": reps[0].conflicts[t]}
+        row = {"task": t, "node": reps[0].node_of[t], "total_s": cols[0][t], "comm_s": cols[1][t],
+               "avg_penalty": cols[2][t], "conflicts": reps[0].conflicts[t]}
         if timed:
-            ea = e_abs(com[:, t], np.full(len(reps), m_comm[t]))
             row.update({"measured_total_s": float(m_total[t]), "measured_comm_s": float(m_comm[t]),
-                        "e_abs_pct": float(np.median(ea))})
+                        "e_abs_pct": ea_med[t]})
         if len(reps) > 1:
             row["total_s_ci"] = list(median_ci(tot[:, t]))
             row["comm_s_ci"] = list(median_ci(com[:, t]))
-            if timed:
-                row["e_abs_pct_ci"] = list(median_ci(e_abs(com[:, t], np.full(len(reps), m_comm[t]))))
+            if ea is not None:
+                row["e_abs_pct_ci"] = list(median_ci(ea[:, t]))
         tasks.append(row)
     out = {"mapping": mp, "model": m, "replicas": len(reps), "tasks": tasks,
-           "makespan_s": float(np.median(tot.max(axis=1)))}
+           "makespan_s": float(_median(tot.max(axis=1)))}
     if timed:
         ea_pcts = [r["e_abs_pct"] for r in tasks if r["e_abs_pct"] == r["e_abs_pct"]]
         out["mean_e_abs_pct"] = float(np.mean(ea_pcts)) if ea_pcts else None

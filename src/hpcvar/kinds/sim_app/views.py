@@ -9,7 +9,7 @@ import numpy as np
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import MODEL, Headline, Section
+from hpcvar.report.sections import MODEL, Headline, Section, figures_of
 from hpcvar.report.terminal import Cell, seconds
 from hpcvar.report.verdict import judge_error_pct
 from hpcvar.results import Run
@@ -162,15 +162,26 @@ def plot_e_abs(runs: list[dict], stem) -> list[Path]:
 
 def plots(run: Run) -> list[Path]:
     """Measured and predicted communication time per task (every mapping x model), and with several of them
-    the mean E_abs of each; unless the run was made with --no-plots. The comparison also at --plot STEM."""
-    res, params = run.info["result"], run.info.get("params") or {}
-    out = []
-    if params.get("plots", True):
-        out += plot_comparison(res["runs"], run.plots_dir() / "comm_per_task")
-        if len(res["runs"]) > 1 and res.get("timed"):
-            out += plot_e_abs(res["runs"], run.plots_dir() / "e_abs")
+    the mean E_abs of each, when the run asked for its figures (--plots; runs of earlier versions drew them
+    unless --no-plots); the comparison also at --plot STEM."""
+    params = run.info.get("params") or {}
+    out = run_figures(run) if params.get("plots", True) else []
     if params.get("plot_stem"):
-        out += plot_comparison(res["runs"], params["plot_stem"])
+        out += plot_comparison(run.info["result"]["runs"], params["plot_stem"])
+    return out
+
+
+FIGURES = (("comm_per_task", "Measured and predicted communication time per task, with E_abs (the paper's "
+                             "Figures 8-9)"),
+           ("e_abs", "Mean E_abs per mapping and model"))
+
+
+def run_figures(run: Run) -> list[Path]:
+    """The run's own figures, drawn into its plots/ from its result."""
+    res = run.info["result"]
+    out = plot_comparison(res["runs"], run.plots_dir() / "comm_per_task")
+    if len(res["runs"]) > 1 and res.get("timed"):
+        out += plot_e_abs(res["runs"], run.plots_dir() / "e_abs")
     return out
 
 
@@ -209,13 +220,7 @@ def section(run: Run) -> Section:
                            "the kinds of a task sum to its S_m and S_p)", kind))
         sec.tables.append(("By phase: equal slices of each task's measured span, a call in the slice where it "
                            "starts", phase))
-    plots = run.path / "plots"
-    for stem, caption in (("comm_per_task", "Measured and predicted communication time per task, with E_abs "
-                                            "(the paper's Figures 8-9)"),
-                          ("e_abs", "Mean E_abs per mapping and model")):
-        f = plots / f"{stem}.png"
-        if f.is_file():
-            sec.figures.append((caption, f))
+    sec.figures += figures_of(run, FIGURES, run_figures)
     sec.notes.append(
         f"Cluster: {cl.get('nodes')} nodes x {cl.get('cores_per_node')} cores, "
         f"{_fmt(cl.get('bandwidth_bytes_per_s'))} B/s, latency {_fmt(cl.get('latency_s'))} s; collectives "

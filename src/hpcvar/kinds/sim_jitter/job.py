@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from hpcvar import metadata, units
 from hpcvar.errors import InputFileError, UsageError
@@ -19,7 +18,7 @@ from hpcvar.results import Run
 from hpcvar.results.context import JobContext
 from hpcvar.results.kinds import draw_plots
 from hpcvar.results.params import Params
-from hpcvar.results.store import atomic_write_text, run_lifecycle
+from hpcvar.results.store import atomic_write_text, prefetch_arrow, run_lifecycle
 from hpcvar.sim import closed_form as cf
 from hpcvar.sim import jitter as J
 from hpcvar.sim.synth import synthesize
@@ -68,8 +67,8 @@ class JitterParams(Params):
     phases: int = 10
     tasks: tuple[int, ...] = DEFAULT_TASKS
     per_task_path: str | None = None  # CSV of replica 0's per-task times (one task count)
-    plots: bool = True
-    threads: int = 1
+    plots: bool = False  # draw the figures now (else the report draws them when it needs them)
+    threads: int = 0  # threads of the core (0: one per CPU this process may use; same results for any count)
 
     @classmethod
     def _decode(cls, doc: dict[str, Any], where: str) -> dict[str, Any]:
@@ -107,15 +106,16 @@ def job(params: JitterParams, ctx: JobContext) -> Run:
     """Simulate every trace x alignment at every task count; every check is made before the run is created.
     Warnings (a trace too short for the work, tasks that see the same jitter again) go into the run."""
     _check(params)
+    prefetch_arrow()  # its tables are written after the C work: the import runs meanwhile
     loaded, recordings, f0 = _load_traces(params)
     w_cycles, wl_base, win, origin = _workload(params, f0)
     warnings: list[str] = []
     configs = _configs(loaded, recordings, params.align, params.cores_per_node, w_cycles, win, origin, warnings)
     _check_memory(configs, params.tasks, params.phases, params.per_task_path)
-    run = ctx.create_run(COMMAND, params, metadata.collect({}))
+    run = ctx.create_run(COMMAND, params, metadata.collect({}, timer=False))
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
         phase_rows, summaries = _simulate(run, configs, params, wl_base, win, origin, f0, warnings)
-        run.write_table("jitter.phases", pd.DataFrame(phase_rows))
+        run.write_table("jitter.phases", columns(phase_rows, PHASE_COLUMNS))
         for w in warnings:
             run.warn(w)
         head = summaries[-1] if len(configs) == 1 else [s for s in summaries if s["config"] == configs[0][0]][-1]
@@ -135,8 +135,9 @@ def _check(p: JitterParams) -> None:
     """Refuse inconsistent parameters (naming the flag)."""
     if p.arity < 1:
         raise UsageError(f"arity {p.arity} is below 1", "--arity", "A k-ary tree needs k >= 1 (2: binary)")
-    if not 1 <= p.threads <= J.MAX_THREADS:
-        raise UsageError(f"{p.threads} threads", "--threads", f"Give 1 to {J.MAX_THREADS} (1: no extra threads)")
+    if not 0 <= p.threads <= J.MAX_THREADS:
+        raise UsageError(f"{p.threads} threads", "--threads",
+                         f"Give 1 to {J.MAX_THREADS} (1: no extra threads), or auto (one per CPU)")
     if p.phases < 1:
         raise UsageError(f"{p.phases} phases", "--phases", "Simulate at least one phase")
     if not p.traces and not p.synthetics:
@@ -318,7 +319,7 @@ def _simulate(run, configs, p: JitterParams, wl_base: dict, win: int, origin: in
             else:
                 al = J.Alignment(a, window=win, origin=origin)
             pr = J.run_point(nt, wl, n, al, p.seed, p.replicas if not p.offsets_path else 1, name,
-                             per_task=bool(p.per_task_path), threads=p.threads)
+                             per_task=bool(p.per_task_path), threads=p.threads or J.auto_threads())
             s = pr.summary(f0, min(nt.lengths))
             s["closed_form"] = _closed(periodic, wl, n, a, win, origin) if not p.offsets_path else None
             if s["coverage"] > 1:
@@ -329,8 +330,20 @@ def _simulate(run, configs, p: JitterParams, wl_base: dict, win: int, origin: in
             phase_rows += _phase_rows(name, n, pr)
             if p.per_task_path:
                 _write_per_task(p.per_task_path, pr.replicas[0])
-            run.write_table("jitter.points", pd.DataFrame(rows))
+            run.write_table("jitter.points", columns(rows, POINT_COLUMNS))
     return phase_rows, summaries
+
+
+PHASE_COLUMNS = ("config", "tasks", "replica", "phase", "end_cycles", "duration_cycles")
+POINT_COLUMNS = ("config", "tasks", "replicas", "total_cycles", "total_ci_lo_cycles", "total_ci_hi_cycles",
+                 "baseline_cycles", "slowdown", "slowdown_ci_lo", "slowdown_ci_hi", "slowdown_vs_compute", "coverage",
+                 "closed_form_slowdown", "absorbed_mean_cycles", "absorbed_max_cycles", "waiting_mean_cycles",
+                 "waiting_max_cycles", "sim_s", "task_phases_per_s")
+
+
+def columns(rows: list[dict], names: tuple[str, ...]) -> dict[str, list]:
+    """A table's columns from its rows (dicts with those keys): what Run.write_table stores without pandas."""
+    return {c: [r[c] for r in rows] for c in names}
 
 
 def _phase_rows(name: str, n: int, pr) -> list[dict]:

@@ -4,15 +4,18 @@ samples to test)."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
-import pandas as pd
 from rich.console import Console
 from rich.table import Table
 
-from hpcvar.report.sections import BAD, GOOD, PREDICTION, SUSPECT, Headline, Section
+from hpcvar.report.sections import BAD, GOOD, PREDICTION, SUSPECT, Headline, Section, figures_of
 from hpcvar.report.verdict import SLOWDOWN_BAD_PCT, judge_ci
 from hpcvar.results import Run
+from hpcvar.units import format_interval
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 
 def _pct(x: float) -> str:
@@ -21,9 +24,9 @@ def _pct(x: float) -> str:
 
 def _ci(lo: float | None, hi: float | None, replicas: int, sep: str = "..") -> str:
     """The 95% CI of a slowdown; one replica has none ("n = 1")."""
-    if replicas < 2 or lo is None or hi is None or lo != lo or hi != hi:
+    if lo is None or hi is None or lo != lo or hi != hi:
         return f"n = {replicas}"
-    return f"{_pct(lo)}{sep}{_pct(hi)}"
+    return format_interval(lo, hi, replicas, _pct, sep)
 
 
 def render(console: Console, run: Run) -> None:
@@ -51,6 +54,8 @@ def plots(run: Run) -> list[Path]:
 
 
 def plot_sweep(points: pd.DataFrame, stem) -> list:
+    import numpy as np
+
     from hpcvar.report.plots import figure, save
 
     fig, ax = figure()
@@ -151,7 +156,7 @@ def section(run: Run) -> Section:
     suspect_input = input_suspicion(run)
     for cfg, p in largest.items():
         lo, hi = p["slowdown_ci"]
-        flag = judge_ci(lo, hi, replicas=int(p["replicas"]))
+        flag = judge_ci(lo, hi, replicas=int(p["replicas"]), impossible_below=0.0)  # noise only adds time
         if suspect_input:
             status, ref = SUSPECT, f"{suspect_input}; {assumptions}"
         elif flag:
@@ -161,17 +166,17 @@ def section(run: Run) -> Section:
         else:
             status, ref = GOOD, f"within {SLOWDOWN_BAD_PCT:g}% {assumptions}"
         sec.headlines.append(Headline(f"jitter slowdown, {cfg}, {p['tasks']:,} tasks",
-                                      f"{_pct(p['slowdown'])} [{_ci(lo, hi, int(p['replicas']), ', ')}]",
+                                      f"{_pct(p['slowdown'])} " + (f"[{_ci(lo, hi, int(p['replicas']), ', ')}]"
+                                                                   if int(p["replicas"]) >= 2 else
+                                                                   f"({_ci(lo, hi, int(p['replicas']))})"),
                                       f"T/T0 - 1 of compute + barrier phases, 95% CI over {p['replicas']} replicas; "
                                       f"T = {p.get('total_s', float('nan')):.4g} s", status, ref,
                                       role=PREDICTION))
     if run.has_table("jitter.points"):
         sec.tables.append(("Slowdown against task count",
                            points_for_people(run.read_table("jitter.points"), run.info["result"].get("freq_hz"))))
-    for name, cap in (("sweep", "Slowdown against tasks (log x)"), ("phases", "Phase durations (replica 0)")):
-        f = run.path / "plots" / f"{name}.png"
-        if f.is_file():
-            sec.figures.append((cap, f))
+    sec.figures += figures_of(run, (("sweep", "Slowdown against tasks (log x)"),
+                                    ("phases", "Phase durations (replica 0)")), plots)
     return sec
 
 
