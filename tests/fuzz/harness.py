@@ -25,18 +25,18 @@ HANG_WALL_S = 120  # wall-clock seconds, for a parse blocked without using the C
 
 
 @contextmanager
-def no_hang(what: str):
+def no_hang(what: str, cpu_s: float = HANG_S):
     """Fail a parse that spins for HANG_S of CPU time (ITIMER_PROF: a loaded machine, where the suite shares
     2 cores with others, does not count) or stays blocked for HANG_WALL_S."""
     def _spin(signum, frame):
-        raise AssertionError(f"{what} hung: {HANG_S} s of CPU time")
+        raise AssertionError(f"{what} hung: {cpu_s:g} s of CPU time")
 
     def _wall(signum, frame):
         raise AssertionError(f"{what} hung: blocked for {HANG_WALL_S} s")
 
     old_prof = signal.signal(signal.SIGPROF, _spin)
     old_alrm = signal.signal(signal.SIGALRM, _wall)
-    signal.setitimer(signal.ITIMER_PROF, HANG_S)
+    signal.setitimer(signal.ITIMER_PROF, cpu_s)
     signal.alarm(HANG_WALL_S)
     try:
         yield
@@ -47,10 +47,10 @@ def no_hang(what: str):
         signal.signal(signal.SIGALRM, old_alrm)
 
 
-def outcome(fn, *args, where: str | None = None, **kwargs):
+def outcome(fn, *args, where: str | None = None, hang_s: float = HANG_S, **kwargs):
     """(result, None) or (None, the HpcvarError); anything else propagates and fails the example. A given
     ``where`` must appear in the error's place (the flag, or the file's name)."""
-    with no_hang(getattr(fn, "__name__", "parser")):
+    with no_hang(getattr(fn, "__name__", "parser"), hang_s):
         try:
             return fn(*args, **kwargs), None
         except HpcvarError as e:

@@ -31,7 +31,11 @@ NO_METRICS = {"sim jitter", "sim app"}  # kinds that had (and have) nothing for 
 def old_runs(tmp: Path) -> Path:
     """The runs unpacked under ``tmp``: returns the runs directory."""
     with tarfile.open(ARCHIVE) as tar:
-        tar.extractall(tmp, filter="data")
+        # the "data" filter (PEP 706) where this Python has it: Debian 12's 3.11.2 does not (the archive is ours)
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(tmp, filter="data")
+        else:
+            tar.extractall(tmp)
     return tmp / "runs"
 
 

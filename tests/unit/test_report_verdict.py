@@ -204,6 +204,26 @@ def test_answer_rules_measurement_model_prediction():
     assert answer(Headline("noise", "80%", "m", SUSPECT, "preempted")).status == "UNRELIABLE"
 
 
+def test_a_bad_measurement_under_the_characterizations_load_is_unreliable():
+    """The demo on a machine whose other processes used 80% of the CPUs said DEGRADED for ACE's busy-wait 7.7% off
+    its request: a finding on a disturbed measurement makes the answer UNRELIABLE, the load first."""
+    from hpcvar.report.sections import Headline, Section
+
+    class R:
+        def __init__(self, info):
+            self.info, self.id = info, "r"
+
+    bad = Headline("busy-wait accuracy at 1.85 ms requested", "median +7.659%", "m", BAD, "off by more than 1%")
+    sections = [(R({"command": "bench ace", "params": {"step": "ace"}}), Section("s", [bad]))]
+    warn = "while the steps ran, other processes used 80% of this machine's CPUs (over 10%): ..."
+    for load, status in ((None, "DEGRADED"), ({"others_pct": 80.0, "warning": warn}, "UNRELIABLE")):
+        top = R({"command": "characterize", "load": load})
+        a = verdict.answer(verdict.Verdict(), [top], sections)
+        assert a.status == status, a.line()
+    assert a.line().startswith("UNRELIABLE: while the steps ran, other processes used 80%")
+    assert "ace: busy-wait accuracy at 1.85 ms requested median +7.659%" in a.line() and "under that load" in a.line()
+
+
 def test_a_prediction_on_a_suspect_recording_is_suspect(runs_dir, tmp_path):
     """The demo's case: jitSim replaying a recording whose collector was preempted (load, not OS noise) is
     suspect, never bad, whatever slowdown it predicts."""

@@ -240,9 +240,11 @@ def _label(run) -> str:
     return str((run.info.get("params") or {}).get("step") or run.info.get("command") or run.id)
 
 
-def _section_answers(sections: list) -> tuple[list[str], list[str]]:
+def _section_answers(sections: list, loaded: bool = False) -> tuple[list[str], list[str]]:
     """What the runs' sections say: a screen's own answer, the measurements judged bad (findings) or suspect
-    (reasons); models and predictions judge no machine."""
+    (reasons); models and predictions judge no machine. ``loaded``: other processes or the hypervisor took the
+    CPUs while the steps ran (the characterization's load warning), so a measurement judged bad rests on a
+    disturbed measurement: a reason, never a finding (a screen judges each item's load itself)."""
     findings: list[str] = []
     reasons: list[str] = []
     for run, sec in sections:
@@ -254,7 +256,8 @@ def _section_answers(sections: list) -> tuple[list[str], list[str]]:
             continue
         for h in sec.headlines:
             if h.role == MEASUREMENT and h.status == BAD:
-                findings.append(f"{label}: {h.label} {h.value} ({h.reference})")
+                (reasons if loaded else findings).append(
+                    f"{label}: {h.label} {h.value} ({h.reference})" + (", measured under that load" if loaded else ""))
             elif h.role == MEASUREMENT and h.status == SUSPECT:
                 reasons.append(f"{label}: {h.label}: {h.reference}")
     return findings, reasons
@@ -267,10 +270,11 @@ def answer(v: Verdict, tops: list, sections: list) -> Answer:
     against the baseline and failed expectations count too."""
     from hpcvar.expect import failure_text
 
-    findings, reasons = _section_answers(sections)
+    load = [w for w in ((top.info.get("load") or {}).get("warning") for top in tops) if w]
+    findings, reasons = _section_answers(sections, loaded=bool(load))
     reasons += [f"step {s.name} {s.status}" + (f": {s.detail}" if s.detail else "") for s in v.steps
                 if s.status in ("failed", "interrupted", "not run", "missing")]
-    reasons += [w for w in ((top.info.get("load") or {}).get("warning") for top in tops) if w]
+    reasons = load + reasons
     if v.baseline is not None:
         findings += [f"{r['metric']}: median {r['baseline_median']:.4g} -> {r['current_median']:.4g} {r['unit']} "
                      f"({r['change_pct']:+.0f}%) against baseline {v.baseline['baseline_id']}"
