@@ -18,7 +18,9 @@
  * tree of zero-byte messages (--barrier tree --arity k) in the simulator's
  * order: children of i are k*i+1..k*i+k; up: receive from every child (in
  * order of arrival), send to the parent; down: receive from the parent, send
- * to the children in index order.
+ * to the children in index order. Waits go through hv_wait / hv_barrier
+ * (--wait-us: MPI's spin, or test and yield / sleep, for ranks that share
+ * cores: a spinning rank would take the CPU its neighbour computes on).
  *
  * Times are ns since rank 0's clock reading after a start barrier (broadcast):
  * ranks of one node share the TSC (invariant) or CLOCK_MONOTONIC_RAW, so all
@@ -61,7 +63,7 @@ static uint64_t hv_work(uint64_t n, uint64_t x) {
 
 typedef struct { /* the validated options */
     double quantum_ns;
-    long phases, warmup, reps, first_rep, arity, fixed_iters, rt_prio;
+    long phases, warmup, reps, first_rep, arity, fixed_iters, rt_prio, wait_us;
     const char *barrier;
     int pin;
 } bsp_config;
@@ -112,14 +114,23 @@ static void tree_barrier(const hv_ctx *ctx, int arity) {
     long first = (long)arity * r + 1;
     int nchild = 0;
     for (long c = first; c < first + arity && c < n; c++) nchild++;
-    for (int i = 0; i < nchild; i++) /* in order of arrival */
-        HV_MPI_CHECK(MPI_Recv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, TAG_UP, ctx->comm, MPI_STATUS_IGNORE));
+    MPI_Request q;
+    /* each message is a nonblocking call and hv_wait: MPI_Wait, or test and yield / sleep (--wait-us) */
+    for (int i = 0; i < nchild; i++) { /* in order of arrival */
+        HV_MPI_CHECK(MPI_Irecv(NULL, 0, MPI_BYTE, MPI_ANY_SOURCE, TAG_UP, ctx->comm, &q));
+        hv_wait(ctx, &q);
+    }
     if (r > 0) {
         const int parent = (r - 1) / arity;
-        HV_MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, parent, TAG_UP, ctx->comm));
-        HV_MPI_CHECK(MPI_Recv(NULL, 0, MPI_BYTE, parent, TAG_DOWN, ctx->comm, MPI_STATUS_IGNORE));
+        HV_MPI_CHECK(MPI_Isend(NULL, 0, MPI_BYTE, parent, TAG_UP, ctx->comm, &q));
+        hv_wait(ctx, &q);
+        HV_MPI_CHECK(MPI_Irecv(NULL, 0, MPI_BYTE, parent, TAG_DOWN, ctx->comm, &q));
+        hv_wait(ctx, &q);
     }
-    for (int i = 0; i < nchild; i++) HV_MPI_CHECK(MPI_Send(NULL, 0, MPI_BYTE, (int)(first + i), TAG_DOWN, ctx->comm));
+    for (int i = 0; i < nchild; i++) {
+        HV_MPI_CHECK(MPI_Isend(NULL, 0, MPI_BYTE, (int)(first + i), TAG_DOWN, ctx->comm, &q));
+        hv_wait(ctx, &q);
+    }
 }
 
 static unsigned long host_hash(void) {
@@ -192,9 +203,9 @@ static uint64_t timed_phases(bsp_run *r) {
     for (long i = 0; i < r->cfg->warmup; i++) {
         x = hv_work(iters, x);
         if (tree) tree_barrier(ctx, (int)arity);
-        else HV_MPI_CHECK(MPI_Barrier(ctx->comm));
+        else hv_barrier(ctx);
     }
-    HV_MPI_CHECK(MPI_Barrier(ctx->comm));
+    hv_barrier(ctx);
     uint64_t origin = hv_ticks(&ctx->timer);
     if (r->common_clock) HV_MPI_CHECK(MPI_Bcast(&origin, 1, MPI_UINT64_T, 0, ctx->comm));
     /* the timed loop: clock, work, clock, barrier, clock, store */
@@ -204,7 +215,7 @@ static uint64_t timed_phases(bsp_run *r) {
         x = hv_work(iters, x);
         tc[i] = hv_ticks(&ctx->timer);
         if (tree) tree_barrier(ctx, (int)arity);
-        else HV_MPI_CHECK(MPI_Barrier(ctx->comm));
+        else hv_barrier(ctx);
         now = hv_ticks(&ctx->timer);
         te[i] = now;
         cpu[i] = sched_getcpu();
@@ -254,12 +265,15 @@ int main(int argc, char **argv) {
         HV_OPT_LONG(bsp_config, fixed_iters, "work-iters", 0, 1L << 62, "iterations per quantum (0: calibrate)"),
         HV_OPT_FLAG(bsp_config, pin, "pin", "pin rank r to the (r mod n)-th of the n allowed CPUs"),
         HV_OPT_LONG(bsp_config, rt_prio, "rt-prio", 0, 99, "SCHED_FIFO priority of the ranks (0: normal scheduler)"),
+        HV_OPT_LONG(bsp_config, wait_us, "wait-us", -1, 1000000L,
+                    "how a barrier waits: 0 MPI's spin, -1 test and yield, N test and sleep N us"),
     };
     hv_ctx ctx;
     bsp_config cfg = {0};
     hv_ctx_init_config(&ctx, &argc, &argv, "hv_bsp", opts, sizeof opts / sizeof opts[0], &cfg);
     bsp_run r = {.ctx = &ctx, .cfg = &cfg, .tree = tree_barrier_asked(&cfg), .x = (uint64_t)ctx.rank + 1};
     set_scheduling(&ctx, &cfg);
+    hv_set_wait(&ctx, (int)cfg.wait_us);
     r.common_clock = on_one_host(&ctx);
     r.iters = cfg.fixed_iters > 0 ? (uint64_t)cfg.fixed_iters : calibrate(&ctx.timer, cfg.quantum_ns, &r.sink);
     r.calib_ns = hv_ticks_to_ns(&ctx.timer, time_work_min(&ctx.timer, r.iters, 5, &r.sink));

@@ -26,6 +26,7 @@ enum hv_op {
     OP_ALLGATHERV,
     OP_ALLTOALL,
     OP_ALLTOALLV,
+    OP_PROBE, /* a successful MPI_Iprobe, or MPI_Probe: the message is there (not received) */
     OP_COUNT
 };
 

@@ -1,8 +1,8 @@
 /* Lowering of trace rows into the replay's op arrays (see replay.h): the compiled twin of
  * hpcvar.sim.replay_ref.lower + hpcvar.sim.replay_native.encode. Rows arrive sorted by task and seq;
- * each task's ops are, in order: a compute op for a positive gap since the previous row's end, then
- * the row's own ops (a send or receive post, a wait, or a collective's steps as posts + a wait per
- * step, as hpcvar.traces.collectives). Match keys become dense ids in order of first use; the request
+ * each task's ops are, in order: a compute op for a positive gap since the previous row's end (less the
+ * row's polls, or its CPU time: replay_ref.compute_ns), then the row's own ops (a send, receive or probe
+ * post, a wait, or a collective's steps as posts + a wait per step, as hpcvar.traces.collectives). Match keys become dense ids in order of first use; the request
  * of a point-to-point row is its row index, a wait for a request that does not exist gets the id nrows
  * (never completed), and the requests of collective steps follow. */
 #include "hv_ops.h"
@@ -470,17 +470,28 @@ static int comm_index(const hv_rp_lower_config *c, int32_t comm) {
 typedef struct {
     int64_t t, base, nrow_t, never;
     int have_prev;
-    int64_t prev_end;
+    int64_t prev_end, polls;
     mpi_acc mpi;
 } task_pass;
 
-/* The compute gap before row g, and the measured side: span, and the union of the MPI rows' intervals. */
+/* The compute before a row whose gap since the previous row's end is gap > 0 (replay_ref.compute_ns): the gap
+ * less the row's polls; with compute = 1, its CPU time where recorded, never above that. */
+static int64_t compute_ns(const hv_rp_lower_config *c, int64_t g, int64_t gap) {
+    int64_t w = gap - (c->poll ? c->poll[g] : 0);
+    if (c->compute == 1 && c->cpu && c->cpu[g] >= 0 && c->cpu[g] < w) w = c->cpu[g];
+    return w;
+}
+
+/* The compute before row g, and the measured side: span, the union of the MPI rows' intervals, the polls. */
 static void gap_and_measure(lw *L, task_pass *x, int64_t g) {
     hv_rp_lower_config *c = L->c;
     int64_t ts = c->t_start[g], te = c->t_end[g];
     if (x->have_prev) {
         int64_t gap = ts - x->prev_end;
-        if (gap > 0) emit(L, HV_RP_COMPUTE, -1, (double)gap * 1e-9, -1, -1, -1);
+        if (gap > 0) {
+            int64_t w = compute_ns(c, g, gap);
+            if (w > 0) emit(L, HV_RP_COMPUTE, -1, (double)w * 1e-9, -1, -1, -1);
+        }
         if (te > x->prev_end) x->prev_end = te;
     } else {
         x->prev_end = te;
@@ -491,6 +502,7 @@ static void gap_and_measure(lw *L, task_pass *x, int64_t g) {
         if (ts < c->first_start[t]) c->first_start[t] = ts;
         if (te > c->last_end[t]) c->last_end[t] = te;
         if (c->op[g] != OP_INIT && c->op[g] != OP_FINALIZE) mpi_add(&x->mpi, ts, te);
+        if (c->poll) x->polls += c->poll[g];
     }
 }
 
@@ -533,6 +545,12 @@ static int lower_p2p(lw *L, const task_pass *x, int64_t g, int op) {
             wait_req(L, seq >= 1 ? g - 1 : never);
             wait_req(L, g);
         }
+        return 0;
+    case OP_PROBE: /* waits for the message its receive will match; a probe of no task has none */
+        if (peer < 0 || peer >= c->ntasks) break;
+        emit(L, HV_RP_PROBE, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), g, g);
+        emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
+        wait_req(L, g);
         return 0;
     case OP_WAIT: {
         int64_t r = c->req[g];
@@ -604,7 +622,7 @@ static int lower_collective(lw *L, steps_t *S, const task_pass *x, int64_t g, in
 
 static int is_p2p(int op) {
     return op == OP_INIT || op == OP_FINALIZE || op == OP_SEND || op == OP_ISEND || op == OP_SENDRECV ||
-           op == OP_RECV || op == OP_IRECV || op == OP_SENDRECV_RECV || op == OP_WAIT;
+           op == OP_RECV || op == OP_IRECV || op == OP_SENDRECV_RECV || op == OP_WAIT || op == OP_PROBE;
 }
 
 /* One task's rows into ops; 0, or -1 to stop. */
@@ -622,6 +640,7 @@ static int lower_task(lw *L, steps_t *S, int64_t t) {
     if (L->fill) {
         c->mpi_ns[t] = x.mpi.sum;
         if (x.mpi.unsorted && mpi_resorted(L, x.base, c->row_off[t + 1], &c->mpi_ns[t])) return -1;
+        c->mpi_ns[t] = c->mpi_ns[t] + (double)x.polls;
     }
     return 0;
 }

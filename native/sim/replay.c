@@ -9,12 +9,12 @@
 
 /* ---- the event heap: ordered by (time, insertion counter) like Python's heapq of tuples ------ */
 
-enum { EV_TASK = 0, EV_LATENCY = 1, EV_FINISH = 3, EV_SEND_DONE = 4 }; /* shared transfers: flow events */
+enum { EV_TASK = 0, EV_LATENCY = 1, EV_FINISH = 3, EV_SEND_DONE = 4, EV_PROBE = 5 }; /* shared: flow events */
 
 typedef struct {
     double t;
     int64_t cnt;
-    int64_t obj; /* task or transfer */
+    int64_t obj; /* task, transfer, or request (EV_PROBE) */
     int64_t ver; /* unused */
     int32_t kind, pad;
 } hv_ev;
@@ -68,6 +68,8 @@ typedef struct {
     double nbytes, bw, lat, remaining, rate, last, data_start, end, posted;
     double et, st;     /* a shared transfer's pending events: its data end, its send's completion (buffered) */
     int64_t ecnt, scnt; /* ... their heap counters (-1: none pending); see flow events below */
+    double env;       /* a rendezvous message: when its request reaches the receiver (what a probe waits for) */
+    int64_t probe_rq; /* an eager message: the probe waiting for its transfer to end (finish), or -1 */
     int64_t op, sreq, rreq, next; /* next: FIFO link in the unsent queue of its key, or free list */
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
@@ -88,6 +90,7 @@ typedef struct {
     int32_t *us_head, *us_tail; /* per key: FIFO of unsent transfers (slot ids) */
     int32_t *ur_head, *ur_tail; /* per key: FIFO of posted receives (op indices) */
     int32_t *ur_next;           /* per op: next receive in its FIFO */
+    int64_t *probing;           /* per key: the request of a probe waiting for a send to be posted, or -1 */
     int64_t *active;            /* transfers in their data phase (contention models), in arrival order */
     int64_t *ares;              /* 2 per active transfer: its source node, nnodes + its destination node */
     int64_t nactive;
@@ -723,12 +726,30 @@ static int finish(hv_rp *s, int64_t xi, double now) {
         }
         c->kinds[4 * x->src + x->kind] += 1;
     }
-    int64_t sreq = x->sreq, rreq = x->rreq;
+    int64_t sreq = x->sreq, rreq = x->rreq, prq = x->probe_rq;
     int send_open = !x->eager && !x->sdone;
+    x->probe_rq = -1;
     if (rreq >= 0) xfree(s, xi); /* matched and done: nothing refers to it any more */
     if (send_open && complete(s, sreq, now)) return -1;
     if (rreq >= 0 && complete(s, rreq, now)) return -1;
+    if (prq >= 0 && complete(s, prq, now)) return -1;
     return 0;
+}
+
+/* the probe rq (at time t) completes when transfer xi is there: an eager message's transfer ended, a rendezvous
+ * message's request arrived (replay_ref.RefEngine.probe_target) */
+static int probe_target(hv_rp *s, int64_t xi, int64_t rq, double t) {
+    hv_xfer *x = &s->x[xi];
+    if (x->eager) {
+        if (x->done) s->done_at[rq] = x->end;
+        else x->probe_rq = rq;
+        return 0;
+    }
+    if (x->env <= t) {
+        s->done_at[rq] = x->env;
+        return 0;
+    }
+    return push(s, x->env, EV_PROBE, rq, 0);
 }
 
 static int64_t xalloc(hv_rp *s) {
@@ -848,11 +869,14 @@ static int post_send(hv_rp *s, int64_t task, int64_t p, double t) {
     if (a == b) x->bw = c->shm_bandwidth, x->lat = c->shm_latency;
     else link_of(c, a, b, &x->bw, &x->lat);
     x->eager = c->val[p] <= c->eager;
+    x->env = t + x->lat;
+    if (a != b && c->rndv_first > 0) x->env = x->env + (c->rndv_first < x->nbytes ? c->rndv_first : x->nbytes) / x->bw;
     if (!x->eager) x->lat = x->lat + (a == b ? c->shm_rndv_latency : c->rndv_latency);
     x->buffered = a != b && !x->eager && c->send_buffer > 0;
     x->posted = t;
     x->next = -1;
     x->end = -1.0;
+    x->probe_rq = -1;
     int64_t key = c->key[p];
     int64_t q = s->ur_head[key];
     if (q >= 0) {
@@ -865,8 +889,23 @@ static int post_send(hv_rp *s, int64_t task, int64_t p, double t) {
         else s->us_head[key] = (int32_t)xi;
         s->us_tail[key] = (int32_t)xi;
         if (x->eager && start(s, xi, t)) return -1;
+        int64_t prq = s->probing[key]; /* a probe waiting for this key's next unexpected send */
+        if (prq >= 0) {
+            s->probing[key] = -1;
+            if (probe_target(s, xi, prq, t)) return -1;
+        }
     }
-    if (x->eager) s->done_at[x->sreq] = t;
+    if (s->x[xi].eager) s->done_at[s->x[xi].sreq] = t;
+    return 0;
+}
+
+/* A probe: the first unexpected send of its key (no posted receive took it), or the next one posted. 0, or -1 if
+ * memory runs out. */
+static int post_probe(hv_rp *s, int64_t p, double t) {
+    hv_rp_config *c = s->c;
+    int64_t key = c->key[p], xi = s->us_head[key];
+    if (xi >= 0) return probe_target(s, xi, c->req[p], t);
+    s->probing[key] = c->req[p];
     return 0;
 }
 
@@ -953,6 +992,8 @@ static int step(hv_rp *s, int64_t task) {
             if (post_send(s, task, p, t)) return -1;
         } else if (k == HV_RP_RECV) {
             if (post_recv(s, p, t)) return -1;
+        } else if (k == HV_RP_PROBE) {
+            if (post_probe(s, p, t)) return -1;
         } else { /* wait */
             int64_t need = wait_requests(s, task, p, &t);
             if (need) {
@@ -1000,6 +1041,7 @@ static int rp_alloc(hv_rp *s) {
     ALLOC(s->ur_head, c->nkeys);
     ALLOC(s->ur_tail, c->nkeys);
     ALLOC(s->ur_next, c->nops);
+    ALLOC(s->probing, c->nkeys);
     ALLOC(s->n_out, nn);
     ALLOC(s->n_in, nn);
     ALLOC(s->top, nn);
@@ -1022,7 +1064,7 @@ static void rp_free(hv_rp *s) {
                    s->pen,     s->frozen,  s->n_out,      s->n_in,      s->top,         s->card,      s->top2,
                    s->card2,   s->cap,     s->users,      s->touched,   s->uf,          s->first_src, s->first_dst,
                    s->comp_of, s->members, s->comp_start, s->comp_fill, s->bits,        s->coef,      s->hits,
-                   s->order,   s->ares,    s->deg,        s->mark};
+                   s->order,   s->ares,    s->deg,        s->mark,      s->probing};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memo_free(s->memo);
 }
@@ -1032,6 +1074,7 @@ static void rp_reset(hv_rp *s) {
     hv_rp_config *c = s->c;
     for (int64_t i = 0; i < c->nreqs; i++) s->done_at[i] = -1.0, s->waiting[i] = -1;
     for (int64_t i = 0; i < c->nkeys; i++) s->us_head[i] = s->us_tail[i] = s->ur_head[i] = s->ur_tail[i] = -1;
+    for (int64_t i = 0; i < c->nkeys; i++) s->probing[i] = -1;
     if (c->row_start)
         for (int64_t i = 0; i < c->nrows; i++) c->row_start[i] = c->row_end[i] = -1.0;
     for (int64_t t = 0; t < c->ntasks; t++) {
@@ -1070,8 +1113,9 @@ static int on_latency(hv_rp *s, int64_t xi, double now) {
     return push(s, now + x->nbytes / x->bw, EV_FINISH, xi, 0) ? HV_RP_ENOMEM : 0;
 }
 
-/* The earliest flow event (s->fmin): a shared transfer's data has all arrived (it leaves the shared ones and
- * the others' rates are recomputed), or its send completes (at most the send buffer left). */
+/* The earliest flow event (s->fmin): a shared transfer's data has all arrived (it leaves the shared ones, finish
+ * completes its requests and the probe waiting for it, if any, and the others' rates are recomputed), or its send
+ * completes (at most the send buffer left). */
 static int on_flow_event(hv_rp *s) {
     const int64_t k = s->fmin, xi = s->active[k];
     hv_xfer *x = &s->x[xi];
@@ -1110,6 +1154,7 @@ static int on_event(hv_rp *s, const hv_ev *ev) {
         x->sdone = 1;
         return complete(s, x->sreq, now) ? HV_RP_ENOMEM : 0;
     }
+    if (ev->kind == EV_PROBE) return complete(s, ev->obj, now) ? HV_RP_ENOMEM : 0; /* a rendezvous request arrived */
     return finish(s, ev->obj, now) ? HV_RP_ENOMEM : 0;
 }
 

@@ -11,7 +11,7 @@
 
 #include <stdint.h>
 
-enum { HV_RP_COMPUTE = 0, HV_RP_SEND = 1, HV_RP_RECV = 2, HV_RP_WAIT = 3 };
+enum { HV_RP_COMPUTE = 0, HV_RP_SEND = 1, HV_RP_RECV = 2, HV_RP_WAIT = 3, HV_RP_PROBE = 4 };
 enum { HV_RP_NONE = 0, HV_RP_MAXMIN = 1, HV_RP_GIGE = 2, HV_RP_MYRINET = 3 };
 enum { HV_RP_OK = 0, HV_RP_ENOMEM = -1, HV_RP_ESTATES = -2 };
 
@@ -36,10 +36,10 @@ typedef struct {
     /* ops of task t: [task_off[t], task_off[t+1]) */
     const int64_t *task_off;
     const int8_t *kind; /* HV_RP_* per op */
-    const int32_t *peer; /* send: destination task; recv: source task; wait: number of requests */
-    const double *val; /* compute: seconds; send/recv: bytes */
-    const int32_t *key; /* send/recv: match key id in [0, nkeys) */
-    const int32_t *req; /* send/recv: request id in [0, nreqs); wait: offset into wreq */
+    const int32_t *peer; /* send: destination task; recv, probe: source task; wait: number of requests */
+    const double *val; /* compute: seconds; send/recv/probe: bytes */
+    const int32_t *key; /* send/recv/probe: match key id in [0, nkeys) */
+    const int32_t *req; /* send/recv/probe: request id in [0, nreqs); wait: offset into wreq */
     const int32_t *wreq; /* request ids of the waits */
     const int32_t *row; /* trace row id in [0, nrows) or -1 */
     const int32_t *node_of; /* node of each task */
@@ -71,11 +71,13 @@ int hv_rp_config_size(void);
 
 typedef struct {
     int64_t nrows, ntasks;
-    int32_t algo, pad0; /* 0 binomial, 1 recdoub, 2 ring */
+    int32_t algo;    /* 0 binomial, 1 recdoub, 2 ring */
+    int32_t compute; /* 0: compute = the gap less the polls; 1: its CPU time where cpu[row] >= 0 (never more) */
     const int64_t *row_off; /* ntasks + 1: rows of task t */
     const int8_t *op; /* op codes of hpcvar.traces.parquet.OPS */
     const int32_t *peer, *tag, *comm;
     const int64_t *bytes, *t_start, *t_end, *req;
+    const int64_t *poll, *cpu; /* or NULL: the optional columns poll_ns and cpu_ns */
     int64_t ncomms;
     const int32_t *comm_id; /* sorted ascending */
     const int64_t *comm_off; /* ncomms + 1 into comm_mem */
@@ -90,7 +92,8 @@ typedef struct {
     int32_t *req_out, *wreq;
     int32_t *row;
     /* the measured side, in the same pass (fill pass): per task the union of its MPI rows' [t_start,
-     * t_end] (init/finalize excluded; ns, summed as hpcvar.sim.app.mpi_time_s does), the first start and
+     * t_end] (init/finalize excluded; ns, summed as hpcvar.sim.replay.mpi_time_s does) plus its polls, the first
+     * start and
      * the last end of all its rows (a task whose MPI rows are not in (t_start, t_end) order has them
      * sorted first, as mpi_time_s does) */
     double *mpi_ns;

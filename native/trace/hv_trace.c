@@ -2,11 +2,17 @@
  * call that moves data or synchronizes (LD_PRELOAD it, or link it before the
  * MPI library).
  *
- * Hot path: read the clock, call PMPI, read the clock, fill one 48-byte record
+ * Hot path: read the clock, call PMPI, read the clock, fill one 88-byte record
  * in a preallocated chunk (chunks of HV_CHUNK records, allocated and touched
  * ahead of use, so no allocation happens in a call except once per
  * HV_CHUNK records). Nothing is written before MPI_Finalize (or MPI_Abort /
  * exit, best effort).
+ *
+ * Polls: a call that finds nothing (MPI_Iprobe without a message, MPI_Test*
+ * without a completed request) writes no record; its time is added to the next
+ * record's poll time (and counted), so a program that spins on MPI_Iprobe or
+ * MPI_Test shows that time as time inside MPI, not as computation. A successful
+ * MPI_Iprobe (or MPI_Probe) is a record of its own (OP_PROBE).
  *
  * Clock: the cheaper of rdtsc (only where the CPU reports an invariant TSC)
  * and vDSO clock_gettime(CLOCK_MONOTONIC_RAW), both costs measured at
@@ -15,11 +21,19 @@
  * pairs (MPI_Init exit, MPI_Finalize entry), so the rate is exact over the
  * run. HV_TRACE_CLOCK=tsc|mono forces a clock.
  *
+ * CPU time (HV_TRACE_CPU=1; off by default: a thread CPU clock read is a
+ * system call, 0.3-1 us here): the calling thread's CLOCK_THREAD_CPUTIME_ID at
+ * each call's entry and exit, and the CPU time inside the polls, so that the
+ * CPU time of the computation between two calls is known as well as its wall
+ * time (docs/replay.md, "Compute as CPU time").
+ *
  * Output: $HV_TRACE_DIR/rank.<world rank>.hvt (default: the current
  * directory): a text header of key=value lines ended by "end\n", the records
- * (little-endian, 48 bytes: int64 t_start_ns, t_end_ns, bytes, req; int32 op,
- * peer, tag, comm), then one line per communicator "comm <id> <n> <world ranks...>".
- * hpcvar trace merges the files into the native Parquet trace. */
+ * (little-endian, 88 bytes: int64 t_start_ns, t_end_ns, bytes, req, cpu_start_ns,
+ * cpu_end_ns, poll_ns, poll_cpu_ns; int32 op, peer, tag, comm, npoll, pad), then
+ * one line per communicator "comm <id> <n> <world ranks...>". hpcvar trace
+ * merges the files into the native Parquet trace. Format history: HVTRACE 1,
+ * 48-byte records (no CPU time, no polls); HVTRACE 2, this one. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -30,24 +44,70 @@
 
 typedef struct {
     int64_t t0, t1, bytes, req;
+    int64_t cpu0, cpu1;     /* thread CPU clock at entry and exit (ns); -1 without HV_TRACE_CPU */
+    int64_t poll, poll_cpu; /* since the previous record: time in failed polls (ticks until written, then ns), and
+                               the CPU time in them (ns; 0 without HV_TRACE_CPU) */
     int32_t op, peer, tag, comm;
+    int32_t npoll, pad; /* failed polls since the previous record */
 } hv_rec;
 
-#define HV_CHUNK (1 << 16) /* records per chunk: 3 MiB */
+#define HV_CHUNK (1 << 16) /* records per chunk: 5.5 MiB */
 
 static hv_rec **chunks;
 static size_t nchunks, chunks_cap, nrec;
 static hv_rec *cur;       /* current chunk */
 static size_t cur_left;   /* free records in it */
-static int tsc_mode, world_rank = -1, world_size, written, active;
+static int tsc_mode, cpu_mode, world_rank = -1, world_size, written, active;
 static uint64_t anchor_tick0, anchor_ns0, anchor_tick1, anchor_ns1;
-static double cost_tsc_ns, cost_mono_ns;
+static double cost_tsc_ns, cost_mono_ns, cost_cpu_ns;
+static uint64_t poll_ticks; /* failed polls since the last record: their time, CPU time and count */
+static int64_t poll_cpu;
+static int32_t npoll;
+/* the spin threshold (HV_TRACE_SPIN_NS, default 10 us) in clock ticks: a gap shorter than this between a failed
+ * poll and the next call is the loop that polls, counted as polling, not computation */
+static uint64_t spin_ticks;
 
 static inline uint64_t now(void) {
 #if HV_HAVE_TSC
     if (tsc_mode) return __rdtsc();
 #endif
     return hv_mono_ns();
+}
+
+static inline int64_t cpu_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* a call's entry or exit: the clock, and the thread's CPU clock with HV_TRACE_CPU (the CPU clock is read inside
+ * the wall-clock reads, so the CPU time between two calls lies within their wall-clock gap) */
+typedef struct {
+    uint64_t t;
+    int64_t c;
+    int run; /* the entry of a poll that continues a run of polls (its CPU clock was not read) */
+} hv_st;
+
+/* Runs of polls: failed polls separated by gaps shorter than the spin threshold. A run's time, gaps included, is
+ * polling (MPI time); with HV_TRACE_CPU its CPU time is the CPU clock from the run's first entry to its last exit
+ * (read at each poll's exit and at a run's first entry only: one system call per poll, not two). */
+static hv_st last_poll; /* the exit of the last poll of the current run (t = 0: no run) */
+static int64_t run_c0;  /* HV_TRACE_CPU: the CPU clock at the entry of the run's first poll */
+
+static inline hv_st enter(void) {
+    hv_st s;
+    s.t = now();
+    s.c = cpu_mode ? cpu_now() : -1;
+    s.run = 0;
+    return s;
+}
+
+static inline hv_st leave(void) {
+    hv_st s;
+    s.c = cpu_mode ? cpu_now() : -1;
+    s.t = now();
+    s.run = 0;
+    return s;
 }
 
 static void die(const char *what) {
@@ -63,7 +123,7 @@ static void new_chunk(void) {
         chunks = c;
     }
     hv_rec *c = malloc(HV_CHUNK * sizeof *c);
-    if (!c) die("out of memory for a trace chunk (3 MiB)");
+    if (!c) die("out of memory for a trace chunk (5.5 MiB)");
     memset(c, 0, HV_CHUNK * sizeof *c); /* touch now, not inside a timed call */
     chunks[nchunks++] = c;
     cur = c;
@@ -80,16 +140,74 @@ static inline hv_rec *next_rec(void) {
     return &cur[HV_CHUNK - cur_left - 1];
 }
 
-static inline void put(int op, uint64_t t0, uint64_t t1, int peer, int64_t bytes, int tag, int comm, int64_t req) {
+static inline int in_spin(uint64_t t) { return last_poll.t && t >= last_poll.t && t - last_poll.t < spin_ticks; }
+
+/* the run of polls ends; its CPU time, from its first entry to the CPU clock c, is polling */
+static inline void run_end(int64_t c) {
+    if (cpu_mode) poll_cpu += c - run_c0;
+    last_poll.t = 0;
+}
+
+/* a recorded call entered at a (its CPU clock read): a run of polls that ended within the spin threshold extends to
+ * this entry (the loop around the polls); an older one ended at its last poll */
+static inline void before_record(hv_st a) {
+    if (!last_poll.t) return;
+    if (in_spin(a.t)) {
+        poll_ticks += a.t - last_poll.t;
+        run_end(a.c);
+    } else {
+        run_end(last_poll.c);
+    }
+}
+
+static inline void put(int op, hv_st a, hv_st b, int peer, int64_t bytes, int tag, int comm, int64_t req) {
+    int64_t c0 = a.c;
+    if (a.run) { /* a poll that continued a run and found something: the run ends at its exit */
+        c0 = b.c;
+        if (last_poll.t) run_end(b.c);
+    } else {
+        before_record(a);
+    }
     hv_rec *r = next_rec();
-    r->t0 = (int64_t)t0;
-    r->t1 = (int64_t)t1;
+    r->t0 = (int64_t)a.t;
+    r->t1 = (int64_t)b.t;
     r->bytes = bytes;
     r->req = req;
+    r->cpu0 = c0;
+    r->cpu1 = b.c;
+    r->poll = (int64_t)poll_ticks;
+    r->poll_cpu = poll_cpu;
     r->op = op;
     r->peer = peer;
     r->tag = tag;
     r->comm = comm;
+    r->npoll = npoll;
+    r->pad = 0;
+    poll_ticks = 0, poll_cpu = 0, npoll = 0;
+}
+
+/* the entry of a call that may find nothing (MPI_Iprobe, MPI_Test*): the clock, and the CPU clock only when it
+ * starts a run of polls (c = -1 when it continues one) */
+static inline hv_st poll_enter(void) {
+    hv_st s;
+    s.t = now();
+    s.c = -1;
+    s.run = in_spin(s.t);
+    if (s.run) { /* the gap since the last poll is the loop around the polls */
+        poll_ticks += s.t - last_poll.t;
+    } else {
+        if (last_poll.t) run_end(last_poll.c);
+        if (cpu_mode) s.c = run_c0 = cpu_now();
+    }
+    return s;
+}
+
+/* it found nothing (or nothing the tracer follows): no record, its time goes to the next one. A call that found
+ * something is recorded with put(), which ends the run (the CPU time of a call that continued a run is the run's) */
+static inline void polled(hv_st a, hv_st b) {
+    poll_ticks += b.t - a.t;
+    npoll++;
+    last_poll = b;
 }
 
 /* ---- communicators: a small table, handle -> id and rank translation ---- */
@@ -203,9 +321,9 @@ static hv_pend pend_take(uint64_t k) {
 }
 
 /* A request completed: record one wait row; patch an Irecv's peer/bytes/tag. */
-static inline void completed(uint64_t key, const MPI_Status *st, uint64_t t0, uint64_t t1) {
+static inline int completed(uint64_t key, const MPI_Status *st, hv_st a, hv_st b) {
     hv_pend p = pend_take(key);
-    if (p.idx < 0) return; /* not ours (persistent, generalized, file I/O) */
+    if (p.idx < 0) return 0; /* not ours (persistent, generalized, file I/O) */
     hv_rec *r = rec_at((size_t)p.idx);
     if (r->op == OP_IRECV && st && st != MPI_STATUS_IGNORE && st->MPI_SOURCE >= 0) {
         int cnt = 0;
@@ -214,7 +332,8 @@ static inline void completed(uint64_t key, const MPI_Status *st, uint64_t t0, ui
         r->tag = st->MPI_TAG;
         if (cnt != MPI_UNDEFINED) r->bytes = cnt;
     }
-    put(OP_WAIT, t0, t1, r->peer, r->bytes, r->tag, r->comm, p.idx);
+    put(OP_WAIT, a, b, r->peer, r->bytes, r->tag, r->comm, p.idx);
+    return 1;
 }
 
 /* ---- output ---- */
@@ -237,15 +356,17 @@ static void write_trace(const char *why) {
         return;
     }
     fprintf(f,
-            "HVTRACE 1\nrank=%d\nsize=%d\nclock=%s\nticks_per_ns=%.9f\nclock_cost_tsc_ns=%.2f\n"
-            "clock_cost_mono_ns=%.2f\nend_reason=%s\nrecords=%zu\nrecord_bytes=%zu\nend\n",
-            world_rank, world_size, tsc_mode ? "tsc" : "mono", tpn, cost_tsc_ns, cost_mono_ns, why, nrec,
-            sizeof(hv_rec));
+            "HVTRACE 2\nrank=%d\nsize=%d\nclock=%s\nticks_per_ns=%.9f\nclock_cost_tsc_ns=%.2f\n"
+            "clock_cost_mono_ns=%.2f\ncpu=%s\nclock_cost_cpu_ns=%.2f\nspin_ns=%.0f\nend_reason=%s\nrecords=%zu\n"
+            "record_bytes=%zu\nend\n",
+            world_rank, world_size, tsc_mode ? "tsc" : "mono", tpn, cost_tsc_ns, cost_mono_ns,
+            cpu_mode ? "thread" : "none", cost_cpu_ns, (double)spin_ticks / tpn, why, nrec, sizeof(hv_rec));
     for (size_t i = 0; i < nrec; i++) {
         hv_rec r = *rec_at(i);
         if (tsc_mode) {
             r.t0 = (int64_t)anchor_ns0 + (int64_t)((double)((int64_t)((uint64_t)r.t0 - anchor_tick0)) / tpn);
             r.t1 = (int64_t)anchor_ns0 + (int64_t)((double)((int64_t)((uint64_t)r.t1 - anchor_tick0)) / tpn);
+            r.poll = (int64_t)((double)r.poll / tpn);
         }
         fwrite(&r, sizeof r, 1, f);
     }
@@ -258,6 +379,20 @@ static void write_trace(const char *why) {
 }
 
 static void at_exit(void) { write_trace("exit-without-finalize"); }
+
+/* Cost of one read of the thread CPU clock (ns): the minimum over 7 batches of 64 reads. */
+static double cpu_clock_cost(void) {
+    double best = 1e30;
+    volatile int64_t sink = 0;
+    for (int b = 0; b < 7; b++) {
+        uint64_t a = hv_mono_ns();
+        for (int i = 0; i < 64; i++) sink += cpu_now();
+        double c = (double)(hv_mono_ns() - a) / 64.0;
+        if (c < best) best = c;
+    }
+    (void)sink;
+    return best;
+}
 
 /* Cost of one clock read (ns): the minimum over 7 batches of 256 reads. */
 static double clock_cost(int tsc) {
@@ -280,6 +415,19 @@ static double clock_cost(int tsc) {
     return best;
 }
 
+/* TSC ticks per ns over about 2 ms: enough for the spin threshold (the trace's times use the exact rate, taken
+ * over the whole run at the end) */
+static double tick_rate(void) {
+#if HV_HAVE_TSC
+    uint64_t m0 = hv_mono_ns(), c0 = __rdtsc(), m1;
+    do m1 = hv_mono_ns();
+    while (m1 - m0 < 2000000);
+    return (double)(__rdtsc() - c0) / (double)(m1 - m0);
+#else
+    return 1.0;
+#endif
+}
+
 static void after_init(void) {
     PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
     PMPI_Comm_size(MPI_COMM_WORLD, &world_size);
@@ -291,6 +439,12 @@ static void after_init(void) {
     if (ck && strcmp(ck, "tsc") == 0) tsc_mode = tsc_ok;
     else if (ck && strcmp(ck, "mono") == 0) tsc_mode = 0;
     else tsc_mode = tsc_ok && cost_tsc_ns <= cost_mono_ns;
+    const char *spin = getenv("HV_TRACE_SPIN_NS");
+    double spin_ns = spin && *spin ? atof(spin) : 10000.0;
+    spin_ticks = (uint64_t)(spin_ns > 0 ? spin_ns * (tsc_mode ? tick_rate() : 1.0) : 0.0);
+    const char *cpu = getenv("HV_TRACE_CPU");
+    cpu_mode = cpu && *cpu && strcmp(cpu, "0") != 0;
+    cost_cpu_ns = cpu_mode ? cpu_clock_cost() : 0.0;
     comm_index(MPI_COMM_WORLD); /* id 0 */
     new_chunk();
     atexit(at_exit);
@@ -298,7 +452,8 @@ static void after_init(void) {
     anchor_tick0 = now();
     active = 1;
     /* the init record marks the start of the traced run (MPI_Init itself is not timed) */
-    put(OP_INIT, anchor_tick0, anchor_tick0, -1, 0, 0, 0, -1);
+    hv_st s = {anchor_tick0, cpu_mode ? cpu_now() : -1, 0};
+    put(OP_INIT, s, s, -1, 0, 0, 0, -1);
 }
 
 /* ---- wrappers ---- */
@@ -316,8 +471,8 @@ int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
 
 int MPI_Finalize(void) {
     if (active) {
-        uint64_t t = now();
-        put(OP_FINALIZE, t, t, -1, 0, 0, 0, -1);
+        hv_st s = enter();
+        put(OP_FINALIZE, s, s, -1, 0, 0, 0, -1);
         anchor_tick1 = now();
         anchor_ns1 = hv_mono_ns();
         write_trace("finalize");
@@ -341,12 +496,12 @@ int MPI_Comm_free(MPI_Comm *comm) {
 }
 
 #define P2P(OPC, CALL, PEER, COUNT, TYPE, TAG, COMM) \
-    uint64_t t0 = now(); \
+    hv_st a = enter(); \
     int rc = CALL; \
-    uint64_t t1 = now(); \
+    hv_st b = leave(); \
     if (active) { \
         int ci = comm_index(COMM); \
-        put(OPC, t0, t1, world_of(ci, PEER), tbytes(COUNT, TYPE), TAG, comms[ci].id, -1); \
+        put(OPC, a, b, world_of(ci, PEER), tbytes(COUNT, TYPE), TAG, comms[ci].id, -1); \
     } \
     return rc;
 
@@ -363,61 +518,61 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, 
 int MPI_Recv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Status *st) {
     MPI_Status mine;
     MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
-    uint64_t t0 = now();
+    hv_st a = enter();
     int rc = PMPI_Recv(buf, count, type, src, tag, comm, s);
-    uint64_t t1 = now();
+    hv_st b = leave();
     if (active) {
         int ci = comm_index(comm), cnt = 0;
         PMPI_Get_count(s, MPI_BYTE, &cnt);
-        put(OP_RECV, t0, t1, world_of(ci, s->MPI_SOURCE), cnt == MPI_UNDEFINED ? tbytes(count, type) : cnt, s->MPI_TAG,
+        put(OP_RECV, a, b, world_of(ci, s->MPI_SOURCE), cnt == MPI_UNDEFINED ? tbytes(count, type) : cnt, s->MPI_TAG,
             comms[ci].id, -1);
     }
     return rc;
 }
 
-static inline int nb(int op, int rc, uint64_t t0, uint64_t t1, int peer, int count, MPI_Datatype type, int tag,
-                     MPI_Comm comm, MPI_Request *req) {
+static inline int nb(int op, int rc, hv_st a, hv_st b, int peer, int count, MPI_Datatype type, int tag, MPI_Comm comm,
+                     MPI_Request *req) {
     if (active) {
         int ci = comm_index(comm);
-        put(op, t0, t1, world_of(ci, peer), tbytes(count, type), tag, comms[ci].id, -1);
+        put(op, a, b, world_of(ci, peer), tbytes(count, type), tag, comms[ci].id, -1);
         if (rc == MPI_SUCCESS) pend_put(*req, (int64_t)nrec - 1, ci);
     }
     return rc;
 }
 
 int MPI_Isend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
-    uint64_t t0 = now();
+    hv_st a = enter();
     int rc = PMPI_Isend(buf, count, type, dest, tag, comm, req);
-    return nb(OP_ISEND, rc, t0, now(), dest, count, type, tag, comm, req);
+    return nb(OP_ISEND, rc, a, leave(), dest, count, type, tag, comm, req);
 }
 int MPI_Issend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
-    uint64_t t0 = now();
+    hv_st a = enter();
     int rc = PMPI_Issend(buf, count, type, dest, tag, comm, req);
-    return nb(OP_ISEND, rc, t0, now(), dest, count, type, tag, comm, req);
+    return nb(OP_ISEND, rc, a, leave(), dest, count, type, tag, comm, req);
 }
 int MPI_Irsend(const void *buf, int count, MPI_Datatype type, int dest, int tag, MPI_Comm comm, MPI_Request *req) {
-    uint64_t t0 = now();
+    hv_st a = enter();
     int rc = PMPI_Irsend(buf, count, type, dest, tag, comm, req);
-    return nb(OP_ISEND, rc, t0, now(), dest, count, type, tag, comm, req);
+    return nb(OP_ISEND, rc, a, leave(), dest, count, type, tag, comm, req);
 }
 int MPI_Irecv(void *buf, int count, MPI_Datatype type, int src, int tag, MPI_Comm comm, MPI_Request *req) {
-    uint64_t t0 = now();
+    hv_st a = enter();
     int rc = PMPI_Irecv(buf, count, type, src, tag, comm, req);
-    return nb(OP_IRECV, rc, t0, now(), src, count, type, tag, comm, req);
+    return nb(OP_IRECV, rc, a, leave(), src, count, type, tag, comm, req);
 }
 
 int MPI_Sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag, void *rbuf, int rcount,
                  MPI_Datatype rtype, int src, int rtag, MPI_Comm comm, MPI_Status *st) {
     MPI_Status mine;
     MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
-    uint64_t t0 = now();
+    hv_st a = enter();
     int rc = PMPI_Sendrecv(sbuf, scount, stype, dest, stag, rbuf, rcount, rtype, src, rtag, comm, s);
-    uint64_t t1 = now();
+    hv_st b = leave();
     if (active) {
         int ci = comm_index(comm), cnt = 0;
         PMPI_Get_count(s, MPI_BYTE, &cnt);
-        put(OP_SENDRECV, t0, t1, world_of(ci, dest), tbytes(scount, stype), stag, comms[ci].id, -1);
-        put(OP_SENDRECV_RECV, t0, t1, world_of(ci, s->MPI_SOURCE), cnt == MPI_UNDEFINED ? tbytes(rcount, rtype) : cnt,
+        put(OP_SENDRECV, a, b, world_of(ci, dest), tbytes(scount, stype), stag, comms[ci].id, -1);
+        put(OP_SENDRECV_RECV, a, b, world_of(ci, s->MPI_SOURCE), cnt == MPI_UNDEFINED ? tbytes(rcount, rtype) : cnt,
             s->MPI_TAG, comms[ci].id, -1);
     }
     return rc;
@@ -427,10 +582,10 @@ int MPI_Wait(MPI_Request *req, MPI_Status *st) {
     MPI_Status mine;
     MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
     uint64_t key = req ? req_key(*req) : 0;
-    uint64_t t0 = now();
+    hv_st a = enter();
     int rc = PMPI_Wait(req, s);
-    uint64_t t1 = now();
-    if (active) completed(key, s, t0, t1);
+    hv_st b = leave();
+    if (active) completed(key, s, a, b);
     return rc;
 }
 
@@ -438,10 +593,10 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
     MPI_Status mine;
     MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
     uint64_t key = req ? req_key(*req) : 0;
-    uint64_t t0 = now();
+    hv_st a = poll_enter();
     int rc = PMPI_Test(req, flag, s);
-    uint64_t t1 = now();
-    if (active && *flag) completed(key, s, t0, t1);
+    hv_st b = leave();
+    if (active && !(*flag && completed(key, s, a, b))) polled(a, b);
     return rc;
 }
 
@@ -454,11 +609,11 @@ int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status sts[]) {
     int m = n < HV_MANY ? n : HV_MANY;
     for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
     MPI_Status *s = (sts == MPI_STATUSES_IGNORE && n <= HV_MANY) ? mine : sts;
-    uint64_t t0 = now();
+    hv_st a = enter();
     int rc = PMPI_Waitall(n, reqs, s);
-    uint64_t t1 = now();
+    hv_st b = leave();
     if (active)
-        for (int i = 0; i < m; i++) completed(keys[i], s == MPI_STATUSES_IGNORE ? NULL : &s[i], t0, t1);
+        for (int i = 0; i < m; i++) completed(keys[i], s == MPI_STATUSES_IGNORE ? NULL : &s[i], a, b);
     return rc;
 }
 
@@ -468,11 +623,13 @@ int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]) {
     int m = n < HV_MANY ? n : HV_MANY;
     for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
     MPI_Status *s = (sts == MPI_STATUSES_IGNORE && n <= HV_MANY) ? mine : sts;
-    uint64_t t0 = now();
+    hv_st a = poll_enter();
     int rc = PMPI_Testall(n, reqs, flag, s);
-    uint64_t t1 = now();
+    hv_st b = leave();
+    int rec = 0;
     if (active && *flag)
-        for (int i = 0; i < m; i++) completed(keys[i], s == MPI_STATUSES_IGNORE ? NULL : &s[i], t0, t1);
+        for (int i = 0; i < m; i++) rec |= completed(keys[i], s == MPI_STATUSES_IGNORE ? NULL : &s[i], a, b);
+    if (active && !rec) polled(a, b);
     return rc;
 }
 
@@ -482,10 +639,10 @@ int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *st) {
     MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
     int m = n < HV_MANY ? n : HV_MANY;
     for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
-    uint64_t t0 = now();
+    hv_st a = enter();
     int rc = PMPI_Waitany(n, reqs, index, s);
-    uint64_t t1 = now();
-    if (active && *index != MPI_UNDEFINED && *index < m) completed(keys[*index], s, t0, t1);
+    hv_st b = leave();
+    if (active && *index != MPI_UNDEFINED && *index < m) completed(keys[*index], s, a, b);
     return rc;
 }
 
@@ -495,43 +652,74 @@ int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st
     MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
     int m = n < HV_MANY ? n : HV_MANY;
     for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
-    uint64_t t0 = now();
+    hv_st a = poll_enter();
     int rc = PMPI_Testany(n, reqs, index, flag, s);
-    uint64_t t1 = now();
-    if (active && *flag && *index != MPI_UNDEFINED && *index < m) completed(keys[*index], s, t0, t1);
+    hv_st b = leave();
+    if (active && !(*flag && *index != MPI_UNDEFINED && *index < m && completed(keys[*index], s, a, b))) polled(a, b);
     return rc;
 }
 
-static int some(int (*fn)(int, MPI_Request[], int *, int[], MPI_Status[]), int n, MPI_Request reqs[], int *outc,
-                int idx[], MPI_Status sts[]) {
+/* MPI_Waitsome, or MPI_Testsome (test: a poll when it completes nothing the tracer follows) */
+static int some(int (*fn)(int, MPI_Request[], int *, int[], MPI_Status[]), int test, int n, MPI_Request reqs[],
+                int *outc, int idx[], MPI_Status sts[]) {
     uint64_t keys[HV_MANY];
     MPI_Status mine[HV_MANY];
     int m = n < HV_MANY ? n : HV_MANY;
     for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
     MPI_Status *s = (sts == MPI_STATUSES_IGNORE && n <= HV_MANY) ? mine : sts;
-    uint64_t t0 = now();
+    hv_st a = test ? poll_enter() : enter();
     int rc = fn(n, reqs, outc, idx, s);
-    uint64_t t1 = now();
+    hv_st b = leave();
+    int rec = 0;
     if (active && *outc != MPI_UNDEFINED)
         for (int i = 0; i < *outc; i++)
-            if (idx[i] < m) completed(keys[idx[i]], s == MPI_STATUSES_IGNORE ? NULL : &s[i], t0, t1);
+            if (idx[i] < m) rec |= completed(keys[idx[i]], s == MPI_STATUSES_IGNORE ? NULL : &s[i], a, b);
+    if (active && test && !rec) polled(a, b);
     return rc;
 }
 int MPI_Waitsome(int n, MPI_Request reqs[], int *outc, int idx[], MPI_Status sts[]) {
-    return some(PMPI_Waitsome, n, reqs, outc, idx, sts);
+    return some(PMPI_Waitsome, 0, n, reqs, outc, idx, sts);
 }
 int MPI_Testsome(int n, MPI_Request reqs[], int *outc, int idx[], MPI_Status sts[]) {
-    return some(PMPI_Testsome, n, reqs, outc, idx, sts);
+    return some(PMPI_Testsome, 1, n, reqs, outc, idx, sts);
+}
+
+/* ---- probes: a message found is a record (the receive follows); nothing found is a poll ---- */
+static void probed(hv_st a, hv_st b, const MPI_Status *s, MPI_Comm comm) {
+    int ci = comm_index(comm), cnt = 0;
+    PMPI_Get_count(s, MPI_BYTE, &cnt);
+    put(OP_PROBE, a, b, world_of(ci, s->MPI_SOURCE), cnt == MPI_UNDEFINED ? 0 : cnt, s->MPI_TAG, comms[ci].id, -1);
+}
+
+int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *st) {
+    MPI_Status mine;
+    MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
+    hv_st a = poll_enter();
+    int rc = PMPI_Iprobe(src, tag, comm, flag, s);
+    hv_st b = leave();
+    if (active && rc == MPI_SUCCESS && *flag && s->MPI_SOURCE >= 0) probed(a, b, s, comm);
+    else if (active) polled(a, b);
+    return rc;
+}
+
+int MPI_Probe(int src, int tag, MPI_Comm comm, MPI_Status *st) {
+    MPI_Status mine;
+    MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
+    hv_st a = enter();
+    int rc = PMPI_Probe(src, tag, comm, s);
+    hv_st b = leave();
+    if (active && rc == MPI_SUCCESS && s->MPI_SOURCE >= 0) probed(a, b, s, comm);
+    return rc;
 }
 
 /* ---- collectives: bytes = what this rank contributes (see docs/formats.md) ---- */
 #define COLL(OPC, CALL, ROOT, BYTES, COMM) \
-    uint64_t t0 = now(); \
+    hv_st a = enter(); \
     int rc = CALL; \
-    uint64_t t1 = now(); \
+    hv_st b = leave(); \
     if (active) { \
         int ci = comm_index(COMM); \
-        put(OPC, t0, t1, world_of(ci, ROOT), BYTES, 0, comms[ci].id, -1); \
+        put(OPC, a, b, world_of(ci, ROOT), BYTES, 0, comms[ci].id, -1); \
     } \
     return rc;
 

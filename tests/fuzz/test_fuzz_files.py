@@ -193,7 +193,8 @@ def test_testbed_state(data):
 
 
 def _raw_rank(rank: int, recs: list[tuple]) -> bytes:
-    from hpcvar.traces.parquet import OPS, RAW_RECORD
+    from hpcvar.traces.parquet import OPS
+    from hpcvar.traces.parquet import RAW_RECORD_V1 as RAW_RECORD
 
     arr = np.zeros(len(recs), dtype=RAW_RECORD)
     for i, (op, peer, nbytes, t0, t1) in enumerate(recs):

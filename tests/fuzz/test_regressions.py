@@ -184,7 +184,8 @@ def test_native_trace_damaged_metadata(tmp_path, meta):
 def test_raw_rank_header_damage(tmp_path, change):
     import numpy as np
 
-    from hpcvar.traces.parquet import RAW_RECORD, merge_raw
+    from hpcvar.traces.parquet import RAW_RECORD_V1 as RAW_RECORD
+    from hpcvar.traces.parquet import merge_raw
 
     for r in (0, 1):
         head = f"HVTRACE 1\nrank={r}\nsize=2\nclock=mono\nrecords=1\nrecord_bytes=48\nend\n"

@@ -89,3 +89,71 @@ def test_trace_tiny_program_and_replay(tiny, tmp_path, runs_dir):
 def test_trace_run_reports_a_missing_launcher(tmp_path):
     res = run_cli(["trace", "run", "-o", str(tmp_path / "x.trace"), "--", "no-such-launcher-xyz", "-n", "2"])
     assert res.returncode == 2 and "not found" in res.stderr
+
+
+POLL_SRC = r"""
+#include <mpi.h>
+#include <time.h>
+/* busy work for `s` seconds of this thread's CPU time */
+static void work(double s) {
+    struct timespec a, b;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &a);
+    do clock_gettime(CLOCK_THREAD_CPUTIME_ID, &b);
+    while ((b.tv_sec - a.tv_sec) + (b.tv_nsec - a.tv_nsec) * 1e-9 < s);
+}
+int main(int argc, char **argv) {
+    MPI_Init(&argc, &argv);
+    int r; MPI_Comm_rank(MPI_COMM_WORLD, &r);
+    static char buf[200000];
+    for (int i = 0; i < 3; i++) {
+        if (r == 0) {
+            work(0.02);
+            MPI_Send(buf, 200000, MPI_BYTE, 1, 7, MPI_COMM_WORLD);
+        } else {  /* spin on MPI_Iprobe (as HPL waits for a panel), then receive; then 5 ms of work */
+            int go = 0;
+            MPI_Status st;
+            while (!go) MPI_Iprobe(0, 7, MPI_COMM_WORLD, &go, &st);
+            MPI_Recv(buf, 200000, MPI_BYTE, 0, 7, MPI_COMM_WORLD, &st);
+            work(0.005);
+        }
+    }
+    MPI_Finalize();
+    return 0;
+}
+"""
+
+
+def test_polls_probes_and_cpu_time_are_recorded(tmp_path):
+    """A rank spinning on MPI_Iprobe: one probe row per message found (peer, tag, bytes), the spin in its poll_ns
+    (time in MPI, not computation), and with --cpu-time each compute's CPU time (5 ms of work between receives)."""
+    bindir = Path(build_info()["mpi_bindir"])
+    (tmp_path / "poll.c").write_text(POLL_SRC)
+    subprocess.run([str(bindir / "mpicc"), "-O2", "-o", str(tmp_path / "poll"), str(tmp_path / "poll.c")],
+                   check=True, timeout=120)
+    out = tmp_path / "poll.trace"
+    res = run_cli(["trace", "-o", str(out), "--cpu-time", "--timeout", "60s", "--json", "--",
+                   str(bindir / "mpiexec"), "-n", "2", str(tmp_path / "poll")], timeout=120)
+    assert res.returncode == 0, res.stderr
+
+    from hpcvar.sim.replay import measured, mpi_time_s
+    from hpcvar.traces.parquet import read_parquet
+
+    tr = read_parquet(out)
+    assert tr.meta["cpu"] == "thread" and tr.meta["polls"][1] > 0 and tr.meta["polls"][0] == 0
+    t1 = tr.events[tr.events["task"] == 1].reset_index(drop=True)
+    probes = t1[t1["op"] == "probe"]
+    assert len(probes) == 3 and set(probes["peer"]) == {0} and set(probes["tag"]) == {7}
+    assert set(probes["bytes"]) == {200000}
+    assert (t1["op"].shift(-1)[probes.index] == "recv").all()  # each probe is followed by its receive
+    # the spin before each probe is polling: the gap before it is (almost) all poll time
+    gap = probes["t_start_ns"].to_numpy() - t1["t_end_ns"].to_numpy()[probes.index - 1]
+    assert (probes["poll_ns"].to_numpy() <= gap).all() and probes["poll_ns"].sum() > 0.5 * gap.sum()
+    # the 5 ms of work after the 1st and 2nd receives (before the next probe): its CPU time, within the gap
+    worked = probes.iloc[1:]
+    cpu = worked["cpu_ns"].to_numpy()
+    assert ((cpu >= 4.5e6) & (cpu <= worked["t_start_ns"].to_numpy() - t1["t_end_ns"].to_numpy()[worked.index - 1])
+            ).all(), cpu
+    assert (t1["cpu_ns"] >= 0).all()
+    # S_m counts the polls
+    assert measured(tr)[1][1] == pytest.approx(mpi_time_s(tr.events, 2)[1])
+    assert mpi_time_s(tr.events, 2)[1] * 1e9 >= t1["poll_ns"].sum()

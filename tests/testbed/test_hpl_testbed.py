@@ -72,9 +72,11 @@ def _trace_hpcc(env, tmp_path) -> Path:
     res = run_cli(["trace", "cut", str(full), "-o", str(part), "--after-collective", "-1", "--json"], env=env)
     assert res.returncode == 0, res.stderr
     s = json.loads(res.stdout)
-    # HPL calls no MPI collective: its section is point-to-point only, every task sends and receives
-    assert s["ntasks"] == 4 and set(s["ops"]) == {"init", "finalize", "send", "recv"}, s["ops"]
+    # HPL calls no MPI collective: its section is point-to-point only, every task sends and receives; it waits for
+    # a panel by spinning on MPI_Iprobe (HPL_bcast_1ring): a probe row before the receive, the spin as poll time
+    assert s["ntasks"] == 4 and set(s["ops"]) == {"init", "finalize", "send", "recv", "probe"}, s["ops"]
     assert all(0 < t["mpi_s"] < t["span_s"] for t in s["tasks"]), s["tasks"]
+    assert sum(t["poll_s"] for t in s["tasks"]) > 0, s["tasks"]
     return part
 
 

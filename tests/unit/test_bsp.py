@@ -21,6 +21,8 @@ from tests.conftest import run_cli
     (["--barrier", "tree", "--arity", "0"], "--arity"),
     (["--work-iters", "0"], "--work-iters"),
     (["--rt-prio", "120"], "--rt-prio"),
+    (["--wait", "sleep:5"], "--wait"),
+    (["--wait", "doze"], "--wait"),
 ])
 def test_bad_input_refused_before_launch(runs_dir, args, flag):
     res = run_cli(["bench", "bsp", *args])
@@ -68,3 +70,18 @@ def test_tables_from_raw(tmp_path):
     assert r["cpu_changes"] == 0 and r["arity"] == 2
     res = Bsp().result(t, params)
     assert res["slowdown"] == pytest.approx(0.56) and res["total_ns"] == 3120
+
+
+def test_wait_reaches_the_program_and_old_runs_spin():
+    """--wait sleep:20us is the native --wait-us 20 (the barrier tests and sleeps); a stored run without 'wait' (made
+    before the option) reads as spin and is stored back as it was."""
+    base = dict(quantum_s=1e-3, phases=10, warmup=1, repeat=1, barrier="tree", arity=2, work_iters=None, pin=True,
+                rt_prio=0, baseline=None)
+    argv = Bsp().argv(BspParams(**base, wait="sleep:20"), [{"rep": 0}])
+    assert argv[argv.index("--wait-us") + 1] == "20"
+    argv = Bsp().argv(BspParams(**base), [{"rep": 0}])
+    assert argv[argv.index("--wait-us") + 1] == "0"
+    old = BspParams.from_json(dict(base))
+    assert old.wait == "spin" and "wait" not in old.to_json()
+    assert BspParams.from_json({**base, "wait": "yield"}).to_json()["wait"] == "yield"
+    assert Bsp.any_source  # the tree barrier's MPI_ANY_SOURCE receives: the testbed avoids ch4:ucx

@@ -9,6 +9,7 @@ import random
 import numpy as np
 import pytest
 
+from hpcvar.errors import InputFileError
 from hpcvar.noise import alignment as A
 from hpcvar.noise.trace import CpuTrace, JitterTrace
 from hpcvar.sim import jitter as J
@@ -236,3 +237,24 @@ def test_sim_jitter_refuses_a_directory_that_is_not_a_recording(runs_dir, tmp_pa
 
     res = run_cli(["sim", "jitter", "--trace", str(tmp_path), "--tasks", "4"], env={"HPCVAR_RUNS": str(runs_dir)})
     assert res.returncode == 2 and "(--trace)" in res.stderr and "multi-node recording" in res.stderr
+
+
+def test_a_quiet_cpu_is_a_trace_without_jitter():
+    """A CPU on which the collector recorded no detour above its threshold is simulated as such (one event: no
+    jitter, the recorded length available), not refused or taken as a trace of length 0 (which shrank every
+    node's trace to nothing)."""
+    nodes = _four_nodes([0.0, 0.005, 0.01, 0.015])
+    quiet = CpuTrace(1, np.zeros(0, np.int64), np.zeros(0, np.int64), {"recorded_cycles": int(LEN_S * F),
+                                                                       "lead_in_cycles": 0})
+    nodes[2] = _node("n3", [nodes[2].trace.cpus[0], quiet])
+    nts = NodeTraces.build(nodes, 2)
+    assert nts.length > 0.9 * LEN_S * F
+    assert nts.cores[2][1].events == 1 and nts.cores[2][1].duration.sum() == 0
+    nt = J.NativeTraces(nts.flat())
+    wl = J.Workload(work=1_000_000, phases=3, barrier="tree", arity=2, send=0, recv=0, lat_intra=0, lat_inter=0,
+                    cores_per_node=2, trace_nodes=4)
+    out = J.simulate(nt, wl, 8, J.Alignment("measured", measured=MeasuredAlignment(nts)), seed=1, replica=0)
+    assert out.total >= 3 * 1_000_000
+    del nodes[2].trace.cpus[1].meta["recorded_cycles"]
+    with pytest.raises(InputFileError, match="CPU 1 has no detour and no recorded length"):
+        NodeTraces.build(nodes, 2)

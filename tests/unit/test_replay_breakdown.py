@@ -93,11 +93,16 @@ def test_rows_out_of_order_and_unsorted_trace():
     assert a.measured_ns.tolist() == b.measured_ns.tolist() and a.calls.tolist() == b.calls.tolist()
 
 
-@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("seed", range(8))
 def test_kinds_and_phases_sum_to_s_m_and_s_p_on_random_traces(seed):
-    from tests.unit.test_replay_native import random_case
+    """Also on traces with probes and polls (seeds 6, 7): a row's polls are measured time of its kind."""
+    from tests.unit.test_replay_native import probe_case, random_case
 
-    _, tr, cl, _ = random_case(seed, "maxmin")
+    if seed >= 6:
+        tr, cl, _ = probe_case(seed, "maxmin")
+        assert tr.events["poll_ns"].sum() > 0
+    else:
+        _, tr, cl, _ = random_case(seed, "maxmin")
     results = [Simulator(tr, cl, mapping("rrn", tr.ntasks, cl), model="maxmin", eager_bytes=65536,
                          engine=e).run() for e in _engines()]
     g = breakdown.grid(tr, 1 + seed % 4)

@@ -21,9 +21,11 @@ COLLS = ["barrier", "bcast", "reduce", "allreduce", "gather", "scatter", "allgat
          "allgatherv", "alltoallv", "scatterv"]
 
 
-def random_rows(rng: np.random.Generator, n: int, rounds: int, comms=(0,)) -> list[dict]:
+def random_rows(rng: np.random.Generator, n: int, rounds: int, comms=(0,), probes: bool = False) -> list[dict]:
     """A trace that cannot deadlock: rounds of nonblocking exchanges (random pairs, random sizes around
-    the eager limit), blocking sends to a higher rank, sendrecv rings, and collectives, with random compute."""
+    the eager limit), blocking sends to a higher rank, sendrecv rings, and collectives, with random compute.
+    ``probes``: also probes before receives (one behind a posted receive of the same key), and the optional
+    columns poll_ns (part of each gap) and cpu_ns (-1 or at most the gap)."""
     rows: list[list[dict]] = [[dict(task=t, op="init", t_start_ns=0, t_end_ns=0)] for t in range(n)]
     clock = [0] * n
 
@@ -31,12 +33,15 @@ def random_rows(rng: np.random.Generator, n: int, rounds: int, comms=(0,)) -> li
         gap = int(rng.integers(0, 3000)) if rng.random() < 0.7 else 0
         clock[t] += gap
         dur = int(rng.integers(0, 2000))
+        if probes:
+            kw.update(poll_ns=int(rng.integers(0, gap + 1)) if rng.random() < 0.5 else 0,
+                      cpu_ns=int(rng.integers(-1, gap + 2)))
         rows[t].append(dict(task=t, t_start_ns=clock[t], t_end_ns=clock[t] + dur, **kw))
         clock[t] += dur
         return len(rows[t]) - 1
 
     for _ in range(rounds):
-        kind = rng.integers(0, 4)
+        kind = rng.integers(0, 5 if probes else 4)
         if kind == 0:  # random messages, posted nonblocking, then waited for in random order
             msgs = [(int(a), int(b)) for a, b in rng.integers(0, n, (int(rng.integers(1, 2 * n)), 2)) if a != b]
             reqs: dict[int, list[int]] = {t: [] for t in range(n)}
@@ -60,12 +65,27 @@ def random_rows(rng: np.random.Generator, n: int, rounds: int, comms=(0,)) -> li
             for t in range(n):
                 add(t, op="sendrecv", peer=(t + 1) % n, bytes=nb, tag=5)
                 add(t, op="sendrecv_recv", peer=(t - 1) % n, bytes=nb, tag=5)
-        else:  # blocking send from lower to higher rank, receives posted first by the higher one
+        elif kind == 3:  # blocking send from lower to higher rank, receives posted first by the higher one
             a, b = sorted(int(x) for x in rng.choice(n, 2, replace=False))
             nb = int(rng.choice([10, 150_000]))
             r = add(b, op="irecv", peer=a, bytes=nb, tag=9)
             add(a, op="send", peer=b, bytes=nb, tag=9)
             add(b, op="wait", req=r)
+        else:  # a probes for b's messages (eager or not) before receiving; sometimes behind a posted receive
+            a, b = (int(x) for x in rng.choice(n, 2, replace=False))
+            sizes = [int(rng.choice([10, 5000, 150_000])) for _ in range(2)]
+            behind = rng.random() < 0.4
+            first = add(a, op="irecv", peer=b, bytes=sizes[0], tag=3) if behind else -1
+            reqs = [add(b, op="isend", peer=a, bytes=sz, tag=3) for sz in sizes]
+            for k, sz in enumerate(sizes):
+                if k == 0 and behind:
+                    continue
+                add(a, op="probe", peer=b, bytes=sz, tag=3)
+                add(a, op="recv", peer=b, bytes=sz, tag=3)
+            if behind:
+                add(a, op="wait", req=first)
+            for r in reqs:
+                add(b, op="wait", req=r)
     for t in range(n):
         add(t, op="finalize")
     return [r for lst in rows for r in lst]
@@ -187,7 +207,7 @@ def canonical(enc: replay_native.Encoded) -> dict:
         out[pos] = rank[inv]
         return out
 
-    is_post = (enc.kind == 1) | (enc.kind == 2)
+    is_post = (enc.kind == 1) | (enc.kind == 2) | (enc.kind == 4)
     reqs = np.where(is_post, enc.req, -1)
     # requests in order of first use: posts and wait lists interleaved in op order
     seq = []
@@ -475,3 +495,94 @@ def test_one_encoding_serves_several_mappings():
         py = Simulator(tr, cl, node_of, "maxmin", lowered=ops, engine="python").run()
         nat = Simulator(tr, cl, node_of, "maxmin", lowered=ops, encoded=enc, engine="native").run()
         same(py, nat)
+
+
+def probe_case(seed, model):
+    rng = np.random.default_rng(500 + seed)
+    n = int(rng.integers(2, 7))
+    tr = Trace(make_events(random_rows(rng, n, 14, probes=True)), n)
+    assert {"poll_ns", "cpu_ns"} <= set(tr.events.columns) and (tr.events["op"] == "probe").any()
+    nodes = int(rng.integers(1, n + 1))
+    cl = Cluster(nodes, -(-n // nodes), 1e9, float(rng.choice([0.0, 2e-6])), 5e9, 5e-7,
+                 send_buffer=float(rng.choice([0.0, 20_000.0])), rndv_first=float(rng.choice([0.0, 4096.0])))
+    return tr, cl, MODEL_PARAMS[model][seed % len(MODEL_PARAMS[model])]
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("model", ["none", "maxmin", "gige", "myrinet"])
+def test_probes_polls_and_cpu_time_give_identical_results(seed, model):
+    """Probes (eager and rendezvous messages, found at once or waited for, behind a posted receive), polls taken
+    out of the compute, and compute as CPU time: both engines bit for bit, and the C lowering the reference's."""
+    tr, cl, params = probe_case(seed, model)
+    for compute in ("wall", "cpu"):
+        ref = replay_native.encode(lower(tr, "binomial", compute)[0])
+        assert canonical(replay_native.lower_native(tr, "binomial", compute=compute)) == canonical(ref)
+        for mp in ("rrn", "rrp"):
+            for eager in (0, 4096):
+                exactly(*both(tr, cl, mapping(mp, tr.ntasks, cl, seed), model, params=params, eager_bytes=eager,
+                              compute=compute))
+
+
+def test_compute_modes_take_the_polls_out_and_the_cpu_time_in():
+    """A row 10 us after the previous one, 4 us of it in polls, 3 us of CPU time: wall compute 6 us, cpu 3 us;
+    a CPU time above the wall compute is capped at it; -1 (not recorded) falls back to the wall compute."""
+    for cpu, want_cpu in ((3000, 3e-6), (9000, 6e-6), (-1, 6e-6)):
+        rows = [dict(task=0, op="init", t_start_ns=0, t_end_ns=0, poll_ns=0, cpu_ns=0),
+                dict(task=0, op="finalize", t_start_ns=10_000, t_end_ns=10_000, poll_ns=4000, cpu_ns=cpu)]
+        tr = Trace(make_events(rows), 1)
+        for compute, want in (("wall", 6e-6), ("cpu", want_cpu)):
+            assert lower(tr, compute=compute)[0][0][1] == ("c", want, None)
+            enc = replay_native.lower_native(tr, compute=compute)
+            assert enc.kind[1] == 0 and enc.val[1] == want
+            py, nat = both(tr, Cluster(1, 1, 1e9, 0.0), [0], "none", compute=compute)
+            exactly(py, nat)
+            assert nat.total_s[0] == want
+        assert measured(tr)[1][0] == pytest.approx(4e-6)  # the polls are time inside MPI
+    with pytest.raises(UsageError, match="unknown compute mode 'gpu'"):
+        lower(tr, compute="gpu")
+
+
+def test_hand_worked_probes():
+    """Task 0 sends 1 MB to task 1 at 1 ms (1 GB/s, 10 us latency); task 1 probes at once, then receives. Above
+    the eager limit the probe ends when the request arrives (1.01 ms; with 64 kB sent with it, 64 us later), and
+    the receive takes the transfer (10 us + 1 ms). Eager, the probe ends when the whole message is there (2.01 ms)
+    and the receive at once. A probe after the message arrived takes no time."""
+    def trace(probe_at_ns):
+        rows = [dict(task=0, op="init"), dict(task=0, op="isend", peer=1, bytes=10**6, tag=4, t_start_ns=10**6,
+                                              t_end_ns=10**6),
+                dict(task=0, op="wait", req=1, t_start_ns=10**6, t_end_ns=10**6), dict(task=0, op="finalize"),
+                dict(task=1, op="init"), dict(task=1, op="probe", peer=0, bytes=10**6, tag=4, t_start_ns=probe_at_ns,
+                                              t_end_ns=probe_at_ns),
+                dict(task=1, op="recv", peer=0, bytes=10**6, tag=4, t_start_ns=probe_at_ns, t_end_ns=probe_at_ns),
+                dict(task=1, op="finalize", t_start_ns=probe_at_ns, t_end_ns=probe_at_ns)]
+        return Trace(make_events(rows), 2)
+
+    cases = [(0, 0.0, 0, (1.01e-3, 1.01e-3 + 1.01e-3)), (0, 64e3, 0, (1.074e-3, 1.074e-3 + 1.01e-3 - 0.064e-3)),
+             (0, 0.0, 1 << 30, (2.01e-3, 2.01e-3)), (3 * 10**6, 0.0, 1 << 30, (3e-3, 3e-3))]
+    for probe_at, first, eager, (probe_end, recv_end) in cases:
+        cl = Cluster(2, 1, 1e9, 1e-5, rndv_first=first)
+        py, nat = both(trace(probe_at), cl, [0, 1], "none", eager_bytes=eager)
+        exactly(py, nat)
+        assert nat.row_end[(1, 1)] == pytest.approx(probe_end, rel=1e-12)
+        assert nat.row_end[(1, 2)] == pytest.approx(recv_end, rel=1e-12)
+
+
+def test_probe_waits_for_a_shared_eager_transfer():
+    """Tasks 0 and 1 (node 0) each send 4 kB eagerly at 0 to tasks 2 and 3 (node 1), 1 GB/s, no latency; task 2
+    probes at once, then receives. Alone the message is there at 4 us; sharing node 0's link (maxmin, myrinet:
+    half the bandwidth each; gige: its penalty) its end is no heap event but a flow event of the core, and the
+    probe must end with it, as in the reference."""
+    rows = [dict(task=t, op=o) for t in range(4) for o in ("init",)]
+    rows += [dict(task=0, op="send", peer=2, bytes=4000, tag=1), dict(task=1, op="send", peer=3, bytes=4000, tag=1),
+             dict(task=2, op="probe", peer=0, bytes=4000, tag=1), dict(task=2, op="recv", peer=0, bytes=4000, tag=1),
+             dict(task=3, op="recv", peer=1, bytes=4000, tag=1)]
+    rows += [dict(task=t, op="finalize") for t in range(4)]
+    tr = Trace(make_events(rows), 4)
+    cl = Cluster(2, 2, 1e9, 0.0)
+    for model, probe_end in (("none", 4e-6), ("maxmin", 8e-6), ("myrinet", 8e-6), ("gige", None)):
+        py, nat = both(tr, cl, [0, 0, 1, 1], model, eager_bytes=65536)
+        exactly(py, nat)
+        end = nat.row_end[(2, 1)]
+        assert end == (probe_end if probe_end is not None else nat.row_end[(3, 1)])  # the data's end
+        assert end > 4e-6 or model == "none"
+        assert nat.row_end[(2, 2)] == end  # the receive finds the message there

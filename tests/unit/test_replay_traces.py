@@ -10,7 +10,17 @@ import pytest
 
 from hpcvar.errors import InputFileError
 from hpcvar.traces.chrome import chrome_events
-from hpcvar.traces.parquet import OPS, RAW_RECORD, Trace, make_events, merge_raw, read_parquet, write_parquet
+from hpcvar.traces.parquet import (
+    OPS,
+    RAW_RECORD,
+    RAW_RECORD_V1,
+    TRACE_VERSION,
+    Trace,
+    make_events,
+    merge_raw,
+    read_parquet,
+    write_parquet,
+)
 from hpcvar.traces.tit import read_tit
 from tests.conftest import run_cli
 
@@ -31,7 +41,23 @@ def test_parquet_round_trip(tmp_path):
     assert back.ntasks == 2 and back.comms == {0: [0, 1], 1: [1, 0]} and back.timed
     assert back.events[["task", "seq", "op", "peer", "bytes", "tag"]].values.tolist() == \
         tr.events[["task", "seq", "op", "peer", "bytes", "tag"]].values.tolist()
-    assert back.meta["version"] == 1
+    assert back.meta["version"] == TRACE_VERSION == 2
+    assert list(back.events.columns) == list(tr.events.columns)  # no optional columns where none were recorded
+
+
+def test_parquet_round_trip_of_probes_polls_and_cpu_time(tmp_path):
+    """Version 2: the probe op and the optional columns poll_ns and cpu_ns are written and read back; a version 1
+    file (no such columns) still reads (test_foreign_parquet_types writes version 1)."""
+    rows = [dict(r, poll_ns=0, cpu_ns=-1) for r in PINGPONG]
+    rows[5] = dict(rows[5], op="probe", poll_ns=300, cpu_ns=120)
+    tr = Trace(make_events(rows), 2)
+    back = read_parquet(write_parquet(tr, tmp_path / "p.trace"))
+    assert back.events.astype({"op": str}).values.tolist() == tr.events.astype({"op": str}).values.tolist()
+    assert list(back.events.columns)[-2:] == ["poll_ns", "cpu_ns"]
+    bad = tr.events.copy()
+    bad.loc[3, "poll_ns"] = -5
+    with pytest.raises(InputFileError, match="poll_ns outside 0"):
+        read_parquet(write_parquet(Trace(bad, 2), tmp_path / "b.trace"))
 
 
 def test_truncated_parquet_is_a_clear_error(tmp_path):
@@ -115,7 +141,7 @@ def test_parquet_tasks_interleaved(tmp_path):
 
 
 def _raw_file(path, rank, size, recs, announced=None, comm_lines=("comm 0 2 0 1",)):
-    arr = np.zeros(len(recs), dtype=RAW_RECORD)
+    arr = np.zeros(len(recs), dtype=RAW_RECORD_V1)
     for i, (op, peer, nbytes, t0, t1) in enumerate(recs):
         arr[i] = (t0, t1, nbytes, -1, OPS.index(op), peer, 0, 0)
     head = (f"HVTRACE 1\nrank={rank}\nsize={size}\nclock=mono\nticks_per_ns=1\nend_reason=finalize\n"
@@ -137,6 +163,41 @@ def test_merge_raw_and_truncated_raw(tmp_path):
     (tmp_path / "rank.1.hvt").unlink()
     with pytest.raises(InputFileError, match=r"ranks \[1\] are missing"):
         merge_raw(tmp_path)
+
+
+def _raw_file_v2(path, rank, recs, cpu="thread"):
+    """HVTRACE 2 records: (op, peer, t0, t1, cpu0, cpu1, poll, poll_cpu, npoll)."""
+    arr = np.zeros(len(recs), dtype=RAW_RECORD)
+    for i, (op, peer, t0, t1, c0, c1, poll, pcpu, npoll) in enumerate(recs):
+        arr[i] = (t0, t1, 8, -1, c0, c1, poll, pcpu, OPS.index(op), peer, 0, 0, npoll, 0)
+    head = (f"HVTRACE 2\nrank={rank}\nsize=2\nclock=mono\nticks_per_ns=1\ncpu={cpu}\nend_reason=finalize\n"
+            f"records={len(recs)}\nrecord_bytes=88\nend\n")
+    path.write_bytes(head.encode() + arr.tobytes() + b"comm 0 2 0 1\n")
+
+
+def test_merge_raw_v2_polls_and_cpu_time(tmp_path):
+    """The tracer's version 2 records: poll_ns as recorded; cpu_ns = the CPU clock from the previous call's exit
+    (the latest so far: a Waitall's rows share their times) to this entry, less the polls' CPU time."""
+    _raw_file_v2(tmp_path / "rank.0.hvt", 0, [
+        ("init", -1, 100, 100, 50, 50, 0, 0, 0),
+        ("probe", 1, 1000, 1100, 400, 450, 600, 200, 40),       # 900 ns gap, 600 of them polling; CPU 350 - 200
+        ("recv", 1, 1100, 1500, 450, 700, 0, 0, 0),
+        ("wait", 1, 2000, 2600, 900, 1000, 0, 0, 0),             # two rows of one call: the second has no gap
+        ("wait", 1, 2000, 2600, 900, 1000, 0, 0, 0),
+        ("finalize", -1, 3000, 3000, 1300, 1300, 0, 0, 0)])
+    _raw_file_v2(tmp_path / "rank.1.hvt", 1, [("init", -1, 100, 100, 0, 0, 0, 0, 0),
+                                              ("finalize", -1, 200, 200, 10, 10, 0, 0, 0)])
+    tr = merge_raw(tmp_path)
+    t0 = tr.events[tr.events["task"] == 0]
+    assert t0["poll_ns"].tolist() == [0, 600, 0, 0, 0, 0]
+    assert t0["cpu_ns"].tolist() == [0, 150, 0, 200, 0, 300]
+    assert tr.meta["cpu"] == "thread" and tr.meta["polls"] == [40, 0]
+    assert list(tr.events["op"]).count("probe") == 1
+    for r in (0, 1):  # without --cpu-time the CPU clock reads -1: no cpu_ns column
+        recs = [("init", -1, 100, 100, -1, -1, 0, 0, 0), ("finalize", -1, 200, 200, -1, -1, 5, 0, 1)]
+        _raw_file_v2(tmp_path / f"rank.{r}.hvt", r, recs, cpu="none")
+    tr = merge_raw(tmp_path)
+    assert "cpu_ns" not in tr.events.columns and tr.events["poll_ns"].tolist() == [0, 5, 0, 5]
 
 
 def test_tit_import(tmp_path):

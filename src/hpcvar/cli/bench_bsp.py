@@ -29,9 +29,13 @@ from hpcvar.cli.common import POSITIVE_DURATION, bench_context, emit_run, launch
 @click.option("--baseline", default=None, metavar="RUN",
               help="A 'bench bsp' run of the same workload without injected noise: report (T/N)/(T0/N0) - 1 "
                    "and reuse its calibration.")
+@click.option("--wait", default="auto", show_default=True,
+              help="How the barrier waits: spin (MPI's busy wait), yield, sleep or sleep:TIME (test, then sleep "
+                   "TIME, 1us..1s); auto: spin, or sleep 50us when the ranks outnumber the cores they share (a "
+                   "spinning rank would take the CPU its neighbour computes on).")
 @launch_options(default_np=2)
 @output_options
-def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_prio, baseline, as_json, **kw):
+def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_prio, baseline, wait, as_json, **kw):
     """Bulk-synchronous phases: fixed CPU work, then a barrier, on every rank.
 
     Measures how OS jitter (or noise injected with 'hpcvar noise inject')
@@ -40,6 +44,7 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
     --baseline, the slowdown against a run without injected noise. Every
     rank's compute end and barrier exit of every phase is stored.
     """
+    from hpcvar.bench.wait import parse_wait
     from hpcvar.kinds.bsp.job import BspParams, job, load_baseline
 
     ctx = bench_context(kw)
@@ -47,5 +52,5 @@ def cli(quantum, phases, warmup, repeat, barrier, arity, work_iters, pin, rt_pri
     if base and work_iters is None:
         work_iters = base.work_iters
     params = BspParams(quantum_s=quantum, phases=phases, warmup=warmup, repeat=repeat, barrier=barrier, arity=arity,
-                       work_iters=work_iters, pin=pin, rt_prio=rt_prio, baseline=base)
+                       work_iters=work_iters, pin=pin, rt_prio=rt_prio, baseline=base, wait=parse_wait(wait))
     emit_run(job(params, ctx), as_json)

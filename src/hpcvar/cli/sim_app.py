@@ -110,6 +110,10 @@ def _split(text: str) -> list[str]:
               help="Write the first simulated timeline as Chrome/Perfetto JSON.")
 @click.option("--plot", "plot_stem", type=OUT_PATH, default=None,
               help="Also write the per-task comparison figure (PNG+SVG) at this stem.")
+@click.option("--compute", type=click.Choice(["wall", "cpu"]), default="wall", show_default=True,
+              help="The compute between calls: wall (the measured gap, less the time in polls that found "
+                   "nothing), or cpu (its thread CPU time, recorded by 'hpcvar trace --cpu-time': the work on a core "
+                   "of its own, without the time the thread was descheduled).")
 @click.option("--breakdown", is_flag=True,
               help="Also split the measured and predicted communication time of each task by MPI call kind and "
                    "by phase (table replay.breakdown; shown with the result, in 'runs show' and the report).")
@@ -125,7 +129,7 @@ def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_nod
         shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first,
         mapping, mapping_files, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window,
         window_origin,
-        replicas, seed, engine, chrome_file, plot_stem, breakdown, phases, plots, as_json, runs_dir):
+        replicas, seed, engine, chrome_file, plot_stem, compute, breakdown, phases, plots, as_json, runs_dir):
     """Replay APP.trace on a simulated cluster: predicted time per task and per event, communication
     time, conflicts met, average penalty, and E_abs against the measured trace, for each mapping x model.
     The run is stored (tables replay.runs, replay.tasks, replay.replicas, with --breakdown replay.breakdown;
@@ -145,7 +149,7 @@ def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_nod
                   jitter_path=jitter_file, jitter_freq_hz=jitter_freq, align=align, window_s=window,
                   window_origin_s=window_origin, replicas=replicas, seed=seed, engine=engine, chrome_path=chrome_file,
                   plot_stem=plot_stem, plots=plots, breakdown=breakdown, phases=phases,
-                  flops_per_s=flops_rate, dialect=dialect)
+                  flops_per_s=flops_rate, dialect=dialect, compute=compute)
     # a progress bar on long replays, on stderr and only on a terminal (no terminal toolkit loaded otherwise)
     ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]],
                      console=stderr_console() if sys.stderr.isatty() else None, progress=not as_json)

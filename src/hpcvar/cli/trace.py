@@ -71,11 +71,15 @@ def _tracer_lib(lib: str | None) -> Path:
                    "must be visible to every node). Kept when given.")
 @click.option("--clock", type=click.Choice(["auto", "tsc", "mono"]), default="auto", show_default=True,
               help="Tracer clock: the cheaper exact one (auto), rdtsc, or clock_gettime.")
+@click.option("--cpu-time/--no-cpu-time", "cpu_time", default=False, show_default=True,
+              help="Also record each thread's CPU time at every call's entry and exit (column cpu_ns: the CPU time "
+                   "of the computation between calls, for 'sim app --compute cpu'). Costs two system calls per MPI "
+                   "call (0.3-1 us each here).")
 @click.option("--timeout", type=POSITIVE_DURATION, default=None,
               help="Stop the application after this long (e.g. 10m).")
 @format_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
+def run_cmd(output, lib, raw_dir, clock, cpu_time, timeout, as_json, command):
     """Run COMMAND (launcher and MPI application, after --) with the tracer preloaded; merge the ranks'
     records into one native trace.
 
@@ -102,6 +106,7 @@ def run_cmd(output, lib, raw_dir, clock, timeout, as_json, command):
     env["HV_TRACE_DIR"] = str(rdir.resolve())
     if clock != "auto":
         env["HV_TRACE_CLOCK"] = clock
+    env["HV_TRACE_CPU"] = "1" if cpu_time else "0"
     err = stderr_console()
     err.print(f"tracing: {' '.join(command)}")
     try:
@@ -133,6 +138,7 @@ def _summary(trace, path) -> dict:
     from hpcvar.traces.cut import world_collectives
 
     comm = mpi_time_s(ev, trace.ntasks)
+    polls = ev.groupby("task")["poll_ns"].sum().to_dict() if "poll_ns" in ev.columns else {}
     coll = world_collectives(trace)
     first = coll[coll["task"] == 0]
     return {"world_collectives": int(len(first)),
@@ -140,16 +146,18 @@ def _summary(trace, path) -> dict:
                                        "t_end_s": float(first["t_end_ns"].iloc[-1]) * 1e-9} if len(first) else None),
             "trace": str(path), "ntasks": trace.ntasks, "rows": int(len(ev)), "timed": trace.timed,
             "ops": {k: int(v) for k, v in ev["op"].value_counts().items() if v},
-            "comms": len(trace.comms), "clock": trace.meta.get("clock"),
-            "tasks": [{"task": int(t), "span_s": float(span[t]), "mpi_s": float(comm[t])}
-                      for t in range(trace.ntasks) if t in span.index]}
+            "comms": len(trace.comms), "clock": trace.meta.get("clock"), "cpu_time": "cpu_ns" in ev.columns,
+            "polls": trace.meta.get("polls"),
+            "tasks": [{"task": int(t), "span_s": float(span[t]), "mpi_s": float(comm[t]),
+                       "poll_s": float(polls.get(t, 0)) * 1e-9} for t in range(trace.ntasks) if t in span.index]}
 
 
 def _render_summary(c, s: dict) -> None:
     from rich.table import Table
 
     c.print(f"{s['trace']}: {s['ntasks']} tasks, {s['rows']} rows, {s['comms']} communicators"
-            + (f", clock {s['clock']}" if s.get("clock") else "") + ("" if s["timed"] else " (time-independent)"))
+            + (f", clock {s['clock']}" if s.get("clock") else "") + ("" if s["timed"] else " (time-independent)")
+            + (", with the threads' CPU time (sim app --compute cpu)" if s.get("cpu_time") else ""))
     c.print("ops: " + ", ".join(f"{k} {v}" for k, v in s["ops"].items()))
     last = s.get("last_world_collective")
     if last:
@@ -158,9 +166,11 @@ def _render_summary(c, s: dict) -> None:
                 "'hpcvar trace cut' cuts at them)")
     from hpcvar.report.terminal import seconds
 
-    t = Table("task", "span", "in MPI", box=None)
+    if s.get("polls"):
+        c.print(f"polls that found nothing (MPI_Iprobe, MPI_Test*): {sum(s['polls']):,} (their time is in MPI)")
+    t = Table("task", "span", "in MPI", "of it polling", box=None)
     for r in s["tasks"]:
-        t.add_row(str(r["task"]), seconds(r["span_s"]), seconds(r["mpi_s"]))
+        t.add_row(str(r["task"]), seconds(r["span_s"]), seconds(r["mpi_s"]), seconds(r.get("poll_s", 0.0)))
     c.print(t)
 
 

@@ -8,8 +8,10 @@ kind and by phase (``hpcvar sim app --breakdown [--phases N]``, table ``replay.b
   phase, so both sides of a phase are the same calls.
 * **Measured** time of a row: the part of its [t_start, t_end] not already covered by the task's earlier rows
   (rows in time order), so a Waitall's rows (one per request, each with the call's times) and a Sendrecv's two
-  rows count the call once, and the kinds of a task add up to S_m (the union of its MPI rows' intervals) in
-  integer nanoseconds, exactly.
+  rows count the call once, plus its polls (``poll_ns``: the calls that found nothing before it, such as the
+  MPI_Iprobe loop before a probe that finds its message); polls before an ``init`` or ``finalize`` row are kind
+  ``poll``. The kinds of a task add up to S_m (the union of its MPI rows' intervals plus its polls) in integer
+  nanoseconds, exactly.
 * **Predicted** time of a row: its simulated end minus its start (0 for a row without a wait, such as an
   Isend, whose post takes no simulated time); the rows of a task add up to S_p (up to floating-point
   rounding: the engine sums them in row order, the breakdown per cell).
@@ -28,9 +30,10 @@ if TYPE_CHECKING:
     import pandas as pd
 
 MAX_PHASES = 64  # (t_start - first) * N stays exact in int64 for spans up to 1e17 ns (hpcvar.traces.parquet.MAX_NS)
-KINDS = [op for op in OPS if op not in ("init", "finalize", "sendrecv_recv")]
+KINDS = [op for op in OPS if op not in ("init", "finalize", "sendrecv_recv")] + ["poll"]
 _KIND_OF_OP = np.array([KINDS.index("sendrecv") if op == "sendrecv_recv" else KINDS.index(op) if op in KINDS
                         else -1 for op in OPS], np.int64)
+_POLL = KINDS.index("poll")  # the polls before a row that is not MPI time (init, finalize)
 
 
 @dataclass
@@ -59,7 +62,9 @@ def _sorted_columns(ev: pd.DataFrame) -> dict[str, np.ndarray]:
     from hpcvar.sim.replay_native import op_codes
 
     cols = {"task": task.astype(np.int64), "start": ev["t_start_ns"].to_numpy().astype(np.int64),
-            "end": ev["t_end_ns"].to_numpy().astype(np.int64), "op": op_codes(ev["op"]).astype(np.int64)}
+            "end": ev["t_end_ns"].to_numpy().astype(np.int64), "op": op_codes(ev["op"]).astype(np.int64),
+            "poll": ev["poll_ns"].to_numpy().astype(np.int64) if "poll_ns" in ev.columns else np.zeros(len(task),
+                                                                                                      np.int64)}
     return cols if order is None else {k: v[order] for k, v in cols.items()}
 
 
@@ -112,6 +117,10 @@ def grid(trace, nphases: int = 1) -> Grid:
     repeat = _repeats(c, mpi)
     calls = np.bincount(cell[mpi & ~repeat], minlength=ncells).astype(np.int64)
     measured = np.bincount(cell[mpi], weights=cov[mpi], minlength=ncells)
+    polled = c["poll"] > 0
+    if polled.any():  # a row's polls are its kind's; those before init/finalize rows are kind 'poll'
+        pcell = np.where(mpi, cell, (c["task"] * nphases + phase) * len(KINDS) + _POLL)
+        measured += np.bincount(pcell[polled], weights=c["poll"][polled].astype(np.float64), minlength=ncells)
     return Grid(ntasks, nphases, row_off, cell, calls, measured, bounds, bool(trace.timed))
 
 

@@ -40,6 +40,20 @@ def rescale(c: CpuTrace, factor: float) -> CpuTrace:
     return CpuTrace(c.cpu, d, ends - starts - d, meta)
 
 
+def quiet_as_event(c: CpuTrace, where: str) -> CpuTrace:
+    """A CPU on which the collector recorded no detour above its threshold, as one event: no jitter, then the whole
+    recorded length available (``recorded_cycles`` of its meta). A trace with events is returned as it is."""
+    if c.events:
+        return c
+    length = int(c.meta.get("recorded_cycles", 0))
+    if length <= 0:
+        from hpcvar.errors import InputFileError
+
+        raise InputFileError(f"CPU {c.cpu} has no detour and no recorded length", where,
+                             todo="Record again (the collector writes recorded_cycles with every CPU)")
+    return CpuTrace(c.cpu, np.zeros(1, np.int64), np.array([length], np.int64), {**c.meta, "lead_in_cycles": 0})
+
+
 def truncate(c: CpuTrace, length: int) -> CpuTrace:
     """The first ``length`` cycles of the trace (an event cut at the end keeps what fits)."""
     if c.length <= length:
@@ -64,7 +78,8 @@ class NodeTraces:
     @classmethod
     def build(cls, nodes: list[NodeTrace], cores_per_node: int) -> NodeTraces:
         f0 = nodes[0].trace.freq_hz
-        scaled = [[rescale(c, f0 / n.trace.freq_hz) for c in n.trace.cpus] for n in nodes]
+        scaled = [[rescale(quiet_as_event(c, f"node {n.host}"), f0 / n.trace.freq_hz) for c in n.trace.cpus]
+                  for n in nodes]
         length = min(c.length for cs in scaled for c in cs)
         per = [[truncate(cs[j % len(cs)], length) for j in range(cores_per_node)] for cs in scaled]
         return cls(nodes, per, f0, length)

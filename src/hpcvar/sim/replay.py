@@ -217,7 +217,7 @@ class Simulator:
     def __init__(self, trace: Trace, cluster: Cluster, node_of: list[int], model: str = "none",  # noqa: PLR0913
                  params: dict | None = None, algo: str = "binomial", eager_bytes: int = 65536,
                  jitter=None, lowered=None, engine: str = "auto", encoded=None, keep_rows: bool = True,
-                 progress=None):
+                 progress=None, compute: str = "wall"):
         if engine not in ENGINES:
             raise UsageError(f"unknown replay engine '{engine}'", "--engine", f"Use one of {', '.join(ENGINES)}")
         if model not in MODELS:
@@ -227,6 +227,7 @@ class Simulator:
                              "Map every task")
         self.trace, self.cluster, self.node_of = trace, cluster, node_of
         self.model, self.params, self.eager, self.algo = model, params, eager_bytes, algo
+        self.compute = compute  # how compute rows are taken from the trace (lower): wall or cpu
         self._ops = lowered
         self.jitter = jitter  # a ReplayJitter (both engines), any callable(task, start_s, dur_s) (Python), or None
         self.encoded = encoded
@@ -236,7 +237,7 @@ class Simulator:
     @property
     def ops(self) -> list[list[tuple]]:
         if self._ops is None:
-            self._ops = lower(self.trace, self.algo)[0]
+            self._ops = lower(self.trace, self.algo, self.compute)[0]
         return self._ops
 
     def engine_for(self, engine: str) -> str:
@@ -263,7 +264,8 @@ class Simulator:
             from hpcvar.sim import replay_native
 
             if self.encoded is None:
-                self.encoded = replay_native.lower_native(self.trace, self.algo) if self._ops is None \
+                self.encoded = replay_native.lower_native(self.trace, self.algo, compute=self.compute) \
+                    if self._ops is None \
                     else replay_native.encode(self._ops)
             return replay_native.run(self, self.encoded, self.keep_rows, self.progress)
         return self.run_python()
@@ -277,10 +279,19 @@ class Simulator:
 
 def mpi_time_s(ev, ntasks: int) -> np.ndarray:
     """Seconds each task spent inside MPI calls: the union of its rows' [t_start, t_end] intervals
-    (init/finalize excluded). A union, not a sum: the tracer writes one row per request of a Waitall
-    and a row for each half of a Sendrecv, all with the call's own entry and exit times.
+    (init/finalize excluded), plus the time in polls that found nothing (``poll_ns``: they lie between rows). A
+    union, not a sum: the tracer writes one row per request of a Waitall and a row for each half of a Sendrecv,
+    all with the call's own entry and exit times.
     Vectorised: rows in (task, t_start, t_end) order (sorted only when they are not already), the
     running maximum of the ends within each task, and a bincount of the newly covered time."""
+    polls: np.ndarray = np.zeros(ntasks)
+    if "poll_ns" in ev.columns and len(ev):  # exact: integer sums below 2^53 ns
+        polls = np.bincount(ev["task"].to_numpy(), weights=ev["poll_ns"].to_numpy(), minlength=ntasks)
+    return (_union_ns(ev, ntasks) + polls) * 1e-9
+
+
+def _union_ns(ev, ntasks: int) -> np.ndarray:
+    """ns per task covered by the MPI rows' [t_start, t_end] intervals (mpi_time_s)."""
     keep = ~ev["op"].isin(["init", "finalize"]).to_numpy()
     task = ev["task"].to_numpy()[keep]
     start = ev["t_start_ns"].to_numpy()[keep]
@@ -300,7 +311,7 @@ def mpi_time_s(ev, ntasks: int) -> np.ndarray:
     prev[first] = -np.inf
     endf = end.astype(np.float64)
     covered = np.clip(endf - np.maximum(start.astype(np.float64), prev), 0.0, None)
-    return np.bincount(task, weights=covered, minlength=ntasks) * 1e-9
+    return np.bincount(task, weights=covered, minlength=ntasks)
 
 
 def _cummax_by(groups: np.ndarray, values: np.ndarray, first: np.ndarray | None = None) -> np.ndarray:

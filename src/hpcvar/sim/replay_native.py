@@ -49,8 +49,9 @@ class _Config(ctypes.Structure):
 
 
 class _LowerConfig(ctypes.Structure):
-    _fields_ = ([("nrows", _I64), ("ntasks", _I64), ("algo", _I32), ("pad0", _I32)]
-                + [(n, _P) for n in ("row_off", "op", "peer", "tag", "comm", "bytes", "t_start", "t_end", "req")]
+    _fields_ = ([("nrows", _I64), ("ntasks", _I64), ("algo", _I32), ("compute", _I32)]
+                + [(n, _P) for n in ("row_off", "op", "peer", "tag", "comm", "bytes", "t_start", "t_end", "req",
+                                     "poll", "cpu")]
                 + [("ncomms", _I64)] + [(n, _P) for n in ("comm_id", "comm_off", "comm_mem")]
                 + [(n, _I64) for n in ("nops", "nwreq", "nkeys", "nreqs")]
                 + [(n, _P) for n in ("task_off", "kind", "peer_out", "val", "key", "req_out", "wreq", "row")]
@@ -74,8 +75,8 @@ class Encoded:
 
     ntasks: int
     task_off: np.ndarray  # int64, ntasks + 1
-    kind: np.ndarray      # int8: 0 compute, 1 send, 2 recv, 3 wait
-    peer: np.ndarray      # int32: send/recv peer task; wait: number of requests
+    kind: np.ndarray      # int8: 0 compute, 1 send, 2 recv, 3 wait, 4 probe
+    peer: np.ndarray      # int32: send/recv/probe peer task; wait: number of requests
     val: np.ndarray       # float64: seconds or bytes
     key: np.ndarray       # int32: match key id
     req: np.ndarray       # int32: request id (wait: offset into wreq)
@@ -118,7 +119,7 @@ def encode(ops: list[list[tuple]]) -> Encoded:
     wreq: list[int]
     kind, peer, val, key, req, wreq, row = [], [], [], [], [], [], []
     off = [0]
-    kcode = {"c": 0, "s": 1, "r": 2, "w": 3}
+    kcode = {"c": 0, "s": 1, "r": 2, "w": 3, "p": 4}
     for lst in ops:
         for o in lst:
             k = o[0]
@@ -161,36 +162,48 @@ def op_codes(ops) -> np.ndarray:
 
 LOWER_COLUMNS = {"op": np.int8, "peer": np.int32, "tag": np.int32, "comm": np.int32, "bytes": np.int64,
                  "t_start_ns": np.int64, "t_end_ns": np.int64, "req": np.int64}  # the rows' part the C lowering reads
+LOWER_OPTIONAL = {"poll_ns": np.int64, "cpu_ns": np.int64}  # ... and these where the trace has them
+COMPUTE_CODES = {"wall": 0, "cpu": 1}
 
 
-def lower_native(trace, algo: str = "binomial", release_rows: bool = False) -> Encoded:
+def lower_native(trace, algo: str = "binomial", release_rows: bool = False, compute: str = "wall") -> Encoded:
     """The trace lowered into op arrays in C (native/sim/lower.c): the same ops as
-    ``encode(replay_ref.lower(trace, algo)[0])`` up to the numbering of keys and requests, and the measured
-    side (``Encoded.measured``) from the same pass. ``release_rows``: the trace's rows are dropped
+    ``encode(replay_ref.lower(trace, algo, compute)[0])`` up to the numbering of keys and requests, and the
+    measured side (``Encoded.measured``) from the same pass. ``release_rows``: the trace's rows are dropped
     (``trace.drop_rows()``) once the lowering holds its columns, each column freed when no longer needed
     (the peak is the columns plus the op arrays, not a frame besides them)."""
     from hpcvar.sim.replay_ref import lower
     from hpcvar.traces.parquet import in_task_seq_order
 
     _check_algo(algo)
+    _check_compute(compute)
     task, seq = trace.column("task"), trace.column("seq")
     order = None if in_task_seq_order(task, seq) else np.lexsort((seq, task))
     if order is not None:
         task, seq = task[order], seq[order]
         if not in_task_seq_order(task, seq):
-            return encode(lower(trace, algo)[0])  # seq not 0, 1, 2, ... per task: the reference numbering
+            return encode(lower(trace, algo, compute)[0])  # seq not 0, 1, 2, ... per task: the reference numbering
     row_off = np.searchsorted(task, np.arange(trace.ntasks + 1, dtype=task.dtype)).astype(np.int64)  # no cast
     del task, seq
-    cols = {name: trace.column(name) for name in LOWER_COLUMNS}
+    types = {**LOWER_COLUMNS, **{c: t for c, t in LOWER_OPTIONAL.items() if trace.has_column(c)}}
+    cols = {name: trace.column(name) for name in types}
     if cols["op"].min(initial=0) < 0:
         raise ValueError("unknown op in the trace (validate it first)")
     if release_rows:
         trace.drop_rows()
-    for name, dtype in LOWER_COLUMNS.items():  # one column at a time: a reordered copy replaces its view
+    for name, dtype in types.items():  # one column at a time: a reordered copy replaces its view
         a = cols[name]
         cols[name] = np.ascontiguousarray(a if order is None else a[order], dtype=dtype)
     del order
-    return _lower_c(cols, row_off, trace, algo)
+    return _lower_c(cols, row_off, trace, algo, compute)
+
+
+def _check_compute(compute: str) -> None:
+    from hpcvar.errors import UsageError
+    from hpcvar.sim.replay_ref import COMPUTE_MODES
+
+    if compute not in COMPUTE_MODES:
+        raise UsageError(f"unknown compute mode '{compute}'", "--compute", f"Use one of {', '.join(COMPUTE_MODES)}")
 
 
 def _check_algo(algo: str) -> None:
@@ -202,7 +215,10 @@ def _check_algo(algo: str) -> None:
                          f"Use one of {', '.join(collectives.ALGORITHMS)}")
 
 
-def _lower_c(cols: dict, row_off: np.ndarray, trace, algo: str) -> Encoded:
+_LOWER_FIELDS = {"t_start_ns": "t_start", "t_end_ns": "t_end", "poll_ns": "poll", "cpu_ns": "cpu"}
+
+
+def _lower_c(cols: dict, row_off: np.ndarray, trace, algo: str, compute: str = "wall") -> Encoded:
     """The two C passes over the sorted columns (count, then fill); ``cols`` is emptied once the second has
     read them."""
     from hpcvar import _memory
@@ -210,11 +226,12 @@ def _lower_c(cols: dict, row_off: np.ndarray, trace, algo: str) -> Encoded:
     cids = sorted(trace.comms)
     comm = (np.array(cids, np.int32), np.cumsum([0] + [len(trace.comms[c]) for c in cids]).astype(np.int64),
             np.array([w for c in cids for w in trace.comms[c]], np.int32))
-    c = _LowerConfig(nrows=int(row_off[-1]), ntasks=trace.ntasks, algo=ALGO_CODES[algo], ncomms=len(cids))
+    c = _LowerConfig(nrows=int(row_off[-1]), ntasks=trace.ntasks, algo=ALGO_CODES[algo],
+                     compute=COMPUTE_CODES[compute], ncomms=len(cids))
     c.row_off = row_off.ctypes.data
     c.comm_id, c.comm_off, c.comm_mem = (a.ctypes.data for a in comm)
     for name, a in cols.items():
-        setattr(c, "t_start" if name == "t_start_ns" else "t_end" if name == "t_end_ns" else name, a.ctypes.data)
+        setattr(c, _LOWER_FIELDS.get(name, name), a.ctypes.data)
     _lower_pass(c)
     _lower_errors(c, cols, row_off, trace.source or "trace")
     big = _memory.empty

@@ -6,8 +6,15 @@ and tests/unit/test_replay_native.py runs both on the same inputs.
 Semantics (docs/replay.md, our reading of Vienne et al. 2008, section VI-A):
 
 * Each task replays its trace rows in order. Compute = the gap between a row's start and the previous
-  row's end in the measured trace (optionally stretched by OS jitter). Blocking calls are lowered to
-  nonblocking ones plus a wait; collectives to point-to-point steps (hpcvar.traces.collectives).
+  row's end in the measured trace, less the time the task spent in polls that found nothing during it (the
+  row's ``poll_ns``); with ``compute="cpu"``, the thread's CPU time of that computation (``cpu_ns``) where the
+  trace has it, on a core of its own (never more than the wall-clock compute); optionally stretched by OS
+  jitter. Blocking calls are lowered to nonblocking ones plus a wait; collectives to point-to-point steps
+  (hpcvar.traces.collectives).
+* A probe (a successful MPI_Iprobe, or MPI_Probe) waits until the message the task's next receive on its
+  (source, communicator, tag) would match is there: an eager message when its transfer has ended, a rendezvous
+  message when its request has arrived (its send's post + the path's latency, + the bytes sent with the request
+  at the link's bandwidth with ``rndv_first``). It receives nothing: the receive is a row of its own.
 * A message of ``b`` bytes from task s to task d: messages up to ``eager_bytes`` start when the send is
   posted and the send completes at once (buffered); larger ones start when both the send and the matching
   receive are posted, and the send completes with the transfer. A transfer is a latency phase (alpha, not
@@ -42,31 +49,53 @@ from hpcvar.traces import collectives
 
 # ---- lowering: trace rows -> per-task op lists ----
 # op tuples: ("c", seconds, None) compute; ("s", dst, bytes, key, req, row) post a send;
-# ("r", src, bytes, key, req, row) post a receive; ("w", reqs, row) wait for all reqs.
+# ("r", src, bytes, key, req, row) post a receive; ("p", src, bytes, key, req, row) post a probe;
+# ("w", reqs, row) wait for all reqs.
+
+COMPUTE_MODES = ("wall", "cpu")
 
 
-def lower(trace, algo: str = "binomial") -> tuple[list[list[tuple]], dict]:
-    """Per-task op lists (and an empty dict, kept for callers of the old signature)."""
+def compute_ns(gap: int, poll: int, cpu: int, mode: str) -> int:
+    """The compute before a row whose gap since the previous row's end is ``gap`` > 0 ns: the gap less the polls
+    in it; with mode ``cpu``, its CPU time ``cpu`` where recorded (>= 0), never above that."""
+    w = gap - poll
+    if mode == "cpu" and 0 <= cpu < w:
+        w = cpu
+    return w
+
+
+def lower(trace, algo: str = "binomial", compute: str = "wall") -> tuple[list[list[tuple]], dict]:
+    """Per-task op lists (and an empty dict, kept for callers of the old signature). ``compute``: wall (the
+    measured gaps less the polls) or cpu (their CPU time where the trace has it)."""
     if algo not in collectives.ALGORITHMS:
         raise UsageError(f"unknown collective algorithm '{algo}'", "--collectives",
                          f"Use one of {', '.join(collectives.ALGORITHMS)}")
+    if compute not in COMPUTE_MODES:
+        raise UsageError(f"unknown compute mode '{compute}'", "--compute", f"Use one of {', '.join(COMPUTE_MODES)}")
     ev = trace.events
     tasks: list[list[tuple]] = [[] for _ in range(trace.ntasks)]
     member_index = {c: {w: i for i, w in enumerate(m)} for c, m in trace.comms.items()}
     order = np.lexsort((ev["seq"].to_numpy(), ev["task"].to_numpy()))
     cols = [ev[c].to_numpy()[order].tolist() for c in ("task", "seq", "peer", "bytes", "tag", "comm", "t_start_ns",
                                                       "t_end_ns", "req")]
+    n = len(ev)
+    polls = ev["poll_ns"].to_numpy()[order].tolist() if "poll_ns" in ev.columns else [0] * n
+    cpus = ev["cpu_ns"].to_numpy()[order].tolist() if "cpu_ns" in ev.columns else [-1] * n
     ops = ev["op"].to_numpy()[order].tolist()
     coll_count: dict[tuple[int, int], int] = {}
     prev_end: dict[int, int] = {}
-    for op, t, seq, peer, b, tag, comm, ts, te, req in zip(ops, *cols, strict=True):
+    for op, t, seq, peer, b, tag, comm, ts, te, req, poll, cpu in zip(ops, *cols, polls, cpus, strict=True):
         lst = tasks[t]
         if t in prev_end and ts - prev_end[t] > 0:
-            lst.append(("c", (ts - prev_end[t]) * 1e-9, None))
+            w = compute_ns(ts - prev_end[t], poll, cpu, compute)
+            if w > 0:
+                lst.append(("c", w * 1e-9, None))
         prev_end[t] = max(te, prev_end.get(t, te))
         row = (t, seq)
         if op in ("init", "finalize"):
             lst.append(("w", (), row))
+        elif op == "probe":
+            _lower_probe(lst, trace.ntasks, t, seq, peer, b, tag, comm, row)
         elif op in ("send", "isend", "sendrecv"):
             _lower_send(lst, trace.ntasks, op, t, seq, peer, b, tag, comm, row)
         elif op in ("recv", "irecv", "sendrecv_recv"):
@@ -89,6 +118,15 @@ def _lower_send(lst, ntasks, op, t, seq, peer, b, tag, comm, row):
     lst.append(("s", peer, b, (t, peer, comm, tag), rq, row))
     if op == "send":
         lst.append(("w", (rq,), row))
+
+
+def _lower_probe(lst, ntasks, t, seq, peer, b, tag, comm, row):
+    if peer < 0 or peer >= ntasks:  # no message to wait for
+        lst.append(("w", (), row))
+        return
+    rq = ("r", t, seq)
+    lst.append(("p", peer, b, (peer, t, comm, tag), rq, row))
+    lst.append(("w", (rq,), row))
 
 
 def _lower_recv(lst, trace, op, t, seq, peer, b, tag, comm, row):
@@ -164,6 +202,8 @@ class Xfer:
     sdone: bool = False     # ... and it has
     kind: str = "none"
     end: float = -1.0
+    env: float = 0.0        # a rendezvous message: when its request reaches the receiver (what a probe waits for)
+    probe_rq: tuple | None = None  # an eager message: the probe waiting for its transfer to end
 
 
 @dataclass
@@ -181,7 +221,7 @@ class Result:
 
 
 _RANK = {"none": 0, "out": 1, "in": 1, "in-out": 2}
-EV_TASK, EV_LATENCY, EV_DATA_END, EV_FINISH, EV_SEND_DONE = 0, 1, 2, 3, 4
+EV_TASK, EV_LATENCY, EV_DATA_END, EV_FINISH, EV_SEND_DONE, EV_PROBE = 0, 1, 2, 3, 4, 5
 
 
 class RefEngine:
@@ -205,6 +245,7 @@ class RefEngine:
         self.pending_row: list = [None] * ntasks
         self.unsent: dict = {}         # match key -> list of Xfer waiting for a receive
         self.unrecv: dict = {}         # match key -> list of receive requests
+        self.probing: dict = {}        # match key -> the request of a probe waiting for a send to be posted
         self.active: list[Xfer] = []
         self.row_start: dict = {}
         self.row_end: dict = {}
@@ -289,6 +330,9 @@ class RefEngine:
             self.complete(x.sreq, now)
         if x.rreq is not None:
             self.complete(x.rreq, now)
+        if x.probe_rq is not None:
+            self.complete(x.probe_rq, now)
+            x.probe_rq = None
 
     # -- the tasks --
     def post_send(self, task, o, t):
@@ -296,11 +340,15 @@ class RefEngine:
         a, b = self.node_of[task], self.node_of[dst]
         bw, lat = (self.cl.shm_bandwidth, self.cl.shm_latency) if a == b else self.cl.link(a, b)
         eager = nb <= self.eager
+        env = t + lat
+        if a != b and self.cl.rndv_first > 0:
+            env = env + min(self.cl.rndv_first, float(nb)) / bw
         if not eager:
             lat = lat + (self.cl.shm_rndv_latency if a == b else self.cl.rndv_latency)
         x = Xfer(task, dst, float(nb), rq, row, a != b, bw, lat, eager)
         x.buffered = a != b and not eager and self.cl.send_buffer > 0
         x.posted = t
+        x.env = env
         q = self.unrecv.get(key)
         if q:
             x.rreq = q.pop(0)
@@ -311,8 +359,34 @@ class RefEngine:
             self.unsent.setdefault(key, []).append(x)
             if eager:
                 self.start(x, t)
+            prq = self.probing.pop(key, None)
+            if prq is not None:
+                self.probe_target(x, prq, t)
         if eager:
             self.done_at[rq] = t
+
+    def post_probe(self, o, t):
+        """A probe finds the first message of its key that no posted receive took (the head of the unsent ones),
+        or waits for the next such send."""
+        key, rq = o[3], o[4]
+        q = self.unsent.get(key)
+        if q:
+            self.probe_target(q[0], rq, t)
+        else:
+            self.probing[key] = rq
+
+    def probe_target(self, x: Xfer, rq, t):
+        """The probe ``rq`` (at time ``t``) completes when ``x`` is there: an eager message's transfer ended, a
+        rendezvous message's request arrived."""
+        if x.send_done_at_post:
+            if x.done:
+                self.done_at[rq] = x.end
+            else:
+                x.probe_rq = rq
+        elif x.env <= t:
+            self.done_at[rq] = x.env
+        else:
+            self.push(x.env, EV_PROBE, rq)
 
     def post_recv(self, o, t):
         key, rq = o[3], o[4]
@@ -350,6 +424,8 @@ class RefEngine:
                 self.post_send(task, o, t)
             elif kind == "r":
                 self.post_recv(o, t)
+            elif kind == "p":
+                self.post_probe(o, t)
             else:  # wait
                 need = 0
                 latest = t
@@ -387,19 +463,7 @@ class RefEngine:
                     self.pending_row[obj] = None
                 self.step(obj)
             elif kind == EV_LATENCY:  # latency phase over: data phase
-                x = obj
-                x.data_start = now
-                if x.inter and self.contention:
-                    x.remaining = x.nbytes
-                    x.last = now
-                    x.rate = 0.0
-                    self.active.append(x)
-                    self.recompute(now)
-                else:
-                    if x.buffered:
-                        self.push(now + max(x.nbytes - self.cl.send_buffer, 0.0) / x.bw, EV_SEND_DONE,
-                                  (x, x.version))
-                    self.push(now + x.nbytes / x.bw, EV_FINISH, x)
+                self.on_latency(obj, now)
             elif kind == EV_DATA_END:
                 x, ver = obj
                 if ver != x.version or x.done:
@@ -413,10 +477,26 @@ class RefEngine:
                     continue
                 x.sdone = True
                 self.complete(x.sreq, now)
+            elif kind == EV_PROBE:  # a rendezvous request arrived: the probe waiting for it completes
+                self.complete(obj, now)
             else:
                 self.finish(obj, now)
         self.check_complete()
         return self.result()
+
+    def on_latency(self, x: Xfer, now):
+        """A transfer's latency has passed: its data starts, shared with the others (contention) or alone."""
+        x.data_start = now
+        if x.inter and self.contention:
+            x.remaining = x.nbytes
+            x.last = now
+            x.rate = 0.0
+            self.active.append(x)
+            self.recompute(now)
+            return
+        if x.buffered:
+            self.push(now + max(x.nbytes - self.cl.send_buffer, 0.0) / x.bw, EV_SEND_DONE, (x, x.version))
+        self.push(now + x.nbytes / x.bw, EV_FINISH, x)
 
     def check_complete(self):
         """A deadlock or an unmatched send is an error naming the ranks and seqs."""

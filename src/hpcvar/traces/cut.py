@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from hpcvar.errors import InputFileError, UsageError
-from hpcvar.traces.parquet import COLLECTIVE_OPS, OPS, Trace, make_events
+from hpcvar.traces.parquet import COLLECTIVE_OPS, OPS, Trace, make_events, optional_columns
 
 SENDS = ("send", "isend", "sendrecv")
 RECVS = ("recv", "irecv", "sendrecv_recv")
@@ -72,27 +72,47 @@ def cut(trace: Trace, after: int | None = None, before: int | None = None, where
     if a is not None:
         at = coll[coll["k"] == a]
         lo[at["task"].to_numpy()] = at["seq"].to_numpy()
-        marks.append(_marks(at, "init", at["t_end_ns"].to_numpy()))
+        marks.append(_marks(at, "init", at["t_end_ns"].to_numpy(), after_call=True))
     if b is not None:
         at = coll[coll["k"] == b]
         hi[at["task"].to_numpy()] = at["seq"].to_numpy()
-        marks.append(_marks(at, "finalize", at["t_start_ns"].to_numpy()))
+        marks.append(_marks(at, "finalize", at["t_start_ns"].to_numpy(), after_call=False))
     kept = ev[(seq > lo[task]) & (seq < hi[task])]
     _check_consistent(kept, f"the cut (--after-collective {after}, --before-collective {before})", where)
     out = pd.concat([kept.astype({"op": object}), *marks], ignore_index=True)
     out = out.assign(order=np.where(out["op"] == "init", -1, np.where(out["op"] == "finalize", 1, 0)))
     out = out.sort_values(["task", "order", "seq"], kind="stable").drop(columns="order")
-    out["seq"] = out.groupby("task").cumcount().to_numpy()
+    out["seq"] = _renumber(out)
     events = make_events(out.reset_index(drop=True))
     events["op"] = pd.Categorical(events["op"], categories=OPS)
     meta = dict(trace.meta, cut={"after_collective": after, "before_collective": before})
+    meta.pop("polls", None)  # counted over the whole run: the rows' poll_ns say what the section holds
     return Trace(events=events, ntasks=trace.ntasks, comms=dict(trace.comms), timed=trace.timed,
                  source=trace.source, meta=meta)
 
 
-def _marks(at: pd.DataFrame, op: str, t_ns: np.ndarray) -> pd.DataFrame:
-    return pd.DataFrame({"task": at["task"].to_numpy(), "seq": at["seq"].to_numpy(), "op": op,
+def _marks(at: pd.DataFrame, op: str, t_ns: np.ndarray, after_call: bool) -> pd.DataFrame:
+    """init rows at the end of the cut collectives (nothing before them), finalize rows at their start (the
+    computation and polls before the collective are before the finalize row)."""
+    rows = pd.DataFrame({"task": at["task"].to_numpy(), "seq": at["seq"].to_numpy(), "op": op,
                          "t_start_ns": t_ns, "t_end_ns": t_ns})
+    for c in optional_columns(at):
+        rows[c] = 0 if after_call else at[c].to_numpy()
+    return rows
+
+
+def _renumber(out: pd.DataFrame) -> np.ndarray:
+    """seq = 0, 1, 2, ... per task in the rows' order, and each kept wait's ``req`` (the seq of the post it
+    completes) renumbered the same way (``out`` is sorted by task, then the new order; changed in place)."""
+    new = out.groupby("task").cumcount().to_numpy()
+    waits = (out["op"].to_numpy() == "wait") & (out["req"].to_numpy() >= 0)
+    if waits.any():
+        old = pd.Series(new, index=pd.MultiIndex.from_arrays([out["task"].to_numpy(), out["seq"].to_numpy()]))
+        key = pd.MultiIndex.from_arrays([out["task"].to_numpy()[waits], out["req"].to_numpy()[waits]])
+        req = out["req"].to_numpy().copy()
+        req[waits] = old.reindex(key).to_numpy()  # _check_consistent: every kept wait's post is kept
+        out["req"] = req
+    return new
 
 
 def _check_consistent(kept: pd.DataFrame, what: str, where: str) -> None:

@@ -4,17 +4,25 @@ Format (docs/formats.md, "Event traces"), version TRACE_VERSION:
 
     task int32, seq int64, op string, peer int32, bytes int64, tag int32, comm int32,
     t_start_ns int64, t_end_ns int64, req int64
+    and, where recorded (OPTIONAL_COLUMNS): poll_ns int64, cpu_ns int64
 
 ``seq`` numbers a task's rows from 0; ``peer`` is a rank of MPI_COMM_WORLD
 (the root for rooted collectives, -1 where none); ``req`` is, on a ``wait``
 row, the seq of the isend/irecv it completes (-1 elsewhere). Compute time is
-the gap between a row's t_start_ns and the previous row's t_end_ns. The
-Parquet schema metadata key ``hpcvar.trace`` holds JSON: format, version,
-ntasks, comms ({id: [world ranks]}), timed (false for time-independent
-imports), source.
+the gap between a row's t_start_ns and the previous row's t_end_ns, less the
+row's ``poll_ns``: the time the task spent, inside that gap, in MPI calls that
+found nothing (an MPI_Iprobe without a message, an MPI_Test* that completed
+nothing; 0 where not recorded). ``cpu_ns`` is the calling thread's CPU time
+during that computation (-1 where not recorded: ``hpcvar trace --cpu-time``).
+A ``probe`` row is a successful MPI_Iprobe or an MPI_Probe (the message is
+there; its receive is a row of its own). The Parquet schema metadata key
+``hpcvar.trace`` holds JSON: format, version, ntasks, comms ({id: [world
+ranks]}), timed (false for time-independent imports), source.
 
 Version history:
   1 (0.1.0): first version.
+  2: op ``probe``; the optional columns ``poll_ns`` and ``cpu_ns``. Version 1 files are read (no polls, no CPU
+     time); a version 1 reader refuses version 2 files (it would take their polls for computation).
 """
 
 from __future__ import annotations
@@ -31,15 +39,16 @@ from hpcvar.errors import InputFileError
 if TYPE_CHECKING:
     import pandas as pd
 
-TRACE_VERSION = 1
+TRACE_VERSION = 2
+READ_VERSIONS = (1, 2)
 META_KEY = b"hpcvar.trace"
 
 # op codes of native/trace/hv_trace.c, in the same order
 OPS = ["init", "finalize", "send", "recv", "isend", "irecv", "sendrecv", "sendrecv_recv", "wait", "barrier",
        "bcast", "reduce", "allreduce", "gather", "gatherv", "scatter", "scatterv", "allgather", "allgatherv",
-       "alltoall", "alltoallv"]
-P2P_OPS = {"send", "recv", "isend", "irecv", "sendrecv", "sendrecv_recv", "wait"}
-COLLECTIVE_OPS = set(OPS[9:])
+       "alltoall", "alltoallv", "probe"]
+P2P_OPS = {"send", "recv", "isend", "irecv", "sendrecv", "sendrecv_recv", "wait", "probe"}
+COLLECTIVE_OPS = set(OPS[9:21])
 COLUMNS = {"task": "int32", "seq": "int64", "op": "object", "peer": "int32", "bytes": "int64", "tag": "int32",
            "comm": "int32", "t_start_ns": "int64", "t_end_ns": "int64", "req": "int64"}
 
@@ -49,23 +58,36 @@ MAX_TASKS = 1 << 24
 MAX_NS = 10**17  # units.MAX_TIME_S in ns
 MAX_BYTES = 1 << 62
 
+# columns a trace has where they were recorded, and their value where not: poll_ns (time in polls that found
+# nothing, inside the gap before the row) and cpu_ns (the thread's CPU time of the computation in that gap)
+OPTIONAL_COLUMNS = {"poll_ns": "int64", "cpu_ns": "int64"}
+OPTIONAL_ABSENT = {"poll_ns": 0, "cpu_ns": -1}
+
 # the columns in memory (numpy): COLUMNS' types, ``op`` as int8 codes into OPS
 NUMPY_TYPES = {"task": np.int32, "seq": np.int64, "op": np.int8, "peer": np.int32, "bytes": np.int64,
                "tag": np.int32, "comm": np.int32, "t_start_ns": np.int64, "t_end_ns": np.int64, "req": np.int64}
+OPTIONAL_NUMPY_TYPES = {"poll_ns": np.int64, "cpu_ns": np.int64}
 # what a missing value (a null written by another tool) means; task, seq and the times have no default
-FILL_VALUES = {"peer": -1, "req": -1, "bytes": 0, "tag": 0, "comm": 0}
+FILL_VALUES = {"peer": -1, "req": -1, "bytes": 0, "tag": 0, "comm": 0, **OPTIONAL_ABSENT}
 
+# the tracer's records (native/trace/hv_trace.c): HVTRACE 1 (48 bytes), HVTRACE 2 (88 bytes: CPU clocks and polls)
+RAW_RECORD_V1 = np.dtype([("t_start_ns", "<i8"), ("t_end_ns", "<i8"), ("bytes", "<i8"), ("req", "<i8"),
+                          ("op", "<i4"), ("peer", "<i4"), ("tag", "<i4"), ("comm", "<i4")])
 RAW_RECORD = np.dtype([("t_start_ns", "<i8"), ("t_end_ns", "<i8"), ("bytes", "<i8"), ("req", "<i8"),
-                       ("op", "<i4"), ("peer", "<i4"), ("tag", "<i4"), ("comm", "<i4")])
+                       ("cpu_start_ns", "<i8"), ("cpu_end_ns", "<i8"), ("poll_ns", "<i8"), ("poll_cpu_ns", "<i8"),
+                       ("op", "<i4"), ("peer", "<i4"), ("tag", "<i4"), ("comm", "<i4"), ("npoll", "<i4"),
+                       ("pad", "<i4")])
+RAW_RECORDS = {1: RAW_RECORD_V1, 2: RAW_RECORD}
 
 
 class Trace:
     """An event trace in memory: its rows and its communicators.
 
-    The rows are held either as numpy columns (``column(name)``: NUMPY_TYPES, ``op`` as int8 codes into OPS),
-    what the readers produce and the C lowering reads, or as a DataFrame with COLUMNS (``events``), built from
-    the columns (without a copy) the first time something asks for it: code that only replays a trace in C
-    never imports pandas. Once the DataFrame exists it is the one copy of the rows (``column`` reads from it).
+    The rows are held either as numpy columns (``column(name)``: NUMPY_TYPES and the OPTIONAL_NUMPY_TYPES
+    recorded, see ``has_column``; ``op`` as int8 codes into OPS), what the readers produce and the C lowering
+    reads, or as a DataFrame with COLUMNS (``events``), built from the columns (without a copy) the first time
+    something asks for it: code that only replays a trace in C never imports pandas. Once the DataFrame exists
+    it is the one copy of the rows (``column`` reads from it).
     """
 
     def __init__(self, events: pd.DataFrame | None = None, ntasks: int = 0, comms: dict[int, list[int]] | None = None,
@@ -101,9 +123,13 @@ class Trace:
         assert self._columns is not None  # one of the two is always set
         return len(next(iter(self._columns.values())))
 
+    def has_column(self, name: str) -> bool:
+        """Whether the rows have this column (COLUMNS always; OPTIONAL_COLUMNS where recorded)."""
+        return name in (self._columns if self._columns is not None else self.events.columns)
+
     def column(self, name: str) -> np.ndarray:
-        """A column as numpy (NUMPY_TYPES; ``op``: int8 codes into OPS, -1 for a name not in OPS), without a copy
-        where the rows already hold it in that type."""
+        """A column as numpy (NUMPY_TYPES, OPTIONAL_NUMPY_TYPES; ``op``: int8 codes into OPS, -1 for a name not in
+        OPS), without a copy where the rows already hold it in that type."""
         if self._columns is not None:
             return self._columns[name]
         if name == "op":
@@ -117,6 +143,11 @@ class Trace:
 
     def task_rows(self, task: int) -> pd.DataFrame:
         return self.events[self.events["task"] == task]
+
+
+def optional_columns(ev: pd.DataFrame) -> list[str]:
+    """The OPTIONAL_COLUMNS the events have (recorded), in OPTIONAL_COLUMNS' order."""
+    return [c for c in OPTIONAL_COLUMNS if c in ev.columns]
 
 
 def op_codes(ops) -> np.ndarray:
@@ -133,20 +164,23 @@ def op_codes(ops) -> np.ndarray:
 
 
 def make_events(rows: list[dict] | pd.DataFrame) -> pd.DataFrame:
-    """A DataFrame with the native columns (defaults: peer -1, bytes 0, tag 0, comm 0, req -1)."""
+    """A DataFrame with the native columns (defaults: peer -1, bytes 0, tag 0, comm 0, req -1), and the optional
+    columns the rows have (a missing value: poll_ns 0, cpu_ns -1)."""
     import pandas as pd
 
     df = pd.DataFrame(rows).copy()
     defaults = {"peer": -1, "bytes": 0, "tag": 0, "comm": 0, "req": -1, "t_start_ns": 0, "t_end_ns": 0}
-    for c, v in defaults.items():
+    for c, v in {**defaults, **OPTIONAL_ABSENT}.items():
         if c not in df.columns:
-            df[c] = v
+            if c in defaults:
+                df[c] = v
         else:
             df[c] = df[c].fillna(v)
     if "seq" not in df.columns:
         df["seq"] = df.groupby("task").cumcount()
-    df = df[list(COLUMNS)]
-    return df.astype({c: t for c, t in COLUMNS.items() if t != "object"}).reset_index(drop=True)
+    types = {**COLUMNS, **{c: OPTIONAL_COLUMNS[c] for c in optional_columns(df)}}
+    df = df[list(types)]
+    return df.astype({c: t for c, t in types.items() if t != "object"}).reset_index(drop=True)
 
 
 def validate(trace: Trace, where: str) -> None:
@@ -192,6 +226,12 @@ def _check_values(trace: Trace, where: str) -> None:
     bad = _first_true(lambda end, start: (end < start) | (end > MAX_NS), t1, t0)
     if bad >= 0:
         _value_error(trace, bad, f"end before its start or beyond {MAX_NS} ns", where)
+    for name, lo in (("poll_ns", 0), ("cpu_ns", -1)):
+        if trace.has_column(name):
+            col = trace.column(name)
+            if col.min() < lo or col.max() > MAX_NS:
+                _value_error(trace, int(np.argmax((col < lo) | (col > MAX_NS))), f"{name} outside {lo}..{MAX_NS}",
+                             where)
 
 
 def _value_error(trace: Trace, i: int, what: str, where: str) -> None:
@@ -284,7 +324,7 @@ def write_parquet(trace: Trace, path: str | Path) -> Path:
     from hpcvar.results.store import atomic_write_bytes
 
     ev = trace.events.sort_values(["task", "seq"], kind="stable")
-    table = pa.Table.from_pandas(ev[list(COLUMNS)], preserve_index=False)
+    table = pa.Table.from_pandas(ev[[*COLUMNS, *optional_columns(ev)]], preserve_index=False)
     meta = {"format": "hpcvar-trace", "version": TRACE_VERSION, "ntasks": trace.ntasks,
             "comms": {str(k): v for k, v in trace.comms.items()}, "timed": trace.timed, "source": trace.source,
             **{k: v for k, v in trace.meta.items() if k not in ("format", "version")}}
@@ -341,9 +381,10 @@ def _file_meta(pf, where: str) -> dict:
         raise InputFileError("the Parquet file has no 'hpcvar.trace' metadata: not an hpcvar event trace",
                              where, todo="Write it with 'hpcvar trace run' or 'hpcvar trace import'")
     meta = _trace_meta(raw, where)
-    if meta.get("version") != TRACE_VERSION:
-        raise InputFileError(f"trace version {meta.get('version')!r} is not the version this hpcvar reads "
-                             f"({TRACE_VERSION})", where, todo="Convert it with the hpcvar that wrote it")
+    if meta.get("version") not in READ_VERSIONS:
+        raise InputFileError(f"trace version {meta.get('version')!r} is not a version this hpcvar reads "
+                             f"({', '.join(map(str, READ_VERSIONS))})", where,
+                             todo="Convert it with the hpcvar that wrote it")
     return meta
 
 
@@ -355,11 +396,12 @@ def _read_row_groups(pf, where: str) -> dict[str, np.ndarray]:
 
     _check_columns(pf.schema_arrow.names, where)
     n = pf.metadata.num_rows
-    cols = {c: _memory.empty(n, t) for c, t in NUMPY_TYPES.items()}
+    types = {**NUMPY_TYPES, **{c: t for c, t in OPTIONAL_NUMPY_TYPES.items() if c in pf.schema_arrow.names}}
+    cols = {c: _memory.empty(n, t) for c, t in types.items()}
     pos = 0
     for i in range(pf.num_row_groups):
         try:
-            table = pf.read_row_group(i, columns=list(COLUMNS))
+            table = pf.read_row_group(i, columns=list(types))
         except (pa.ArrowException, OSError) as e:
             raise _unreadable(e, where) from None
         if pos + table.num_rows > n:
@@ -378,7 +420,7 @@ def _check_columns(names: list[str], where: str) -> None:
     missing = [c for c in COLUMNS if c not in names]
     if missing:
         raise InputFileError(f"the trace lacks columns {missing}", where, todo="Write it with hpcvar trace")
-    twice = sorted({c for c in COLUMNS if names.count(c) > 1})
+    twice = sorted({c for c in (*COLUMNS, *OPTIONAL_COLUMNS) if names.count(c) > 1})
     if twice:
         raise InputFileError(f"the trace has columns {twice} twice", where, todo="The trace is damaged")
 
@@ -386,7 +428,7 @@ def _check_columns(names: list[str], where: str) -> None:
 def _fill_columns(cols: dict[str, np.ndarray], pos: int, table, where: str) -> None:
     """Rows pos.. of ``cols`` from an Arrow table (one row group): ``op`` as codes into OPS (a lookup over
     the chunk's dictionary), the numbers as exact integers (nulls: FILL_VALUES)."""
-    for name in COLUMNS:
+    for name in cols:
         at = pos
         for chunk in table.column(name).chunks:
             dst = cols[name][at:at + len(chunk)]
@@ -479,7 +521,7 @@ def events_frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
     block per column, ``op`` a categorical over OPS (one byte per row)."""
     import pandas as pd
 
-    data: dict = {c: cols[c] for c in COLUMNS}
+    data: dict = {c: cols[c] for c in (*COLUMNS, *OPTIONAL_COLUMNS) if c in cols}
     data["op"] = pd.Categorical.from_codes(cols["op"], categories=OPS, validate=False)
     return pd.DataFrame(data, copy=False)
 
@@ -487,7 +529,8 @@ def events_frame(cols: dict[str, np.ndarray]) -> pd.DataFrame:
 def events_from_arrow(table, where: str) -> pd.DataFrame:
     """The events DataFrame of an Arrow table with the native columns (the conversions of read_parquet)."""
     _check_columns(table.column_names, where)
-    cols = {c: np.empty(table.num_rows, t) for c, t in NUMPY_TYPES.items()}
+    types = {**NUMPY_TYPES, **{c: t for c, t in OPTIONAL_NUMPY_TYPES.items() if c in table.column_names}}
+    cols = {c: np.empty(table.num_rows, t) for c, t in types.items()}
     _fill_columns(cols, 0, table, where)
     return events_frame(cols)
 
@@ -495,9 +538,10 @@ def events_from_arrow(table, where: str) -> pd.DataFrame:
 # ---- the tracer's per-rank raw files (native/trace/hv_trace.c) ----
 
 def _raw_header(data: bytes, path: Path) -> tuple[dict[str, str], int]:
-    """The 'key=value' lines between 'HVTRACE 1' and 'end', and the offset after them."""
+    """The 'key=value' lines between 'HVTRACE 1' (or 2) and 'end', and the offset after them; ``head["version"]``
+    is the version of the first line."""
     head: dict[str, str] = {}
-    pos, line_no = 0, 0
+    pos, line_no, version = 0, 0, 1
     while True:
         nl = data.find(b"\n", pos)
         if nl < 0:
@@ -506,43 +550,47 @@ def _raw_header(data: bytes, path: Path) -> tuple[dict[str, str], int]:
         line = data[pos:nl].decode("ascii", "replace")
         pos, line_no = nl + 1, line_no + 1
         if line_no == 1:
-            if line != "HVTRACE 1":
+            if line not in ("HVTRACE 1", "HVTRACE 2"):
                 raise InputFileError(f"not an hpcvar raw trace (first line '{line[:40]}')", str(path), 1,
                                      todo="Give the directory the tracer wrote (HV_TRACE_DIR)")
+            version = int(line.split()[1])
             continue
         if line == "end":
+            head["version"] = str(version)
             return head, pos
         k, _, v = line.partition("=")
         head[k] = v
 
 
 def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
-    """(header, records, {local comm id: world ranks}) of one rank.<r>.hvt file; ``rank`` and ``size`` of the
-    header are checked integers (``head["rank"]``, ``head["size"]`` stay strings)."""
+    """(header, records, {local comm id: world ranks}) of one rank.<r>.hvt file (HVTRACE 1 or 2: the records
+    are RAW_RECORDS[version], ``head["version"]`` the version); ``rank`` and ``size`` of the header are checked
+    integers (``head["rank"]``, ``head["size"]`` stay strings)."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise InputFileError(f"cannot read the raw trace: {e.strerror}", str(path)) from None
     head, pos = _raw_header(data, path)
+    dtype = RAW_RECORDS[int(head["version"])]
     try:
         n = int(head.get("records", "-1"))
-        nbytes = int(head.get("record_bytes", RAW_RECORD.itemsize))
+        nbytes = int(head.get("record_bytes", dtype.itemsize))
         size = int(head.get("size", ""))
         rank = int(head.get("rank", ""))
     except ValueError:
         n = nbytes = size = rank = -1
-    if nbytes != RAW_RECORD.itemsize or n < 0 or not 1 <= size <= MAX_TASKS or not 0 <= rank < size:
+    if nbytes != dtype.itemsize or n < 0 or not 1 <= size <= MAX_TASKS or not 0 <= rank < size:
         raise InputFileError("unexpected rank, size, record size or record count in the header "
                              f"(rank={head.get('rank', '')[:20]} size={head.get('size', '')[:20]} "
                              f"records={head.get('records', '')[:20]} "
                              f"record_bytes={head.get('record_bytes', '')[:20]})",
                              str(path), todo="Use the hpcvar whose tracer wrote the file")
-    need = n * RAW_RECORD.itemsize
+    need = n * dtype.itemsize
     if len(data) - pos < need:
         raise InputFileError(f"the file is truncated: {n} records announced, "
-                             f"{(len(data) - pos) // RAW_RECORD.itemsize} present", str(path),
+                             f"{(len(data) - pos) // dtype.itemsize} present", str(path),
                              todo="Re-run the traced application (was the disk full or the job killed?)")
-    rec = np.frombuffer(data, dtype=RAW_RECORD, count=n, offset=pos)
+    rec = np.frombuffer(data, dtype=dtype, count=n, offset=pos)
     comms = {}
     for j, ln in enumerate(data[pos + need:].decode("ascii", "replace").splitlines(), 1):
         parts = ln.split()
@@ -560,6 +608,80 @@ def read_raw_rank(path: Path) -> tuple[dict, np.ndarray, dict[int, list[int]]]:
     return head, rec, comms
 
 
+def _raw_frame(rec: np.ndarray, where: Path) -> pd.DataFrame:
+    """One rank's records as rows: the native columns, and from HVTRACE 2 records poll_ns and cpu_ns (the thread's
+    CPU time between the previous call's exit and this call's entry, less the polls' CPU time: the computation's
+    CPU time; -1 where the CPU clock was not read). Rows of one call (a Waitall's requests) share their times: the
+    gap is taken from the latest exit so far, as the replay takes the wall-clock gap."""
+    import pandas as pd
+
+    df = pd.DataFrame({c: rec[c] for c in RAW_RECORD_V1.names or ()})
+    if "cpu_start_ns" not in (rec.dtype.names or ()):
+        return df
+    poll = rec["poll_ns"]
+    if len(poll) and (poll.min() < 0 or poll.max() > MAX_NS):
+        raise InputFileError("a poll time outside 0..MAX_NS", str(where), todo="The trace file is damaged")
+    df["poll_ns"] = poll
+    c0, c1 = rec["cpu_start_ns"], rec["cpu_end_ns"]
+    cpu = np.full(len(rec), -1, np.int64)
+    if len(rec) and c0.min() >= 0 and c1.min() >= 0:
+        reach = np.maximum.accumulate(c1)
+        cpu[1:] = np.maximum(c0[1:] - reach[:-1] - rec["poll_cpu_ns"][1:], 0)
+        cpu[0] = 0
+    df["cpu_ns"] = cpu
+    return df
+
+
+def _rank_rows(f: Path, rec: np.ndarray, head: dict, local: dict[int, list[int]],
+               members_to_id: dict[tuple[int, ...], int], comms: dict[int, list[int]]) -> pd.DataFrame:
+    """One rank's rows, its communicators given global ids by their members (``members_to_id`` and ``comms``
+    grow)."""
+    world = tuple(range(int(head["size"])))
+    members_to_id.setdefault(world, 0)
+    comms[0] = list(world)
+    remap = {}
+    for lid, mem in local.items():
+        key = tuple(mem)
+        if key not in members_to_id:
+            members_to_id[key] = len(members_to_id)
+            comms[members_to_id[key]] = list(mem)
+        remap[lid] = members_to_id[key]
+    df = _raw_frame(rec, f)
+    codes = df["op"].to_numpy()
+    if len(codes) and (codes.min() < 0 or codes.max() >= len(OPS)):
+        raise InputFileError(f"unknown op code {int(codes.max())}", str(f), todo="Use the matching hpcvar")
+    df["op"] = np.array(OPS, dtype=object)[codes]
+    df["comm"] = df["comm"].map(remap).fillna(0).astype("int32")
+    df["task"] = int(head["rank"])
+    df["seq"] = np.arange(len(df))
+    return df
+
+
+def _check_ranks(heads: list[dict], size: int, nfiles: int, directory: Path) -> None:
+    ranks = sorted(int(h["rank"]) for h in heads)
+    dup = [r for r, s in zip(ranks, ranks[1:], strict=False) if r == s]
+    if dup:
+        raise InputFileError(f"two files hold rank {dup[0]}", str(directory),
+                             todo="Trace again into an empty directory")
+    if ranks != list(range(size)):
+        missing = sorted(set(range(size)) - set(ranks))
+        raise InputFileError(f"trace files of ranks {missing} are missing ({nfiles} of {size})", str(directory),
+                             todo="Did some ranks die before MPI_Finalize? Re-run the application")
+
+
+def _merged_meta(heads: list[dict], npolls: dict[int, int], size: int) -> dict:
+    """The trace's metadata from the ranks' headers: the clock and its costs, the end reasons, with --cpu-time the
+    CPU clock's cost, and the polls per task when there were any."""
+    meta = {"clock": heads[0].get("clock"), "clock_cost_tsc_ns": float(heads[0].get("clock_cost_tsc_ns", 0)),
+            "clock_cost_mono_ns": float(heads[0].get("clock_cost_mono_ns", 0)),
+            "end_reasons": sorted({h.get("end_reason", "") for h in heads})}
+    if any(h.get("cpu") == "thread" for h in heads):
+        meta.update(cpu="thread", clock_cost_cpu_ns=float(heads[0].get("clock_cost_cpu_ns", 0)))
+    if any(npolls.values()):
+        meta["polls"] = [int(npolls.get(r, 0)) for r in range(size)]
+    return meta
+
+
 def merge_raw(directory: str | Path, source: str = "") -> Trace:
     """Merge rank.<r>.hvt files into one Trace; communicators get global ids by their members."""
     directory = Path(directory)
@@ -571,45 +693,21 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
     import pandas as pd
 
     frames: list = []
+    npolls: dict[int, int] = {}
     members_to_id: dict[tuple[int, ...], int] = {}
     comms: dict[int, list[int]] = {}
     size, heads = 0, []  # files is not empty: set from the first header
     for f in files:
         head, rec, local = read_raw_rank(f)
         heads.append(head)
-        rank = int(head["rank"])
         if size and int(head["size"]) != size:
             raise InputFileError(f"the header says {head['size']} ranks, rank.{heads[0]['rank']}.hvt says {size}",
                                  str(f), todo="The files come from different runs: trace again")
         size = int(head["size"])
-        world = tuple(range(size))
-        members_to_id.setdefault(world, 0)
-        comms[0] = list(world)
-        remap = {}
-        for lid, mem in local.items():
-            key = tuple(mem)
-            if key not in members_to_id:
-                members_to_id[key] = len(members_to_id)
-                comms[members_to_id[key]] = list(mem)
-            remap[lid] = members_to_id[key]
-        df = pd.DataFrame(rec)
-        codes = df["op"].to_numpy()
-        if len(codes) and (codes.min() < 0 or codes.max() >= len(OPS)):
-            raise InputFileError(f"unknown op code {int(codes.max())}", str(f), todo="Use the matching hpcvar")
-        df["op"] = np.array(OPS, dtype=object)[codes]
-        df["comm"] = df["comm"].map(remap).fillna(0).astype("int32")
-        df["task"] = rank
-        df["seq"] = np.arange(len(df))
-        frames.append(df)
-    ranks = sorted(int(h["rank"]) for h in heads)
-    dup = [r for r, s in zip(ranks, ranks[1:], strict=False) if r == s]
-    if dup:
-        raise InputFileError(f"two files hold rank {dup[0]}", str(directory),
-                             todo="Trace again into an empty directory")
-    if ranks != list(range(size)):
-        missing = sorted(set(range(size)) - set(ranks))
-        raise InputFileError(f"trace files of ranks {missing} are missing ({len(files)} of {size})", str(directory),
-                             todo="Did some ranks die before MPI_Finalize? Re-run the application")
+        if "npoll" in (rec.dtype.names or ()):
+            npolls[int(head["rank"])] = int(rec["npoll"].sum())
+        frames.append(_rank_rows(f, rec, head, local, members_to_id, comms))
+    _check_ranks(heads, size, len(files), directory)
     ev = make_events(pd.concat(frames, ignore_index=True))
     t0 = int(ev["t_start_ns"].min()) if len(ev) else 0
     if len(ev) and max(int(ev["t_end_ns"].max()), int(ev["t_start_ns"].max())) - t0 > MAX_NS:
@@ -617,14 +715,15 @@ def merge_raw(directory: str | Path, source: str = "") -> Trace:
                              todo="Trace the application again")
     ev["t_start_ns"] -= t0
     ev["t_end_ns"] -= t0
-    meta = {"clock": heads[0].get("clock"), "clock_cost_tsc_ns": float(heads[0].get("clock_cost_tsc_ns", 0)),
-            "clock_cost_mono_ns": float(heads[0].get("clock_cost_mono_ns", 0)),
-            "end_reasons": sorted({h.get("end_reason", "") for h in heads})}
-    trace = Trace(events=ev, ntasks=size, comms=comms, timed=True, source=source, meta=meta)
+    if "cpu_ns" in ev.columns and (ev["cpu_ns"] < 0).all():  # the CPU clock was not read (no --cpu-time)
+        ev = ev.drop(columns="cpu_ns")
+    trace = Trace(events=ev, ntasks=size, comms=comms, timed=True, source=source,
+                  meta=_merged_meta(heads, npolls, size))
     validate(trace, str(directory))
     return trace
 
 
-__all__ = ["COLLECTIVE_OPS", "COLUMNS", "MAX_BYTES", "MAX_NS", "MAX_TASKS", "NUMPY_TYPES", "OPS", "P2P_OPS",
+__all__ = ["COLLECTIVE_OPS", "COLUMNS", "MAX_BYTES", "MAX_NS", "MAX_TASKS", "NUMPY_TYPES", "OPS", "OPTIONAL_ABSENT",
+           "OPTIONAL_COLUMNS", "P2P_OPS", "RAW_RECORD", "RAW_RECORDS", "RAW_RECORD_V1", "READ_VERSIONS",
            "TRACE_VERSION", "Trace", "events_frame", "events_from_arrow", "in_task_seq_order", "make_events",
-           "merge_raw", "read_parquet", "read_raw_rank", "validate", "write_parquet"]
+           "merge_raw", "optional_columns", "read_parquet", "read_raw_rank", "validate", "write_parquet"]

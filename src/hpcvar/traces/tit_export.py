@@ -3,9 +3,11 @@
 so that ``smpirun -replay <index>`` replays it and ``hpcvar trace import`` reads it back.
 
 Each row becomes the line SimGrid's replay reads (hpcvar.traces.tit_dialect), counts in bytes (datatype 6,
-MPI_BYTE); the time between a row's start and the end of the task's calls before it (the compute the replay
-simulates, hpcvar.sim.replay_ref.lower) becomes ``compute FLOPS`` at ``flops_rate``. What TIT cannot say:
+MPI_BYTE); the time between a row's start and the end of the task's calls before it, less the row's polls (the
+compute the replay simulates, hpcvar.sim.replay_ref.lower), becomes ``compute FLOPS`` at ``flops_rate``. What TIT
+cannot say:
 
+* a probe (a successful MPI_Iprobe, MPI_Probe): TIT has no such action; the receive after it waits for the message;
 * a message to or from MPI_PROC_NULL completes at once: no line (its wait neither);
 * ``MPI_Sendrecv`` (rows sendrecv + sendrecv_recv) is written ``isend``, ``irecv``, ``wait``, ``wait`` with its tags
   (SimGrid's own ``sendRecv`` has no tag);
@@ -88,6 +90,7 @@ class _Rows:
     t_start_ns: list[int]
     t_end_ns: list[int]
     req: list[int]
+    poll_ns: list[int]
     skipped: set[int] = field(default_factory=set)
 
 
@@ -120,6 +123,7 @@ class _Writer:
         order = np.lexsort((ev["seq"].to_numpy(), ev["task"].to_numpy()))
         cols = {c: ev[c].to_numpy()[order] for c in ("task", "seq", "peer", "bytes", "tag", "comm", "t_start_ns",
                                                       "t_end_ns", "req")}
+        cols["poll_ns"] = ev["poll_ns"].to_numpy()[order] if "poll_ns" in ev.columns else np.zeros(len(order), np.int64)
         ops = np.asarray(ev["op"].astype(str))[order]
         bounds = np.flatnonzero(np.diff(cols["task"])) + 1
         starts, ends = np.r_[0, bounds], np.r_[bounds, len(order)]
@@ -135,9 +139,11 @@ class _Writer:
         rows = _Rows(r, ops.tolist(), **{k: v.tolist() for k, v in c.items() if k != "task"})
         prev_end = None
         for i, op in enumerate(rows.op):
-            if prev_end is not None and rows.t_start_ns[i] > prev_end:
-                yield f"{r} compute {self.flops(rows.t_start_ns[i] - prev_end)}\n"
+            if prev_end is not None and rows.t_start_ns[i] - prev_end - rows.poll_ns[i] > 0:
+                yield f"{r} compute {self.flops(rows.t_start_ns[i] - prev_end - rows.poll_ns[i])}\n"
             prev_end = rows.t_end_ns[i] if prev_end is None else max(prev_end, rows.t_end_ns[i])
+            if op == "probe":
+                continue
             if op in _P2P or op in ("sendrecv", "sendrecv_recv"):
                 if not 0 <= rows.tag[i] < COLL_TAG_BASE:
                     raise self.refuse(r, rows.seq[i], f"tag {rows.tag[i]} is not in 0..{COLL_TAG_BASE - 1} (the "

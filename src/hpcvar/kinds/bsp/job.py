@@ -25,6 +25,7 @@ import numpy as np
 import pandas as pd
 
 from hpcvar.bench.runner import BenchContext, Benchmark, Params, run_benchmark
+from hpcvar.bench.wait import resolve_wait, wait_us
 from hpcvar.errors import ResultsError, UsageError
 from hpcvar.results import RawFile, Run, resolve_run
 from hpcvar.results.kinds import draw_plots
@@ -68,6 +69,21 @@ class BspParams(Params):
     pin: bool
     rt_prio: int  # SCHED_FIFO priority; 0: normal scheduler
     baseline: Baseline | None
+    wait: str = "spin"  # how the barrier waits (hpcvar.bench.wait): spin, yield or sleep:N (us)
+
+    def to_json(self) -> dict:
+        """As stored; ``wait`` left out when it is ``spin``, as runs made before ``--wait`` stored it."""
+        doc = super().to_json()
+        if doc.get("wait") == "spin":
+            del doc["wait"]
+        return doc
+
+    @classmethod
+    def from_json(cls, doc, where: str = "run.json") -> BspParams:
+        """The stored parameters; a run without ``wait`` (spin, and every run made before ``--wait``) too."""
+        if isinstance(doc, dict) and "wait" not in doc:
+            doc = {**doc, "wait": "spin"}
+        return super().from_json(doc, where)
 
     @classmethod
     def _decode(cls, doc: dict, where: str) -> dict:
@@ -102,6 +118,7 @@ class Bsp(Benchmark[BspParams]):
     name = "bsp"
     program = "hv_bsp"
     min_np = 1
+    any_source = True  # --barrier tree: a parent receives from its children with MPI_ANY_SOURCE
 
     def point_fields(self) -> list[str]:
         return ["rep"]
@@ -121,7 +138,8 @@ class Bsp(Benchmark[BspParams]):
                 "--warmup", str(params.warmup), "--reps", str(len(points)),
                 "--first-rep", str(points[0]["rep"]), "--barrier", params.barrier,
                 "--arity", str(params.arity), "--work-iters", str(iters),
-                "--rt-prio", str(params.rt_prio)] + (["--pin"] if params.pin else [])
+                "--rt-prio", str(params.rt_prio), "--wait-us", str(wait_us(params.wait))] + \
+            (["--pin"] if params.pin else [])
 
     def launches(self, params: BspParams, pending: list[dict]) -> list[list[dict]]:
         """One launch per run of consecutive repetitions (the native program numbers from --first-rep)."""
@@ -166,6 +184,9 @@ def job(params: BspParams, ctx: BenchContext) -> Run:
     def plots(run: Run, result: dict) -> None:
         result["plots"] = draw_plots(run)
 
+    import dataclasses
+
+    params = dataclasses.replace(params, wait=resolve_wait(params.wait, ctx.np, ctx.launcher.slots()))
     return run_benchmark(Bsp(), params, ctx, after=plots)[0]
 
 

@@ -62,6 +62,7 @@ class AppParams(Params):
     dialect: str = "auto"  # TIT: the SimGrid version that wrote the trace (hpcvar.traces.tit_dialect)
     breakdown: bool = False
     phases: int | None = None  # --breakdown: slices of each task's measured span
+    compute: str = "wall"  # hpcvar.sim.replay_ref.COMPUTE_MODES: the gaps less the polls, or their CPU time
 
     def all_mappings(self) -> list[str]:
         """The mappings compared, in order: the named ones, then the files."""
@@ -70,6 +71,11 @@ class AppParams(Params):
     def check(self) -> None:
         """Usage errors that need no file, naming the flag."""
         from hpcvar.sim.replay import MAPPINGS, MODELS
+        from hpcvar.sim.replay_ref import COMPUTE_MODES
+
+        if self.compute not in COMPUTE_MODES:
+            raise UsageError(f"unknown compute mode '{self.compute}'", "--compute",
+                             f"Use one of {', '.join(COMPUTE_MODES)}")
 
         if self.align not in DRAWN_ALIGNMENTS:
             raise UsageError(f"unknown alignment '{self.align}'", "--align", f"Use {', '.join(DRAWN_ALIGNMENTS)}")
@@ -167,6 +173,7 @@ def job(p: AppParams, ctx: JobContext) -> Run:
     prefetch_arrow()  # its tables are written after the C work: the import runs meanwhile
     timings: dict = {}
     trace, host = _read(p, timings)
+    _check_compute(p, trace)
     cl, params_by_model, jit = _prepare(p, trace)
     run = ctx.create_run("sim app", p, host)
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
@@ -194,6 +201,7 @@ def job(p: AppParams, ctx: JobContext) -> Run:
             "collectives": p.collectives, "eager_bytes": p.eager_bytes, "jitter": p.jitter_path, "align": p.align,
             "flops_per_s": trace.meta.get("flops_rate") if not trace.timed else p.flops_per_s,
             "tit_dialect": trace.meta.get("tit_dialect"),
+            "compute": p.compute,
             "replicas": p.replicas, "seed": p.seed, "mapping": runs[0]["mapping"], "model": runs[0]["model"],
             "tasks": runs[0]["tasks"], "runs": runs, "lower_s": timings["lower_s"], "read_s": timings["read_s"],
             "measure_s": timings["measure_s"],
@@ -251,6 +259,13 @@ def _prepare(p: AppParams, trace):
     return cl, params_by_model, jit
 
 
+def _check_compute(p: AppParams, trace) -> None:
+    """--compute cpu needs the CPU time the tracer records with --cpu-time."""
+    if p.compute == "cpu" and not (trace.has_column("cpu_ns") and (trace.column("cpu_ns") >= 0).any()):
+        raise UsageError(f"the trace {p.trace} has no CPU time", "--compute",
+                         "Record it with 'hpcvar trace --cpu-time', or use --compute wall")
+
+
 def _cluster_json(cl) -> dict:
     """The simulated cluster as the options and the cluster file resolved to."""
     return {"nodes": cl.nodes, "cores_per_node": cl.cores_per_node, "bandwidth_bytes_per_s": cl.bandwidth,
@@ -268,13 +283,13 @@ def _lower(p: AppParams, trace, timings: dict):
     ops, encoded = None, None
     t0 = time.perf_counter()
     if p.engine == "python" or not _native_ok():
-        ops = simapp.lower(trace, p.collectives)[0]
+        ops = simapp.lower(trace, p.collectives, p.compute)[0]
         ops_per_replay = sum(map(len, ops))
     else:
         from hpcvar.sim.replay_native import lower_native
 
         # the replays need only the op arrays: the rows go as the lowering consumes them (--chrome keeps them)
-        encoded = lower_native(trace, p.collectives, release_rows=not p.chrome_path)
+        encoded = lower_native(trace, p.collectives, release_rows=not p.chrome_path, compute=p.compute)
         ops_per_replay = len(encoded.kind)
     timings["lower_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()

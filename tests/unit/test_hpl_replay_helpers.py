@@ -1,0 +1,36 @@
+"""benchmarks/hpl_replay.py's reading of a trace: the compute in wall clock and CPU time per task."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from hpcvar.traces.parquet import Trace, make_events, write_parquet
+from tests.unit.test_replay_traces import PINGPONG
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def hpl_replay():
+    spec = importlib.util.spec_from_file_location("hpl_replay", ROOT / "benchmarks" / "hpl_replay.py")
+    assert spec and spec.loader
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_descheduled_is_the_wall_clock_compute_less_its_polls_and_cpu_time(tmp_path, hpl_replay):
+    """Task 0 computes 1000 ns before its send, 200 of them polling and 500 on the CPU: 300 ns descheduled. Task 1
+    computes 500 ns before its receive and 2000 before its send, all on the CPU: none."""
+    rows = [dict(r, poll_ns=0, cpu_ns=0) for r in PINGPONG]
+    rows[1] = dict(rows[1], poll_ns=200, cpu_ns=500)
+    rows[5] = dict(rows[5], cpu_ns=500)
+    rows[6] = dict(rows[6], cpu_ns=2000)
+    p = write_parquet(Trace(make_events(rows), 2), tmp_path / "t.trace")
+    d = hpl_replay.descheduled(p)
+    assert d["wall"] == pytest.approx([800e-9, 2500e-9])
+    assert d["cpu"] == pytest.approx([500e-9, 2500e-9])
+    assert d["descheduled"] == pytest.approx([300e-9, 0.0], abs=1e-15)
