@@ -133,6 +133,32 @@ def test_jitter_table_is_in_seconds_and_percent():
     assert list(frame(points_for_people(pts, None)).columns)[2] == "total (cycles)"  # no frequency: cycles
 
 
+def test_jitter_terminal_table_is_in_seconds_without_exponents(tmp_path):
+    """A testbed characterization's jitSim rows read 'T (cycles) 2.62e+07': the terminal shows seconds, as the
+    report does, and never an exponent."""
+    import io
+
+    from rich.console import Console
+
+    from hpcvar.kinds.sim_jitter.views import render
+
+    class R:
+        info = {"result": {"phases_n": 10, "work_cycles": 2596153, "barrier": "tree", "baseline_cycles": 44850114,
+                           "freq_hz": 2.6e9,
+                           "points": [{"config": "x unsync", "tasks": 1 << 20, "total_cycles": 5.06e8,
+                                       "slowdown": 10.28, "slowdown_ci": [10.0, 10.67], "replicas": 3,
+                                       "coverage": 0.039, "task_phases_per_s": 2.56e7}]}}
+
+    out = io.StringIO()
+    render(Console(file=out, width=200), R())
+    text = out.getvalue()
+    assert "T (s)" in text and "0.1946" in text and "e+" not in text, text
+    R.info["result"]["freq_hz"] = None
+    out = io.StringIO()
+    render(Console(file=out, width=200), R())
+    assert "T (cycles)" in out.getvalue() and "506000000" in out.getvalue() and "e+" not in out.getvalue()
+
+
 # ---- plots ----------------------------------------------------------------------------------------------------
 def _labels(fig) -> list[str]:
     fig.canvas.draw()

@@ -35,12 +35,17 @@ def render(console: Console, run: Run) -> None:
     t = Table(title=f"jitSim: {result['phases_n']} phases of W = {result['work_cycles']} cycles, "
                     f"barrier {result['barrier']}; T0 = {result['baseline_cycles']} cycles at the last point; "
                     f"Mtp/s = million task-phases per second", title_justify="left")
-    for col in ("config", "tasks", "T (cycles)", "slowdown", "95% CI", "closed form", "coverage", "Mtp/s"):
+    from hpcvar.report.humanize import number
+
+    freq = result.get("freq_hz")  # T in seconds where the trace's clock is known, as the report shows it
+    for col in ("config", "tasks", "T (s)" if freq else "T (cycles)", "slowdown", "95% CI", "closed form",
+                "coverage", "Mtp/s"):
         t.add_column(col, justify="right", overflow="fold")
     for p in result["points"]:
         cf = p.get("closed_form") or {}
         cf_txt = _pct(cf["expected_slowdown"]) if "expected_slowdown" in cf else "-"
-        t.add_row(p["config"], str(p["tasks"]), f"{p['total_cycles']:.4g}", _pct(p["slowdown"]),
+        total = number(p["total_cycles"] / float(freq)) if freq else number(float(p["total_cycles"]))
+        t.add_row(p["config"], str(p["tasks"]), total, _pct(p["slowdown"]),
                   _ci(p["slowdown_ci"][0], p["slowdown_ci"][1], int(p["replicas"])), cf_txt, _pct(p["coverage"]),
                   f"{p['task_phases_per_s'] / 1e6:.2f}")
     console.print(t)
