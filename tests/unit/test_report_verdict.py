@@ -240,3 +240,24 @@ def test_a_prediction_on_a_suspect_recording_is_suspect(runs_dir, tmp_path):
     assert "preempted 900 times" in input_suspicion(jit)
     h = section(jit).headlines[0]
     assert h.status == SUSPECT and "suspect" in h.reference and h.role == "prediction"
+
+
+def test_a_prediction_on_a_loaded_characterizations_recording_is_suspect(runs_dir):
+    """A 3-host testbed characterization under 28% of other processes' load: its multi-node recording keeps no
+    preemption count, and jitSim's 1028% on it was 'bad'. The characterization's load makes it suspect."""
+    from hpcvar.kinds.sim_jitter.views import section
+
+    parent = Run.create("characterize", {"quick": True})
+    parent.info["load"] = {"others_pct": 28.0, "steal_pct": 0.0, "warning": "while the steps ran, ..."}
+    parent.save()
+    noise = Run.create("noise record", {"nodes": 3}, runs_dir=parent.steps_dir())
+    noise.finish("complete", {"nodes": ["h1", "h2", "h3"], "per_node": [{"host": "h1", "noise_fraction": [0.01]}]})
+    jit = Run.create("sim jitter", {"traces": [str(noise.path)]}, runs_dir=parent.steps_dir())
+    jit.finish("complete", {"points": [{"config": "x unsync", "tasks": 1 << 20, "slowdown": 10.28, "replicas": 3,
+                                        "slowdown_ci": [10.0, 10.6], "total_s": 0.19}], "freq_hz": 1e9,
+                            "work_cycles": 1e6, "phases_n": 10, "barrier": "tree"})
+    h = section(jit).headlines[0]
+    assert h.status == SUSPECT and "other processes used 28%" in h.reference, h.reference
+    parent.info["load"] = {"others_pct": 2.0, "steal_pct": 0.0, "warning": None}
+    parent.save()
+    assert section(jit).headlines[0].status == BAD  # the same prediction on a quiet characterization

@@ -130,9 +130,16 @@ def _noise_runs(run) -> list[dict]:
         src = Path(t)
         rj = (src if src.is_dir() else src.parent) / "run.json"
         try:
-            out.append(json.loads(rj.read_text()))
+            info = json.loads(rj.read_text())
         except (OSError, ValueError):
             continue
+        # a recording made as a characterization's step: that characterization's load while its steps ran
+        if rj.parent.parent.name == "steps":
+            try:
+                info["_within_load"] = json.loads((rj.parent.parent.parent / "run.json").read_text()).get("load")
+            except (OSError, ValueError):
+                pass
+        out.append(info)
     return out
 
 
@@ -143,6 +150,9 @@ def input_suspicion(run) -> str:
 
     for noise in _noise_runs(run):
         why = recording_suspicion(noise.get("result") or {})
+        load = noise.get("_within_load") or {}
+        if not why and load.get("warning"):  # a multi-node recording keeps no preemption count: the load judges
+            why = f"recorded while other processes used {load.get('others_pct', float('nan')):.0f}% of the CPUs"
         if why:
             return f"built on a noise recording that is suspect ({why})"
     return ""
