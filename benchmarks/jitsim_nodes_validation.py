@@ -233,10 +233,11 @@ def up(a, work: Path) -> dict:
     return env
 
 
-def report(rows: list[dict]) -> None:
-    def pct(x: float) -> str:
-        return f"{100 * x:+.1f}%"
+def pct(x: float) -> str:
+    return f"{100 * x:+.1f}%"
 
+
+def report(rows: list[dict]) -> None:
     print("\n| hosts | injection (verdict) | measured [95% CI] | unsync | sync | measured alignment "
           "| bsp's own, stops included [95% CI] |")
     print("|---|---|---|---|---|---|---|")
@@ -257,9 +258,6 @@ def report_vs_none(rows: list[dict]) -> None:
     """The predictions are against the baseline recording's. Where that recording held noise the baseline bsp run
     did not see (other users' jobs come and go), they are low by that much: its own predicted slowdown, and the
     predictions against no noise beside it."""
-    def pct(x: float) -> str:
-        return f"{100 * x:+.1f}%"
-
     print("\n| hosts | injection | baseline recording alone: unsync, sync, measured | against no noise: unsync | sync "
           "| measured alignment |")
     print("|---|---|---|---|---|---|")
