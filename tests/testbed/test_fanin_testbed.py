@@ -21,6 +21,7 @@ from tests.testbed.conftest import up_testbed
 pytestmark = [pytest.mark.root]
 
 LINK_BYTES_PER_S = 200e6 / 8
+LARGE_BYTES = 4 << 20  # --large 4MiB
 HOSTS = 4  # root + 2 large-buffer clients + 1 chatter client
 
 
@@ -76,7 +77,13 @@ def test_strategies_on_the_testbed(testbed, runs_dir):
                   f"{p['aggregate_bytes_per_s'] / 1e6:.2f} MB/s large, "
                   f"{p['chatter_bytes_per_s'] / 1e6:.3f} MB/s chatter, "
                   f"RTT p50 {p['chatter_rtt_median_ns'] / 1e6:.1f} ms, Jain {p['jain_index']:.3f}")
-            assert 0 < p["aggregate_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
+            # what went through the root's link in the window can never exceed it
+            assert 0 < p["window_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
+            # the steady rate sums each client's bytes over its own first-to-last completion: each is known to
+            # one message over the window (docs/fanin.md), which exact matching at depth 1, serving one client
+            # at a time, can show (25.93 MB/s once on the 25 MB/s link: 3.7% over, under a 11% resolution)
+            resolution = 2 * LARGE_BYTES / (p["window_s"] * LINK_BYTES_PER_S)
+            assert p["aggregate_bytes_per_s"] <= (1.02 + resolution) * LINK_BYTES_PER_S, (key(p), resolution)
 
     def strategies_behave(out):
         by = {key(p): p for p in out["points"]}
