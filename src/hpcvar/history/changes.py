@@ -1,7 +1,8 @@
 """Change points of a history, confirmed, with HPX-style symbols.
 
 1. Candidates: PELT (ruptures, L2 cost, segments of at least ``MIN_SEGMENT`` runs) on each series' per-run
-   medians, in logarithm when every median is positive (a change is relative, as compare's threshold is),
+   medians but the last run's (which 3. judges: a change its run starts shows as a change point the next
+   nights), in logarithm when every median is positive (a change is relative, as compare's threshold is),
    scaled by a robust spread of the series (1.4826 MAD of the successive differences / sqrt 2, unaffected by a
    step), with the penalty ``PENALTY_PER_LOG_N`` x ln(n) (BIC-like).
 2. Confirmation: for each candidate, the pooled raw samples of the segment after it against those of the segment
@@ -123,7 +124,9 @@ def _change(s: Series, before: tuple[int, int], after: tuple[int, int], latest: 
 
 def detect(group: Group, alpha: float = 0.01, threshold: float = 0.10, min_effect: float = 0.33) -> None:
     """Fill each series' confirmed ``changes``, its ``latest`` test and its ``segments`` (see the module doc)."""
-    cuts = {s.metric: candidates(np.array([p.value for p in s.points])) for s in group.series}
+    # the last run is the latest question (3. in the module doc), never part of a candidate: with it, PELT put a
+    # first noisy run's change two runs early (min segments), and the last run went untested
+    cuts = {s.metric: candidates(np.array([p.value for p in s.points[:-1]])) for s in group.series}
     by_name = {s.metric: s for s in group.series}
     boot = {s.metric: _Bootstrap(s) for s in group.series}
     while True:
