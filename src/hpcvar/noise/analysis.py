@@ -181,6 +181,7 @@ def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict
 
 
 MAX_FOLD = 32  # a source at k x another's frequency, k = 2..MAX_FOLD, is that source's harmonic
+COMB_MIN = 20  # ... when that frequency is 20 tolerances or more (a chance match within one: 10% at most)
 
 
 def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None) -> list[dict]:
@@ -191,8 +192,10 @@ def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None)
     interval: sources at multiples of its frequency ``grid_hz`` are the sampler's, not the machine's, and are
     left out. Order kept."""
     def near(x: float, f: float, kmin: int) -> bool:
-        k = round(x / f)
-        return kmin <= k <= MAX_FOLD and abs(x - k * f) <= max(3.0 * df, 1e-3 * x)
+        k, tol = round(x / f), max(3.0 * df, 1e-3 * x)
+        # a comb as dense as the tolerance matches anything: 1 Hz (a 1 s trace replayed in a loop) has a multiple
+        # within 0.86 Hz of every frequency, and took a 100 Hz source as its harmonic
+        return kmin <= k <= MAX_FOLD and f >= COMB_MIN * tol and abs(x - k * f) <= tol
 
     kept = [dict(s_) for s_ in sources if not (grid_hz and near(s_["hz"], grid_hz, 1))]
     by_hz = sorted(kept, key=lambda s_: s_["hz"])
