@@ -11,7 +11,7 @@ import sys
 import pytest
 
 from hpcvar.results import Run
-from tests.conftest import best_of_quiet_attempts, realtime_allowed, run_cli
+from tests.conftest import best_of_quiet_attempts, realtime_allowed, run_cli, wait_for_child
 
 pytestmark = pytest.mark.mpi
 
@@ -105,21 +105,6 @@ def test_characterize_resume_runs_only_missing_steps(runs_dir):
     assert len(list((run.path / "steps").iterdir())) == 2
 
 
-def _wait_for_child(proc: subprocess.Popen, timeout: float = 30.0) -> None:
-    """Wait until the injector's native program runs (Python start-up takes a moment)."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        out = subprocess.run(["pgrep", "-P", str(proc.pid)], capture_output=True, text=True).stdout.split()
-        if out:
-            time.sleep(0.3)  # its threads are set up
-            return
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.05)
-    raise AssertionError("the noise injector did not start")
-
-
 def test_compare_same_machine_unchanged_and_injected_noise_degraded(runs_dir):
     if not realtime_allowed():
         pytest.skip("the injected noise needs SCHED_FIFO (root, CAP_SYS_NICE or an RLIMIT_RTPRIO): without it the "
@@ -145,7 +130,7 @@ def test_compare_same_machine_unchanged_and_injected_noise_degraded(runs_dir):
                                "--burn", "3ms", "--time", "120s"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                               text=True)
     try:
-        _wait_for_child(inject)
+        wait_for_child(inject)
         noisy = json.loads(run_cli(lat, check=True).stdout)["run"]
     finally:
         inject.terminate()
