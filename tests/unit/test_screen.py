@@ -79,12 +79,15 @@ def test_ring_and_auto_and_bad_plans():
 
 # ---- analysis on synthetic tables -------------------------------------------------------------------------
 def tables(n=4, slow_link: dict | None = None, slow_pair=None, noisy=None, loaded=None, seed=0,
-           pair_load: float = 0.0, slow_lat: tuple | None = None) -> dict:
+           pair_load: float = 0.0, slow_lat: tuple | None = None, slow_recv: dict | None = None,
+           fast: tuple | None = None) -> dict:
     """The screen's tables for n nodes on separate machines: links at 190 Mbit/s (a node in ``slow_link`` at its
-    factor both ways), 20 us latency, 2% noise (``noisy`` at 10%), others' load 1% (``loaded`` nodes 40%)."""
+    factor both ways; a node in ``slow_recv`` at its factor in what it receives: cross traffic into it; ``fast``:
+    (src, dst, iteration) at the full rate), 20 us latency, 2% noise (``noisy`` at 10%), others' load 1%
+    (``loaded`` nodes 40%)."""
     rng = np.random.default_rng(seed)
     hosts = HOSTS[:n]
-    slow_link, noisy, loaded = slow_link or {}, noisy or set(), loaded or set()
+    slow_link, noisy, loaded, slow_recv = slow_link or {}, noisy or set(), loaded or set(), slow_recv or {}
     nodes = pd.DataFrame({"node": range(n), "host": hosts, "boot_id": [f"b{i}" for i in range(n)], "cpus": 2,
                           "turn": 0})
     load, win, kern, bw, lat = [], [], [], [], []
@@ -106,8 +109,9 @@ def tables(n=4, slow_link: dict | None = None, slow_pair=None, noisy=None, loade
             if slow_pair and {ha, hb} == set(slow_pair):
                 f = 0.5
             for src, dst in ((ha, hb), (hb, ha)):
+                g = [1.0 if fast == (src, dst, k) else f * slow_recv.get(dst, 1.0) for k in range(5)]
                 bw += [{"src": src, "dst": dst, "iter": k, "t_ns": 0.0, "size_bytes": 1 << 20,
-                        "bw_bytes_per_s": 190e6 / 8 * f * (1 + rng.normal(0, 0.002))} for k in range(5)]
+                        "bw_bytes_per_s": 190e6 / 8 * g[k] * (1 + rng.normal(0, 0.002))} for k in range(5)]
             # slow_lat: (a, b, iterations): that pair's latency 1.5x in those of its 50 iterations
             late = set(slow_lat[2]) if slow_lat and {ha, hb} == set(slow_lat[:2]) else set()
             lat += [{"host_a": ha, "host_b": hb, "iter": k, "rtt_ns": 40e3,
@@ -150,6 +154,25 @@ def test_a_slow_node_link_is_that_nodes_and_a_noisy_node_is_named():
     bw = f[f["metric"] == "link_bandwidth"].iloc[0]
     assert bw["ratio"] == pytest.approx(0.5, abs=0.01) and bw["reference"] == pytest.approx(190e6 / 8, rel=0.01)
     assert "n2's link bandwidth both ways" in a.line() and "n3's OS noise" in a.line()
+
+
+def test_cross_traffic_into_a_node_is_its_receiving_side_even_when_one_message_got_through():
+    """A CI screen named two of the three links into h1 as pairs (the cross traffic's receiver): one message of the
+    third went at the full rate, which stretched that link's interval to the others'. The node's summary stands
+    out with its interval; each of its links need only stand out by its median."""
+    for fast in (None, ("n3", "n1", 2)):
+        _, lm, f, a = analyse(tables(slow_recv={"n1": 0.47}, fast=fast))
+        got = {(r.where, r.metric, r.scope, r.side) for r in f.itertuples()}
+        assert got == {("n1", "link_bandwidth", "node", "receive")}, (fast, got)
+        assert a.status == DEGRADED
+    row = lm[(lm["src"] == "n3") & (lm["dst"] == "n1")].iloc[0]
+    assert row["ci_hi"] > 150e6 / 8  # that link's interval reaches the others': alone, it is no finding
+    # a link into it at the full rate by its median is not that node's: the slow links are named as pairs
+    t = tables(slow_recv={"n1": 0.47})
+    bw = t["screen.bw"]
+    bw.loc[(bw["src"] == "n3") & (bw["dst"] == "n1"), "bw_bytes_per_s"] = 190e6 / 8
+    _, _, f, _ = analyse(t)
+    assert set(f["scope"]) == {"pair"} and set(f["where"]) == {"n2->n1", "n4->n1"}, f[["where", "scope"]]
 
 
 def test_one_slow_pair_is_the_pairs_not_a_nodes():

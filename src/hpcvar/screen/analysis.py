@@ -320,9 +320,13 @@ class _Judge:
     def z(self, value: float) -> float:
         return 0.6745 * (value - self.med) / self.spread if self.spread > 0 else 0.0
 
-    def bad(self, row) -> bool:
+    def stands_out(self, value: float) -> bool:
+        """Its point estimate is beyond the threshold on the bad side (no interval checked)."""
         sign = 1.0 if self.metric.higher_is_worse else -1.0
-        return sign * self.z(row.value) > MODIFIED_Z_THRESHOLD and not (row.ci_lo <= self.hi and row.ci_hi >= self.lo)
+        return sign * self.z(value) > MODIFIED_Z_THRESHOLD
+
+    def bad(self, row) -> bool:
+        return self.stands_out(row.value) and not (row.ci_lo <= self.hi and row.ci_hi >= self.lo)
 
     def transient(self, first: float, second: float) -> str:
         """Why a finding is not reproduced ('' when it is, or when the metric has no halves): one of its two
@@ -393,7 +397,11 @@ def _one_metric_findings(df: pd.DataFrame, hosts: list[str], m: Metric) -> list[
     found, explained = [], set()
     by_host: dict[str, list[str]] = {}
     for (h, side), links in blamed.items():
-        if all(judge.bad(r) for r in links.itertuples(index=False)):
+        # the node's summary passed the whole rule (z and an interval apart); each of its links must stand out by
+        # its median, not by its interval too: cross traffic into a node lets one of a link's few messages through
+        # at the full rate, and that message alone stretches the link's interval to the others' (3 messages: the
+        # interval of their median is their range)
+        if all(judge.stands_out(r.value) for r in links.itertuples(index=False)):
             by_host.setdefault(h, []).append(side)
             explained.update(links.index)
     ref_load = float(np.median((ref if len(ref) else df)["load_pct"]))
