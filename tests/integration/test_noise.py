@@ -111,13 +111,10 @@ def _assert_recovered(t, period_ns: float, burn_ns: float) -> None:
     _assert_duration_recovered(r["duration_ns"], burn_ns)
     assert r["period_ns"] == pytest.approx(period_ns, rel=0.10), r
     sources = analysis.sources_by_class(t, t.cpus[0])
-    if not any(abs(src["hz"] - 100.0) < 1.0 for src in sources):
-        # seen in 2 of 3 fresh-clone CI runs of the whole suite (never alone): the period recovered above, the
-        # spectrum without it as a source. Folded as the harmonic of a lower source, it is an open question of
-        # the harmonic folding (the closing note of 2026-11-25), reported, not hidden; missing altogether, a failure
-        host = [src for src in sources if any(abs(h - 100.0) < 1.0 for h in src.get("folded_hz", []))]
-        assert host, [(round(src["hz"], 2), src.get("folded_hz")) for src in sources]
-        pytest.xfail(f"100 Hz folded as a harmonic of {host[0]['hz']:.2f} Hz")
+    # CI once found it only as a 50 Hz source's harmonic: the bursts that held a tick were just over 1 ms, the
+    # others just under (tests/unit/test_noise_formats.py, a train that straddles a class edge)
+    assert any(abs(src["hz"] - 100.0) < 1.0 for src in sources), \
+        [(round(src["hz"], 2), src["class_ns"], src.get("folded_hz"), src.get("partial_hz")) for src in sources]
 
 
 def test_injector_is_recovered_by_the_collector(tmp_path):

@@ -209,6 +209,45 @@ def test_harmonics_are_folded_into_their_source_not_listed():
     assert [s["hz"] for s in low] == [100.0, 3.98]
 
 
+def _no_overlap(starts: np.ndarray, durations: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    o = np.argsort(starts, kind="stable")
+    starts, durations = starts[o], durations[o]
+    keep, end = np.ones(starts.size, dtype=bool), -1
+    for i in range(starts.size):
+        keep[i] = starts[i] > end
+        end = starts[i] + durations[i] if keep[i] else end
+    return starts[keep], durations[keep]
+
+
+def test_a_train_whose_durations_straddle_a_class_edge_is_one_source_at_its_frequency():
+    """CI recorded an injected 100 Hz x 1 ms train whose bursts held the 250 Hz tick every other time (0.98 and
+    1.02 ms): each decade class held every other burst, a 50 Hz train, which took 100 Hz, and even the tick, as
+    its harmonics. The decade centred on 1 ms holds the whole train; the 50 Hz is that train in part."""
+    rng = np.random.default_rng(1)
+    length = int(3.5e9)
+    bursts = np.arange(5_000_000, length - 2 * 10**6, 10_000_000)
+    burst_ns = np.where(np.arange(bursts.size) % 2 == 0, 1_020_000, 980_000) + rng.integers(-5000, 5000, bursts.size)
+    tick = np.arange(0, length - 10**6, 4_000_000) + rng.integers(0, 2000, length // 4_000_000 - 0)
+    other = rng.integers(0, length - 10**6, 3000)
+    starts, durations = _no_overlap(np.concatenate([bursts, tick, other]).astype(np.int64), np.concatenate(
+        [burst_ns, np.full(tick.size, 3000), np.full(other.size, 800)]).astype(np.int64))
+    c = cpu_trace_from_events(0, starts, durations, length)
+    sources = analysis.sources_by_class(JitterTrace(1e9, [c], {}), c)
+    hz = sorted(round(s["hz"]) for s in sources)
+    assert hz == [100, 250], [(round(s["hz"], 2), s["class_ns"], s.get("folded_hz")) for s in sources]
+    train = next(s for s in sources if round(s["hz"]) == 100)
+    assert [round(x) for x in train["partial_hz"]] == [50] and train["class_ns"][0] < 1e6 < train["class_ns"][1]
+    # fold_harmonics alone: a train of its own is no harmonic; a weak peak of a busy class still is
+    found = [{"hz": 50.0, "strength": 0.97, "class_ns": [1e5, 1e6], "class_events": 175},
+             {"hz": 100.0, "strength": 0.97, "class_ns": [3.2e5, 3.2e6], "class_events": 350},
+             {"hz": 1000.0, "strength": 0.09, "class_ns": [0.0, None], "class_events": 4000}]
+    out = analysis.fold_harmonics(found, df=1 / 3.5)
+    assert [s["hz"] for s in out] == [100.0] and out[0]["folded_hz"] == [1000.0] and out[0]["partial_hz"] == [50.0]
+    # the same two in classes that do not overlap (2 ms bursts at 50 Hz, 0.5 ms at 100 Hz) are two sources
+    apart = [found[0] | {"class_ns": [1e6, 1e7]}, found[1] | {"class_ns": [1e5, 1e6]}]
+    assert [s["hz"] for s in analysis.fold_harmonics(apart, df=1 / 3.5)] == [50.0, 100.0]
+
+
 def test_a_tick_seen_on_a_sampling_grid_is_one_source():
     """A 250 Hz tick whose detours are seen on a 200 us grid (the timer method's): its spectrum peaks at 1000,
     1250, 2500 and 5000 Hz too; the report names one source, the tick."""

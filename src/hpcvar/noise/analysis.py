@@ -29,6 +29,10 @@ PEAK_FACTOR = 20.0  # a spectral peak must exceed 20 x the median power
 MAX_HARMONIC = 8
 RANDOM_FACTOR = 15.0  # random phases: Z ~ Exp(1/N); the max over ~1e4 frequencies is ~ln(1e4)/N = 9/N
 CLASS_EDGES_NS = (0.0, 1e3, 1e4, 1e5, 1e6, np.inf)  # duration classes (decades) for per-class periodicity
+# ... and the decades centred on those edges: a train whose durations straddle an edge (1 ms bursts, every other
+# one holding a 4 ms tick: 0.98 and 1.02 ms) is whole in one of them, while each decade holds half of it, a
+# train at half its frequency
+STRADDLE_CLASSES_NS = tuple((float(e / np.sqrt(10.0)), float(e * np.sqrt(10.0))) for e in CLASS_EDGES_NS[1:-1])
 MIN_CLASS_EVENTS = 20
 
 
@@ -160,16 +164,16 @@ def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict
     found = []
     f, p = spectrum(trace, c)
     for s_ in periodic_sources(f, p, top, c.events):
-        found.append(s_ | {"class_ns": [0.0, None]})
+        found.append(s_ | {"class_ns": [0.0, None], "class_events": int(c.events)})
     starts = recorded_starts(c)
-    for lo, hi in zip(CLASS_EDGES_NS[:-1], CLASS_EDGES_NS[1:], strict=True):
+    for lo, hi in [*zip(CLASS_EDGES_NS[:-1], CLASS_EDGES_NS[1:], strict=True), *STRADDLE_CLASSES_NS]:
         m = (d_ns >= lo) & (d_ns < hi)
         if m.sum() < MIN_CLASS_EVENTS or m.all():
             continue
         sub = cpu_trace_from_events(c.cpu, starts[m], np.zeros(int(m.sum()), dtype=np.int64), c.length)
         f, p = spectrum(trace, sub)
         for s_ in periodic_sources(f, p, top, sub.events):
-            found.append(s_ | {"class_ns": [lo, None if np.isinf(hi) else hi]})
+            found.append(s_ | {"class_ns": [lo, None if np.isinf(hi) else hi], "class_events": int(sub.events)})
     found.sort(key=lambda x: -x["strength"])
     out: list[dict] = []
     for s_ in found:
@@ -182,6 +186,11 @@ def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict
 
 MAX_FOLD = 32  # a source at k x another's frequency, k = 2..MAX_FOLD, is that source's harmonic
 COMB_MIN = 20  # ... when that frequency is 20 tolerances or more (a chance match within one: 10% at most)
+# ... unless it is a train of its own: it dominates the spectrum of its class (strength) and its class holds at
+# least half the events a train at its frequency has over the recording (a harmonic peak of a slower train has
+# fewer); the slower source is then that train seen in part (a class holding every other burst), not its root
+OWN_TRAIN_STRENGTH = 0.5
+OWN_TRAIN_EVENTS = 0.5
 
 
 def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None) -> list[dict]:
@@ -190,17 +199,36 @@ def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None)
     source of its own (a 250 Hz tick's train has peaks at 4250 and 4750 Hz too, and the per-class spectra can
     find them without their fundamental). With the timer method, detours are seen on a grid of the sampling
     interval: sources at multiples of its frequency ``grid_hz`` are the sampler's, not the machine's, and are
-    left out. Order kept."""
+    left out. A source that is a train of its own (``own_train``) is never folded; a slower source in an
+    overlapping duration class at its frequency / k is that train seen in part, listed in its ``partial_hz``.
+    Order kept."""
     def near(x: float, f: float, kmin: int) -> bool:
         k, tol = round(x / f), max(3.0 * df, 1e-3 * x)
         # a comb as dense as the tolerance matches anything: 1 Hz (a 1 s trace replayed in a loop) has a multiple
         # within 0.86 Hz of every frequency, and took a 100 Hz source as its harmonic
         return kmin <= k <= MAX_FOLD and f >= COMB_MIN * tol and abs(x - k * f) <= tol
 
+    def own_train(s_: dict) -> bool:
+        return (s_.get("strength", 0.0) >= OWN_TRAIN_STRENGTH and df > 0
+                and s_.get("class_events", 0) >= OWN_TRAIN_EVENTS * s_["hz"] / df)
+
+    def overlap(a: dict, b: dict) -> bool:
+        (alo, ahi), (blo, bhi) = a.get("class_ns", [0.0, None]), b.get("class_ns", [0.0, None])
+        return alo < (np.inf if bhi is None else bhi) and blo < (np.inf if ahi is None else ahi)
+
     kept = [dict(s_) for s_ in sources if not (grid_hz and near(s_["hz"], grid_hz, 1))]
     by_hz = sorted(kept, key=lambda s_: s_["hz"])
     folded: set[int] = set()
+    # a slower source in an overlapping class, at a sub-multiple of a train of its own, is that train in part
+    for s_ in by_hz:
+        if own_train(s_):
+            for f0 in by_hz:
+                if f0 is not s_ and id(f0) not in folded and overlap(f0, s_) and near(s_["hz"], f0["hz"], 2):
+                    s_.setdefault("partial_hz", []).append(f0["hz"])
+                    folded.add(id(f0))
     for i, s_ in enumerate(by_hz):
+        if id(s_) in folded or own_train(s_):
+            continue
         for f0 in by_hz[:i]:
             if id(f0) not in folded and near(s_["hz"], f0["hz"], 2):
                 f0.setdefault("folded_hz", []).append(s_["hz"])
