@@ -21,7 +21,10 @@
  *   3. pair items (--pair-a/--pair-b/--pair-round): the pairs of one round share no node (mpiGraph's schedule,
  *      made by Python); a round is split here into sub-rounds whose pairs share no CPU either. In its pair,
  *      leader a ping-pongs 8 bytes with b (--lat-iters), then a sends --bw-size bytes to b and b answers 8 bytes
- *      (--bw-iters timed, after --bw-warmup), then the other way. One point per pair: item=pair.
+ *      (--bw-iters timed, after --bw-warmup), then the other way, then ping-pongs again (the other half of
+ *      --lat-iters). One point per pair: item=pair.
+ *   4. recheck (--lat-recheck > 0): the pairs' schedule once more, a ping-pongs --lat-recheck times with b, seconds
+ *      after its first measurement. One point per pair: item=recheck.
  * The two ends of every ping-pong (leader and partner inside a node, a and b of a pair) are pinned to the
  * first and the second CPU they may use while it lasts (pin_to).
  * Timed loops are minimal: read clock, MPI call(s) or kernel, read clock, store in a preallocated array.
@@ -36,7 +39,8 @@
  *   kind 3 timer   node, idx=sample       v0=ns per read (mean of --timer-reads) v1=timer resolution ns
  *   kind 4 shm     node, idx=iteration    v0=round trip ns
  *   kind 5 noise   node                   v0=CPUs recorded v1=recording seconds
- *   kind 6 lat     node=a, idx=iteration  v0=round trip ns v1=b
+ *   kind 6 lat     node=a, idx=iteration  v0=round trip ns v1=b v2=0 before the bandwidth test, 1 after it,
+ *                                          2 recheck (idx from --lat-iters on)
  *   kind 7 bw      node=sender, idx=iter  v0=ns to send --bw-size and receive the 8-byte answer
  *                                          v1=direction (0: a to b, 1: b to a) v2=receiver
  *   kind 8 phase   node, idx=part         as kind 1, over one part of a node item: 1 noise, 2 kernel, 3 shm
@@ -70,10 +74,12 @@ enum { K_LOAD = 1, K_KERNEL = 2, K_TIMER = 3, K_SHM = 4, K_NOISE = 5, K_LAT = 6,
 enum { PH_NOISE = 1, PH_KERNEL = 2, PH_SHM = 3 }; /* the parts of a node item whose load is kept apart */
 enum { TAG_SYNC = 30, TAG_SHM = 31, TAG_LAT = 32, TAG_BW = 33, TAG_ACK = 34 };
 enum { HOSTLEN = 64, BOOTLEN = 40, MASKLEN = 128, MAXCPUS = MASKLEN * 8 };
-enum { IT_CHECK = 0, IT_NODE = 1, IT_PAIR = 2 };
+enum { LAT_BEFORE = 0, LAT_AFTER = 1, LAT_LATER = 2 }; /* lat rows, v2: before / after the bandwidth test, recheck */
+enum { IT_CHECK = 0, IT_NODE = 1, IT_PAIR = 2, IT_RECHECK = 3 };
 
 typedef struct { /* the validated options */
-    long rounds, timer_samples, timer_reads, shm_iters, shm_warmup, lat_iters, lat_warmup, bw_iters, bw_warmup;
+    long rounds, timer_samples, timer_reads, shm_iters, shm_warmup, lat_iters, lat_warmup, lat_recheck, bw_iters,
+        bw_warmup;
     long bw_size, wait_us, max_events;
     double check_s, noise_s, kernel_s, quantum_ns, threshold_ns;
     const char *out;
@@ -246,9 +252,9 @@ static void write_header(hv_ctx *ctx, const screen_world *w, long kernel_iters, 
 /* ---- writing points ------------------------------------------------------------------------------------- */
 
 static void describe(const screen_world *w, const item *it, char *desc, size_t len) {
-    if (it->type == IT_PAIR)
-        snprintf(desc, len, "item=pair a=%d b=%d host_a=%s host_b=%s", it->a, it->b, w->node[it->a].host,
-                 w->node[it->b].host);
+    if (it->type == IT_PAIR || it->type == IT_RECHECK)
+        snprintf(desc, len, "item=%s a=%d b=%d host_a=%s host_b=%s", it->type == IT_PAIR ? "pair" : "recheck", it->a,
+                 it->b, w->node[it->a].host, w->node[it->b].host);
     else if (it->type == IT_NODE)
         snprintf(desc, len, "item=node node=%d round=%ld host=%s", it->a, it->round, w->node[it->a].host);
     else snprintf(desc, len, "item=check node=%d host=%s", it->a, w->node[it->a].host);
@@ -620,7 +626,7 @@ static void run_pair(const hv_ctx *ctx, const screen_config *c, const screen_wor
     const long first = (c->lat_iters + 1) / 2;
     pingpong(ctx, other, me_a, c->lat_warmup, first, TAG_LAT, t);
     for (long i = 0; me_a && i < first; i++)
-        add_row(b, it, K_LAT, a, (double)i, hv_ticks_to_ns(&ctx->timer, t[i]), bnode, 0, 0);
+        add_row(b, it, K_LAT, a, (double)i, hv_ticks_to_ns(&ctx->timer, t[i]), bnode, LAT_BEFORE, 0);
     for (int dir = 0; dir < 2; dir++) {
         const int sender = (dir == 0) == me_a;
         bw_direction(ctx, c, other, sender, buf, t);
@@ -629,10 +635,23 @@ static void run_pair(const hv_ctx *ctx, const screen_config *c, const screen_wor
     }
     pingpong(ctx, other, me_a, c->lat_warmup, c->lat_iters - first, TAG_LAT, t);
     for (long i = 0; me_a && i < c->lat_iters - first; i++)
-        add_row(b, it, K_LAT, a, (double)(first + i), hv_ticks_to_ns(&ctx->timer, t[i]), bnode, 0, 0);
+        add_row(b, it, K_LAT, a, (double)(first + i), hv_ticks_to_ns(&ctx->timer, t[i]), bnode, LAT_AFTER, 0);
     unpin(&old);
     load_mark lz = load_now(w);
     load_row(b, it, w, &la, &lz);
+}
+
+/* The pair's latency once more, after every pair was measured (seconds later): a finding must show then too,
+ * so that a condition lasting through one pair's measurement (a CI run saw a clean pair 1.38x in both halves)
+ * cannot name a link. */
+static void recheck_pair(const hv_ctx *ctx, const screen_config *c, const screen_world *w, int a, int bnode,
+                         uint64_t *t, row_buf *b, int it) {
+    const int me_a = w->my_node == a, other = me_a ? w->leader[bnode] : w->leader[a];
+    const cpu_set_t old = pin_to(w, !me_a);
+    pingpong(ctx, other, me_a, c->lat_warmup, c->lat_recheck, TAG_LAT, t);
+    for (long i = 0; me_a && i < c->lat_recheck; i++)
+        add_row(b, it, K_LAT, a, (double)(c->lat_iters + i), hv_ticks_to_ns(&ctx->timer, t[i]), bnode, LAT_LATER, 0);
+    unpin(&old);
 }
 
 static int pairs_clash(const screen_world *w, int a, int b, int c, int d) {
@@ -654,13 +673,15 @@ static int subround(const screen_config *c, const screen_world *w, const int *su
     }
 }
 
-/* Phase 3: each round of disjoint pairs, split into sub-rounds whose pairs share no CPU. */
-static void pair_phase(hv_ctx *ctx, const screen_config *c, const screen_world *w, row_buf *b) {
-    if (!c->npairs) return;
+/* Phase 3: each round of disjoint pairs, split into sub-rounds whose pairs share no CPU; with ``recheck``, the
+ * same schedule once more for the latency alone (recheck_pair). */
+static void pair_phase(hv_ctx *ctx, const screen_config *c, const screen_world *w, row_buf *b, int recheck) {
+    if (!c->npairs || (recheck && !c->lat_recheck)) return;
     int *sub = xcalloc(c->npairs, sizeof *sub);
     item *items = xcalloc(c->npairs, sizeof *items);
     char *buf = w->my_local == 0 ? hv_malloc_touched((size_t)c->bw_size) : NULL;
-    const long nt = c->lat_iters > c->bw_iters ? c->lat_iters : c->bw_iters;
+    long nt = c->lat_iters > c->bw_iters ? c->lat_iters : c->bw_iters;
+    if (c->lat_recheck > nt) nt = c->lat_recheck;
     uint64_t *t = hv_malloc_touched((size_t)nt * sizeof *t);
     int64_t last_round = -1;
     for (size_t i = 0; i < c->npairs; i++) {
@@ -678,8 +699,11 @@ static void pair_phase(hv_ctx *ctx, const screen_config *c, const screen_world *
             for (size_t i = lo; i < hi; i++) {
                 if (sub[i] != s) continue;
                 const int a = (int)c->pair_a[i], bn = (int)c->pair_b[i];
-                if (w->my_local == 0 && (w->my_node == a || w->my_node == bn)) run_pair(ctx, c, w, a, bn, buf, t, b, n);
-                items[n++] = (item){IT_PAIR, a, bn, 0};
+                if (w->my_local == 0 && (w->my_node == a || w->my_node == bn)) {
+                    if (recheck) recheck_pair(ctx, c, w, a, bn, t, b, n);
+                    else run_pair(ctx, c, w, a, bn, buf, t, b, n);
+                }
+                items[n++] = (item){recheck ? IT_RECHECK : IT_PAIR, a, bn, 0};
             }
             if (!n) break;
             flush_items(ctx, w, items, n, b);
@@ -741,6 +765,8 @@ int main(int argc, char **argv) {
         HV_OPT_LONG(screen_config, shm_warmup, "shm-warmup", 0, 1L << 24, "untimed round trips inside a node"),
         HV_OPT_LONG(screen_config, lat_iters, "lat-iters", 1, 1L << 24, "8-byte round trips per pair"),
         HV_OPT_LONG(screen_config, lat_warmup, "lat-warmup", 0, 1L << 24, "untimed round trips per pair"),
+        HV_OPT_LONG(screen_config, lat_recheck, "lat-recheck", 0, 1L << 24,
+                    "8-byte round trips per pair once more after all pairs (0: none)"),
         HV_OPT_LONG(screen_config, bw_size, "bw-size", 8, 0x7fffffffL, "bytes of a bandwidth message"),
         HV_OPT_LONG(screen_config, bw_iters, "bw-iters", 1, 1L << 20, "timed messages per pair and direction"),
         HV_OPT_LONG(screen_config, bw_warmup, "bw-warmup", 0, 1L << 20, "untimed messages per pair and direction"),
@@ -764,7 +790,8 @@ int main(int argc, char **argv) {
     row_buf rows = {NULL, 0, 0};
     if (cfg.check_s > 0) load_check(&ctx, &w, &cfg, &rows);
     node_phase(&ctx, &cfg, &w, iters, &rows);
-    pair_phase(&ctx, &cfg, &w, &rows);
+    pair_phase(&ctx, &cfg, &w, &rows, 0);
+    pair_phase(&ctx, &cfg, &w, &rows, 1);
     free(rows.v);
     free_world(&w);
     free_config(&cfg);

@@ -161,6 +161,7 @@ class _Progress:
 
     def __init__(self, bar, task, path: Path):
         self.bar, self.task, self.path, self.offset, self.done = bar, task, path, 0, 0
+        self.total = next((t.total for t in bar.tasks if t.id == task), None)
 
     def __call__(self) -> None:
         try:
@@ -173,9 +174,9 @@ class _Progress:
         cut = chunk.rfind(b"\n") + 1
         self.offset += cut
         n = chunk[:cut].count(b"#@point_end")
-        if n:
+        if n:  # a kind may write more points than it was asked for (screen's rechecks): the bar stops at its total
             self.done += n
-            self.bar.advance(self.task, n)
+            self.bar.update(self.task, completed=min(self.done, self.total or self.done))
 
 
 def _complete_keys(bench: Benchmark[Any], raws: list[RawFile]) -> set[str]:

@@ -584,6 +584,8 @@ TABLES.update({
     "screen.shm": {"host": _HOST, "round": "round", "iter": "iteration", "rtt_ns": "8-byte round trip between "
                    "two ranks of the node (ns)", "oneway_ns": "rtt_ns / 2 (ns)"},
     "screen.lat": {"host_a": "first node of the pair", "host_b": "second node", "iter": "iteration",
+                   "pass": "0 before the pair's bandwidth test, 1 after it, 2 the recheck after every pair (screens "
+                           "stored before 2026-11-27: 0 throughout)",
                    "rtt_ns": "8-byte round trip (ns)", "oneway_ns": "rtt_ns / 2 (ns)"},
     "screen.bw": {"src": "sending node", "dst": "receiving node", "iter": "iteration",
                   "t_ns": "time to send size_bytes and receive an 8-byte answer (ns)",
@@ -605,14 +607,17 @@ TABLES.update({
                             "metric": "link_bandwidth | link_latency", **_JUDGED,
                             "first": "latency: median of the pair's first half of round trips (before the bandwidth "
                                      "test), in ns; NaN for bandwidth",
-                            "second": "latency: median of the second half (after the bandwidth test), in ns"},
+                            "second": "latency: median of the second half (after the bandwidth test), in ns",
+                            "later": "latency: median of the recheck after every pair was measured, in ns (NaN "
+                                     "without one)"},
     "screen.findings": {"scope": "node (a node's fault) | pair (one link) | expectation",
                         "where": "the node, or the link (a->b, a-b)", "hosts": "the nodes named, comma list",
                         "metric": "the metric", "side": "send | receive | both (a node's links), '' otherwise",
                         "value": "the figure (the median of a node's links)",
                         "reference": "median of the others (the expected bound for an expectation)",
                         "ratio": "value / reference", "z": "modified z-score against the others",
-                        "threshold": "the z threshold (3.5)", "links": "links behind a node's link finding",
+                        "threshold": "the z threshold (3.5)",
+                        "links": "links of a node's link finding that stand out (more than half of its links)",
                         "status": "degraded (valid) | suspect (the measurement was disturbed, or a latency not "
                                   "reproduced in its second half)",
                         "why": "why it is suspect", "cost": "what it costs (ratio: +0.5 = 50% longer)",

@@ -78,7 +78,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
 NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "outlier", "rest_median", "load_pct",
              "valid", "why"]
 LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "load_pct", "valid", "why", "first",
-             "second"]
+             "second", "later"]
 FINDING_COLS = ["scope", "where", "hosts", "metric", "side", "value", "reference", "ratio", "z", "threshold",
                 "links", "status", "why", "cost", "cost_text"]
 
@@ -278,25 +278,33 @@ def link_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
             o, st, why = valid.get(frozenset((src, dst)), none)
             rows.append({"src": src, "dst": dst, "metric": "link_bandwidth", "value": float(np.median(x)),
                          "ci_lo": lo, "ci_hi": hi, "n": int(x.size), "unit": "B/s", "load_pct": load_of(o, st),
-                         "valid": not why, "why": why, "first": float("nan"), "second": float("nan")})
+                         "valid": not why, "why": why, "first": float("nan"), "second": float("nan"),
+                         "later": float("nan")})
     for (a, b), g in t["screen.lat"].groupby(["host_a", "host_b"], sort=False):
         x = g["oneway_ns"].to_numpy()
         lo, hi = median_ci(x)
         o, st, why = valid.get(frozenset((a, b)), none)
-        first, second = _halves(g)
+        first, second, later = _parts(g)
         rows.append({"src": a, "dst": b, "metric": "link_latency", "value": float(np.median(x)), "ci_lo": lo,
                      "ci_hi": hi, "n": int(x.size), "unit": "ns", "load_pct": load_of(o, st), "valid": not why,
-                     "why": why, "first": first, "second": second})
+                     "why": why, "first": first, "second": second, "later": later})
     return pd.DataFrame(rows, columns=LINK_COLS)
 
 
-def _halves(g: pd.DataFrame) -> tuple[float, float]:
-    """The medians of a pair's two latency halves: hv_screen measures rows 0..ceil(n/2)-1 before the bandwidth test
-    and the rest after it (screens stored before that measured them in one go: the halves are then consecutive)."""
-    n = int(g["iter"].max()) + 1 if len(g) else 0
-    first = g["iter"] < (n + 1) // 2
-    x, y = g.loc[first, "oneway_ns"], g.loc[~first, "oneway_ns"]
-    return (float(np.median(x)) if len(x) else float("nan"), float(np.median(y)) if len(y) else float("nan"))
+def _parts(g: pd.DataFrame) -> tuple[float, float, float]:
+    """The medians of a pair's three latency measurements: before its bandwidth test, after it, and the recheck
+    after every pair (column ``pass`` 0, 1, 2). Screens stored before the passes were marked measured the halves
+    in one go, or rows 0..ceil(n/2)-1 before the bandwidth test and the rest after it, without a recheck: their
+    halves are split by iteration."""
+    def med(x) -> float:
+        return float(np.median(x)) if len(x) else float("nan")
+
+    part = g["pass"] if "pass" in g and len(g) and g["pass"].max() > 0 else None
+    if part is None:
+        n = int(g["iter"].max()) + 1 if len(g) else 0
+        first = g["iter"] < (n + 1) // 2
+        return med(g.loc[first, "oneway_ns"]), med(g.loc[~first, "oneway_ns"]), float("nan")
+    return tuple(med(g.loc[part == k, "oneway_ns"]) for k in (0, 1, 2))  # type: ignore[return-value]
 
 
 @dataclass
@@ -328,17 +336,20 @@ class _Judge:
     def bad(self, row) -> bool:
         return self.stands_out(row.value) and not (row.ci_lo <= self.hi and row.ci_hi >= self.lo)
 
-    def transient(self, first: float, second: float) -> str:
-        """Why a finding is not reproduced ('' when it is, or when the metric has no halves): one of its two
-        measurements, before and after the bandwidth test, is within the others."""
+    def transient(self, first: float, second: float, later: float = float("nan")) -> str:
+        """Why a finding is not reproduced ('' when it is, or when the metric has no parts): one of its
+        measurements (before and after the bandwidth test, and the recheck after every pair) is within the
+        others."""
         if not (np.isfinite(first) and np.isfinite(second)):
             return ""
         sign = 1.0 if self.metric.higher_is_worse else -1.0
-        z1, z2 = sign * self.z(first), sign * self.z(second)
-        if z1 > MODIFIED_Z_THRESHOLD and z2 > MODIFIED_Z_THRESHOLD:
+        names = ["before the bandwidth test", "after it"] + (["after every pair"] if np.isfinite(later) else [])
+        zs = [sign * self.z(v) for v in (first, second, later)[:len(names)]]
+        if all(z > MODIFIED_Z_THRESHOLD for z in zs):
             return ""
-        return (f"it was not reproduced: of its two measurements, before and after the bandwidth test, one is within "
-                f"the others (z {z1:+.1f} and {z2:+.1f}, threshold {MODIFIED_Z_THRESHOLD:g}): a transient")
+        return (f"it was not reproduced: of its {len(zs)} measurements ({', '.join(names)}), "
+                f"{'one is' if sum(z <= MODIFIED_Z_THRESHOLD for z in zs) == 1 else 'some are'} within the others "
+                f"(z {', '.join(f'{z:+.1f}' for z in zs)}, threshold {MODIFIED_Z_THRESHOLD:g}): a transient")
 
 
 SIDES = {"link_bandwidth": ("send", "receive"), "link_latency": ("any",)}
@@ -397,28 +408,31 @@ def _one_metric_findings(df: pd.DataFrame, hosts: list[str], m: Metric) -> list[
     found, explained = [], set()
     by_host: dict[str, list[str]] = {}
     for (h, side), links in blamed.items():
-        # the node's summary passed the whole rule (z and an interval apart); each of its links must stand out by
-        # its median, not by its interval too: cross traffic into a node lets one of a link's few messages through
-        # at the full rate, and that message alone stretches the link's interval to the others' (3 messages: the
-        # interval of their median is their range)
-        if all(judge.stands_out(r.value) for r in links.itertuples(index=False)):
+        # the node's summary passed the whole rule (z and an interval apart); most of its links must stand out by
+        # their medians, not every one, nor by their intervals too: 100 Mbit/s of paced cross traffic into a node
+        # of a 200 Mbit/s link takes from a short message anything between its half and nothing (TCP's share of
+        # the receiver's queue at that moment: CI saw one of the three links into it at 176-178 Mbit/s in two of
+        # its three messages, the others at 87-102), and one message alone stretches a link's interval to the
+        # others' (3 messages: the interval of their median is their range)
+        out = [judge.stands_out(r.value) for r in links.itertuples(index=False)]
+        if 2 * sum(out) > len(out):
             by_host.setdefault(h, []).append(side)
-            explained.update(links.index)
+            explained.update(links.index[out])
     ref_load = float(np.median((ref if len(ref) else df)["load_pct"]))
     for h, sides in by_host.items():
         side = "both" if len(sides) == 2 else sides[0]
         links = pd.concat([_links_of(df, h, s) for s in sides]).drop_duplicates()
         why = merge_whys(links["why"]) if links["valid"].mean() < 0.5 else \
             _link_load_explains(float(np.median(links["load_pct"])), ref_load) or \
-            judge.transient(float(np.median(links["first"])), float(np.median(links["second"])))
-        found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, len(links), not why,
-                              why))
+            judge.transient(*(float(np.median(links[k])) for k in ("first", "second", "later")))
+        n_out = int(links.index.isin(list(explained)).sum())  # the links that stand out
+        found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, n_out, not why, why))
     for idx, r in df.iterrows():
         if idx in explained or not judge.bad(r):
             continue
         where = f"{r['src']}->{r['dst']}" if m.name == "link_bandwidth" else f"{r['src']}-{r['dst']}"
         why = r["why"] or _link_load_explains(float(r["load_pct"]), ref_load) or \
-            judge.transient(float(r["first"]), float(r["second"]))
+            judge.transient(float(r["first"]), float(r["second"]), float(r["later"]))
         found.append(_finding("pair", where, [r["src"], r["dst"]], m, "", r["value"], judge, 1, not why, why))
     return found
 

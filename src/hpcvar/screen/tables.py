@@ -48,8 +48,8 @@ def _points(raws: list[RawFile]):
         iters = int(raw.meta.get("kernel_iters") or 0)
         for p in raw.points:
             it = str(p.params.get("item"))
-            if it == "pair":
-                key: tuple[str, int, int, int] = ("pair", int(p.params["a"]), int(p.params["b"]), -1)
+            if it in ("pair", "recheck"):
+                key: tuple[str, int, int, int] = (it, int(p.params["a"]), int(p.params["b"]), -1)
             else:
                 key = (it, int(p.params["node"]), -1, int(p.params.get("round", -1)))
             out[key] = (iters, p.rows)
@@ -88,7 +88,7 @@ def raw_tables(raws: list[RawFile], where: str = "run") -> dict[str, pd.DataFram
                 rec["shm"].append({"host": h, "round": rnd, "iter": int(idx), "rtt_ns": v0, "oneway_ns": v0 / 2})
             elif kind == K_LAT:
                 rec["lat"].append({"host_a": h, "host_b": host.get(int(v1), str(int(v1))), "iter": int(idx),
-                                   "rtt_ns": v0, "oneway_ns": v0 / 2})
+                                   "pass": int(v2), "rtt_ns": v0, "oneway_ns": v0 / 2})
             elif kind == K_BW:
                 rec["bw"].append({"src": h, "dst": host.get(int(v2), str(int(v2))), "iter": int(idx),
                                   "t_ns": v0})
@@ -99,7 +99,7 @@ def raw_tables(raws: list[RawFile], where: str = "run") -> dict[str, pd.DataFram
                                                 "ns_per_iter"]),
         "screen.timer": _frame(rec["timer"], ["host", "round", "sample", "read_ns", "resolution_ns"]),
         "screen.shm": _frame(rec["shm"], ["host", "round", "iter", "rtt_ns", "oneway_ns"]),
-        "screen.lat": _frame(rec["lat"], ["host_a", "host_b", "iter", "rtt_ns", "oneway_ns"]),
+        "screen.lat": _frame(rec["lat"], ["host_a", "host_b", "iter", "pass", "rtt_ns", "oneway_ns"]),
         "screen.bw_raw": _frame(rec["bw"], ["src", "dst", "iter", "t_ns"]),
     }
 

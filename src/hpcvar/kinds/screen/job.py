@@ -29,6 +29,11 @@ NO = -1  # a field a point does not have (a pair has no round, a node no pair)
 WAIT_US = 5000
 
 
+def recheck_iters(p: ScreenParams) -> int:
+    """Round trips of a pair's latency recheck, after every pair was measured: as many as one of its halves."""
+    return (p.lat_iters + 1) // 2
+
+
 @dataclass(frozen=True)
 class ScreenParams(Params):
     """``hpcvar screen``'s parameters (run.json ``params``)."""
@@ -117,6 +122,7 @@ class Screen(Benchmark[ScreenParams]):
                 "--quantum-ns", repr(p.kernel_quantum_s * 1e9), "--timer-samples", str(p.timer_samples),
                 "--timer-reads", "1000", "--shm-iters", str(p.shm_iters), "--shm-warmup", "20",
                 "--lat-iters", str(p.lat_iters), "--lat-warmup", str(p.lat_warmup),
+                "--lat-recheck", str(recheck_iters(p) if pairs else 0),
                 "--bw-size", str(p.bw_size_bytes), "--bw-iters", str(p.bw_iters), "--bw-warmup", str(p.bw_warmup),
                 "--wait-us", str(WAIT_US)]
         if nodes:
@@ -132,7 +138,8 @@ class Screen(Benchmark[ScreenParams]):
         nodes = sum(pt["item"] == "node" for pt in points)
         pairs = sum(pt["item"] == "pair" for pt in points)
         per_node = 1.0 + p.noise_s + p.kernel_s + (p.shm_iters + p.timer_samples) * 1e-4
-        per_pair = 1.0 + p.lat_iters * 1e-3 + 2 * (p.bw_iters + p.bw_warmup) * p.bw_size_bytes / 6.25e6
+        per_pair = (1.5 + (p.lat_iters + recheck_iters(p)) * 1e-3
+                    + 2 * (p.bw_iters + p.bw_warmup) * p.bw_size_bytes / 6.25e6)
         return 10.0 + p.check_s + nodes * per_node + pairs * per_pair
 
     def busy_polls(self, p: ScreenParams) -> bool:
