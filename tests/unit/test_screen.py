@@ -217,6 +217,31 @@ def test_a_pair_slow_in_both_halves_but_not_in_the_recheck_is_a_transient():
     assert list(f["status"]) == ["suspect"] and lm["later"].isna().all()
 
 
+def test_a_short_node_part_slow_in_one_round_only_is_a_transient():
+    """A CI screen of a clean testbed named a node's latency inside the node 1.58x (z +3.7): 100 round trips last
+    0.1-0.5 ms, one burst covers a round. The rounds interleave the nodes seconds apart; a finding of such a
+    short part must show in every round."""
+    rng = np.random.default_rng(2)
+
+    def shm(slow_rounds):
+        rows = []
+        for h in HOSTS[:4]:
+            for r, n in ((0, 60), (1, 40)):
+                f = 2.0 if h == "n4" and r in slow_rounds else 1.0
+                rows += [{"host": h, "round": r, "iter": k, "rtt_ns": 4e3 * f, "oneway_ns": 2e3 * f * (
+                    1 + rng.normal(0, 0.02))} for k in range(n)]
+        return pd.DataFrame(rows)
+
+    t = tables()
+    t["screen.shm"] = shm({0})
+    _, _, f, a = analyse(t)
+    assert list(zip(f["where"], f["metric"], f["status"], strict=True)) == [("n4", "shm_latency", "suspect")], f
+    assert "of its 2 rounds, 1 is within" in f["why"][0] and a.status == UNRELIABLE
+    t["screen.shm"] = shm({0, 1})
+    _, _, f, a = analyse(t)
+    assert list(zip(f["where"], f["status"], strict=True)) == [("n4", "degraded")] and a.status == DEGRADED
+
+
 def test_a_finding_on_a_loaded_node_is_suspect_and_the_answer_unreliable():
     nm, lm, f, a = analyse(tables(noisy={"n3"}, loaded={"n3"}))
     assert list(f["status"]) == ["suspect"] and a.status == UNRELIABLE and a.exit_code == 4

@@ -481,12 +481,44 @@ def load_explains(r, validity: dict[str, tuple[float, float, str]]) -> str:
     return ""
 
 
+# The node metrics measured in a moment (a 100-round-trip ping-pong inside the node lasts 0.1-0.5 ms; the clock
+# reads less): one burst of load can cover every sample of a round, so a finding must show in every round
+SHORT_NODE_PARTS = {"shm_latency": ("screen.shm", "oneway_ns"), "timer_cost": ("screen.timer", "read_ns")}
+
+
+def round_transient(r, tables: dict[str, pd.DataFrame]) -> str:
+    """Why a node finding of a short part is not reproduced ('' when it is, or with fewer than 2 rounds): in some
+    round, that node's median is within the other nodes' medians of that round (the same rule)."""
+    if r.metric not in SHORT_NODE_PARTS:
+        return ""
+    name, col = SHORT_NODE_PARTS[r.metric]
+    per = tables[name].groupby(["round", "host"])[col].median()
+    rounds = sorted({k for k, _ in per.index})
+    if len(rounds) < 2:
+        return ""
+    m = METRICS[r.metric]
+    sign = 1.0 if m.higher_is_worse else -1.0
+    zs = []
+    for k in rounds:
+        v = per.loc[k]
+        if len(v) < MIN_ITEMS or r.host not in v.index:
+            return ""
+        zs.append(sign * float(modified_z(v.to_numpy(), m.floor, m.abs_floor)[list(v.index).index(r.host)]))
+    if all(z > MODIFIED_Z_THRESHOLD for z in zs):
+        return ""
+    return (f"it was not reproduced: of its {len(zs)} rounds, {sum(z <= MODIFIED_Z_THRESHOLD for z in zs)} "
+            f"{'is' if sum(z <= MODIFIED_Z_THRESHOLD for z in zs) == 1 else 'are'} within the other nodes' "
+            f"(z {', '.join(f'{z:+.1f}' for z in zs)}, threshold {MODIFIED_Z_THRESHOLD:g}): a transient")
+
+
 def node_findings(nm: pd.DataFrame, tables: dict[str, pd.DataFrame] | None = None) -> list[dict]:
-    """The nodes' outliers; with the tables, each judged against the load of the part that measured it."""
+    """The nodes' outliers; with the tables, each judged against the load of the part that measured it, and a
+    short part's against its rounds (round_transient)."""
     out = []
     for r in nm[nm["outlier"]].itertuples(index=False):
         ratio = r.value / r.rest_median if r.rest_median else float("nan")
-        why = r.why or (load_explains(r, node_validity(tables, r.metric)) if tables is not None else "")
+        why = r.why or (load_explains(r, node_validity(tables, r.metric)) or round_transient(r, tables)
+                        if tables is not None else "")
         out.append({"scope": "node", "where": r.host, "hosts": r.host, "metric": r.metric, "side": "",
                     "value": r.value, "reference": r.rest_median, "ratio": ratio, "z": r.z,
                     "threshold": MODIFIED_Z_THRESHOLD, "links": 0, "status": "suspect" if why else "degraded",
