@@ -4,7 +4,8 @@ Each round is exactly what a site's nightly job does:
 
     sbatch -N 4 --exclusive --wait --wrap "hpcvar characterize --quick --launcher srun --ranks-per-node 1 --json"
 
-and the round passes when sbatch exits 0 and every step of the characterization is complete. The script prints
+and the round passes when sbatch exits with characterize's answer (0 OK, 3 DEGRADED, 4 UNRELIABLE) and every
+step of the characterization is complete. The script prints
 one line per round (status, duration, the steps that did not complete with their error) and the totals, and
 counts the PMI requests that slurmstepd logged as cut ("value not properly terminated", the failure that MPICH
 started with srun --mpi=pmi2 met at random: docs/cluster.md). Root only; its own prefix, subnet and state file.
@@ -53,7 +54,9 @@ def one_round(k: int, env: dict, work: Path, steps: str | None) -> tuple[bool, f
     res = subprocess.run(["sbatch", "-N", "4", "--exclusive", "--wait", "--time=30", "-o", str(log), "--wrap",
                           " ".join(cmd) + f" > {out}"], env=env, capture_output=True, text=True, timeout=2400)
     took = float("nan")
-    if res.returncode != 0 or not out.exists() or not out.read_text().strip():
+    # characterize's exit code is its answer: 0 OK, 3 DEGRADED, 4 UNRELIABLE (a 2-core VM under 4 nodes is often
+    # one of those); the round is judged by its steps, any other code is a failure
+    if res.returncode not in (0, 3, 4) or not out.exists() or not out.read_text().strip():
         tail = log.read_text(errors="replace")[-600:] if log.exists() else res.stderr[-600:]
         return False, took, f"sbatch exit {res.returncode}: {tail!r}"
     result = json.loads(out.read_text())
