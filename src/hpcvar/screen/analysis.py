@@ -304,7 +304,7 @@ def _parts(g: pd.DataFrame) -> tuple[float, float, float]:
         n = int(g["iter"].max()) + 1 if len(g) else 0
         first = g["iter"] < (n + 1) // 2
         return med(g.loc[first, "oneway_ns"]), med(g.loc[~first, "oneway_ns"]), float("nan")
-    return tuple(med(g.loc[part == k, "oneway_ns"]) for k in (0, 1, 2))  # type: ignore[return-value]
+    return med(g.loc[part == 0, "oneway_ns"]), med(g.loc[part == 1, "oneway_ns"]), med(g.loc[part == 2, "oneway_ns"])
 
 
 @dataclass
@@ -345,11 +345,17 @@ class _Judge:
         sign = 1.0 if self.metric.higher_is_worse else -1.0
         names = ["before the bandwidth test", "after it"] + (["after every pair"] if np.isfinite(later) else [])
         zs = [sign * self.z(v) for v in (first, second, later)[:len(names)]]
-        if all(z > MODIFIED_Z_THRESHOLD for z in zs):
-            return ""
-        return (f"it was not reproduced: of its {len(zs)} measurements ({', '.join(names)}), "
-                f"{'one is' if sum(z <= MODIFIED_Z_THRESHOLD for z in zs) == 1 else 'some are'} within the others "
-                f"(z {', '.join(f'{z:+.1f}' for z in zs)}, threshold {MODIFIED_Z_THRESHOLD:g}): a transient")
+        return _not_reproduced(zs, f"measurements ({', '.join(names)})", "the others")
+
+
+def _not_reproduced(zs: list[float], what: str, others: str) -> str:
+    """'' when every one of a finding's measurements ``zs`` (z on the bad side) is beyond the threshold; otherwise
+    why the finding is a transient."""
+    within = sum(z <= MODIFIED_Z_THRESHOLD for z in zs)
+    if not within:
+        return ""
+    return (f"it was not reproduced: of its {len(zs)} {what}, {within} {'is' if within == 1 else 'are'} within "
+            f"{others} (z {', '.join(f'{z:+.1f}' for z in zs)}, threshold {MODIFIED_Z_THRESHOLD:g}): a transient")
 
 
 SIDES = {"link_bandwidth": ("send", "receive"), "link_latency": ("any",)}
@@ -504,11 +510,7 @@ def round_transient(r, tables: dict[str, pd.DataFrame]) -> str:
         if len(v) < MIN_ITEMS or r.host not in v.index:
             return ""
         zs.append(sign * float(modified_z(v.to_numpy(), m.floor, m.abs_floor)[list(v.index).index(r.host)]))
-    if all(z > MODIFIED_Z_THRESHOLD for z in zs):
-        return ""
-    return (f"it was not reproduced: of its {len(zs)} rounds, {sum(z <= MODIFIED_Z_THRESHOLD for z in zs)} "
-            f"{'is' if sum(z <= MODIFIED_Z_THRESHOLD for z in zs) == 1 else 'are'} within the other nodes' "
-            f"(z {', '.join(f'{z:+.1f}' for z in zs)}, threshold {MODIFIED_Z_THRESHOLD:g}): a transient")
+    return _not_reproduced(zs, "rounds", "the other nodes'")
 
 
 def node_findings(nm: pd.DataFrame, tables: dict[str, pd.DataFrame] | None = None) -> list[dict]:

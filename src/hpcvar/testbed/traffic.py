@@ -28,10 +28,8 @@ TICK_S = 0.05
 # Paced traffic is paced by the kernel as well (SO_MAX_PACING_RATE: TCP's own pacing where the qdisc is not fq; it
 # counts what the application sends: 100 mbit asked, 99.997 Mbit/s received); the sender then keeps up to
 # PACING_LEAD_S of data ahead in the socket buffer, so that a sender starved of CPU for less than that (a CI
-# machine's load beside busy-polling MPI ranks) leaves no gap in the traffic: a screen in CI found two of three
-# messages into the receiver of 100 Mbit/s of cross traffic at 176-178 Mbit/s on a 200 Mbit/s link. Without kernel
-# pacing (another OS) the sender paces alone, no data ahead; with on/off periods too (an off period is silent).
-PACING_HEADROOM = 1.0
+# machine's load beside busy-polling MPI ranks) leaves no gap in the traffic. Without kernel pacing (another OS)
+# the sender paces alone, no data ahead; with on/off periods too (an off period is silent).
 PACING_LEAD_S = 0.25
 SO_MAX_PACING_RATE = getattr(socket, "SO_MAX_PACING_RATE", 47)  # Linux's value; Python does not name it
 
@@ -141,11 +139,11 @@ def send(to: str, port: int, duration_s: float, rate_bps: float, on_s: float, of
 
 
 def _kernel_pacing(sock: socket.socket, rate_bps: float) -> bool:
-    """Ask the kernel to pace ``sock`` at the rate (with PACING_HEADROOM); False where it cannot."""
+    """Ask the kernel to pace ``sock`` at the rate; False where it cannot."""
     if rate_bps <= 0 or not sys.platform.startswith("linux"):
         return False
     try:
-        sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, min(int(rate_bps * PACING_HEADROOM / 8), 2**32 - 1))
+        sock.setsockopt(socket.SOL_SOCKET, SO_MAX_PACING_RATE, min(int(rate_bps / 8), 2**32 - 1))
     except OSError:
         return False
     return True
