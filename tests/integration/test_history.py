@@ -7,6 +7,7 @@ import csv
 import io
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -100,7 +101,11 @@ def test_one_change_at_the_seventh_run_under_injected_noise_and_none_without(tmp
     rows = list(csv.DictReader(io.StringIO(out)))
     assert [r["run"] for r in rows] == [r["run"] for r in g["runs"]]
     values = [float(r[f"{FRACTION}"]) for r in rows]
-    assert min(values[6:]) > 3 * max(values[:6])
+    (series,) = g["series"]
+    assert values == [p["median"] for p in series["points"]]  # the CSV holds the figures the JSON gives
+    # the level moved: judged on the medians of each side (one quiet 0.5 s recording of this shared VM can lose 5%
+    # of its CPU to a burst of the host's: CI, 2026-11-28; the injected noise takes about 10%)
+    assert statistics.median(values[6:]) > 3 * statistics.median(values[:6]), values
     # the page: self-contained, the change and its symbol on it
     html = page.read_text()
     assert "data:image/png;base64," in html and "<script" not in html and "src=\"http" not in html
