@@ -91,7 +91,7 @@ typedef struct {
 /* Runs of polls: failed polls separated by gaps shorter than the spin threshold. A run's time, gaps included, is
  * polling (MPI time); with HV_TRACE_CPU its CPU time is the CPU clock from the run's first entry to its last exit
  * (read at each poll's exit and at a run's first entry only: one system call per poll, not two). */
-static hv_st last_poll; /* the exit of the last poll of the current run (t = 0: no run) */
+static hv_st last_poll; /* the exit of the last poll of the current run, or its entry (polled()); t = 0: no run */
 static int64_t run_c0;  /* HV_TRACE_CPU: the CPU clock at the entry of the run's first poll */
 
 static inline hv_st enter(void) {
@@ -203,11 +203,21 @@ static inline hv_st poll_enter(void) {
 }
 
 /* it found nothing (or nothing the tracer follows): no record, its time goes to the next one. A call that found
- * something is recorded with put(), which ends the run (the CPU time of a call that continued a run is the run's) */
-static inline void polled(hv_st a, hv_st b) {
-    poll_ticks += b.t - a.t;
+ * something is recorded with put(), which ends the run (the CPU time of a call that continued a run is the run's).
+ * b: its exit, or NULL when it was not read: then, without HV_TRACE_CPU, the run goes on from the poll's entry (its
+ * duration is counted with the gap after it when the next call continues the run; the last poll of a run, a few tens
+ * of ns, goes to the computation after it), so that a failed poll costs one clock read, not two (hpcc's
+ * MPIRandomAccess fails 6 million polls a second: docs/replay.md); with HV_TRACE_CPU the exit is read, for the CPU
+ * clock at the run's last exit. */
+static inline void polled(hv_st a, const hv_st *b) {
     npoll++;
-    last_poll = b;
+    if (!b && !cpu_mode) {
+        last_poll = a;
+        return;
+    }
+    hv_st e = b ? *b : leave();
+    poll_ticks += e.t - a.t;
+    last_poll = e;
 }
 
 /* ---- communicators: a small table, handle -> id and rank translation ---- */
@@ -595,8 +605,13 @@ int MPI_Test(MPI_Request *req, int *flag, MPI_Status *st) {
     uint64_t key = req ? req_key(*req) : 0;
     hv_st a = poll_enter();
     int rc = PMPI_Test(req, flag, s);
+    if (!active) return rc;
+    if (!*flag) {
+        polled(a, NULL);
+        return rc;
+    }
     hv_st b = leave();
-    if (active && !(*flag && completed(key, s, a, b))) polled(a, b);
+    if (!completed(key, s, a, b)) polled(a, &b);
     return rc;
 }
 
@@ -625,11 +640,15 @@ int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status sts[]) {
     MPI_Status *s = (sts == MPI_STATUSES_IGNORE && n <= HV_MANY) ? mine : sts;
     hv_st a = poll_enter();
     int rc = PMPI_Testall(n, reqs, flag, s);
+    if (!active) return rc;
+    if (!*flag) {
+        polled(a, NULL);
+        return rc;
+    }
     hv_st b = leave();
     int rec = 0;
-    if (active && *flag)
-        for (int i = 0; i < m; i++) rec |= completed(keys[i], s == MPI_STATUSES_IGNORE ? NULL : &s[i], a, b);
-    if (active && !rec) polled(a, b);
+    for (int i = 0; i < m; i++) rec |= completed(keys[i], s == MPI_STATUSES_IGNORE ? NULL : &s[i], a, b);
+    if (!rec) polled(a, &b);
     return rc;
 }
 
@@ -654,8 +673,13 @@ int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *st
     for (int i = 0; i < m; i++) keys[i] = req_key(reqs[i]);
     hv_st a = poll_enter();
     int rc = PMPI_Testany(n, reqs, index, flag, s);
+    if (!active) return rc;
+    if (!*flag) {
+        polled(a, NULL);
+        return rc;
+    }
     hv_st b = leave();
-    if (active && !(*flag && *index != MPI_UNDEFINED && *index < m && completed(keys[*index], s, a, b))) polled(a, b);
+    if (!(*index != MPI_UNDEFINED && *index < m && completed(keys[*index], s, a, b))) polled(a, &b);
     return rc;
 }
 
@@ -669,12 +693,16 @@ static int some(int (*fn)(int, MPI_Request[], int *, int[], MPI_Status[]), int t
     MPI_Status *s = (sts == MPI_STATUSES_IGNORE && n <= HV_MANY) ? mine : sts;
     hv_st a = test ? poll_enter() : enter();
     int rc = fn(n, reqs, outc, idx, s);
+    if (test && active && (*outc == MPI_UNDEFINED || *outc == 0)) { /* completed nothing: a poll */
+        polled(a, NULL);
+        return rc;
+    }
     hv_st b = leave();
     int rec = 0;
     if (active && *outc != MPI_UNDEFINED)
         for (int i = 0; i < *outc; i++)
             if (idx[i] < m) rec |= completed(keys[idx[i]], s == MPI_STATUSES_IGNORE ? NULL : &s[i], a, b);
-    if (active && test && !rec) polled(a, b);
+    if (active && test && !rec) polled(a, &b);
     return rc;
 }
 int MPI_Waitsome(int n, MPI_Request reqs[], int *outc, int idx[], MPI_Status sts[]) {
@@ -696,9 +724,9 @@ int MPI_Iprobe(int src, int tag, MPI_Comm comm, int *flag, MPI_Status *st) {
     MPI_Status *s = st == MPI_STATUS_IGNORE ? &mine : st;
     hv_st a = poll_enter();
     int rc = PMPI_Iprobe(src, tag, comm, flag, s);
-    hv_st b = leave();
-    if (active && rc == MPI_SUCCESS && *flag && s->MPI_SOURCE >= 0) probed(a, b, s, comm);
-    else if (active) polled(a, b);
+    if (!active) return rc;
+    if (rc == MPI_SUCCESS && *flag && s->MPI_SOURCE >= 0) probed(a, leave(), s, comm);
+    else polled(a, NULL);
     return rc;
 }
 

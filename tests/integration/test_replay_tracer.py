@@ -123,23 +123,20 @@ int main(int argc, char **argv) {
 """
 
 
-def test_polls_probes_and_cpu_time_are_recorded(tmp_path):
-    """A rank spinning on MPI_Iprobe: one probe row per message found (peer, tag, bytes), the spin in its poll_ns
-    (time in MPI, not computation), and with --cpu-time each compute's CPU time (5 ms of work between receives)."""
+def _traced_poll_program(tmp_path, cpu_time: bool):
+    """POLL_SRC traced on 2 ranks: the trace, task 1's rows, its probe rows and the gap before each probe (ns)."""
     bindir = Path(build_info()["mpi_bindir"])
     (tmp_path / "poll.c").write_text(POLL_SRC)
     subprocess.run([str(bindir / "mpicc"), "-O2", "-o", str(tmp_path / "poll"), str(tmp_path / "poll.c")],
                    check=True, timeout=120)
     out = tmp_path / "poll.trace"
-    res = run_cli(["trace", "-o", str(out), "--cpu-time", "--timeout", "60s", "--json", "--",
-                   str(bindir / "mpiexec"), "-n", "2", str(tmp_path / "poll")], timeout=120)
+    res = run_cli(["trace", "-o", str(out), "--cpu-time" if cpu_time else "--no-cpu-time", "--timeout", "60s",
+                   "--json", "--", str(bindir / "mpiexec"), "-n", "2", str(tmp_path / "poll")], timeout=120)
     assert res.returncode == 0, res.stderr
-
-    from hpcvar.sim.replay import measured, mpi_time_s
     from hpcvar.traces.parquet import read_parquet
 
     tr = read_parquet(out)
-    assert tr.meta["cpu"] == "thread" and tr.meta["polls"][1] > 0 and tr.meta["polls"][0] == 0
+    assert tr.meta["polls"][1] > 0 and tr.meta["polls"][0] == 0
     t1 = tr.events[tr.events["task"] == 1].reset_index(drop=True)
     probes = t1[t1["op"] == "probe"]
     assert len(probes) == 3 and set(probes["peer"]) == {0} and set(probes["tag"]) == {7}
@@ -148,6 +145,30 @@ def test_polls_probes_and_cpu_time_are_recorded(tmp_path):
     # the spin before each probe is polling: the gap before it is (almost) all poll time
     gap = probes["t_start_ns"].to_numpy() - t1["t_end_ns"].to_numpy()[probes.index - 1]
     assert (probes["poll_ns"].to_numpy() <= gap).all() and probes["poll_ns"].sum() > 0.5 * gap.sum()
+    return tr, t1, probes, gap
+
+
+def test_polls_without_cpu_time_are_the_spin(tmp_path):
+    """Without --cpu-time a failed poll's exit is not read (one clock read per poll): the spin is still the probe's
+    poll_ns. Rank 1 spins about 20 ms before the first message and about 15 ms before the next two (5 ms of work after
+    each receive, 20 ms on rank 0 before each send): the gap before the 2nd and 3rd probes less their polls holds that
+    work (the spin starts after it)."""
+    from hpcvar.sim.replay import measured, mpi_time_s
+
+    tr, t1, probes, gap = _traced_poll_program(tmp_path, cpu_time=False)
+    assert tr.meta.get("cpu") != "thread"
+    worked = (gap - probes["poll_ns"].to_numpy())[1:]
+    assert (worked >= 4.5e6).all(), worked
+    assert measured(tr)[1][1] == pytest.approx(mpi_time_s(tr.events, 2)[1])
+
+
+def test_polls_probes_and_cpu_time_are_recorded(tmp_path):
+    """A rank spinning on MPI_Iprobe: one probe row per message found (peer, tag, bytes), the spin in its poll_ns
+    (time in MPI, not computation), and with --cpu-time each compute's CPU time (5 ms of work between receives)."""
+    from hpcvar.sim.replay import measured, mpi_time_s
+
+    tr, t1, probes, _ = _traced_poll_program(tmp_path, cpu_time=True)
+    assert tr.meta["cpu"] == "thread"
     # the 5 ms of work after the 1st and 2nd receives (before the next probe): its CPU time, within the gap
     worked = probes.iloc[1:]
     cpu = worked["cpu_ns"].to_numpy()
