@@ -20,7 +20,9 @@ host's collector records on that CPU (the timer collector sleeps: it sees every 
 simulation therefore takes, for host k, the recorded trace of CPU (k-1) mod 2 (a copy of the recording with that
 CPU only: ``rank_cpu_recording``). With more ranks than CPUs, two ranks share each CPU: at the same SCHED_FIFO
 priority, and waiting for the barrier asleep (bsp --wait sleep), they compute one after the other, so the CPU
-does 2 W of work per phase and a burst on it delays both: the simulated quantum is W times the ranks per CPU.
+does 2 W of work per phase and a burst on it delays both: the simulated quantum is the work a rank did per phase in
+the baseline (its median compute time: W as calibrated takes about 1.06 W here) times the ranks per CPU, and the
+barrier's hops are CPU work (``barrier_hop``).
 
     sudo flock /tmp/hpcvar-root.lock .venv/bin/python benchmarks/jitsim_nodes_validation.py \\
         [--hosts 2,4] [--launcher testbed|srun] [--quantum 1ms] [--phases 1000] [--repeat 5] [--record 4s] \\
@@ -168,33 +170,38 @@ def simulate(a, env: dict, recording: Path, hosts: int, quantum: str, hop: tuple
     return {p["config"].split()[-1]: p for p in out["points"]}
 
 
-def one_way_s(a, env: dict) -> float:
-    """The median one-way time of an 8-byte message between two hosts (bench latency)."""
-    return hv(["bench", "latency", "--launcher", a.launcher, "--np", "2", "--ranks-per-node", "1", "--sizes", "8",
-               "--iters", "2000"], env, timeout=300)["sizes"][0]["median_ns"] * 1e-9
-
-
-def barrier_hop(base_run: str, hosts: int, work_s: float, one_way: float) -> tuple[str, str]:
+def barrier_hop(base_run: str, hosts: int, work_s: float) -> tuple[str, str]:
     """jitSim's barrier costs (S = R, wire latency) per tree hop. The hop is the baseline's time per phase (without
-    RT throttling's stops) beyond its work, over the 2 x depth hops of the binary tree's critical path. As in the
-    paper, S and R are half the measured one-way time each (CPU work: a burst in progress delays a rank that must
-    wake to receive or forward); the rest of the hop is wire time, which no burst delays (the rank sleeps)."""
+    RT throttling's stops) beyond its work, over the 2 x depth hops of the binary tree's critical path. On the
+    testbed all of it is CPU work that a burst delays: the hosts' "wire" is the kernel's TCP/IP work on the sender's
+    and the receiver's CPUs (veth pairs on one machine), and a rank waiting at the barrier sleeps (bsp --wait
+    sleep:20us) and must wake, on its CPU, to see a message. So S = R = half the hop and no wire time (before
+    2026-11-28: S = R = half the one-way latency of bench latency, the rest as wire time that no burst delays)."""
     import numpy as np
 
     depth = max(1, hosts.bit_length() - 1)  # children of i are 2i+1, 2i+2: floor(log2(H)) levels below the root
     hop = max(0.0, float(np.mean(unstopped(base_run)[0])) - work_s) / (2 * depth)
-    sr = min(one_way / 2, hop / 2)
-    return f"{sr * 1e9:.0f}ns", f"{(hop - 2 * sr) * 1e9:.0f}ns"
+    return f"{hop / 2 * 1e9:.0f}ns", "0ns"
+
+
+def work_per_rank_s(base_run: str) -> float:
+    """What a rank's quantum took in the baseline: the median of bsp's per-phase compute times (the work is
+    calibrated in iterations; on the testbed, two ranks to a CPU, 1 ms of it takes about 1.06 ms)."""
+    import numpy as np
+
+    from hpcvar.results import Run
+
+    return float(np.median(Run.open(base_run).read_table("bsp.phases")["compute_ns"])) * 1e-9
 
 
 def one_host_count(a, env: dict, hosts: int, ncpu: int) -> list[dict]:
     from hpcvar import units
 
     per_cpu = -(-hosts // ncpu)  # ranks sharing a CPU (pinned r mod ncpu), computing one after the other
-    work_s = units.parse_time(a.quantum, "--quantum") * per_cpu
-    quantum = f"{work_s * 1e6:g}us"
     base = bsp(a, env, hosts)
-    hop = barrier_hop(base["run"], hosts, work_s, one_way_s(a, env))
+    work_s = work_per_rank_s(base["run"]) * per_cpu  # the quantum as the ranks computed it, per CPU
+    quantum = f"{work_s * 1e6:.1f}us"
+    hop = barrier_hop(base["run"], hosts, work_s)
     base_rec = rank_cpu_recording(Path(record(a, env, hosts)["run"]), ncpu)
     pred_base = simulate(a, env, base_rec, hosts, quantum, hop)
     seconds = 30 + 3 * a.repeat * a.phases * units.parse_time(a.quantum, "--quantum") * per_cpu \

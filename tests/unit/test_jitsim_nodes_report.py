@@ -25,3 +25,25 @@ def test_report_vs_none_prints_the_baseline_recording_and_marks_the_interval(cap
     load().report_vs_none([row])
     line = capsys.readouterr().out.strip().splitlines()[-1]
     assert line == "| 4 | aligned | +10.7%, +6.3%, +4.7% | +43.9% (out) | +11.0% | +12.0% (out) |"
+
+
+def test_barrier_hops_are_cpu_work_and_the_quantum_is_what_the_ranks_computed(monkeypatch, tmp_path):
+    """The simulated barrier: the baseline's phase beyond its work over the tree's 2 x depth hops, all of it CPU work
+    (S = R = half a hop, no wire time: on the testbed the "wire" is kernel work on the CPUs); the quantum: the
+    median of the baseline's per-phase compute times, not the nominal W."""
+    import pandas as pd
+
+    mod = load()
+    monkeypatch.setattr(mod, "unstopped", lambda run: ([2.43e-3, 2.45e-3], 0))
+    assert mod.barrier_hop("base", 4, 2.1e-3) == ("42500ns", "0ns")  # (2.44 - 2.1) ms / (2 x 2 levels) / 2
+    assert mod.barrier_hop("base", 2, 2.1e-3) == ("85000ns", "0ns")  # one level
+
+    class FakeRun:
+        def read_table(self, name):
+            assert name == "bsp.phases"
+            return pd.DataFrame({"compute_ns": [1.05e6, 1.06e6, 3.06e6, 1.07e6, 1.06e6]})
+
+    import hpcvar.results as results
+
+    monkeypatch.setattr(results.Run, "open", staticmethod(lambda path: FakeRun()))
+    assert mod.work_per_rank_s("base") == 1.06e-3
