@@ -28,7 +28,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay_speed import template  # noqa: E402 -- the benchmark's sibling, not a package
+from replay_speed import template  # the same trace as replay_speed.py (a sibling script, not a package)
 
 TARGET_RATE = 3e6          # events/s end to end, streaming
 TARGET_PEAK = 4 * 2**30    # bytes of peak RSS, streaming, on 300M events
@@ -92,6 +92,7 @@ wall = time.perf_counter() - t0
 peak = peak_rss()
 res = [{k: r[k] for k in ("model", "makespan_s", "mean_e_abs_pct", "tasks")} for r in out["runs"]]
 print(json.dumps({"wall_s": wall, "base_rss": base, "peak_rss": peak, "events": out["events"], "stream": out["stream"],
+                  "stream_ops": out["stream_ops"],
                   "read_s": out["read_s"], "lower_s": out["lower_s"],
                   "replay_s": sum(r["replay_s"] for r in out["runs"]), "results": res}))
 """
@@ -115,6 +116,11 @@ def report(e: dict, label: str) -> None:
     rate = e["events"] / e["wall_s"]
     print(f"{label}: {e['events']:,} events in {e['wall_s']:.1f} s (read {e['read_s']:.2f} + lower {e['lower_s']:.1f} "
           f"+ replay {e['replay_s']:.1f} + store/other {e['wall_s'] - e['read_s'] - e['lower_s'] - e['replay_s']:.1f})")
+    so = e["stream_ops"]
+    if so:
+        fb = so["file_bytes"]
+        print(f"  ops file:   {so['ops']:,} ops, {fb / 2**30:.2f} GiB ({fb / so['ops']:.1f} bytes/op); "
+              f"{so['keys']:,} match keys, {so['requests']:,} request ids")
     print(f"  end to end: {rate / 1e6:6.2f} M events/s   target >= {TARGET_RATE / 1e6:.0f} M "
           f"({verdict(rate >= TARGET_RATE)})")
     print(f"  peak RSS:   {e['peak_rss'] / 2**30:6.2f} GiB (VmHWM; {e['peak_rss'] / e['events']:.2f} bytes/event)   "

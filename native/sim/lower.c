@@ -77,6 +77,33 @@ static int64_t *hmap_get(hmap *m, const int64_t *k, int64_t dflt, int *fresh) {
 
 static void hmap_free(hmap *m) { free(m->k), free(m->v), free(m->used); }
 
+/* The map without the entries drop(key, arg) names, rebuilt at the size of what stays; -1 if memory runs out
+ * (the map is then unchanged). */
+static int hmap_prune(hmap *m, int (*drop)(const int64_t *, int64_t), int64_t arg) {
+    int64_t keep = 0;
+    for (int64_t i = 0; i < m->cap; i++) keep += m->used[i] && !drop(&m->k[5 * i], arg);
+    int64_t cap = 1024;
+    while (cap < 2 * (keep + 1)) cap *= 2;
+    hmap n = {calloc((size_t)cap * 5, sizeof(int64_t)), calloc((size_t)cap, sizeof(int64_t)), calloc((size_t)cap, 1),
+              cap, 0};
+    if (!n.k || !n.v || !n.used) {
+        free(n.k), free(n.v), free(n.used);
+        return -1;
+    }
+    for (int64_t i = 0; i < m->cap; i++) {
+        if (!m->used[i] || drop(&m->k[5 * i], arg)) continue;
+        uint64_t j = hkey(&m->k[5 * i]) & (uint64_t)(cap - 1);
+        while (n.used[j]) j = (j + 1) & (uint64_t)(cap - 1);
+        memcpy(&n.k[5 * j], &m->k[5 * i], 5 * sizeof(int64_t));
+        n.v[j] = m->v[i];
+        n.used[j] = 1;
+        n.n++;
+    }
+    hmap_free(m);
+    *m = n;
+    return 0;
+}
+
 /* ---- collectives.steps in C --------------------------------------------------------------- */
 
 typedef struct {
@@ -380,6 +407,9 @@ typedef struct hv_rp_stream {
     int64_t fd, err_no;
     int ioerr;
     hmap keys, coll;
+    /* keys: the ids given (the map keeps only the keys a task still to lower may name), the map's size at the
+     * last prune, the size from which it is pruned */
+    int64_t nkeys, kept, prune_min;
     int64_t ncreq, nops, nreqs, maxrec, bytes; /* nreqs: the next task's base */
     /* the task's ops (req: the lowering's ids; a wait's req: the offset of its requests in wreq) */
     int64_t op0, cap;
@@ -508,8 +538,10 @@ static int64_t key_id(lw *L, int64_t a, int64_t b, int64_t x, int64_t y, int64_t
     if (!L->fill) return 0;
     int64_t k[5] = {a, b, x, y, z};
     int fresh;
-    int64_t *v = hmap_get(L->keys, k, L->keys->n, &fresh);
+    int64_t *ctr = L->st ? &L->st->nkeys : NULL; /* stream mode: ids outlive their entries (st_prune_keys) */
+    int64_t *v = hmap_get(L->keys, k, ctr ? *ctr : L->keys->n, &fresh);
     if (!v) L->oom = 1;
+    if (v && fresh && ctr) (*ctr)++;
     return v ? *v : -1;
 }
 
@@ -846,6 +878,22 @@ static int lower_task(lw *L, steps_t *S, int64_t t) {
     return 0;
 }
 
+/* a match key both of whose tasks are lowered (below `next`): (0, src, dst, comm, tag) or (1, comm, k, src, dst) */
+static int key_done(const int64_t *k, int64_t next) {
+    int64_t a = k[0] == 0 ? k[1] : k[3], b = k[0] == 0 ? k[2] : k[4];
+    return a < next && b < next;
+}
+
+/* Stream mode: the keys no task still to lower can name leave the map (their ids stay given), when the map has
+ * doubled since the last prune: the map then holds the keys of messages between a lowered and a later task (a
+ * collective's messages have keys of their own per call). 0, or -1 if memory runs out. */
+static int st_prune_keys(hv_rp_stream *st, int64_t next) {
+    if (st->keys.n < 2 * st->kept + st->prune_min) return 0;
+    if (hmap_prune(&st->keys, key_done, next)) return -1;
+    st->kept = st->keys.n;
+    return 0;
+}
+
 static int pass(lw *L) {
     hv_rp_lower_config *c = L->c;
     steps_t S;
@@ -858,6 +906,7 @@ static int pass(lw *L) {
     if (rc == 0 && L->st) {
         c->byte_off[c->ntasks] = L->st->bytes;
         L->st->nops = L->nops, L->st->ncreq = L->ncreq;
+        rc = st_prune_keys(L->st, c->task_base + c->ntasks);
     }
     free(S.st);
     free(S.m);
@@ -889,10 +938,11 @@ int hv_rp_lower(hv_rp_lower_config *c) {
     return rc;
 }
 
-void *hv_rp_stream_open(int64_t fd) {
+void *hv_rp_stream_open(int64_t fd, int64_t prune_min) {
     hv_rp_stream *st = calloc(1, sizeof *st);
     if (!st) return NULL;
     st->fd = fd;
+    st->prune_min = prune_min;
     st->nreqs = 1; /* id 0: never completed */
     return st;
 }
@@ -900,7 +950,7 @@ void *hv_rp_stream_open(int64_t fd) {
 int hv_rp_stream_close(void *stream, int64_t *out) {
     hv_rp_stream *st = stream;
     if (!st) return -1;
-    out[0] = st->nops, out[1] = st->keys.n, out[2] = st->nreqs, out[3] = st->maxrec, out[4] = st->bytes;
+    out[0] = st->nops, out[1] = st->nkeys, out[2] = st->nreqs, out[3] = st->maxrec, out[4] = st->bytes;
     out[5] = st->err_no;
     int rc = st->ioerr ? -1 : 0;
     hmap_free(&st->keys);

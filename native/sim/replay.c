@@ -851,8 +851,14 @@ typedef struct {
     int32_t peer; /* send: destination; recv, probe: source; wait: number of requests */
     double val;
     int32_t key, req, row;
-    const int32_t *wreq; /* a wait's requests */
+    const uint8_t *wreq; /* a wait's requests: peer int32 values, not necessarily aligned (read with op_wreq) */
 } hv_op;
+
+static inline int32_t op_wreq(const hv_op *o, int32_t j) {
+    int32_t r;
+    memcpy(&r, o->wreq + 4 * (int64_t)j, sizeof r);
+    return r;
+}
 
 /* streaming: a task's buffer over its bytes [foff, fend) of the file; buf[pos, len) not yet decoded */
 typedef struct hv_cursor {
@@ -899,7 +905,7 @@ static int load_op(hv_rp *s, int64_t task, int64_t p, hv_op *o) {
         o->key = c->key[p];
         o->req = c->req[p];
         o->row = c->row[p];
-        o->wreq = o->kind == HV_RP_WAIT ? c->wreq + o->req : NULL;
+        o->wreq = o->kind == HV_RP_WAIT ? (const uint8_t *)(c->wreq + o->req) : NULL;
         return 0;
     }
     hv_cursor *k = &s->cur[task];
@@ -917,7 +923,7 @@ static int load_op(hv_rp *s, int64_t task, int64_t p, hv_op *o) {
         GET(o->peer);
         GET(o->row);
         if (o->peer < 0 || cur_need(c, k, 4 * (int64_t)o->peer)) return HV_RP_EIO;
-        o->wreq = (const int32_t *)(k->buf + k->pos); /* valid until the task's next load */
+        o->wreq = k->buf + k->pos; /* valid until the task's next load */
         k->pos += 4 * (int64_t)o->peer;
     } else {
         if (cur_need(c, k, 24)) return HV_RP_EIO;
@@ -1037,7 +1043,7 @@ static int64_t wait_requests(hv_rp *s, int64_t task, const hv_op *o, double *t) 
     int64_t need = 0;
     double latest = *t;
     for (int32_t j = 0; j < o->peer; j++) {
-        int64_t rq = o->wreq[j];
+        int64_t rq = op_wreq(o, j);
         double d = s->done_at[rq];
         if (d < 0) {
             s->waiting[rq] = (int32_t)task;

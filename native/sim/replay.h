@@ -131,10 +131,11 @@ typedef struct {
 int hv_rp_lower(hv_rp_lower_config *c);
 
 /* A stream of lowered ops written to the file descriptor fd (at its current offset, which must be 0); NULL if
- * memory runs out. hv_rp_stream_close frees it and gives out[0..4] = ops, keys, requests (the core's nreqs),
+ * memory runs out. The match keys of tasks all lowered leave its hash map once it holds 2 x (those left at the
+ * last time) + prune_min of them (their ids stay given). hv_rp_stream_close frees it and gives out[0..4] = ops, keys, requests (the core's nreqs),
  * the longest record in bytes, the bytes written; 0, or -1 if a write failed (or one did earlier: errno kept in
  * out[5]). */
-void *hv_rp_stream_open(int64_t fd);
+void *hv_rp_stream_open(int64_t fd, int64_t prune_min);
 int hv_rp_stream_close(void *stream, int64_t *out);
 int hv_rp_lower_config_size(void);
 

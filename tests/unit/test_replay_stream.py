@@ -60,6 +60,7 @@ def buffer(request, monkeypatch):
     """A per-task buffer of 40 bytes forces a refill every op or two."""
     monkeypatch.setenv(replay_stream.BUFFER_ENV, str(request.param))
     monkeypatch.setenv(replay_stream.CHUNK_ENV, "5")  # a lowering chunk every row group or so
+    monkeypatch.setenv(replay_stream.PRUNE_ENV, "1")  # the keys of lowered tasks leave the map at every chunk
     return request.param
 
 

@@ -46,9 +46,18 @@ def buffer_bytes() -> int:
     return n
 
 
+PRUNE_ENV = "HPCVAR_STREAM_PRUNE_KEYS"  # the lowering's match keys pruned from this many on (tests: a few)
+DEFAULT_PRUNE = 1 << 16
+
+
+def _env_int(name: str, default: int) -> int:
+    """A test knob: $name as a count of at least 1, else the default."""
+    v = os.environ.get(name)
+    return max(1, int(v)) if v and v.isdigit() else default
+
+
 def _chunk_rows() -> int:
-    v = os.environ.get(CHUNK_ENV)
-    return max(1, int(v)) if v and v.isdigit() else DEFAULT_CHUNK_ROWS
+    return _env_int(CHUNK_ENV, DEFAULT_CHUNK_ROWS)
 
 
 @dataclass
@@ -141,7 +150,7 @@ def _lib():
 
     so = lib()
     so.hv_rp_stream_open.restype = ctypes.c_void_p
-    so.hv_rp_stream_open.argtypes = [ctypes.c_int64]
+    so.hv_rp_stream_open.argtypes = [ctypes.c_int64, ctypes.c_int64]
     so.hv_rp_stream_close.restype = ctypes.c_int
     so.hv_rp_stream_close.argtypes = [ctypes.c_void_p, ctypes.POINTER(ctypes.c_int64)]
     return so
@@ -165,8 +174,7 @@ def _read_columns(pf, i: int, types: dict, where: str) -> dict[str, np.ndarray]:
 def _unsorted(where: str, task: int, seq: int, prev: int) -> InputFileError:
     return InputFileError(f"the rows are not sorted by task then seq = 0, 1, 2, ... (task {task} seq {seq} after "
                           f"task {prev}): --stream reads them in file order", where,
-                          todo="Replay it without --stream, or rewrite it sorted (load and save it with "
-                               "'hpcvar trace import', which writes the rows in task, seq order)")
+                          todo="Replay it in memory (--no-stream), which sorts the rows first")
 
 
 def _check_order(cols: dict, last_task: int, where: str) -> None:
@@ -206,7 +214,7 @@ class _Lowering:
         self.next_task, self.row_base, self.cpu_seen = 0, 0, False
         self.so = _lib()
         self.fd, self.path = tempfile.mkstemp(prefix="hpcvar-ops-", suffix=".bin", dir=tmpdir)
-        self.st = self.so.hv_rp_stream_open(self.fd)
+        self.st = self.so.hv_rp_stream_open(self.fd, _env_int(PRUNE_ENV, DEFAULT_PRUNE))
         if not self.st:
             self.discard()
             raise HpcvarError("lowering the trace ran out of memory", None, "Replay a shorter trace")
@@ -218,11 +226,14 @@ class _Lowering:
     def chunk(self, cols: dict, upto: int) -> None:
         """Lower tasks [next_task, upto) whose rows are ``cols`` (all of them)."""
         from hpcvar.sim import replay_native as rn
+        from hpcvar.traces.parquet import Trace, validate
 
         t0, rb = self.next_task, self.row_base
         k = upto - t0
         if k <= 0:
             return
+        if len(cols["task"]):  # the in-memory reader's checks (op names, task numbers, values, seq), chunk by chunk
+            validate(Trace(columns=cols, ntasks=self.trace.ntasks, comms=dict(self.trace.comms)), self.where)
         roff = np.searchsorted(cols["task"], np.arange(t0, upto + 1, dtype=np.int64)).astype(np.int64)
         c = rn._LowerConfig(nrows=len(cols["task"]), ntasks=k, algo=rn.ALGO_CODES[self.algo],
                             compute=rn.COMPUTE_CODES[self.compute], ncomms=self.ncomms,
@@ -255,16 +266,23 @@ class _Lowering:
     def read(self) -> None:
         """Every row group in order, lowered by chunks of whole tasks (the last task of a chunk waits for the
         next one: its rows may go on there)."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from hpcvar.traces import parquet
 
         ntasks, where = self.trace.ntasks, self.where
         pf = parquet._open_parquet(self.trace.path)
+        pool = ThreadPoolExecutor(1)  # the next row group decodes (Arrow, numpy) while C lowers this chunk
         try:
             carry: dict | None = None
             pending: list[dict] = []
-            npend, target = 0, _chunk_rows()
-            for i in range(pf.num_row_groups):
-                pending.append(_read_columns(pf, i, self.types, where))
+            npend, target, ngroups = 0, _chunk_rows(), pf.num_row_groups
+            nxt = pool.submit(_read_columns, pf, 0, self.types, where) if ngroups else None
+            for i in range(ngroups):
+                assert nxt is not None
+                got = nxt.result()
+                nxt = pool.submit(_read_columns, pf, i + 1, self.types, where) if i + 1 < ngroups else None
+                pending.append(got)
                 npend += len(pending[-1]["task"])
                 if npend < target and i + 1 < pf.num_row_groups:
                     continue
@@ -282,6 +300,7 @@ class _Lowering:
                 carry = {c: a[cut:].copy() for c, a in cols.items()}
             self.chunk(carry if carry is not None else {c: np.empty(0, t) for c, t in self.types.items()}, ntasks)
         finally:
+            pool.shutdown(wait=True, cancel_futures=True)
             pf.close()
         if self.row_base != self.trace.nrows:
             raise InputFileError(f"the row groups do not hold the {self.trace.nrows} rows the file's footer "

@@ -260,6 +260,8 @@ def job(p: AppParams, ctx: JobContext) -> Run:
             "flops_per_s": trace.meta.get("flops_rate") if not trace.timed else p.flops_per_s,
             "tit_dialect": trace.meta.get("tit_dialect"),
             "compute": p.compute, "stream": stream,
+            "stream_ops": {"ops": encoded.nops, "keys": encoded.nkeys, "requests": encoded.nreqs,
+                           "file_bytes": encoded.nbytes_file} if stream else None,
             "replicas": p.replicas, "seed": p.seed, "mapping": runs[0]["mapping"], "model": runs[0]["model"],
             "tasks": runs[0]["tasks"], "runs": runs, "lower_s": timings["lower_s"], "read_s": timings["read_s"],
             "measure_s": timings["measure_s"],
