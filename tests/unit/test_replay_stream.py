@@ -12,7 +12,7 @@ from hpcvar.errors import InputFileError, UsageError
 from hpcvar.sim import replay_native, replay_stream
 from hpcvar.sim.replay import Cluster, Simulator, mapping
 from hpcvar.traces.parquet import Trace, make_events, write_parquet
-from tests.unit.test_replay_native import MODEL_PARAMS, probe_case, random_case, random_jitter, random_rows
+from tests.unit.test_replay_native import probe_case, random_case, random_jitter, random_rows
 
 pytestmark = pytest.mark.skipif(not replay_native.available(),
                                 reason="libhv_replay.so is not built (set HPCVAR_NATIVE_DIR to a CMake build's bin/)")
@@ -125,8 +125,6 @@ def test_requests_are_recycled_per_task(tmp_path):
             rows.append(dict(task=t, op="wait", req=k, t_start_ns=10 * i, t_end_ns=10 * i + 3))
             rows.append(dict(task=t, op="wait", req=k + 1, t_start_ns=10 * i + 3, t_end_ns=10 * i + 4))
         rows.append(dict(task=t, op="finalize"))
-    rows = [dict(r) for r in rows]
-    # make_events wants the per-row bytes of a TIT-less trace: the ring above, rows grouped by task
     tr = Trace(make_events(rows), n)
     enc_s = stream_of(tr, tmp_path, rg=50)
     try:
@@ -165,24 +163,22 @@ def test_unmatched_and_deadlock_are_reported_the_same_way(tmp_path):
 
 
 def test_tasks_without_rows_and_a_single_row_group(tmp_path):
+    """Tasks 0, 1, 3 of 5 talk (their world is a communicator of the three), task 2 only starts and ends, task 4
+    has no rows; one row group holds the whole trace."""
     rng = np.random.default_rng(11)
-    rows = [r for r in random_rows(rng, 5, 8) if r["task"] != 2 or r["op"] in ("init", "finalize")]
-    rows = [r for r in rows if r["task"] != 4]
-    # task 2 only inits and finalizes, task 4 has no rows; the others never talk to them with this seed's luck
-    # (if they did the replay would deadlock alike in both modes), so compare whatever both modes give
-    tr = Trace(make_events(rows), 5)
+    world = [0, 1, 3]
+    rows = random_rows(rng, 3, 10)
+    for r in rows:
+        r["task"] = world[r["task"]]
+        if r.get("peer", -1) >= 0:
+            r["peer"] = world[r["peer"]]
+    rows += [dict(task=2, op="init"), dict(task=2, op="finalize")]
+    tr = Trace(make_events(rows), 5, comms={0: world})
     cl = Cluster(5, 1, 1e9, 1e-6)
     enc_s = stream_of(tr, tmp_path, rg=None)
     try:
-        try:
-            mem = Simulator(tr, cl, list(range(5)), engine="native", keep_rows=False).run()
-        except InputFileError as e:
-            with pytest.raises(InputFileError) as e2:
-                Simulator(tr, cl, list(range(5)), engine="native", encoded=enc_s).run()
-            assert str(e2.value) == str(e)
-        else:
-            identical(mem, Simulator(tr, cl, list(range(5)), engine="native", encoded=enc_s).run())
-        assert enc_s.task_off[4] == enc_s.task_off[5]
+        compare(tr, cl, list(range(5)), "maxmin", enc_s)
+        assert enc_s.task_off[4] == enc_s.task_off[5] and enc_s.task_off[2] < enc_s.task_off[3]
     finally:
         enc_s.close()
 
@@ -234,5 +230,40 @@ def test_cli_flag_refuses_chrome(tmp_path):
     assert "--chrome" in r.stderr and "--no-stream" in r.stderr
 
 
-def test_model_params_cover_the_models():
-    assert set(MODEL_PARAMS) == set(MODELS)
+def test_automatic_choice(tmp_path, monkeypatch):
+    """By default a trace streams when its in-memory replay would take more than half of MemAvailable (with a
+    note), never when the per-row times are asked for or the trace is not Parquet; the flags decide otherwise."""
+    from hpcvar.kinds.sim_app import job as jobmod
+
+    _, tr, _, _ = random_case(1, "none")
+    path = str(write_parquet(tr, tmp_path / "t.parquet"))
+    need = tr.nrows * jobmod.IN_MEMORY_BYTES_PER_EVENT
+    monkeypatch.setattr(jobmod, "_mem_available", lambda: 2 * need + 2)
+    assert jobmod._stream_choice(jobmod.AppParams(trace=path)) == (False, None)
+    monkeypatch.setattr(jobmod, "_mem_available", lambda: 2 * need - 2)
+    on, note = jobmod._stream_choice(jobmod.AppParams(trace=path))
+    assert on and note is not None and "--no-stream" in note
+    for p in (jobmod.AppParams(trace=path, chrome_path="x.json"), jobmod.AppParams(trace=path, breakdown=True),
+              jobmod.AppParams(trace=path, engine="python"), jobmod.AppParams(trace=str(tmp_path / "a.tit")),
+              jobmod.AppParams(trace=path, stream=False)):
+        assert jobmod._stream_choice(p) == (False, None)
+    assert jobmod._stream_choice(jobmod.AppParams(trace=path, stream=True)) == (True, None)
+    for kw, flag in ((dict(breakdown=True), "--breakdown"), (dict(engine="python"), "--engine")):
+        with pytest.raises(UsageError) as e:
+            jobmod.AppParams(trace=path, stream=True, **kw).check()
+        assert e.value.where == flag
+
+
+def test_bad_rows_are_reported_like_the_in_memory_lowering(tmp_path, monkeypatch):
+    """A receive from no task, in a later chunk than the first: the same task, seq and remedy."""
+    monkeypatch.setenv(replay_stream.CHUNK_ENV, "2")
+    rows = [dict(task=t, op=o) for t in range(3) for o in ("init", "finalize")]
+    rows.insert(5, dict(task=2, op="recv", peer=-1, bytes=8))
+    tr = Trace(make_events(rows), 3)
+    with pytest.raises(InputFileError) as mem:
+        replay_native.lower_native(tr)
+    with pytest.raises(InputFileError) as st:
+        stream_of(tr, tmp_path, rg=2)
+    assert "task 2 seq 1: recv from peer -1 (not a task)" in str(st.value)
+    assert str(st.value) == str(mem.value) and st.value.todo == mem.value.todo
+    assert not list(tmp_path.glob("hpcvar-ops-*"))
