@@ -120,7 +120,7 @@ def report(e: dict, label: str) -> None:
     if so:
         fb = so["file_bytes"]
         print(f"  ops file:   {so['ops']:,} ops, {fb / 2**30:.2f} GiB ({fb / so['ops']:.1f} bytes/op); "
-              f"{so['keys']:,} match keys, {so['requests']:,} request ids")
+              f"{so['keys']:,} match keys ({so['key_slots']:,} in use at most), {so['requests']:,} request ids")
     print(f"  end to end: {rate / 1e6:6.2f} M events/s   target >= {TARGET_RATE / 1e6:.0f} M "
           f"({verdict(rate >= TARGET_RATE)})")
     print(f"  peak RSS:   {e['peak_rss'] / 2**30:6.2f} GiB (VmHWM; {e['peak_rss'] / e['events']:.2f} bytes/event)   "

@@ -424,6 +424,9 @@ typedef struct hv_rp_stream {
     int8_t *posted;
     int64_t *last;
     int32_t *slot, *freel;
+    int64_t cset;
+    int64_t *set;    /* scratch: the (key, side) seen in the backward pass (st_last_uses) */
+    int8_t *lastuse; /* per op of the task: 1 on the last op of its key's side */
     uint8_t *out;
     int64_t cout;
 } hv_rp_stream;
@@ -766,6 +769,30 @@ static int64_t st_loc(int64_t id, int64_t gb, int64_t nrow, int64_t cb, int64_t 
     return -1;
 }
 
+/* Per op of the task (n ops): whether it is the last of its match key's side in the task (its last send on that
+ * key, or its last receive or probe): each side of a key is one task, so after it the core can give the key's
+ * slot to another key once the other side is done too and its queues are empty. 0, or -1 (memory). */
+static int st_last_uses(hv_rp_stream *st, int64_t n) {
+    int64_t cap = 16;
+    while (cap < 2 * n + 2) cap *= 2;
+    if (cap > st->cset) {
+        GROW_TO(st->set, cap);
+        st->cset = cap;
+    }
+    GROW_TO(st->lastuse, n > 0 ? n : 1);
+    for (int64_t i = 0; i < cap; i++) st->set[i] = -1;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        int k = st->kind[i];
+        st->lastuse[i] = 0;
+        if (k != HV_RP_SEND && k != HV_RP_RECV && k != HV_RP_PROBE) continue;
+        int64_t v = 2 * (int64_t)st->key[i] + (k == HV_RP_SEND);
+        uint64_t j = ((uint64_t)v * 0x9E3779B97F4A7C15ull >> 17) & (uint64_t)(cap - 1);
+        while (st->set[j] >= 0 && st->set[j] != v) j = (j + 1) & (uint64_t)(cap - 1);
+        if (st->set[j] < 0) st->set[j] = v, st->lastuse[i] = 1;
+    }
+    return 0;
+}
+
 /* The task's ops (emitted since st->op0) written as records, with its requests renumbered: a request takes a slot
  * when posted and gives it back after the last wait that names it once posted (a wait before the post, or for no
  * request of the task, waits for id 0: never). 0, or -1 (memory, or a failed write: st->ioerr). */
@@ -799,14 +826,15 @@ static int st_task_end(lw *L, const task_pass *x, int64_t creq0) {
         GROW_TO(st->out, bound);
         st->cout = bound;
     }
+    if (st_last_uses(st, n)) return -1;
     memset(st->posted, 0, (size_t)nloc);
     int64_t nfree = 0, npool = 0;
     const int64_t base = st->nreqs;
     uint8_t *o = st->out;
     for (int64_t i = 0; i < n; i++) {
-        const int8_t k = st->kind[i];
+        const int8_t k = st->kind[i], kb = (int8_t)(k | (st->lastuse[i] ? HV_RP_LAST_USE : 0));
         uint8_t *rec = o;
-        PUT(o, k);
+        PUT(o, kb);
         if (k == HV_RP_COMPUTE) {
             PUT(o, st->val[i]);
         } else if (k == HV_RP_WAIT) {
@@ -955,8 +983,8 @@ int hv_rp_stream_close(void *stream, int64_t *out) {
     int rc = st->ioerr ? -1 : 0;
     hmap_free(&st->keys);
     hmap_free(&st->coll);
-    void *all[] = {st->kind, st->peer,   st->key,  st->row,  st->val,   st->req,
-                   st->wreq, st->posted, st->last, st->slot, st->freel, st->out};
+    void *all[] = {st->kind,   st->peer, st->key,  st->row,   st->val, st->req,     st->wreq,
+                   st->posted, st->last, st->slot, st->freel, st->out, st->lastuse, st->set};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     free(st);
     return rc;

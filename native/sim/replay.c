@@ -94,6 +94,13 @@ typedef struct {
     int32_t *ur_head, *ur_tail; /* per key: FIFO of posted receives (their requests) */
     int32_t *ur_next;           /* per request: the next receive in its FIFO */
     struct hv_cursor *cur;      /* streaming: per task, its ops read from the file */
+    /* streaming: the match keys in use -> their queue slots (the queues above are per slot): a hash map (km_*,
+     * key -1: empty) and per slot its key, the sides done (1 send, 2 receive), a free list */
+    int32_t *km_key, *km_slot;
+    int64_t km_cap, km_n;
+    int32_t *ks_key, *ks_free;
+    int8_t *ks_done;
+    int64_t ks_n, ks_cap, ks_nfree;
     int64_t *probing;           /* per key: the request of a probe waiting for a send to be posted, or -1 */
     int64_t *active;            /* transfers in their data phase (contention models), in arrival order */
     int64_t *ares;              /* 2 per active transfer: its source node, nnodes + its destination node */
@@ -847,8 +854,8 @@ static int64_t jadvance(const hv_rp_config *c, int64_t j, int64_t o, int64_t t, 
 /* ---- the ops: one accessor over the arrays (in memory) or the file (streaming) ------------------------ */
 
 typedef struct {
-    int kind;
-    int32_t peer; /* send: destination; recv, probe: source; wait: number of requests */
+    int kind, last; /* last: the task's last use of its key on its side (streaming) */
+    int32_t peer;   /* send: destination; recv, probe: source; wait: number of requests */
     double val;
     int32_t key, req, row;
     const uint8_t *wreq; /* a wait's requests: peer int32 values, not necessarily aligned (read with op_wreq) */
@@ -900,6 +907,7 @@ static int load_op(hv_rp *s, int64_t task, int64_t p, hv_op *o) {
     const hv_rp_config *c = s->c;
     if (!c->byte_off) {
         o->kind = c->kind[p];
+        o->last = 0;
         o->peer = c->peer[p];
         o->val = c->val[p];
         o->key = c->key[p];
@@ -912,6 +920,8 @@ static int load_op(hv_rp *s, int64_t task, int64_t p, hv_op *o) {
     if (cur_need(c, k, 1)) return HV_RP_EIO;
     int8_t kind;
     GET(kind);
+    o->last = (kind & HV_RP_LAST_USE) != 0;
+    kind = (int8_t)(kind & ~HV_RP_LAST_USE);
     o->kind = kind;
     o->wreq = NULL;
     if (kind == HV_RP_COMPUTE) {
@@ -936,6 +946,96 @@ static int load_op(hv_rp *s, int64_t task, int64_t p, hv_op *o) {
     return 0;
 }
 #undef GET
+
+/* ---- streaming: match keys -> queue slots --------------------------------------------------------------- */
+
+static uint64_t km_hash(int32_t key, int64_t cap) {
+    return ((uint64_t)(uint32_t)key * 0x9E3779B97F4A7C15ull >> 20) & (uint64_t)(cap - 1);
+}
+
+/* the map at capacity cap (a power of two), its entries re-inserted; -1 if memory runs out */
+static int km_rehash(hv_rp *s, int64_t cap) {
+    int32_t *k = malloc((size_t)cap * sizeof *k), *v = malloc((size_t)cap * sizeof *v);
+    if (!k || !v) {
+        free(k), free(v);
+        return -1;
+    }
+    for (int64_t i = 0; i < cap; i++) k[i] = -1;
+    for (int64_t i = 0; i < s->km_cap; i++) {
+        if (s->km_key[i] < 0) continue;
+        uint64_t j = km_hash(s->km_key[i], cap);
+        while (k[j] >= 0) j = (j + 1) & (uint64_t)(cap - 1);
+        k[j] = s->km_key[i], v[j] = s->km_slot[i];
+    }
+    free(s->km_key), free(s->km_slot);
+    s->km_key = k, s->km_slot = v, s->km_cap = cap;
+    return 0;
+}
+
+/* room for twice as many slots, their queues empty; -1 if memory runs out */
+static int ks_grow(hv_rp *s) {
+    int64_t cap = s->ks_cap ? 2 * s->ks_cap : 1024;
+#define KS_GROW(f) \
+    do { \
+        void *q_ = realloc(s->f, (size_t)cap * sizeof *s->f); \
+        if (!q_) return -1; \
+        s->f = q_; \
+    } while (0)
+    KS_GROW(us_head);
+    KS_GROW(us_tail);
+    KS_GROW(ur_head);
+    KS_GROW(ur_tail);
+    KS_GROW(probing);
+    KS_GROW(ks_key);
+    KS_GROW(ks_free);
+    KS_GROW(ks_done);
+#undef KS_GROW
+    for (int64_t i = s->ks_cap; i < cap; i++)
+        s->us_head[i] = s->us_tail[i] = s->ur_head[i] = s->ur_tail[i] = -1, s->probing[i] = -1, s->ks_done[i] = 0;
+    s->ks_cap = cap;
+    return 0;
+}
+
+/* the queue slot of match key `key` (a fresh one if the key is not in use); -1 if memory runs out */
+static int64_t key_slot(hv_rp *s, int32_t key) {
+    uint64_t j = km_hash(key, s->km_cap);
+    while (s->km_key[j] >= 0) {
+        if (s->km_key[j] == key) return s->km_slot[j];
+        j = (j + 1) & (uint64_t)(s->km_cap - 1);
+    }
+    int64_t sl;
+    if (s->ks_nfree > 0) {
+        sl = s->ks_free[--s->ks_nfree];
+    } else {
+        if (s->ks_n == s->ks_cap && ks_grow(s)) return -1;
+        sl = s->ks_n++;
+    }
+    s->ks_key[sl] = key, s->ks_done[sl] = 0;
+    s->km_key[j] = key, s->km_slot[j] = (int32_t)sl;
+    if (2 * ++s->km_n > s->km_cap && km_rehash(s, 2 * s->km_cap)) return -1;
+    return sl;
+}
+
+/* after a post on slot sl by side (1 send, 2 receive or probe): once both sides made their last post and the
+ * queues are empty, nothing will use the key again: its slot goes back to the pool (backward-shift deletion) */
+static void key_posted(hv_rp *s, int64_t sl, int side, int last) {
+    if (last) s->ks_done[sl] |= (int8_t)side;
+    if (s->ks_done[sl] != 3 || s->us_head[sl] >= 0 || s->ur_head[sl] >= 0 || s->probing[sl] >= 0) return;
+    const uint64_t m = (uint64_t)(s->km_cap - 1);
+    uint64_t j = km_hash(s->ks_key[sl], s->km_cap);
+    while (s->km_key[j] != s->ks_key[sl]) j = (j + 1) & m;
+    s->km_key[j] = -1;
+    for (uint64_t i = (j + 1) & m; s->km_key[i] >= 0; i = (i + 1) & m) {
+        uint64_t h = km_hash(s->km_key[i], s->km_cap);
+        if (j <= i ? (j < h && h <= i) : (j < h || h <= i)) continue; /* it stays where it is */
+        s->km_key[j] = s->km_key[i], s->km_slot[j] = s->km_slot[i];
+        s->km_key[i] = -1;
+        j = i;
+    }
+    s->km_n--;
+    s->ks_done[sl] = 0;
+    s->ks_free[s->ks_nfree++] = (int32_t)sl;
+}
 
 static void row_flush(hv_rp *s, int64_t task) {
     if (s->cur_row[task] >= 0) {
@@ -1091,12 +1191,20 @@ static int step(hv_rp *s, int64_t task) {
             if (c->row_start) c->row_start[row] = t;
         }
         if (k == HV_RP_COMPUTE) return compute(s, task, &o, p, t, p0) ? HV_RP_ENOMEM : 0;
+        if (s->km_cap && k != HV_RP_WAIT) { /* streaming: the key's queue slot */
+            int64_t sl = key_slot(s, o.key);
+            if (sl < 0) return HV_RP_ENOMEM;
+            o.key = (int32_t)sl;
+        }
         if (k == HV_RP_SEND) {
             if (post_send(s, task, &o, p, t)) return HV_RP_ENOMEM;
+            if (s->km_cap) key_posted(s, o.key, 1, o.last);
         } else if (k == HV_RP_RECV) {
             if (post_recv(s, &o, t)) return HV_RP_ENOMEM;
+            if (s->km_cap) key_posted(s, o.key, 2, o.last);
         } else if (k == HV_RP_PROBE) {
             if (post_probe(s, &o, t)) return HV_RP_ENOMEM;
+            if (s->km_cap) key_posted(s, o.key, 2, o.last);
         } else { /* wait */
             int64_t need = wait_requests(s, task, &o, &t);
             if (need) {
@@ -1143,13 +1251,17 @@ static int rp_alloc(hv_rp *s) {
     ALLOC(s->cur_row, c->ntasks);
     ALLOC(s->cur_start, c->ntasks);
     ALLOC(s->cur_end, c->ntasks);
-    ALLOC(s->us_head, c->nkeys);
-    ALLOC(s->us_tail, c->nkeys);
-    ALLOC(s->ur_head, c->nkeys);
-    ALLOC(s->ur_tail, c->nkeys);
+    if (c->byte_off) { /* streaming: the slots of the keys in use, grown on demand; the task cursors */
+        if (ks_grow(s) || km_rehash(s, 1024)) return -1;
+        ALLOC(s->cur, c->ntasks);
+    } else {
+        ALLOC(s->us_head, c->nkeys);
+        ALLOC(s->us_tail, c->nkeys);
+        ALLOC(s->ur_head, c->nkeys);
+        ALLOC(s->ur_tail, c->nkeys);
+        ALLOC(s->probing, c->nkeys);
+    }
     ALLOC(s->ur_next, c->nreqs);
-    if (c->byte_off) ALLOC(s->cur, c->ntasks);
-    ALLOC(s->probing, c->nkeys);
     ALLOC(s->n_out, nn);
     ALLOC(s->n_in, nn);
     ALLOC(s->top, nn);
@@ -1175,6 +1287,7 @@ static void rp_free(hv_rp *s) {
                    s->order,   s->ares,    s->deg,        s->mark,      s->probing};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memo_free(s->memo);
+    free(s->km_key), free(s->km_slot), free(s->ks_key), free(s->ks_free), free(s->ks_done);
     if (s->cur) {
         for (int64_t t = 0; t < s->c->ntasks; t++) free(s->cur[t].buf);
         free(s->cur);
@@ -1185,8 +1298,9 @@ static void rp_free(hv_rp *s) {
 static void rp_reset(hv_rp *s) {
     hv_rp_config *c = s->c;
     for (int64_t i = 0; i < c->nreqs; i++) s->done_at[i] = -1.0, s->waiting[i] = -1;
-    for (int64_t i = 0; i < c->nkeys; i++) s->us_head[i] = s->us_tail[i] = s->ur_head[i] = s->ur_tail[i] = -1;
-    for (int64_t i = 0; i < c->nkeys; i++) s->probing[i] = -1;
+    const int64_t nk = s->km_cap ? 0 : c->nkeys; /* streaming: slots are reset when the pool grows or frees them */
+    for (int64_t i = 0; i < nk; i++) s->us_head[i] = s->us_tail[i] = s->ur_head[i] = s->ur_tail[i] = -1;
+    for (int64_t i = 0; i < nk; i++) s->probing[i] = -1;
     if (c->row_start)
         for (int64_t i = 0; i < c->nrows; i++) c->row_start[i] = c->row_end[i] = -1.0;
     for (int64_t t = 0; t < c->ntasks; t++) {
@@ -1274,7 +1388,8 @@ static int on_event(hv_rp *s, const hv_ev *ev) {
 /* The sends nobody received: their count and the first one's op. */
 static void count_unmatched(hv_rp *s) {
     hv_rp_config *c = s->c;
-    for (int64_t key = 0; key < c->nkeys; key++)
+    const int64_t nk = s->km_cap ? s->ks_n : c->nkeys;
+    for (int64_t key = 0; key < nk; key++)
         for (int64_t xi = s->us_head[key]; xi >= 0; xi = s->x[xi].next) {
             c->unmatched++;
             if (c->first_unmatched_op < 0 || s->x[xi].op < c->first_unmatched_op) {
@@ -1311,6 +1426,7 @@ static int run_events(hv_rp *s) {
         if ((e = on_event(s, &ev))) return e;
     }
     c->nevents = s->heap.counter; /* every event pushed, the reference's stale ones included, comes out once */
+    c->key_slots = s->ks_n;
     for (int64_t t = 0; t < c->ntasks; t++) row_flush(s, t);
     if (c->stuck_row)
         for (int64_t t = 0; t < c->ntasks; t++) c->stuck_row[t] = c->blocked[t] > 0 ? s->pending_row[t] : -1;

@@ -133,6 +133,7 @@ def test_requests_are_recycled_per_task(tmp_path):
         cl = Cluster(2, 2, 1e9, 1e-6)
         for model in MODELS:
             compare(tr, cl, mapping("rrn", n, cl), model, enc_s)
+        assert enc_s.nkeys == n and 0 < enc_s.key_slots <= n
     finally:
         enc_s.close()
 
@@ -267,3 +268,25 @@ def test_bad_rows_are_reported_like_the_in_memory_lowering(tmp_path, monkeypatch
     assert "task 2 seq 1: recv from peer -1 (not a task)" in str(st.value)
     assert str(st.value) == str(mem.value) and st.value.todo == mem.value.todo
     assert not list(tmp_path.glob("hpcvar-ops-*"))
+
+
+def test_collective_keys_are_recycled(tmp_path, monkeypatch):
+    """Each allreduce's messages have keys of their own (600 here); the core holds those in use only."""
+    monkeypatch.setenv(replay_stream.BUFFER_ENV, "64")
+    n, calls = 4, 100
+    rows = []
+    for t in range(n):
+        rows.append(dict(task=t, op="init"))
+        for i in range(calls):
+            rows.append(dict(task=t, op="allreduce", bytes=8 if i % 2 else 200_000, t_start_ns=100 * i + 10 * t,
+                             t_end_ns=100 * i + 50))
+        rows.append(dict(task=t, op="finalize", t_start_ns=100 * calls, t_end_ns=100 * calls))
+    tr = Trace(make_events(rows), n)
+    enc_s = stream_of(tr, tmp_path, rg=30)
+    try:
+        cl = Cluster(2, 2, 1e9, 1e-6)
+        for model in MODELS:
+            compare(tr, cl, mapping("rrn", n, cl), model, enc_s)
+        assert enc_s.nkeys == 6 * calls and enc_s.key_slots <= 24
+    finally:
+        enc_s.close()

@@ -48,7 +48,7 @@ class _Config(ctypes.Structure):
                 + [("progress", PROGRESS_FN)]
                 + [("byte_off", _P)] + [(n, _I64) for n in ("stream_fd", "stream_buf", "stream_maxrec",
                                                            "first_unmatched_row", "first_unmatched_peer")]
-                + [("stuck_row", _P)])
+                + [("stuck_row", _P), ("key_slots", _I64)])
 
 
 class _LowerConfig(ctypes.Structure):

@@ -124,6 +124,7 @@ class StreamEncoded:
     fd: int
     path: str
     rows: None = None
+    key_slots: int = 0  # the most match-key queue slots a replay of it allocated (the peak of keys in use)
     _closed: bool = field(default=False, repr=False)
 
     def row_of(self, r: int) -> tuple[int, int]:
@@ -389,6 +390,7 @@ def run(sim, enc: StreamEncoded, progress=None):
         raise HpcvarError("the replay core could not read the lowered ops back", enc.path,
                           "Check the disk of $TMPDIR (the ops file may have been removed or truncated)")
     rn._check_rc(rc, c, sim.params)
+    enc.key_slots = max(enc.key_slots, int(c.key_slots))
     rn._replay_errors(c, ntasks, blocked, sim.trace.source or "trace",
                       lambda t: int(stuck[t]), lambda: (int(c.first_unmatched_row), int(c.first_unmatched_peer)),
                       enc.row_of)
