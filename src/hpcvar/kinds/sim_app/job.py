@@ -224,7 +224,7 @@ def job(p: AppParams, ctx: JobContext) -> Run:
     timings: dict = {}
     stream, note = _stream_choice(p)
     if note:
-        ctx.say(note)
+        ctx.say(note)  # on the terminal now; run.json keeps it (result.stream_note)
     if stream:
         trace, host = _read_stream(p, timings)
     else:
@@ -259,7 +259,7 @@ def job(p: AppParams, ctx: JobContext) -> Run:
             "collectives": p.collectives, "eager_bytes": p.eager_bytes, "jitter": p.jitter_path, "align": p.align,
             "flops_per_s": trace.meta.get("flops_rate") if not trace.timed else p.flops_per_s,
             "tit_dialect": trace.meta.get("tit_dialect"),
-            "compute": p.compute, "stream": stream,
+            "compute": p.compute, "stream": stream, "stream_note": note,
             "stream_ops": {"ops": encoded.nops, "keys": encoded.nkeys, "key_slots": encoded.key_slots,
                            "requests": encoded.nreqs, "file_bytes": encoded.nbytes_file} if stream else None,
             "replicas": p.replicas, "seed": p.seed, "mapping": runs[0]["mapping"], "model": runs[0]["model"],
