@@ -27,15 +27,17 @@ from hpcvar.errors import HpcvarError, InputFileError, UsageError
 
 BUFFER_ENV = "HPCVAR_STREAM_BUFFER"  # bytes of each task's op buffer (tests force refills with a few dozen)
 DEFAULT_BUFFER = 1 << 16
+BUFFER_BUDGET = 1 << 28  # bytes of all the tasks' buffers together: a buffer is smaller when the tasks are many
 CHUNK_ENV = "HPCVAR_STREAM_CHUNK_ROWS"  # rows read before the whole tasks among them are lowered
 DEFAULT_CHUNK_ROWS = 1 << 20
 
 
-def buffer_bytes() -> int:
-    """Each task's op buffer in bytes: $HPCVAR_STREAM_BUFFER, else 64 KiB (raised to the longest record)."""
+def buffer_bytes(ntasks: int = 1) -> int:
+    """Each task's op buffer in bytes: $HPCVAR_STREAM_BUFFER, else 64 KiB or BUFFER_BUDGET / ntasks if that is
+    less (the core raises it to the longest record)."""
     v = os.environ.get(BUFFER_ENV)
     if not v:
-        return DEFAULT_BUFFER
+        return max(4096, min(DEFAULT_BUFFER, BUFFER_BUDGET // max(1, ntasks)))
     try:
         n = int(v)
     except ValueError:
@@ -372,7 +374,7 @@ def run(sim, enc: StreamEncoded, progress=None):
                    shm_latency=float(cl.shm_latency), rndv_latency=float(cl.rndv_latency),
                    shm_rndv_latency=float(cl.shm_rndv_latency), send_buffer=float(cl.send_buffer),
                    rndv_first=float(cl.rndv_first), nlinks=len(links), stream_fd=enc.fd,
-                   stream_buf=max(buffer_bytes(), enc.maxrec), stream_maxrec=enc.maxrec)
+                   stream_buf=max(buffer_bytes(ntasks), enc.maxrec), stream_maxrec=enc.maxrec)
     rn._model_params(c, sim.model, sim.params)
     arrays = dict(link_key=link_key, link_bw=link_bw, link_lat=link_lat, task_off=enc.task_off,
                   byte_off=enc.byte_off, node_of=node_of, clock=clock, comm=comm, pen_sum=pen_sum, pen_n=pen_n,
