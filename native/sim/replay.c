@@ -71,9 +71,9 @@ typedef struct {
     double et, st;     /* a shared transfer's pending events: its data end, its send's completion (buffered) */
     int64_t ecnt, scnt; /* ... their heap counters (-1: none pending); see flow events below */
     double env;       /* a rendezvous message: when its request reaches the receiver (what a probe waits for) */
-    int64_t probe_rq; /* an eager message: the probe waiting for its transfer to end (finish), or -1 */
+    int32_t probe_rq; /* an eager message: the probe waiting for its transfer to end (finish), or -1 */
+    int32_t row;      /* the send's row (diagnostics) */
     int64_t op, sreq, rreq, next; /* next: FIFO link in the unsent queue of its key, or free list */
-    int64_t row;                  /* the send's row (diagnostics) */
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
 } hv_xfer;                                                           /* ... and the send completed */
@@ -753,7 +753,7 @@ static int probe_target(hv_rp *s, int64_t xi, int64_t rq, double t) {
     hv_xfer *x = &s->x[xi];
     if (x->eager) {
         if (x->done) s->done_at[rq] = x->end;
-        else x->probe_rq = rq;
+        else x->probe_rq = (int32_t)rq;
         return 0;
     }
     if (x->env <= t) {
