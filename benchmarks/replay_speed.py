@@ -38,9 +38,10 @@ TARGET_CORE = 2e6       # events/s per model in the core
 TARGET_BYTES = 100.0    # peak memory growth per trace event
 
 
-def synthetic(events: int, tasks: int):
-    """The trace as a Trace (vectorised: one per-task template tiled over the tasks)."""
-    from hpcvar.traces.parquet import OPS, Trace
+def template(events: int, tasks: int) -> dict[str, np.ndarray]:
+    """One task's rows (the same for every task): op codes, the peer as -1 left / +1 right / 0 none, bytes,
+    req, t_start_ns, t_end_ns."""
+    from hpcvar.traces.parquet import OPS
 
     iters = max(1, -(-(events // tasks - 2) * 50 // 197) + 1)  # 49 iterations of 4 rows, then 1 of 1
     it = np.arange(iters)
@@ -68,6 +69,16 @@ def synthetic(events: int, tasks: int):
     op[s + 2], req[s + 2], ts[s + 2], te[s + 2] = o["wait"], s, c, c + 4000
     op[s + 3], req[s + 3], ts[s + 3], te[s + 3] = o["wait"], s + 1, c + 4000, c + 4000
     ts[-1] = te[-1] = int(te[-2])
+    return {"op": op, "dpeer": dpeer, "bytes": nbytes, "req": req, "t_start_ns": ts, "t_end_ns": te}
+
+
+def synthetic(events: int, tasks: int):
+    """The trace as a Trace (vectorised: one per-task template tiled over the tasks)."""
+    from hpcvar.traces.parquet import OPS, Trace
+
+    tp = template(events, tasks)
+    op, dpeer, nbytes, req, ts, te = (tp[k] for k in ("op", "dpeer", "bytes", "req", "t_start_ns", "t_end_ns"))
+    per_task = len(op)
     task = np.repeat(np.arange(tasks, dtype=np.int32), per_task)
     peer = np.where(np.tile(dpeer, tasks) == 0, -1, (task + np.tile(dpeer, tasks)) % tasks).astype(np.int32)
     ev = pd.DataFrame({"task": task, "seq": np.tile(np.arange(per_task, dtype=np.int64), tasks),

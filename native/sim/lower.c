@@ -8,9 +8,11 @@
 #include "hv_ops.h"
 #include "replay.h"
 
+#include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 enum { ALGO_BINOMIAL = 0, ALGO_RECDOUB = 1, ALGO_RING = 2 };
 
@@ -74,6 +76,33 @@ static int64_t *hmap_get(hmap *m, const int64_t *k, int64_t dflt, int *fresh) {
 }
 
 static void hmap_free(hmap *m) { free(m->k), free(m->v), free(m->used); }
+
+/* The map without the entries drop(key, arg) names, rebuilt at the size of what stays; -1 if memory runs out
+ * (the map is then unchanged). */
+static int hmap_prune(hmap *m, int (*drop)(const int64_t *, int64_t), int64_t arg) {
+    int64_t keep = 0;
+    for (int64_t i = 0; i < m->cap; i++) keep += m->used[i] && !drop(&m->k[5 * i], arg);
+    int64_t cap = 1024;
+    while (cap < 2 * (keep + 1)) cap *= 2;
+    hmap n = {calloc((size_t)cap * 5, sizeof(int64_t)), calloc((size_t)cap, sizeof(int64_t)), calloc((size_t)cap, 1),
+              cap, 0};
+    if (!n.k || !n.v || !n.used) {
+        free(n.k), free(n.v), free(n.used);
+        return -1;
+    }
+    for (int64_t i = 0; i < m->cap; i++) {
+        if (!m->used[i] || drop(&m->k[5 * i], arg)) continue;
+        uint64_t j = hkey(&m->k[5 * i]) & (uint64_t)(cap - 1);
+        while (n.used[j]) j = (j + 1) & (uint64_t)(cap - 1);
+        memcpy(&n.k[5 * j], &m->k[5 * i], 5 * sizeof(int64_t));
+        n.v[j] = m->v[i];
+        n.used[j] = 1;
+        n.n++;
+    }
+    hmap_free(m);
+    *m = n;
+    return 0;
+}
 
 /* ---- collectives.steps in C --------------------------------------------------------------- */
 
@@ -372,12 +401,44 @@ typedef struct {
     int64_t ts, te;
 } ival;
 
+/* The stream mode's state (hv_rp_stream_open): what carries from chunk to chunk, the task being lowered, and the
+ * scratch of its requests' renumbering. */
+typedef struct hv_rp_stream {
+    int64_t fd, err_no;
+    int ioerr;
+    hmap keys, coll;
+    /* keys: the ids given (the map keeps only the keys a task still to lower may name), the map's size at the
+     * last prune, the size from which it is pruned */
+    int64_t nkeys, kept, prune_min;
+    int64_t ncreq, nops, nreqs, maxrec, bytes; /* nreqs: the next task's base */
+    /* the task's ops (req: the lowering's ids; a wait's req: the offset of its requests in wreq) */
+    int64_t op0, cap;
+    int8_t *kind;
+    int32_t *peer, *key, *row;
+    double *val;
+    int64_t *req;
+    int64_t cw;
+    int64_t *wreq;
+    /* renumbering: per request of the task (its rows, then its collectives' requests) */
+    int64_t cl;
+    int8_t *posted;
+    int64_t *last;
+    int32_t *slot, *freel;
+    int64_t cset;
+    int64_t *set;    /* scratch: the (key, side) seen in the backward pass (st_last_uses) */
+    int8_t *lastuse; /* per op of the task: 1 on the last op of its key's side */
+    uint8_t *out;
+    int64_t cout;
+} hv_rp_stream;
+
 typedef struct {
     hv_rp_lower_config *c;
     int fill;
     int64_t nops, nwreq, ncreq;
     int oom;
-    hmap keys, coll;
+    hmap keys_own, coll_own;
+    hmap *keys, *coll;
+    hv_rp_stream *st; /* or NULL */
     ival *iv; /* scratch: one task's MPI intervals, when they need a sort (mpi_resorted) */
     int64_t civ;
 } lw;
@@ -427,9 +488,43 @@ static int mpi_resorted(lw *L, int64_t lo, int64_t hi, double *out) {
     return 0;
 }
 
+#define GROW_TO(ptr, need) \
+    do { \
+        void *q_ = realloc((ptr), (size_t)(need) * sizeof *(ptr)); \
+        if (!q_) return -1; \
+        (ptr) = q_; \
+    } while (0)
+
+static int st_grow_ops(hv_rp_stream *st, int64_t need) {
+    if (need <= st->cap) return 0;
+    int64_t cap = st->cap ? 2 * st->cap : 4096;
+    while (cap < need) cap *= 2;
+    GROW_TO(st->kind, cap);
+    GROW_TO(st->peer, cap);
+    GROW_TO(st->key, cap);
+    GROW_TO(st->row, cap);
+    GROW_TO(st->val, cap);
+    GROW_TO(st->req, cap);
+    st->cap = cap;
+    return 0;
+}
+
 static int emit(lw *L, int kind, int32_t peer, double val, int32_t key, int64_t req, int64_t row) {
     hv_rp_lower_config *c = L->c;
-    if (L->fill) {
+    if (L->st) {
+        hv_rp_stream *st = L->st;
+        int64_t i = L->nops - st->op0;
+        if (st_grow_ops(st, i + 1)) {
+            L->oom = 1;
+            return -1;
+        }
+        st->kind[i] = (int8_t)kind;
+        st->peer[i] = peer;
+        st->val[i] = val;
+        st->key[i] = key;
+        st->req[i] = req;
+        st->row[i] = (int32_t)row;
+    } else if (L->fill) {
         int64_t i = L->nops;
         c->kind[i] = (int8_t)kind;
         c->peer_out[i] = peer;
@@ -446,13 +541,29 @@ static int64_t key_id(lw *L, int64_t a, int64_t b, int64_t x, int64_t y, int64_t
     if (!L->fill) return 0;
     int64_t k[5] = {a, b, x, y, z};
     int fresh;
-    int64_t *v = hmap_get(&L->keys, k, L->keys.n, &fresh);
+    int64_t *ctr = L->st ? &L->st->nkeys : NULL; /* stream mode: ids outlive their entries (st_prune_keys) */
+    int64_t *v = hmap_get(L->keys, k, ctr ? *ctr : L->keys->n, &fresh);
     if (!v) L->oom = 1;
+    if (v && fresh && ctr) (*ctr)++;
     return v ? *v : -1;
 }
 
 static void wait_req(lw *L, int64_t rq) {
-    if (L->fill) L->c->wreq[L->nwreq] = (int32_t)rq;
+    if (L->st) {
+        hv_rp_stream *st = L->st;
+        if (L->nwreq >= st->cw) {
+            int64_t cap = st->cw ? 2 * st->cw : 4096;
+            int64_t *q = realloc(st->wreq, (size_t)cap * sizeof *q);
+            if (!q) {
+                L->oom = 1;
+                return;
+            }
+            st->wreq = q, st->cw = cap;
+        }
+        st->wreq[L->nwreq] = rq;
+    } else if (L->fill) {
+        L->c->wreq[L->nwreq] = (int32_t)rq;
+    }
     L->nwreq++;
 }
 
@@ -468,7 +579,7 @@ static int comm_index(const hv_rp_lower_config *c, int32_t comm) {
 
 /* One task's state while its rows are lowered. */
 typedef struct {
-    int64_t t, base, nrow_t, never;
+    int64_t t, tg, base, nrow_t, never, gbase; /* t: in the chunk, tg: in the trace; gbase: the trace's row of base */
     int have_prev;
     int64_t prev_end, polls;
     mpi_acc mpi;
@@ -506,6 +617,9 @@ static void gap_and_measure(lw *L, task_pass *x, int64_t g) {
     }
 }
 
+static int64_t ntasks_all(const hv_rp_lower_config *c) { return c->ntasks_all > 0 ? c->ntasks_all : c->ntasks; }
+static int64_t nrows_all(const hv_rp_lower_config *c) { return c->nrows_all > 0 ? c->nrows_all : c->nrows; }
+
 static int fail_row(hv_rp_lower_config *c, int err, int64_t g) {
     c->err = err;
     c->err_row = g;
@@ -515,60 +629,61 @@ static int fail_row(hv_rp_lower_config *c, int err, int64_t g) {
 /* A point-to-point row (or init, finalize, wait): its ops. 0, or -1 with an error in c->err. */
 static int lower_p2p(lw *L, const task_pass *x, int64_t g, int op) {
     hv_rp_lower_config *c = L->c;
-    const int64_t t = x->t, never = x->never, seq = g - x->base;
+    const int64_t t = x->tg, never = x->never, seq = g - x->base, G = x->gbase + seq, NT = ntasks_all(c);
     int32_t peer = c->peer[g], tag = c->tag[g], comm = c->comm[g];
     int64_t b = c->bytes[g];
     switch (op) {
     case OP_SEND:
     case OP_ISEND:
     case OP_SENDRECV:
-        if (peer < 0 || peer >= c->ntasks) break;
-        emit(L, HV_RP_SEND, peer, (double)b, (int32_t)key_id(L, 0, t, peer, comm, tag), g, g);
+        if (peer < 0 || peer >= NT) break;
+        emit(L, HV_RP_SEND, peer, (double)b, (int32_t)key_id(L, 0, t, peer, comm, tag), G, G);
         if (op == OP_SEND) {
-            emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
-            wait_req(L, g);
+            emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, G);
+            wait_req(L, G);
         }
         return 0;
     case OP_RECV:
     case OP_IRECV:
     case OP_SENDRECV_RECV:
-        if (peer < 0 || peer >= c->ntasks) {
+        if (peer < 0 || peer >= NT) {
             if (op == OP_IRECV) break;
             return fail_row(c, 1, g);
         }
-        emit(L, HV_RP_RECV, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), g, g);
+        emit(L, HV_RP_RECV, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), G, G);
         if (op == OP_RECV) {
-            emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
-            wait_req(L, g);
+            emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, G);
+            wait_req(L, G);
         } else if (op == OP_SENDRECV_RECV) {
-            emit(L, HV_RP_WAIT, 2, 0.0, -1, L->nwreq, g);
-            wait_req(L, seq >= 1 ? g - 1 : never);
-            wait_req(L, g);
+            emit(L, HV_RP_WAIT, 2, 0.0, -1, L->nwreq, G);
+            wait_req(L, seq >= 1 ? G - 1 : never);
+            wait_req(L, G);
         }
         return 0;
     case OP_PROBE: /* waits for the message its receive will match; a probe of no task has none */
-        if (peer < 0 || peer >= c->ntasks) break;
-        emit(L, HV_RP_PROBE, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), g, g);
-        emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
-        wait_req(L, g);
+        if (peer < 0 || peer >= NT) break;
+        emit(L, HV_RP_PROBE, peer, (double)b, (int32_t)key_id(L, 0, peer, t, comm, tag), G, G);
+        emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, G);
+        wait_req(L, G);
         return 0;
     case OP_WAIT: {
         int64_t r = c->req[g];
         if (r < 0) break;
-        emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, g);
-        wait_req(L, r < x->nrow_t ? x->base + r : never);
+        emit(L, HV_RP_WAIT, 1, 0.0, -1, L->nwreq, G);
+        wait_req(L, r < x->nrow_t ? x->gbase + r : never);
         return 0;
     }
     default: break; /* init, finalize: a wait for nothing */
     }
-    emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
+    emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, G);
     return 0;
 }
 
 /* The messages of a collective's steps, each step a wait for its own requests. */
 static void emit_steps(lw *L, const steps_t *S, const int32_t *mem, const task_pass *x, int64_t g, int32_t comm,
                        int64_t k) {
-    const int64_t t = x->t, never = x->never;
+    const int64_t t = x->tg, never = x->never;
+    g = x->gbase + (g - x->base); /* the trace's row */
     if (S->nst == 0) emit(L, HV_RP_WAIT, 0, 0.0, -1, L->nwreq, g);
     for (int64_t si = 0; si < S->nst; si++) {
         const step *st = &S->st[si];
@@ -592,7 +707,7 @@ static void emit_steps(lw *L, const steps_t *S, const int32_t *mem, const task_p
 /* A collective row: its steps (collectives.steps) as messages. 0, or -1 (an error in c->err, or no memory). */
 static int lower_collective(lw *L, steps_t *S, const task_pass *x, int64_t g, int op) {
     hv_rp_lower_config *c = L->c;
-    const int64_t t = x->t;
+    const int64_t t = x->tg;
     int32_t peer = c->peer[g], comm = c->comm[g];
     int ci = comm_index(c, comm);
     if (ci < 0) return fail_row(c, 2, g);
@@ -605,7 +720,7 @@ static int lower_collective(lw *L, steps_t *S, const task_pass *x, int64_t g, in
     if (L->fill) {
         int64_t ck[5] = {t, comm, 0, 0, 0};
         int fresh;
-        int64_t *v = hmap_get(&L->coll, ck, 0, &fresh);
+        int64_t *v = hmap_get(L->coll, ck, 0, &fresh);
         if (!v) return -1;
         k = (*v)++;
     }
@@ -625,12 +740,157 @@ static int is_p2p(int op) {
            op == OP_RECV || op == OP_IRECV || op == OP_SENDRECV_RECV || op == OP_WAIT || op == OP_PROBE;
 }
 
+/* ---- stream mode: a task's ops, their requests renumbered, appended to the file ------------------------- */
+
+static int st_write(hv_rp_stream *st, const uint8_t *p, int64_t n) {
+    while (n > 0) {
+        ssize_t w = write((int)st->fd, p, (size_t)n);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            st->ioerr = 1, st->err_no = errno;
+            return -1;
+        }
+        p += w, n -= w;
+    }
+    return 0;
+}
+
+#define PUT(ptr, v) \
+    do { \
+        memcpy((ptr), &(v), sizeof(v)); \
+        (ptr) += sizeof(v); \
+    } while (0)
+
+/* The task's request ids -> the task's slots: a request of one of its rows is id gb + its seq (gb = the trace's
+ * row of its seq 0), a collective step's id cb + i (i in [0, ncoll)), the never-completed one anything else. */
+static int64_t st_loc(int64_t id, int64_t gb, int64_t nrow, int64_t cb, int64_t ncoll) {
+    if (id >= gb && id < gb + nrow) return id - gb;
+    if (id >= cb && id < cb + ncoll) return nrow + (id - cb);
+    return -1;
+}
+
+/* Per op of the task (n ops): whether it is the last of its match key's side in the task (its last send on that
+ * key, or its last receive or probe): each side of a key is one task, so after it the core can give the key's
+ * slot to another key once the other side is done too and its queues are empty. 0, or -1 (memory). */
+static int st_last_uses(hv_rp_stream *st, int64_t n) {
+    int64_t cap = 16;
+    while (cap < 2 * n + 2) cap *= 2;
+    if (cap > st->cset) {
+        GROW_TO(st->set, cap);
+        st->cset = cap;
+    }
+    GROW_TO(st->lastuse, n > 0 ? n : 1);
+    for (int64_t i = 0; i < cap; i++) st->set[i] = -1;
+    for (int64_t i = n - 1; i >= 0; i--) {
+        int k = st->kind[i];
+        st->lastuse[i] = 0;
+        if (k != HV_RP_SEND && k != HV_RP_RECV && k != HV_RP_PROBE) continue;
+        int64_t v = 2 * (int64_t)st->key[i] + (k == HV_RP_SEND);
+        uint64_t j = ((uint64_t)v * 0x9E3779B97F4A7C15ull >> 17) & (uint64_t)(cap - 1);
+        while (st->set[j] >= 0 && st->set[j] != v) j = (j + 1) & (uint64_t)(cap - 1);
+        if (st->set[j] < 0) st->set[j] = v, st->lastuse[i] = 1;
+    }
+    return 0;
+}
+
+/* The task's ops (emitted since st->op0) written as records, with its requests renumbered: a request takes a slot
+ * when posted and gives it back after the last wait that names it once posted (a wait before the post, or for no
+ * request of the task, waits for id 0: never). 0, or -1 (memory, or a failed write: st->ioerr). */
+static int st_task_end(lw *L, const task_pass *x, int64_t creq0) {
+    hv_rp_stream *st = L->st;
+    const int64_t n = L->nops - st->op0, nrow = x->nrow_t, ncoll = L->ncreq - creq0;
+    const int64_t gb = x->gbase, cb = x->never + 1 + creq0, nloc = nrow + ncoll;
+    if (nloc > st->cl) {
+        GROW_TO(st->posted, nloc);
+        GROW_TO(st->last, nloc);
+        GROW_TO(st->slot, nloc);
+        GROW_TO(st->freel, nloc);
+        st->cl = nloc;
+    }
+    memset(st->posted, 0, (size_t)nloc);
+    for (int64_t i = 0; i < nloc; i++) st->last[i] = -1;
+    for (int64_t i = 0; i < n; i++) { /* each request's last wait after its post */
+        int k = st->kind[i];
+        if (k == HV_RP_SEND || k == HV_RP_RECV || k == HV_RP_PROBE) {
+            int64_t r = st_loc(st->req[i], gb, nrow, cb, ncoll);
+            if (r >= 0) st->posted[r] = 1;
+        } else if (k == HV_RP_WAIT) {
+            for (int64_t j = 0; j < st->peer[i]; j++) {
+                int64_t r = st_loc(st->wreq[st->req[i] + j], gb, nrow, cb, ncoll);
+                if (r >= 0 && st->posted[r]) st->last[r] = i;
+            }
+        }
+    }
+    int64_t bound = 25 * n + 4 * L->nwreq + 16;
+    if (bound > st->cout) {
+        GROW_TO(st->out, bound);
+        st->cout = bound;
+    }
+    if (st_last_uses(st, n)) return -1;
+    memset(st->posted, 0, (size_t)nloc);
+    int64_t nfree = 0, npool = 0;
+    const int64_t base = st->nreqs;
+    uint8_t *o = st->out;
+    for (int64_t i = 0; i < n; i++) {
+        const int8_t k = st->kind[i], kb = (int8_t)(k | (st->lastuse[i] ? HV_RP_LAST_USE : 0));
+        uint8_t *rec = o;
+        PUT(o, kb);
+        if (k == HV_RP_COMPUTE) {
+            PUT(o, st->val[i]);
+        } else if (k == HV_RP_WAIT) {
+            int32_t cnt = st->peer[i], row = st->row[i];
+            PUT(o, cnt);
+            PUT(o, row);
+            for (int64_t j = 0; j < cnt; j++) {
+                int64_t r = st_loc(st->wreq[st->req[i] + j], gb, nrow, cb, ncoll);
+                int32_t id = r >= 0 && st->posted[r] == 1 ? (int32_t)(base + st->slot[r]) : 0;
+                PUT(o, id);
+            }
+            for (int64_t j = 0; j < cnt; j++) { /* slots free after their last wait */
+                int64_t r = st_loc(st->wreq[st->req[i] + j], gb, nrow, cb, ncoll);
+                if (r >= 0 && st->posted[r] == 1 && st->last[r] == i)
+                    st->posted[r] = 2, st->freel[nfree++] = st->slot[r];
+            }
+        } else {
+            int64_t r = st_loc(st->req[i], gb, nrow, cb, ncoll);
+            int32_t id = 0;
+            if (r >= 0) {
+                st->slot[r] = nfree > 0 ? st->freel[--nfree] : (int32_t)npool++;
+                st->posted[r] = 1;
+                id = (int32_t)(base + st->slot[r]);
+            }
+            PUT(o, st->peer[i]);
+            PUT(o, st->val[i]);
+            PUT(o, st->key[i]);
+            PUT(o, id);
+            PUT(o, st->row[i]);
+        }
+        if (o - rec > st->maxrec) st->maxrec = o - rec;
+    }
+    st->nreqs += npool;
+    int64_t len = o - st->out;
+    if (st_write(st, st->out, len)) return -1;
+    st->bytes += len;
+    return 0;
+}
+
 /* One task's rows into ops; 0, or -1 to stop. */
 static int lower_task(lw *L, steps_t *S, int64_t t) {
     hv_rp_lower_config *c = L->c;
     if (L->fill) c->task_off[t] = L->nops;
     if (L->fill) c->first_start[t] = INT64_MAX, c->last_end[t] = INT64_MIN;
-    task_pass x = {.t = t, .base = c->row_off[t], .nrow_t = c->row_off[t + 1] - c->row_off[t], .never = c->nrows};
+    task_pass x = {.t = t,
+                   .tg = c->task_base + t,
+                   .base = c->row_off[t],
+                   .nrow_t = c->row_off[t + 1] - c->row_off[t],
+                   .never = nrows_all(c),
+                   .gbase = c->row_base + c->row_off[t]};
+    const int64_t creq0 = L->ncreq;
+    if (L->st) {
+        L->st->op0 = L->nops;
+        L->nwreq = 0; /* a wait's requests: an offset into the task's own */
+        c->byte_off[t] = L->st->bytes;
+    }
     for (int64_t g = x.base; g < c->row_off[t + 1]; g++) {
         gap_and_measure(L, &x, g);
         const int op = c->op[g];
@@ -642,6 +902,23 @@ static int lower_task(lw *L, steps_t *S, int64_t t) {
         if (x.mpi.unsorted && mpi_resorted(L, x.base, c->row_off[t + 1], &c->mpi_ns[t])) return -1;
         c->mpi_ns[t] = c->mpi_ns[t] + (double)x.polls;
     }
+    if (L->st && st_task_end(L, &x, creq0)) return -1;
+    return 0;
+}
+
+/* a match key both of whose tasks are lowered (below `next`): (0, src, dst, comm, tag) or (1, comm, k, src, dst) */
+static int key_done(const int64_t *k, int64_t next) {
+    int64_t a = k[0] == 0 ? k[1] : k[3], b = k[0] == 0 ? k[2] : k[4];
+    return a < next && b < next;
+}
+
+/* Stream mode: the keys no task still to lower can name leave the map (their ids stay given), when the map has
+ * doubled since the last prune: the map then holds the keys of messages between a lowered and a later task (a
+ * collective's messages have keys of their own per call). 0, or -1 if memory runs out. */
+static int st_prune_keys(hv_rp_stream *st, int64_t next) {
+    if (st->keys.n < 2 * st->kept + st->prune_min) return 0;
+    if (hmap_prune(&st->keys, key_done, next)) return -1;
+    st->kept = st->keys.n;
     return 0;
 }
 
@@ -651,8 +928,14 @@ static int pass(lw *L) {
     memset(&S, 0, sizeof S);
     int rc = 0;
     L->nops = L->nwreq = L->ncreq = 0;
+    if (L->st) L->nops = L->st->nops, L->ncreq = L->st->ncreq;
     for (int64_t t = 0; t < c->ntasks && rc == 0; t++) rc = lower_task(L, &S, t);
     if (rc == 0 && L->fill) c->task_off[c->ntasks] = L->nops;
+    if (rc == 0 && L->st) {
+        c->byte_off[c->ntasks] = L->st->bytes;
+        L->st->nops = L->nops, L->st->ncreq = L->ncreq;
+        rc = st_prune_keys(L->st, c->task_base + c->ntasks);
+    }
     free(S.st);
     free(S.m);
     return rc;
@@ -665,17 +948,44 @@ int hv_rp_lower(hv_rp_lower_config *c) {
     memset(&L, 0, sizeof L);
     L.c = c;
     c->err = 0;
-    L.fill = c->kind != NULL;
+    L.st = c->stream;
+    L.fill = c->kind != NULL || L.st != NULL;
+    L.keys = L.st ? &L.st->keys : &L.keys_own;
+    L.coll = L.st ? &L.st->coll : &L.coll_own;
     int rc = pass(&L);
     if (rc == 0) {
         c->nops = L.nops;
         c->nwreq = L.nwreq;
-        c->nkeys = L.keys.n;
+        c->nkeys = L.keys->n;
         c->nreqs = c->nrows + 1 + L.ncreq;
     }
     if (c->err) rc = 0; /* reported through err */
-    hmap_free(&L.keys);
-    hmap_free(&L.coll);
+    hmap_free(&L.keys_own);
+    hmap_free(&L.coll_own);
     free(L.iv);
+    return rc;
+}
+
+void *hv_rp_stream_open(int64_t fd, int64_t prune_min) {
+    hv_rp_stream *st = calloc(1, sizeof *st);
+    if (!st) return NULL;
+    st->fd = fd;
+    st->prune_min = prune_min;
+    st->nreqs = 1; /* id 0: never completed */
+    return st;
+}
+
+int hv_rp_stream_close(void *stream, int64_t *out) {
+    hv_rp_stream *st = stream;
+    if (!st) return -1;
+    out[0] = st->nops, out[1] = st->nkeys, out[2] = st->nreqs, out[3] = st->maxrec, out[4] = st->bytes;
+    out[5] = st->err_no;
+    int rc = st->ioerr ? -1 : 0;
+    hmap_free(&st->keys);
+    hmap_free(&st->coll);
+    void *all[] = {st->kind,   st->peer, st->key,  st->row,   st->val, st->req,     st->wreq,
+                   st->posted, st->last, st->slot, st->freel, st->out, st->lastuse, st->set};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
+    free(st);
     return rc;
 }

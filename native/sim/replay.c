@@ -3,9 +3,11 @@
  * engine, and every floating-point expression is written in the same order. */
 #include "replay.h"
 
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 /* ---- the event heap: ordered by (time, insertion counter) like Python's heapq of tuples ------ */
 
@@ -69,7 +71,8 @@ typedef struct {
     double et, st;     /* a shared transfer's pending events: its data end, its send's completion (buffered) */
     int64_t ecnt, scnt; /* ... their heap counters (-1: none pending); see flow events below */
     double env;       /* a rendezvous message: when its request reaches the receiver (what a probe waits for) */
-    int64_t probe_rq; /* an eager message: the probe waiting for its transfer to end (finish), or -1 */
+    int32_t probe_rq; /* an eager message: the probe waiting for its transfer to end (finish), or -1 */
+    int32_t row;      /* the send's row (diagnostics) */
     int64_t op, sreq, rreq, next; /* next: FIFO link in the unsent queue of its key, or free list */
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
@@ -88,8 +91,16 @@ typedef struct {
     int32_t *waiting;   /* per request: the task blocked on it, or -1 */
     int64_t *pending_row;
     int32_t *us_head, *us_tail; /* per key: FIFO of unsent transfers (slot ids) */
-    int32_t *ur_head, *ur_tail; /* per key: FIFO of posted receives (op indices) */
-    int32_t *ur_next;           /* per op: next receive in its FIFO */
+    int32_t *ur_head, *ur_tail; /* per key: FIFO of posted receives (their requests) */
+    int32_t *ur_next;           /* per request: the next receive in its FIFO */
+    struct hv_cursor *cur;      /* streaming: per task, its ops read from the file */
+    /* streaming: the match keys in use -> their queue slots (the queues above are per slot): a hash map (km_*,
+     * key -1: empty) and per slot its key, the sides done (1 send, 2 receive), a free list */
+    int32_t *km_key, *km_slot;
+    int64_t km_cap, km_n;
+    int32_t *ks_key, *ks_free;
+    int8_t *ks_done;
+    int64_t ks_n, ks_cap, ks_nfree;
     int64_t *probing;           /* per key: the request of a probe waiting for a send to be posted, or -1 */
     int64_t *active;            /* transfers in their data phase (contention models), in arrival order */
     int64_t *ares;              /* 2 per active transfer: its source node, nnodes + its destination node */
@@ -742,7 +753,7 @@ static int probe_target(hv_rp *s, int64_t xi, int64_t rq, double t) {
     hv_xfer *x = &s->x[xi];
     if (x->eager) {
         if (x->done) s->done_at[rq] = x->end;
-        else x->probe_rq = rq;
+        else x->probe_rq = (int32_t)rq;
         return 0;
     }
     if (x->env <= t) {
@@ -840,6 +851,192 @@ static int64_t jadvance(const hv_rp_config *c, int64_t j, int64_t o, int64_t t, 
     }
 }
 
+/* ---- the ops: one accessor over the arrays (in memory) or the file (streaming) ------------------------ */
+
+typedef struct {
+    int kind, last; /* last: the task's last use of its key on its side (streaming) */
+    int32_t peer;   /* send: destination; recv, probe: source; wait: number of requests */
+    double val;
+    int32_t key, req, row;
+    const uint8_t *wreq; /* a wait's requests: peer int32 values, not necessarily aligned (read with op_wreq) */
+} hv_op;
+
+static inline int32_t op_wreq(const hv_op *o, int32_t j) {
+    int32_t r;
+    memcpy(&r, o->wreq + 4 * (int64_t)j, sizeof r);
+    return r;
+}
+
+/* streaming: a task's buffer over its bytes [foff, fend) of the file; buf[pos, len) not yet decoded */
+typedef struct hv_cursor {
+    uint8_t *buf;
+    int64_t pos, len, foff, fend;
+} hv_cursor;
+
+/* at least n bytes decoded ahead (the buffer refilled by pread when it runs dry); 0, or -1 (read error, a
+ * record longer than the buffer, or the file ends early) */
+static int cur_need(const hv_rp_config *c, hv_cursor *k, int64_t n) {
+    if (k->len - k->pos >= n) return 0;
+    if (!k->buf) {
+        k->buf = malloc((size_t)c->stream_buf);
+        if (!k->buf) return -1;
+    }
+    int64_t keep = k->len - k->pos;
+    memmove(k->buf, k->buf + k->pos, (size_t)keep);
+    k->pos = 0, k->len = keep;
+    while (k->len < n) {
+        int64_t want = c->stream_buf - k->len, left = k->fend - k->foff;
+        if (want > left) want = left;
+        if (want <= 0) return -1;
+        ssize_t r = pread((int)c->stream_fd, k->buf + k->len, (size_t)want, (off_t)k->foff);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) return -1;
+        k->len += r, k->foff += r;
+    }
+    return 0;
+}
+
+#define GET(v) \
+    do { \
+        memcpy(&(v), k->buf + k->pos, sizeof(v)); \
+        k->pos += (int64_t)sizeof(v); \
+    } while (0)
+
+/* op p (task's next) into *o; 0, or HV_RP_EIO */
+static int load_op(hv_rp *s, int64_t task, int64_t p, hv_op *o) {
+    const hv_rp_config *c = s->c;
+    if (!c->byte_off) {
+        o->kind = c->kind[p];
+        o->last = 0;
+        o->peer = c->peer[p];
+        o->val = c->val[p];
+        o->key = c->key[p];
+        o->req = c->req[p];
+        o->row = c->row[p];
+        o->wreq = o->kind == HV_RP_WAIT ? (const uint8_t *)(c->wreq + o->req) : NULL;
+        return 0;
+    }
+    hv_cursor *k = &s->cur[task];
+    if (cur_need(c, k, 1)) return HV_RP_EIO;
+    int8_t kind;
+    GET(kind);
+    o->last = (kind & HV_RP_LAST_USE) != 0;
+    kind = (int8_t)(kind & ~HV_RP_LAST_USE);
+    o->kind = kind;
+    o->wreq = NULL;
+    if (kind == HV_RP_COMPUTE) {
+        if (cur_need(c, k, 8)) return HV_RP_EIO;
+        GET(o->val);
+        o->row = -1;
+    } else if (kind == HV_RP_WAIT) {
+        if (cur_need(c, k, 8)) return HV_RP_EIO;
+        GET(o->peer);
+        GET(o->row);
+        if (o->peer < 0 || cur_need(c, k, 4 * (int64_t)o->peer)) return HV_RP_EIO;
+        o->wreq = k->buf + k->pos; /* valid until the task's next load */
+        k->pos += 4 * (int64_t)o->peer;
+    } else {
+        if (cur_need(c, k, 24)) return HV_RP_EIO;
+        GET(o->peer);
+        GET(o->val);
+        GET(o->key);
+        GET(o->req);
+        GET(o->row);
+    }
+    return 0;
+}
+#undef GET
+
+/* ---- streaming: match keys -> queue slots --------------------------------------------------------------- */
+
+static uint64_t km_hash(int32_t key, int64_t cap) {
+    return ((uint64_t)(uint32_t)key * 0x9E3779B97F4A7C15ull >> 20) & (uint64_t)(cap - 1);
+}
+
+/* the map at capacity cap (a power of two), its entries re-inserted; -1 if memory runs out */
+static int km_rehash(hv_rp *s, int64_t cap) {
+    int32_t *k = malloc((size_t)cap * sizeof *k), *v = malloc((size_t)cap * sizeof *v);
+    if (!k || !v) {
+        free(k), free(v);
+        return -1;
+    }
+    for (int64_t i = 0; i < cap; i++) k[i] = -1;
+    for (int64_t i = 0; i < s->km_cap; i++) {
+        if (s->km_key[i] < 0) continue;
+        uint64_t j = km_hash(s->km_key[i], cap);
+        while (k[j] >= 0) j = (j + 1) & (uint64_t)(cap - 1);
+        k[j] = s->km_key[i], v[j] = s->km_slot[i];
+    }
+    free(s->km_key), free(s->km_slot);
+    s->km_key = k, s->km_slot = v, s->km_cap = cap;
+    return 0;
+}
+
+/* room for twice as many slots, their queues empty; -1 if memory runs out */
+static int ks_grow(hv_rp *s) {
+    int64_t cap = s->ks_cap ? 2 * s->ks_cap : 1024;
+#define KS_GROW(f) \
+    do { \
+        void *q_ = realloc(s->f, (size_t)cap * sizeof *s->f); \
+        if (!q_) return -1; \
+        s->f = q_; \
+    } while (0)
+    KS_GROW(us_head);
+    KS_GROW(us_tail);
+    KS_GROW(ur_head);
+    KS_GROW(ur_tail);
+    KS_GROW(probing);
+    KS_GROW(ks_key);
+    KS_GROW(ks_free);
+    KS_GROW(ks_done);
+#undef KS_GROW
+    for (int64_t i = s->ks_cap; i < cap; i++)
+        s->us_head[i] = s->us_tail[i] = s->ur_head[i] = s->ur_tail[i] = -1, s->probing[i] = -1, s->ks_done[i] = 0;
+    s->ks_cap = cap;
+    return 0;
+}
+
+/* the queue slot of match key `key` (a fresh one if the key is not in use); -1 if memory runs out */
+static int64_t key_slot(hv_rp *s, int32_t key) {
+    uint64_t j = km_hash(key, s->km_cap);
+    while (s->km_key[j] >= 0) {
+        if (s->km_key[j] == key) return s->km_slot[j];
+        j = (j + 1) & (uint64_t)(s->km_cap - 1);
+    }
+    int64_t sl;
+    if (s->ks_nfree > 0) {
+        sl = s->ks_free[--s->ks_nfree];
+    } else {
+        if (s->ks_n == s->ks_cap && ks_grow(s)) return -1;
+        sl = s->ks_n++;
+    }
+    s->ks_key[sl] = key, s->ks_done[sl] = 0;
+    s->km_key[j] = key, s->km_slot[j] = (int32_t)sl;
+    if (2 * ++s->km_n > s->km_cap && km_rehash(s, 2 * s->km_cap)) return -1;
+    return sl;
+}
+
+/* after a post on slot sl by side (1 send, 2 receive or probe): once both sides made their last post and the
+ * queues are empty, nothing will use the key again: its slot goes back to the pool (backward-shift deletion) */
+static void key_posted(hv_rp *s, int64_t sl, int side, int last) {
+    if (last) s->ks_done[sl] |= (int8_t)side;
+    if (s->ks_done[sl] != 3 || s->us_head[sl] >= 0 || s->ur_head[sl] >= 0 || s->probing[sl] >= 0) return;
+    const uint64_t m = (uint64_t)(s->km_cap - 1);
+    uint64_t j = km_hash(s->ks_key[sl], s->km_cap);
+    while (s->km_key[j] != s->ks_key[sl]) j = (j + 1) & m;
+    s->km_key[j] = -1;
+    for (uint64_t i = (j + 1) & m; s->km_key[i] >= 0; i = (i + 1) & m) {
+        uint64_t h = km_hash(s->km_key[i], s->km_cap);
+        if (j <= i ? (j < h && h <= i) : (j < h || h <= i)) continue; /* it stays where it is */
+        s->km_key[j] = s->km_key[i], s->km_slot[j] = s->km_slot[i];
+        s->km_key[i] = -1;
+        j = i;
+    }
+    s->km_n--;
+    s->ks_done[sl] = 0;
+    s->ks_free[s->ks_nfree++] = (int32_t)sl;
+}
+
 static void row_flush(hv_rp *s, int64_t task) {
     if (s->cur_row[task] >= 0) {
         double st = s->cur_start[task], en = s->cur_end[task];
@@ -850,25 +1047,28 @@ static void row_flush(hv_rp *s, int64_t task) {
 
 /* A send: its transfer, matched with a posted receive (started) or queued as unexpected (an eager one starts
  * at once and completes its send). 0, or -1 if memory runs out. */
-static int post_send(hv_rp *s, int64_t task, int64_t p, double t) {
+static int post_send(hv_rp *s, int64_t task, const hv_op *o, int64_t p, double t) {
     hv_rp_config *c = s->c;
     const int32_t *node = c->node_of;
     int64_t xi = xalloc(s);
     if (xi < 0) return -1;
     hv_xfer *x = &s->x[xi];
-    int32_t dst = c->peer[p];
+    int32_t dst = o->peer;
     memset(x, 0, sizeof *x);
     x->op = p;
+    x->row = o->row;
     x->src = (int32_t)task;
     x->dst = dst;
-    x->nbytes = c->val[p];
-    x->sreq = c->req[p];
+    x->nbytes = o->val;
+    x->sreq = o->req;
+    s->done_at[o->req] = -1.0; /* a recycled request (streaming) starts pending */
+    s->waiting[o->req] = -1;
     x->rreq = -1;
     int32_t a = node[task], b = node[dst];
     x->inter = a != b;
     if (a == b) x->bw = c->shm_bandwidth, x->lat = c->shm_latency;
     else link_of(c, a, b, &x->bw, &x->lat);
-    x->eager = c->val[p] <= c->eager;
+    x->eager = o->val <= c->eager;
     x->env = t + x->lat;
     if (a != b && c->rndv_first > 0) x->env = x->env + (c->rndv_first < x->nbytes ? c->rndv_first : x->nbytes) / x->bw;
     if (!x->eager) x->lat = x->lat + (a == b ? c->shm_rndv_latency : c->rndv_latency);
@@ -877,10 +1077,10 @@ static int post_send(hv_rp *s, int64_t task, int64_t p, double t) {
     x->next = -1;
     x->end = -1.0;
     x->probe_rq = -1;
-    int64_t key = c->key[p];
+    int64_t key = o->key;
     int64_t q = s->ur_head[key];
     if (q >= 0) {
-        x->rreq = c->req[q];
+        x->rreq = q;
         s->ur_head[key] = s->ur_next[q];
         if (s->ur_head[key] < 0) s->ur_tail[key] = -1;
         if (start(s, xi, t)) return -1;
@@ -901,20 +1101,22 @@ static int post_send(hv_rp *s, int64_t task, int64_t p, double t) {
 
 /* A probe: the first unexpected send of its key (no posted receive took it), or the next one posted. 0, or -1 if
  * memory runs out. */
-static int post_probe(hv_rp *s, int64_t p, double t) {
-    hv_rp_config *c = s->c;
-    int64_t key = c->key[p], xi = s->us_head[key];
-    if (xi >= 0) return probe_target(s, xi, c->req[p], t);
-    s->probing[key] = c->req[p];
+static int post_probe(hv_rp *s, const hv_op *o, double t) {
+    int64_t key = o->key, xi = s->us_head[key];
+    s->done_at[o->req] = -1.0;
+    s->waiting[o->req] = -1;
+    if (xi >= 0) return probe_target(s, xi, o->req, t);
+    s->probing[key] = o->req;
     return 0;
 }
 
 /* A receive: matched with the first unexpected send of its key (completed at once when its data has
  * arrived, else started), or posted. 0, or -1 if memory runs out. */
-static int post_recv(hv_rp *s, int64_t p, double t) {
-    hv_rp_config *c = s->c;
-    int64_t key = c->key[p], rq = c->req[p];
+static int post_recv(hv_rp *s, const hv_op *o, double t) {
+    int64_t key = o->key, rq = o->req;
     int64_t xi = s->us_head[key];
+    s->done_at[rq] = -1.0;
+    s->waiting[rq] = -1;
     if (xi >= 0) {
         hv_xfer *x = &s->x[xi];
         s->us_head[key] = (int32_t)x->next;
@@ -927,22 +1129,21 @@ static int post_recv(hv_rp *s, int64_t p, double t) {
             return -1;
         }
     } else {
-        s->ur_next[p] = -1;
-        if (s->ur_tail[key] >= 0) s->ur_next[s->ur_tail[key]] = (int32_t)p;
-        else s->ur_head[key] = (int32_t)p;
-        s->ur_tail[key] = (int32_t)p;
+        s->ur_next[rq] = -1;
+        if (s->ur_tail[key] >= 0) s->ur_next[s->ur_tail[key]] = (int32_t)rq;
+        else s->ur_head[key] = (int32_t)rq;
+        s->ur_tail[key] = (int32_t)rq;
     }
     return 0;
 }
 
 /* A wait for its requests: *t moves to the latest completion; returns how many are still pending (the task
  * is then registered as their waiter). */
-static int64_t wait_requests(hv_rp *s, int64_t task, int64_t p, double *t) {
-    hv_rp_config *c = s->c;
-    int64_t need = 0, off = c->req[p];
+static int64_t wait_requests(hv_rp *s, int64_t task, const hv_op *o, double *t) {
+    int64_t need = 0;
     double latest = *t;
-    for (int32_t j = 0; j < c->peer[p]; j++) {
-        int64_t rq = c->wreq[off + j];
+    for (int32_t j = 0; j < o->peer; j++) {
+        int64_t rq = op_wreq(o, j);
         double d = s->done_at[rq];
         if (d < 0) {
             s->waiting[rq] = (int32_t)task;
@@ -956,9 +1157,9 @@ static int64_t wait_requests(hv_rp *s, int64_t task, int64_t p, double *t) {
 }
 
 /* A compute op: the task's clock moves on by it (stretched by the task's jitter trace). */
-static int compute(hv_rp *s, int64_t task, int64_t p, double t, int64_t p0) {
+static int compute(hv_rp *s, int64_t task, const hv_op *o, int64_t p, double t, int64_t p0) {
     hv_rp_config *c = s->c;
-    double d = c->val[p];
+    double d = o->val;
     if (c->njtr > 0) {
         int64_t tt = (int64_t)(t * 1e9);
         int64_t w = llrint(d * 1e9);
@@ -971,15 +1172,17 @@ static int compute(hv_rp *s, int64_t task, int64_t p, double t, int64_t p0) {
 }
 
 /* Runs the task's ops from its pc until it computes (an event at the end of the compute), blocks on a wait,
- * or ends. 0, or -1 if memory runs out. */
+ * or ends. 0, HV_RP_ENOMEM, or HV_RP_EIO (streaming: the ops file cannot be read). */
 static int step(hv_rp *s, int64_t task) {
     hv_rp_config *c = s->c;
     int64_t p = c->pc[task], end = c->task_off[task + 1];
     double t = c->clock[task];
     int64_t p0 = p;
+    hv_op o;
     while (p < end) {
-        int k = c->kind[p];
-        int64_t row = c->row[p];
+        if (load_op(s, task, p, &o)) return HV_RP_EIO;
+        int k = o.kind;
+        int64_t row = o.row;
         if (row >= 0 && row != s->cur_row[task]) {
             row_flush(s, task);
             s->cur_row[task] = row;
@@ -987,15 +1190,23 @@ static int step(hv_rp *s, int64_t task) {
             s->cur_end[task] = -1.0;
             if (c->row_start) c->row_start[row] = t;
         }
-        if (k == HV_RP_COMPUTE) return compute(s, task, p, t, p0);
+        if (k == HV_RP_COMPUTE) return compute(s, task, &o, p, t, p0) ? HV_RP_ENOMEM : 0;
+        if (s->km_cap && k != HV_RP_WAIT) { /* streaming: the key's queue slot */
+            int64_t sl = key_slot(s, o.key);
+            if (sl < 0) return HV_RP_ENOMEM;
+            o.key = (int32_t)sl;
+        }
         if (k == HV_RP_SEND) {
-            if (post_send(s, task, p, t)) return -1;
+            if (post_send(s, task, &o, p, t)) return HV_RP_ENOMEM;
+            if (s->km_cap) key_posted(s, o.key, 1, o.last);
         } else if (k == HV_RP_RECV) {
-            if (post_recv(s, p, t)) return -1;
+            if (post_recv(s, &o, t)) return HV_RP_ENOMEM;
+            if (s->km_cap) key_posted(s, o.key, 2, o.last);
         } else if (k == HV_RP_PROBE) {
-            if (post_probe(s, p, t)) return -1;
+            if (post_probe(s, &o, t)) return HV_RP_ENOMEM;
+            if (s->km_cap) key_posted(s, o.key, 2, o.last);
         } else { /* wait */
-            int64_t need = wait_requests(s, task, p, &t);
+            int64_t need = wait_requests(s, task, &o, &t);
             if (need) {
                 c->blocked[task] = need;
                 c->pc[task] = p + 1;
@@ -1015,6 +1226,10 @@ static int step(hv_rp *s, int64_t task) {
     c->clock[task] = t;
     c->finished++;
     s->ops_done += p - p0;
+    if (s->cur) { /* its buffer is no longer needed */
+        free(s->cur[task].buf);
+        s->cur[task].buf = NULL;
+    }
     return 0;
 }
 
@@ -1036,12 +1251,17 @@ static int rp_alloc(hv_rp *s) {
     ALLOC(s->cur_row, c->ntasks);
     ALLOC(s->cur_start, c->ntasks);
     ALLOC(s->cur_end, c->ntasks);
-    ALLOC(s->us_head, c->nkeys);
-    ALLOC(s->us_tail, c->nkeys);
-    ALLOC(s->ur_head, c->nkeys);
-    ALLOC(s->ur_tail, c->nkeys);
-    ALLOC(s->ur_next, c->nops);
-    ALLOC(s->probing, c->nkeys);
+    if (c->byte_off) { /* streaming: the slots of the keys in use, grown on demand; the task cursors */
+        if (ks_grow(s) || km_rehash(s, 1024)) return -1;
+        ALLOC(s->cur, c->ntasks);
+    } else {
+        ALLOC(s->us_head, c->nkeys);
+        ALLOC(s->us_tail, c->nkeys);
+        ALLOC(s->ur_head, c->nkeys);
+        ALLOC(s->ur_tail, c->nkeys);
+        ALLOC(s->probing, c->nkeys);
+    }
+    ALLOC(s->ur_next, c->nreqs);
     ALLOC(s->n_out, nn);
     ALLOC(s->n_in, nn);
     ALLOC(s->top, nn);
@@ -1067,20 +1287,27 @@ static void rp_free(hv_rp *s) {
                    s->order,   s->ares,    s->deg,        s->mark,      s->probing};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memo_free(s->memo);
+    free(s->km_key), free(s->km_slot), free(s->ks_key), free(s->ks_free), free(s->ks_done);
+    if (s->cur) {
+        for (int64_t t = 0; t < s->c->ntasks; t++) free(s->cur[t].buf);
+        free(s->cur);
+    }
 }
 
 /* Every request pending, every queue empty, every task at its first op at time 0. */
 static void rp_reset(hv_rp *s) {
     hv_rp_config *c = s->c;
     for (int64_t i = 0; i < c->nreqs; i++) s->done_at[i] = -1.0, s->waiting[i] = -1;
-    for (int64_t i = 0; i < c->nkeys; i++) s->us_head[i] = s->us_tail[i] = s->ur_head[i] = s->ur_tail[i] = -1;
-    for (int64_t i = 0; i < c->nkeys; i++) s->probing[i] = -1;
+    const int64_t nk = s->km_cap ? 0 : c->nkeys; /* streaming: slots are reset when the pool grows or frees them */
+    for (int64_t i = 0; i < nk; i++) s->us_head[i] = s->us_tail[i] = s->ur_head[i] = s->ur_tail[i] = -1;
+    for (int64_t i = 0; i < nk; i++) s->probing[i] = -1;
     if (c->row_start)
         for (int64_t i = 0; i < c->nrows; i++) c->row_start[i] = c->row_end[i] = -1.0;
     for (int64_t t = 0; t < c->ntasks; t++) {
         s->pending_row[t] = -1;
         s->cur_row[t] = -1;
         c->pc[t] = c->task_off[t];
+        if (s->cur) s->cur[t] = (hv_cursor){NULL, 0, 0, c->byte_off[t], c->byte_off[t + 1]};
         c->clock[t] = 0.0;
         c->comm[t] = 0.0;
         c->blocked[t] = 0;
@@ -1088,7 +1315,7 @@ static void rp_reset(hv_rp *s) {
         for (int j = 0; j < 4; j++) c->kinds[4 * t + j] = 0;
     }
     c->nevents = c->finished = c->unmatched = c->error_size = 0;
-    c->first_unmatched_op = -1;
+    c->first_unmatched_op = c->first_unmatched_row = c->first_unmatched_peer = -1;
 }
 
 /* A transfer's latency has passed: its data starts, shared with the others (contention) or alone. */
@@ -1145,7 +1372,7 @@ static int on_event(hv_rp *s, const hv_ev *ev) {
             if (c->row_end) c->row_end[r] = c->clock[task];
             s->pending_row[task] = -1;
         }
-        return step(s, task) ? HV_RP_ENOMEM : 0;
+        return step(s, task);
     }
     if (ev->kind == EV_LATENCY) return on_latency(s, ev->obj, now);
     if (ev->kind == EV_SEND_DONE) { /* at most the send buffer left: the send completes */
@@ -1161,10 +1388,15 @@ static int on_event(hv_rp *s, const hv_ev *ev) {
 /* The sends nobody received: their count and the first one's op. */
 static void count_unmatched(hv_rp *s) {
     hv_rp_config *c = s->c;
-    for (int64_t key = 0; key < c->nkeys; key++)
+    const int64_t nk = s->km_cap ? s->ks_n : c->nkeys;
+    for (int64_t key = 0; key < nk; key++)
         for (int64_t xi = s->us_head[key]; xi >= 0; xi = s->x[xi].next) {
             c->unmatched++;
-            if (c->first_unmatched_op < 0 || s->x[xi].op < c->first_unmatched_op) c->first_unmatched_op = s->x[xi].op;
+            if (c->first_unmatched_op < 0 || s->x[xi].op < c->first_unmatched_op) {
+                c->first_unmatched_op = s->x[xi].op;
+                c->first_unmatched_row = s->x[xi].row;
+                c->first_unmatched_peer = s->x[xi].dst;
+            }
         }
 }
 
@@ -1194,7 +1426,10 @@ static int run_events(hv_rp *s) {
         if ((e = on_event(s, &ev))) return e;
     }
     c->nevents = s->heap.counter; /* every event pushed, the reference's stale ones included, comes out once */
+    c->key_slots = s->ks_n;
     for (int64_t t = 0; t < c->ntasks; t++) row_flush(s, t);
+    if (c->stuck_row)
+        for (int64_t t = 0; t < c->ntasks; t++) c->stuck_row[t] = c->blocked[t] > 0 ? s->pending_row[t] : -1;
     count_unmatched(s);
     if (c->progress) c->progress(s->ops_done, c->nops);
     return HV_RP_OK;
@@ -1207,6 +1442,8 @@ int hv_rp_run(hv_rp_config *c) {
     s.free_head = -1;
     s.fmin = -1;
     int rc = HV_RP_ENOMEM;
+    if (c->byte_off && (c->row_start || c->row_end || c->stream_buf < c->stream_maxrec || c->stream_buf < 32))
+        return HV_RP_EIO;
     if (rp_alloc(&s) == 0) {
         rp_reset(&s);
         rc = run_events(&s);

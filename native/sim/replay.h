@@ -12,8 +12,10 @@
 #include <stdint.h>
 
 enum { HV_RP_COMPUTE = 0, HV_RP_SEND = 1, HV_RP_RECV = 2, HV_RP_WAIT = 3, HV_RP_PROBE = 4 };
+/* stream records: added to the kind of a task's last send on a key, or its last receive or probe on it */
+enum { HV_RP_LAST_USE = 0x40 };
 enum { HV_RP_NONE = 0, HV_RP_MAXMIN = 1, HV_RP_GIGE = 2, HV_RP_MYRINET = 3 };
-enum { HV_RP_OK = 0, HV_RP_ENOMEM = -1, HV_RP_ESTATES = -2 };
+enum { HV_RP_OK = 0, HV_RP_ENOMEM = -1, HV_RP_ESTATES = -2, HV_RP_EIO = -3 };
 
 typedef void (*hv_rp_progress_fn)(int64_t ops_done, int64_t nops);
 
@@ -59,6 +61,20 @@ typedef struct {
     int64_t *blocked; /* ntasks: requests a blocked task still waits for */
     int64_t nevents, finished, unmatched, first_unmatched_op, error_size;
     hv_rp_progress_fn progress; /* or NULL: called every 2^20 events */
+    /* streaming (byte_off != NULL): the ops are not in the arrays above (kind ... row are NULL) but in the file
+     * stream_fd, task t's at bytes [byte_off[t], byte_off[t+1]) in the records of hv_rp_lower's stream mode (see
+     * there), read through a per-task buffer of stream_buf bytes (at least the longest record, stream_maxrec);
+     * row_start/row_end must be NULL. Request ids are recycled per task (a slot is posted again only after its
+     * last wait): the core resets a request when it is posted. Match keys (nkeys: the ids given) get queues from
+     * a pool through a hash map, a key's queues going back to the pool once both its sides made their last use
+     * and they are empty: the core holds the keys in use, not every key. */
+    const int64_t *byte_off;
+    int64_t stream_fd, stream_buf, stream_maxrec;
+    /* diagnostics (both modes): the row and destination of the first unmatched send (first_unmatched_op), and per
+     * task (ntasks, or NULL) the row of the wait a blocked task is stuck at (-1 if none) */
+    int64_t first_unmatched_row, first_unmatched_peer;
+    int64_t *stuck_row;
+    int64_t key_slots; /* streaming: the queue slots of match keys the core allocated (the peak of keys in use) */
 } hv_rp_config;
 
 /* Runs the replay. HV_RP_OK on success (deadlocks and unmatched sends are reported through
@@ -101,9 +117,32 @@ typedef struct {
     /* errors: code and row */
     int32_t err, pad1; /* 1 recv from a non-task, 2 comm not described, 3 not a member */
     int64_t err_row;
+    /* streaming (stream != NULL, from hv_rp_stream_open): the rows given are a chunk of whole tasks, tasks
+     * [task_base, task_base + ntasks) and rows [row_base, row_base + nrows) of a trace of ntasks_all tasks and
+     * nrows_all rows (0: ntasks, nrows); one pass (no counting pass), keys and collective counters carried from
+     * chunk to chunk; each task's ops are appended to the stream's file as records instead of the arrays
+     * (kind ... row stay NULL): task_off[t] is then the task's first op (global numbering), byte_off[t] its first
+     * byte in the file (ntasks + 1 each); mpi_ns, first_start, last_end as above (per task of the chunk).
+     * Records (native byte order, packed): int8 kind (+ HV_RP_LAST_USE on a task's last send on its key, or last
+ * receive or probe: the core then recycles the key's queues, see hv_rp_config), then compute: f64 seconds; send/recv/probe: i32 peer, f64
+     * bytes, i32 key, i32 request, i32 row; wait: i32 n, i32 row, n x i32 requests.
+     * Requests are renumbered per task from a pool of slots (request id = the task's base + slot; a slot is
+     * reused after the last wait of its request; a request never waited keeps its slot); id 0 is a request that
+     * never completes (a wait for a request the task has not posted). */
+    int64_t ntasks_all, nrows_all, task_base, row_base;
+    void *stream;
+    int64_t *byte_off;
 } hv_rp_lower_config;
 
 int hv_rp_lower(hv_rp_lower_config *c);
+
+/* A stream of lowered ops written to the file descriptor fd (at its current offset, which must be 0); NULL if
+ * memory runs out. The match keys of tasks all lowered leave its hash map once it holds 2 x (those left at the
+ * last time) + prune_min of them (their ids stay given). hv_rp_stream_close frees it and gives out[0..4] = ops, keys, requests (the core's nreqs),
+ * the longest record in bytes, the bytes written; 0, or -1 if a write failed (or one did earlier: errno kept in
+ * out[5]). */
+void *hv_rp_stream_open(int64_t fd, int64_t prune_min);
+int hv_rp_stream_close(void *stream, int64_t *out);
 int hv_rp_lower_config_size(void);
 
 #endif

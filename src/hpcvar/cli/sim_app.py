@@ -120,6 +120,13 @@ def _split(text: str) -> list[str]:
 @click.option("--phases", type=click.IntRange(1), default=None,
               help="With --breakdown: N equal slices of each task's measured span (default 1); a call belongs "
                    "to the slice where it starts (a count, no unit).")
+@click.option("--stream/--no-stream", "stream", default=None,
+              help="Replay a native Parquet trace without holding it in memory: its rows are read task by task and "
+                   "its ops go to a temporary file in $TMPDIR (about 17 bytes per op) read back through a small "
+                   "buffer per task; memory grows with the tasks and the distinct messages, not the trace's length, "
+                   "and the results are the in-memory replay's. Without --chrome and --breakdown (they need every "
+                   "row's time). Default: stream when the in-memory replay (about 85 bytes per event) would take "
+                   "more than half of the available memory (a note says so); --no-stream never streams.")
 @option("--plots/--no-plots", "plots", default=False, show_default=True,
         help="Draw the figures now (PNG and SVG in the run's plots/). By default none are drawn (they cost more "
              "than a small replay); 'hpcvar report' draws a run's missing figures when it needs them.")
@@ -129,7 +136,8 @@ def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_nod
         shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first,
         mapping, mapping_files, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window,
         window_origin,
-        replicas, seed, engine, chrome_file, plot_stem, compute, breakdown, phases, plots, as_json, runs_dir):
+        replicas, seed, engine, chrome_file, plot_stem, compute, breakdown, phases, stream, plots, as_json,
+        runs_dir):
     """Replay APP.trace on a simulated cluster: predicted time per task and per event, communication
     time, conflicts met, average penalty, and E_abs against the measured trace, for each mapping x model.
     The run is stored (tables replay.runs, replay.tasks, replay.replicas, with --breakdown replay.breakdown;
@@ -149,7 +157,7 @@ def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_nod
                   jitter_path=jitter_file, jitter_freq_hz=jitter_freq, align=align, window_s=window,
                   window_origin_s=window_origin, replicas=replicas, seed=seed, engine=engine, chrome_path=chrome_file,
                   plot_stem=plot_stem, plots=plots, breakdown=breakdown, phases=phases,
-                  flops_per_s=flops_rate, dialect=dialect, compute=compute)
+                  flops_per_s=flops_rate, dialect=dialect, compute=compute, stream=stream)
     # a progress bar on long replays, on stderr and only on a terminal (no terminal toolkit loaded otherwise)
     ctx = JobContext(runs_dir=runs_dir, argv=["hpcvar", *sys.argv[1:]],
                      console=stderr_console() if sys.stderr.isatty() else None, progress=not as_json)

@@ -263,6 +263,10 @@ class Simulator:
         if self.engine == "native":
             from hpcvar.sim import replay_native
 
+            if getattr(self.encoded, "byte_off", None) is not None:  # a StreamEncoded: the ops are in a file
+                from hpcvar.sim import replay_stream
+
+                return replay_stream.run(self, self.encoded, self.progress)
             if self.encoded is None:
                 self.encoded = replay_native.lower_native(self.trace, self.algo, compute=self.compute) \
                     if self._ops is None \

@@ -45,7 +45,10 @@ class _Config(ctypes.Structure):
                 + [(n, _P) for n in ("clock", "comm", "row_start", "row_end", "pen_sum", "pen_n", "kinds", "pc",
                                      "blocked")]
                 + [(n, _I64) for n in ("nevents", "finished", "unmatched", "first_unmatched_op", "error_size")]
-                + [("progress", PROGRESS_FN)])
+                + [("progress", PROGRESS_FN)]
+                + [("byte_off", _P)] + [(n, _I64) for n in ("stream_fd", "stream_buf", "stream_maxrec",
+                                                           "first_unmatched_row", "first_unmatched_peer")]
+                + [("stuck_row", _P), ("key_slots", _I64)])
 
 
 class _LowerConfig(ctypes.Structure):
@@ -56,7 +59,9 @@ class _LowerConfig(ctypes.Structure):
                 + [(n, _I64) for n in ("nops", "nwreq", "nkeys", "nreqs")]
                 + [(n, _P) for n in ("task_off", "kind", "peer_out", "val", "key", "req_out", "wreq", "row")]
                 + [(n, _P) for n in ("mpi_ns", "first_start", "last_end")]
-                + [("err", _I32), ("pad1", _I32), ("err_row", _I64)])
+                + [("err", _I32), ("pad1", _I32), ("err_row", _I64)]
+                + [(n, _I64) for n in ("ntasks_all", "nrows_all", "task_base", "row_base")]
+                + [("stream", _P), ("byte_off", _P)])
 
 
 @functools.cache
@@ -256,8 +261,9 @@ def _lower_pass(c: _LowerConfig) -> None:
         raise HpcvarError("lowering the trace ran out of memory", None, "Replay a shorter trace")
 
 
-def _lower_errors(c: _LowerConfig, cols: dict, row_off: np.ndarray, src: str) -> None:
-    """The InputFileError of a row the counting pass refused, or of a trace too long for the core."""
+def _lower_errors(c: _LowerConfig, cols: dict, row_off: np.ndarray, src: str, task_base: int = 0) -> None:
+    """The InputFileError of a row the counting pass refused, or of a trace too long for the core (rows and
+    tasks of a chunk starting at task ``task_base`` in stream mode)."""
     from hpcvar.errors import InputFileError
     from hpcvar.traces.parquet import OPS
 
@@ -265,6 +271,7 @@ def _lower_errors(c: _LowerConfig, cols: dict, row_off: np.ndarray, src: str) ->
         g = int(c.err_row)
         t = int(np.searchsorted(row_off, g, side="right") - 1)
         s, comm, peer = g - int(row_off[t]), int(cols["comm"][g]), int(cols["peer"][g])
+        t += task_base
         if c.err == 1:
             raise InputFileError(f"task {t} seq {s}: {OPS[cols['op'][g]]} from peer {peer} (not a task)", src,
                                  todo="Record the trace with hpcvar trace (it resolves MPI_ANY_SOURCE)")
@@ -344,11 +351,33 @@ def _check_rc(rc: int, c, params: dict | None) -> None:
         raise HpcvarError("the replay core ran out of memory", None, "Replay a shorter trace")
 
 
+def _replay_errors(c, ntasks: int, blocked: np.ndarray, source: str, stuck_row, unmatched, row_of) -> None:
+    """A deadlock (a task blocked at the end: ``stuck_row(t)`` the row of its wait) or an unmatched send
+    (``unmatched()``: its row and destination) as an InputFileError; ``row_of(r)``: (task, seq) of row id r."""
+    from hpcvar.errors import InputFileError
+
+    if c.finished < ntasks:
+        stuck = [t for t in range(ntasks) if blocked[t] > 0]
+        desc = []
+        for t in stuck[:5]:
+            r = stuck_row(t)
+            desc.append(f"rank {t} seq {row_of(r)[1] if r >= 0 else '?'}")
+        raise InputFileError("the replay deadlocks or a receive has no matching send: blocked at "
+                             + ", ".join(desc), source,
+                             todo="Check the trace is complete (every rank to MPI_Finalize) and that "
+                                  "sends and receives match; try a larger --eager limit")
+    if c.unmatched:
+        row, peer = unmatched()
+        t, seq = row_of(row)
+        raise InputFileError(f"unmatched send: rank {t} seq {seq} to rank {peer} "
+                             f"has no matching receive ({c.unmatched} unmatched in all)", source,
+                             todo="Check the trace is complete and its tags/communicators are right")
+
+
 def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
     """Replay ``enc`` with the simulator's cluster, mapping, model and jitter in C; a ``Result``.
     ``keep_rows``: also the per-row start and end times (16 bytes per row; the Chrome export and the tests
     use them). ``progress(ops_done, nops)`` is called every PROGRESS_EVERY events."""
-    from hpcvar.errors import InputFileError
     from hpcvar.sim.replay_ref import Result
 
     cl, ntasks = sim.cluster, enc.ntasks
@@ -385,23 +414,8 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
     cb = PROGRESS_FN(progress) if progress is not None else PROGRESS_FN()
     c.progress = cb
     _check_rc(lib().hv_rp_run(ctypes.byref(c)), c, sim.params)
-    source = sim.trace.source or "trace"
-    if c.finished < ntasks:
-        stuck = [t for t in range(ntasks) if blocked[t] > 0]
-        desc = []
-        for t in stuck[:5]:
-            r = enc.row[pc[t] - 1]
-            desc.append(f"rank {t} seq {enc.row_of(r)[1] if r >= 0 else '?'}")
-        raise InputFileError("the replay deadlocks or a receive has no matching send: blocked at "
-                             + ", ".join(desc), source,
-                             todo="Check the trace is complete (every rank to MPI_Finalize) and that "
-                                  "sends and receives match; try a larger --eager limit")
-    if c.unmatched:
-        op = c.first_unmatched_op
-        t, seq = enc.row_of(int(enc.row[op]))
-        raise InputFileError(f"unmatched send: rank {t} seq {seq} to rank {enc.peer[op]} "
-                             f"has no matching receive ({c.unmatched} unmatched in all)", source,
-                             todo="Check the trace is complete and its tags/communicators are right")
+    _replay_errors(c, ntasks, blocked, sim.trace.source or "trace", lambda t: int(enc.row[pc[t] - 1]),
+                   lambda: (int(enc.row[c.first_unmatched_op]), int(enc.peer[c.first_unmatched_op])), enc.row_of)
     conflicts = [{KIND_NAMES[j]: int(v) for j, v in enumerate(kinds[t]) if v} for t in range(ntasks)]
     avg = np.divide(pen_sum, pen_n, out=np.ones(ntasks), where=pen_n > 0)
     rs = RowTimes(enc, row_start) if keep_rows else {}

@@ -63,6 +63,7 @@ class AppParams(Params):
     breakdown: bool = False
     phases: int | None = None  # --breakdown: slices of each task's measured span
     compute: str = "wall"  # hpcvar.sim.replay_ref.COMPUTE_MODES: the gaps less the polls, or their CPU time
+    stream: bool | None = None  # the streaming replay (True), in memory (False), or auto (None: _stream_choice)
 
     def all_mappings(self) -> list[str]:
         """The mappings compared, in order: the named ones, then the files."""
@@ -99,6 +100,53 @@ class AppParams(Params):
                 raise UsageError(f"unknown model '{m}'", "--model", f"Use one of {', '.join(MODELS)}")
 
 
+IN_MEMORY_BYTES_PER_EVENT = 85  # the in-memory replay's peak per trace event (benchmarks/replay_speed.py)
+
+
+def _check_stream(p: AppParams) -> None:
+    """What --stream cannot do: the per-row times (--chrome, --breakdown) and the Python engine."""
+    for flag, given in (("--chrome", p.chrome_path), ("--breakdown", p.breakdown)):
+        if given:
+            raise UsageError(f"{flag} needs the time of every trace row, which --stream does not keep", flag,
+                             f"Drop {flag}, or replay in memory (--no-stream)")
+    if p.engine == "python":
+        raise UsageError("--stream runs the C core", "--engine", "Use --engine auto or native with --stream")
+
+
+def _mem_available() -> int | None:
+    """MemAvailable of /proc/meminfo in bytes (None where it cannot be read)."""
+    try:
+        with open("/proc/meminfo") as f:
+            return next((int(line.split()[1]) * 1024 for line in f if line.startswith("MemAvailable:")), None)
+    except OSError:
+        return None
+
+
+def _stream_choice(p: AppParams) -> tuple[bool, str | None]:
+    """(stream or not, a note when the automatic rule chose streaming): --stream / --no-stream as given; by
+    default a native Parquet trace streams when its in-memory replay (IN_MEMORY_BYTES_PER_EVENT per row) would
+    take more than half of MemAvailable and nothing needs the rows (--chrome, --breakdown, --engine python)."""
+    if p.stream is not None:
+        return p.stream, None
+    from hpcvar.sim.replay_stream import is_parquet
+
+    if p.chrome_path or p.breakdown or p.engine == "python" or not is_parquet(p.trace, p.fmt):
+        return False, None
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        nrows = pq.ParquetFile(p.trace).metadata.num_rows
+    except (OSError, pa.ArrowException):  # the in-memory reader reports an unreadable file with its remedy
+        return False, None
+    avail = _mem_available()
+    need = nrows * IN_MEMORY_BYTES_PER_EVENT
+    if avail is None or need <= avail / 2:
+        return False, None
+    return True, (f"note: streaming the replay: {nrows:,} events need about {need / 2**30:.1f} GiB in memory, more "
+                  f"than half of the {avail / 2**30:.1f} GiB available (--no-stream replays in memory anyway)")
+
+
 def _check_breakdown(p: AppParams) -> None:
     from hpcvar.sim.breakdown import MAX_PHASES
 
@@ -106,6 +154,8 @@ def _check_breakdown(p: AppParams) -> None:
         raise UsageError("--phases splits the --breakdown", "--phases", "Add --breakdown")
     if p.phases is not None and not 1 <= p.phases <= MAX_PHASES:
         raise UsageError(f"--phases {p.phases} is outside 1..{MAX_PHASES}", "--phases", "Give e.g. --phases 4")
+    if p.stream:
+        _check_stream(p)
 
 
 def flops_rate_of(p: AppParams) -> float:
@@ -172,14 +222,20 @@ def job(p: AppParams, ctx: JobContext) -> Run:
     p.check()
     prefetch_arrow()  # its tables are written after the C work: the import runs meanwhile
     timings: dict = {}
-    trace, host = _read(p, timings)
-    _check_compute(p, trace)
+    stream, note = _stream_choice(p)
+    if note:
+        ctx.say(note)  # on the terminal now; run.json keeps it (result.stream_note)
+    if stream:
+        trace, host = _read_stream(p, timings)
+    else:
+        trace, host = _read(p, timings)
+        _check_compute(p, trace)
     cl, params_by_model, jit = _prepare(p, trace)
     run = ctx.create_run("sim app", p, host)
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
         nevents_trace = trace.nrows
         grid = _grid(p, trace)  # before the lowering frees the rows
-        ops, encoded, ops_per_replay, m_total, m_comm = _lower(p, trace, timings)
+        ops, encoded, ops_per_replay, m_total, m_comm = _lower(p, trace, timings, stream)
         timeline_src = trace if p.chrome_path else None
         nruns = sum(p.replicas if (mp == "random" or jit is not None) else 1 for mp in p.all_mappings()) \
             * len(p.models)
@@ -191,6 +247,8 @@ def job(p: AppParams, ctx: JobContext) -> Run:
         finally:
             if bar:
                 bar.stop()
+            if stream:
+                encoded.close()  # the ops file
         if not trace.timed:
             run.warn("the trace has no measured times (TIT import): no E_abs; record it with 'hpcvar trace' for a "
                      "comparison with the measurement")
@@ -201,7 +259,9 @@ def job(p: AppParams, ctx: JobContext) -> Run:
             "collectives": p.collectives, "eager_bytes": p.eager_bytes, "jitter": p.jitter_path, "align": p.align,
             "flops_per_s": trace.meta.get("flops_rate") if not trace.timed else p.flops_per_s,
             "tit_dialect": trace.meta.get("tit_dialect"),
-            "compute": p.compute,
+            "compute": p.compute, "stream": stream, "stream_note": note,
+            "stream_ops": {"ops": encoded.nops, "keys": encoded.nkeys, "key_slots": encoded.key_slots,
+                           "requests": encoded.nreqs, "file_bytes": encoded.nbytes_file} if stream else None,
             "replicas": p.replicas, "seed": p.seed, "mapping": runs[0]["mapping"], "model": runs[0]["model"],
             "tasks": runs[0]["tasks"], "runs": runs, "lower_s": timings["lower_s"], "read_s": timings["read_s"],
             "measure_s": timings["measure_s"],
@@ -231,6 +291,20 @@ def _read(p: AppParams, timings: dict):
     # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
     # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
     trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect)
+    timings["read_s"] = time.perf_counter() - t0
+    return trace, metadata.collect({}, timer=False)
+
+
+def _read_stream(p: AppParams, timings: dict):
+    """(the trace's footer and metadata for the streaming replay, the host's metadata)."""
+    from hpcvar import metadata
+    from hpcvar.sim import replay_native
+    from hpcvar.sim.replay_stream import open_trace
+
+    _check_stream(p)
+    replay_native.lib()  # a clear MissingToolError if the core is not installed
+    t0 = time.perf_counter()
+    trace = open_trace(p.trace, p.fmt)
     timings["read_s"] = time.perf_counter() - t0
     return trace, metadata.collect({}, timer=False)
 
@@ -275,22 +349,31 @@ def _cluster_json(cl) -> dict:
             "links": [[a, b, bw, lat] for (a, b), (bw, lat) in cl.links.items()]}
 
 
-def _lower(p: AppParams, trace, timings: dict):
+def _lower(p: AppParams, trace, timings: dict, stream: bool = False):
     """The trace lowered once for the engine that will replay it (the C lowering also computes the measured
-    side in the same pass): (python ops or None, C arrays or None, ops per replay, measured total, comm)."""
+    side in the same pass): (python ops or None, C arrays or None, ops per replay, measured total, comm).
+    ``stream``: the rows read from the file task by task, the ops written to a temporary file
+    (hpcvar.sim.replay_stream; its ``close()`` deletes it)."""
     from hpcvar.sim import replay as simapp
 
-    ops, encoded = None, None
+    ops = None
+    encoded_: Any = None  # the in-memory arrays (Encoded) or the ops file (StreamEncoded)
     t0 = time.perf_counter()
-    if p.engine == "python" or not _native_ok():
+    if stream:
+        from hpcvar.sim import replay_stream
+
+        senc = replay_stream.lower(trace, p.collectives, p.compute)
+        encoded_, ops_per_replay = senc, senc.nops
+    elif p.engine == "python" or not _native_ok():
         ops = simapp.lower(trace, p.collectives, p.compute)[0]
         ops_per_replay = sum(map(len, ops))
     else:
         from hpcvar.sim.replay_native import lower_native
 
         # the replays need only the op arrays: the rows go as the lowering consumes them (--chrome keeps them)
-        encoded = lower_native(trace, p.collectives, release_rows=not p.chrome_path, compute=p.compute)
-        ops_per_replay = len(encoded.kind)
+        enc = lower_native(trace, p.collectives, release_rows=not p.chrome_path, compute=p.compute)
+        encoded_, ops_per_replay = enc, len(enc.kind)
+    encoded = encoded_
     timings["lower_s"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     m_total, m_comm = encoded.measured if encoded is not None and encoded.measured is not None \
