@@ -374,6 +374,17 @@ def _replay_errors(c, ntasks: int, blocked: np.ndarray, source: str, stuck_row, 
                              todo="Check the trace is complete and its tags/communicators are right")
 
 
+def cluster_arrays(sim) -> tuple[np.ndarray, int, np.ndarray, np.ndarray, np.ndarray]:
+    """The core's view of the simulator's cluster: the node of each task, the node count, and the links given
+    apart (key a * nnodes + b, sorted; their bandwidths and latencies)."""
+    cl = sim.cluster
+    node_of = np.ascontiguousarray(sim.node_of, np.int32)
+    nnodes = max(int(cl.nodes), int(node_of.max(initial=0)) + 1)
+    links = sorted((a * nnodes + b, bw, lat) for (a, b), (bw, lat) in cl.links.items())
+    return (node_of, nnodes, np.array([k for k, _, _ in links], np.int64),
+            np.array([bw for _, bw, _ in links], np.float64), np.array([lat for _, _, lat in links], np.float64))
+
+
 def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
     """Replay ``enc`` with the simulator's cluster, mapping, model and jitter in C; a ``Result``.
     ``keep_rows``: also the per-row start and end times (16 bytes per row; the Chrome export and the tests
@@ -381,12 +392,7 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
     from hpcvar.sim.replay_ref import Result
 
     cl, ntasks = sim.cluster, enc.ntasks
-    node_of = np.ascontiguousarray(sim.node_of, np.int32)
-    nnodes = max(int(cl.nodes), int(node_of.max(initial=0)) + 1)
-    links = sorted((a * nnodes + b, bw, lat) for (a, b), (bw, lat) in cl.links.items())
-    link_key = np.array([k for k, _, _ in links], np.int64)
-    link_bw = np.array([bw for _, bw, _ in links], np.float64)
-    link_lat = np.array([lat for _, _, lat in links], np.float64)
+    node_of, nnodes, link_key, link_bw, link_lat = cluster_arrays(sim)
     nrows = enc.nrows
     clock, comm = np.zeros(ntasks), np.zeros(ntasks)
     row_start = np.empty(nrows if keep_rows else 0)
@@ -398,7 +404,7 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
                 model=MODEL_CODES[sim.model], eager=float(sim.eager), bandwidth=float(cl.bandwidth),
                 latency=float(cl.latency), shm_bandwidth=float(cl.shm_bandwidth), shm_latency=float(cl.shm_latency),
                 rndv_latency=float(cl.rndv_latency), shm_rndv_latency=float(cl.shm_rndv_latency),
-                send_buffer=float(cl.send_buffer), rndv_first=float(cl.rndv_first), nlinks=len(links))
+                send_buffer=float(cl.send_buffer), rndv_first=float(cl.rndv_first), nlinks=len(link_key))
     _model_params(c, sim.model, sim.params)
     arrays = dict(link_key=link_key, link_bw=link_bw, link_lat=link_lat, task_off=enc.task_off, kind=enc.kind,
                   peer=enc.peer, val=enc.val, key=enc.key, req=enc.req, wreq=enc.wreq, row=enc.row, node_of=node_of,
@@ -423,4 +429,4 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
     return Result(ntasks, list(sim.node_of), clock, comm, rs, re_, conflicts, avg, int(c.nevents))
 
 
-__all__ = ["Encoded", "MODEL_CODES", "RowTimes", "available", "encode", "lower_native", "run"]
+__all__ = ["Encoded", "MODEL_CODES", "RowTimes", "available", "cluster_arrays", "encode", "lower_native", "run"]

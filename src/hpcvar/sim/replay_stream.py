@@ -358,12 +358,7 @@ def run(sim, enc: StreamEncoded, progress=None):
     from hpcvar.sim.replay_ref import Result
 
     cl, ntasks = sim.cluster, enc.ntasks
-    node_of = np.ascontiguousarray(sim.node_of, np.int32)
-    nnodes = max(int(cl.nodes), int(node_of.max(initial=0)) + 1)
-    links = sorted((a * nnodes + b, bw, lat) for (a, b), (bw, lat) in cl.links.items())
-    link_key = np.array([k for k, _, _ in links], np.int64)
-    link_bw = np.array([bw for _, bw, _ in links], np.float64)
-    link_lat = np.array([lat for _, _, lat in links], np.float64)
+    node_of, nnodes, link_key, link_bw, link_lat = rn.cluster_arrays(sim)
     clock, comm = np.zeros(ntasks), np.zeros(ntasks)
     pen_sum, pen_n = np.zeros(ntasks), np.zeros(ntasks)
     kinds = np.zeros((ntasks, 4), np.int64)
@@ -373,7 +368,7 @@ def run(sim, enc: StreamEncoded, progress=None):
                    latency=float(cl.latency), shm_bandwidth=float(cl.shm_bandwidth),
                    shm_latency=float(cl.shm_latency), rndv_latency=float(cl.rndv_latency),
                    shm_rndv_latency=float(cl.shm_rndv_latency), send_buffer=float(cl.send_buffer),
-                   rndv_first=float(cl.rndv_first), nlinks=len(links), stream_fd=enc.fd,
+                   rndv_first=float(cl.rndv_first), nlinks=len(link_key), stream_fd=enc.fd,
                    stream_buf=max(buffer_bytes(ntasks), enc.maxrec), stream_maxrec=enc.maxrec)
     rn._model_params(c, sim.model, sim.params)
     arrays = dict(link_key=link_key, link_bw=link_bw, link_lat=link_lat, task_off=enc.task_off,
