@@ -34,8 +34,9 @@ static uint64_t hkey(const int64_t *k) {
     return h ^ (h >> 31);
 }
 
-static int hmap_grow(hmap *m) {
-    int64_t cap = m->cap ? 2 * m->cap : 1024;
+/* The map rebuilt with cap slots (a power of 2 above twice what stays), without the entries drop(key, arg) names
+ * (drop NULL: none); -1 if memory runs out (the map is then unchanged). */
+static int hmap_rehash(hmap *m, int64_t cap, int (*drop)(const int64_t *, int64_t), int64_t arg) {
     hmap n = {calloc((size_t)cap * 5, sizeof(int64_t)), calloc((size_t)cap, sizeof(int64_t)), calloc((size_t)cap, 1),
               cap, 0};
     if (!n.k || !n.v || !n.used) {
@@ -43,7 +44,7 @@ static int hmap_grow(hmap *m) {
         return -1;
     }
     for (int64_t i = 0; i < m->cap; i++) {
-        if (!m->used[i]) continue;
+        if (!m->used[i] || (drop && drop(&m->k[5 * i], arg))) continue;
         uint64_t j = hkey(&m->k[5 * i]) & (uint64_t)(cap - 1);
         while (n.used[j]) j = (j + 1) & (uint64_t)(cap - 1);
         memcpy(&n.k[5 * j], &m->k[5 * i], 5 * sizeof(int64_t));
@@ -55,6 +56,8 @@ static int hmap_grow(hmap *m) {
     *m = n;
     return 0;
 }
+
+static int hmap_grow(hmap *m) { return hmap_rehash(m, m->cap ? 2 * m->cap : 1024, NULL, 0); }
 
 /* the slot of key k; *fresh = 1 if it was inserted (value set to dflt) */
 static int64_t *hmap_get(hmap *m, const int64_t *k, int64_t dflt, int *fresh) {
@@ -84,24 +87,7 @@ static int hmap_prune(hmap *m, int (*drop)(const int64_t *, int64_t), int64_t ar
     for (int64_t i = 0; i < m->cap; i++) keep += m->used[i] && !drop(&m->k[5 * i], arg);
     int64_t cap = 1024;
     while (cap < 2 * (keep + 1)) cap *= 2;
-    hmap n = {calloc((size_t)cap * 5, sizeof(int64_t)), calloc((size_t)cap, sizeof(int64_t)), calloc((size_t)cap, 1),
-              cap, 0};
-    if (!n.k || !n.v || !n.used) {
-        free(n.k), free(n.v), free(n.used);
-        return -1;
-    }
-    for (int64_t i = 0; i < m->cap; i++) {
-        if (!m->used[i] || drop(&m->k[5 * i], arg)) continue;
-        uint64_t j = hkey(&m->k[5 * i]) & (uint64_t)(cap - 1);
-        while (n.used[j]) j = (j + 1) & (uint64_t)(cap - 1);
-        memcpy(&n.k[5 * j], &m->k[5 * i], 5 * sizeof(int64_t));
-        n.v[j] = m->v[i];
-        n.used[j] = 1;
-        n.n++;
-    }
-    hmap_free(m);
-    *m = n;
-    return 0;
+    return hmap_rehash(m, cap, drop, arg);
 }
 
 /* ---- collectives.steps in C --------------------------------------------------------------- */
