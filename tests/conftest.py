@@ -108,8 +108,10 @@ def best_of_quiet_attempts(measure, check, tries: int = 3, always=None, what: st
             own = disturbed(result) if disturbed is not None else None
             busy = (steal is not None and steal >= metadata.STEAL_WARN_PCT) or load > OTHER_JOBS_LOAD * CORES
             quiet_failures += not (busy or own)
+            # the whole message on one line: a first line alone can be a table's header ("sources" of a Series)
+            why = " | ".join(line.strip() for line in str(e).splitlines() if line.strip())[:500]
             seen.append(f"steal {steal if steal is not None else float('nan'):.0f}%, load {load:.1f}"
-                        f"{f', {own}' if own else ''}: {str(e).splitlines()[0][:300]}")
+                        f"{f', {own}' if own else ''}: {why}")
             continue
         return result
     if quiet_failures:

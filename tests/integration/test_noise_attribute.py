@@ -86,10 +86,14 @@ def test_record_attribute_two_seconds_on_cpu0(runs_dir):
         assert (bursts["sources"] != "unattributed").mean() >= 0.9, bursts["sources"].value_counts().head()
         assert bursts["sources"].str.contains("sched_switch to hv_noise_inject").mean() > 0.5, \
             bursts["sources"].value_counts().head()
-        # beyond the bursts, long detours are mostly matched too; in a VM the hypervisor's own detours (invisible
-        # to the guest kernel: 2-5 us exits, a 100 Hz host source of 20-100 us) stay unattributed (docs/noise.md)
-        long_ = det[det["duration_ns"] >= 10e3]
-        assert (long_["sources"] != "unattributed").mean() > 0.3, long_["sources"].value_counts().head(10)
+        # beyond the bursts, long detours are matched too: at least 50 a second (the 250 Hz tick alone holds more).
+        # Not a share of them: in a VM the hypervisor's own detours stay unattributed (invisible to the guest kernel:
+        # 2-5 us exits, a 100 Hz host source of 20-100 us, on 2026-11-28 a 1 kHz one of 10-100 us that left 28% of
+        # the long detours matched; docs/noise.md), and their number is the host's, not ours
+        long_ = det[(det["duration_ns"] >= 10e3) & ~det.index.isin(bursts.index)]
+        matched = int((long_["sources"] != "unattributed").sum())
+        print(f"long detours beyond the bursts: {len(long_)}, {matched} matched")
+        assert matched >= 100, long_["sources"].value_counts().head(10)
         # the 250 Hz tick: local timer interrupts (or the timer softirq) in a few hundred detours over 2 s
         by_src = {s["source"]: s for s in c["sources"]}
         tick = [by_src[k]["detours"] for k in ("local_timer", "softirq TIMER") if k in by_src]

@@ -86,8 +86,11 @@ def disturbed(out) -> str | None:
 
 def names_exactly(out: dict, expected: dict[str, set[str]]) -> None:
     got = named(out)
+    # every finding with its z and the others' median: a fault that was not named shows how far it was
+    seen = "; ".join(f"{f['where']} {f['metric']} {f['status']} z {f['z']:+.1f} value {f.get('value')} others "
+                     f"{f.get('rest_median')}" for f in out["findings"])
     assert out["rc"] == 3, out["answer"]["line"]
-    assert set(got) == set(expected), out["answer"]["line"]
+    assert set(got) == set(expected), f"{out['answer']['line']} | findings: {seen}"
     for host, metrics in expected.items():
         assert got[host] & metrics, (host, got[host], out["answer"]["line"])
 

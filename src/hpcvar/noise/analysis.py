@@ -32,7 +32,10 @@ CLASS_EDGES_NS = (0.0, 1e3, 1e4, 1e5, 1e6, np.inf)  # duration classes (decades)
 # ... and the decades centred on those edges: a train whose durations straddle an edge (1 ms bursts, every other
 # one holding a 4 ms tick: 0.98 and 1.02 ms) is whole in one of them, while each decade holds half of it, a
 # train at half its frequency
-STRADDLE_CLASSES_NS = tuple((float(e / np.sqrt(10.0)), float(e * np.sqrt(10.0))) for e in CLASS_EDGES_NS[1:-1])
+# (each bound computed once, as 10^(k + 0.5): 1e3 * sqrt(10) and 1e4 / sqrt(10) differ in the last bit, and made
+# classes that only touch look overlapping)
+_MID_NS = {e: float(10.0 ** (np.log10(e) + 0.5)) for e in CLASS_EDGES_NS[1:-1]}
+STRADDLE_CLASSES_NS = tuple((float(10.0 ** (np.log10(e) - 0.5)), _MID_NS[e]) for e in CLASS_EDGES_NS[1:-1])
 MIN_CLASS_EVENTS = 20
 
 
@@ -152,11 +155,12 @@ def periodic_sources(f: np.ndarray, p: np.ndarray, top: int = 5, events: int = 0
     return out
 
 
-def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict]:
+def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5, tick_hz: float | None = None) -> list[dict]:
     """Periodic sources of all events and of each duration decade (<1 us, 1-10 us, ..., >1 ms) with at
     least MIN_CLASS_EVENTS events: a rare periodic detour (a 1 ms burst at 100 Hz among 30,000 short
     VM exits) is invisible in the periodogram of all events but dominates its own class. Sources at the
-    same frequency (0.5%) are merged, keeping the strongest; each names its ``class_ns`` range."""
+    same frequency (0.5%) are merged, keeping the strongest; each names its ``class_ns`` range. ``tick_hz``: the
+    kernel's tick (CONFIG_HZ), never folded into another source (fold_harmonics)."""
     from hpcvar.noise.trace import cpu_trace_from_events
 
     ns = 1e9 / trace.freq_hz
@@ -181,7 +185,7 @@ def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5) -> list[dict
             out.append(s_)
     grid = 1e9 / float(trace.meta["interval_ns"]) if trace.meta.get("method") == "timer" and \
         float(trace.meta.get("interval_ns") or 0) > 0 else None
-    return fold_harmonics(out, trace.freq_hz / c.length if c.length else 0.0, grid)[:top]
+    return fold_harmonics(out, trace.freq_hz / c.length if c.length else 0.0, grid, tick_hz)[:top]
 
 
 MAX_FOLD = 32  # a source at k x another's frequency, k = 2..MAX_FOLD, is that source's harmonic
@@ -191,9 +195,15 @@ COMB_MIN = 20  # ... when that frequency is 20 tolerances or more (a chance matc
 # fewer); the slower source is then that train seen in part (a class holding every other burst), not its root
 OWN_TRAIN_STRENGTH = 0.5
 OWN_TRAIN_EVENTS = 0.5
+TICK_TOL = 0.005  # a source within 0.5% of CONFIG_HZ is the tick (tick_check)
 
 
-def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None) -> list[dict]:
+def _is_tick(s_: dict, tick_hz: float | None) -> bool:
+    return bool(tick_hz) and abs(s_["hz"] - tick_hz) <= TICK_TOL * tick_hz
+
+
+def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None,
+                   tick_hz: float | None = None) -> list[dict]:
     """Sources (strongest first) without the harmonics of others: a source at k x f of another source at f
     (k = 2..MAX_FOLD, within max(3 df, 0.1%)) is that source's harmonic, listed in its ``folded_hz`` and not as a
     source of its own (a 250 Hz tick's train has peaks at 4250 and 4750 Hz too, and the per-class spectra can
@@ -201,7 +211,9 @@ def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None)
     interval: sources at multiples of its frequency ``grid_hz`` are the sampler's, not the machine's, and are
     left out. A source that is a train of its own (``own_train``) is never folded; a slower source in an
     overlapping duration class at its frequency / k is that train seen in part, listed in its ``partial_hz``.
-    Order kept."""
+    A source at the kernel's tick ``tick_hz`` is never folded: in a VM whose host interrupts it at 1 kHz, the 250 Hz
+    tick looked like that train seen in part, or a weak 62.7 Hz source's 4th harmonic (CI, 2026-11-28). Order
+    kept."""
     def near(x: float, f: float, kmin: int) -> bool:
         k, tol = round(x / f), max(3.0 * df, 1e-3 * x)
         # a comb as dense as the tolerance matches anything: 1 Hz (a 1 s trace replayed in a loop) has a multiple
@@ -223,11 +235,12 @@ def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None)
     for s_ in by_hz:
         if own_train(s_):
             for f0 in by_hz:
-                if f0 is not s_ and id(f0) not in folded and overlap(f0, s_) and near(s_["hz"], f0["hz"], 2):
+                if f0 is not s_ and id(f0) not in folded and not _is_tick(f0, tick_hz) and overlap(f0, s_) and \
+                        near(s_["hz"], f0["hz"], 2):
                     s_.setdefault("partial_hz", []).append(f0["hz"])
                     folded.add(id(f0))
     for i, s_ in enumerate(by_hz):
-        if id(s_) in folded or own_train(s_):
+        if id(s_) in folded or own_train(s_) or _is_tick(s_, tick_hz):
             continue
         for f0 in by_hz[:i]:
             if id(f0) not in folded and near(s_["hz"], f0["hz"], 2):
@@ -244,10 +257,10 @@ def tick_check(f: np.ndarray, p: np.ndarray, sources: list[dict], hz: float | No
         return None
     i = int(np.argmin(np.abs(f - hz)))
     lo, hi = max(i - 2, 0), min(i + 3, f.size)
-    hit = [s for s in sources if any(abs(h - hz) <= max(0.005 * hz, 2 * (f[1] - f[0])) for h in s["harmonic_hz"])
-           or abs(s["hz"] - hz) <= 0.005 * hz]
+    hit = [s for s in sources if any(abs(h - hz) <= max(TICK_TOL * hz, 2 * (f[1] - f[0])) for h in s["harmonic_hz"])
+           or abs(s["hz"] - hz) <= TICK_TOL * hz]
     return {"config_hz": hz, "locking": float(p[lo:hi].max()), "found": bool(hit),
-            "as_fundamental": any(abs(s["hz"] - hz) <= 0.005 * hz for s in hit)}
+            "as_fundamental": any(abs(s["hz"] - hz) <= TICK_TOL * hz for s in hit)}
 
 
 def kernel_hz() -> int | None:
@@ -374,7 +387,7 @@ def analyze(trace: JitterTrace, top: int = 5) -> dict:
     for c in trace.cpus:
         s = cpu_stats(trace, c)
         f, p = spectrum(trace, c)
-        s["periods"] = sources_by_class(trace, c, top)
+        s["periods"] = sources_by_class(trace, c, top, khz)
         s["tick"] = tick_check(f, p, s["periods"], khz)
         periods[c.cpu] = s["periods"]
         cpus.append(s)
