@@ -199,7 +199,7 @@ TICK_TOL = 0.005  # a source within 0.5% of CONFIG_HZ is the tick (tick_check)
 
 
 def _is_tick(s_: dict, tick_hz: float | None) -> bool:
-    return bool(tick_hz) and abs(s_["hz"] - tick_hz) <= TICK_TOL * tick_hz
+    return tick_hz is not None and tick_hz > 0 and abs(s_["hz"] - tick_hz) <= TICK_TOL * tick_hz
 
 
 def fold_harmonics(sources: list[dict], df: float, grid_hz: float | None = None,
