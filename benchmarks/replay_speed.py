@@ -89,11 +89,13 @@ def synthetic(events: int, tasks: int):
     return Trace(ev, tasks, source="synthetic")
 
 
+# one fresh process per end-to-end run (its peak RSS is its own); replay_stream.py runs it too (stream true)
 _CHILD = r"""
 import json, resource, sys, time
 from hpcvar.kinds.sim_app.job import AppParams, job
 from hpcvar.results.context import JobContext
-import hpcvar.sim.replay_native, hpcvar.traces.parquet, hpcvar.kinds.sim_app.views, pyarrow.parquet
+import hpcvar.sim.replay_native, hpcvar.sim.replay_stream, hpcvar.traces.parquet, hpcvar.kinds.sim_app.views
+import pyarrow.parquet
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * resource.getpagesize()
@@ -103,15 +105,28 @@ def peak_rss():  # VmHWM: this process's own peak (ru_maxrss would start from th
 a = json.loads(sys.argv[1])
 base = rss()
 t0 = time.perf_counter()
-run = job(AppParams(trace=a["trace"], nodes=a["nodes"], mappings=("rrp",), models=tuple(a["models"]), plots=False),
-          JobContext(runs_dir=a["runs"], argv=["bench"], progress=False))
+run = job(AppParams(trace=a["trace"], nodes=a["nodes"], mappings=("rrp",), models=tuple(a["models"]), plots=False,
+                    stream=a["stream"]), JobContext(runs_dir=a["runs"], argv=["bench"], progress=False))
 out = run.info["result"]
 wall = time.perf_counter() - t0
 peak = peak_rss()
-print(json.dumps({"wall_s": wall, "base_rss": base, "peak_rss": peak, "events": out["events"],
-                  "read_s": out["read_s"], "measure_s": out["measure_s"], "lower_s": out["lower_s"],
-                  "replay_s": sum(r["replay_s"] for r in out["runs"]), "engine": out["runs"][0]["engine"]}))
+res = [{k: r[k] for k in ("model", "makespan_s", "mean_e_abs_pct", "tasks")} for r in out["runs"]]
+print(json.dumps({"wall_s": wall, "base_rss": base, "peak_rss": peak, "events": out["events"], "stream": out["stream"],
+                  "stream_ops": out["stream_ops"], "read_s": out["read_s"], "measure_s": out["measure_s"],
+                  "lower_s": out["lower_s"], "replay_s": sum(r["replay_s"] for r in out["runs"]),
+                  "engine": out["runs"][0]["engine"], "results": res}))
 """
+
+
+def end_to_end(trace: Path, nodes: int, models: list[str], runs: Path, stream: bool = False) -> dict:
+    """``hpcvar sim app``'s job on ``trace`` (mapping rrp) in a fresh process: its timings, peak RSS and results."""
+    arg = json.dumps({"trace": str(trace), "nodes": nodes, "models": models, "stream": stream, "runs": str(runs)})
+    runs.mkdir(parents=True, exist_ok=True)
+    res = subprocess.run([sys.executable, "-c", _CHILD, arg], capture_output=True, text=True,
+                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
+    if res.returncode != 0:
+        sys.exit(res.stderr)
+    return json.loads(res.stdout.strip().splitlines()[-1])
 
 
 def verdict(value: float, target: float, higher_is_better: bool = True) -> str:
@@ -144,12 +159,7 @@ def main() -> None:
               f"in {time.perf_counter() - t1:.1f} s, {path.stat().st_size / n:.1f} bytes/event on disk)")
 
         # 1. end to end, in a fresh process (its peak RSS is ours to read)
-        arg = json.dumps({"trace": str(path), "nodes": a.nodes, "models": ["none"], "runs": str(Path(tmp) / "runs")})
-        res = subprocess.run([sys.executable, "-c", _CHILD, arg], capture_output=True, text=True,
-                             env={**os.environ, "PYTHONWARNINGS": "ignore"})
-        if res.returncode != 0:
-            sys.exit(res.stderr)
-        e = json.loads(res.stdout.strip().splitlines()[-1])
+        e = end_to_end(path, a.nodes, ["none"], Path(tmp) / "runs")
         rate = e["events"] / e["wall_s"]
         per_ev = (e["peak_rss"] - e["base_rss"]) / e["events"]
         print(f"hpcvar sim app end to end ({e['engine']}): {e['wall_s']:.2f} s = read {e['read_s']:.2f} + measured "

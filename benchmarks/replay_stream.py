@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 import time
@@ -28,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from replay_speed import template  # the same trace as replay_speed.py (a sibling script, not a package)
+from replay_speed import end_to_end, template  # the same trace and child as replay_speed.py (a sibling script)
 
 TARGET_RATE = 3e6          # events/s end to end, streaming
 TARGET_PEAK = 4 * 2**30    # bytes of peak RSS, streaming, on 300M events
@@ -70,44 +69,6 @@ def write_trace(path: Path, events: int, tasks: int) -> int:
     return rows
 
 
-_CHILD = r"""
-import json, resource, sys, time
-from hpcvar.kinds.sim_app.job import AppParams, job
-from hpcvar.results.context import JobContext
-import hpcvar.sim.replay_native, hpcvar.sim.replay_stream, hpcvar.traces.parquet, hpcvar.kinds.sim_app.views
-import pyarrow.parquet
-def rss():
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * resource.getpagesize()
-def peak_rss():  # VmHWM: this process's own peak (ru_maxrss would start from the parent's RSS at the spawn)
-    with open("/proc/self/status") as f:
-        return next(int(line.split()[1]) * 1024 for line in f if line.startswith("VmHWM:"))
-a = json.loads(sys.argv[1])
-base = rss()
-t0 = time.perf_counter()
-run = job(AppParams(trace=a["trace"], nodes=a["nodes"], mappings=("rrp",), models=tuple(a["models"]), plots=False,
-                    stream=a["stream"]), JobContext(runs_dir=a["runs"], argv=["bench"], progress=False))
-out = run.info["result"]
-wall = time.perf_counter() - t0
-peak = peak_rss()
-res = [{k: r[k] for k in ("model", "makespan_s", "mean_e_abs_pct", "tasks")} for r in out["runs"]]
-print(json.dumps({"wall_s": wall, "base_rss": base, "peak_rss": peak, "events": out["events"], "stream": out["stream"],
-                  "stream_ops": out["stream_ops"],
-                  "read_s": out["read_s"], "lower_s": out["lower_s"],
-                  "replay_s": sum(r["replay_s"] for r in out["runs"]), "results": res}))
-"""
-
-
-def child(trace: Path, nodes: int, models: list[str], stream: bool, runs: Path) -> dict:
-    arg = json.dumps({"trace": str(trace), "nodes": nodes, "models": models, "stream": stream, "runs": str(runs)})
-    runs.mkdir(parents=True, exist_ok=True)
-    res = subprocess.run([sys.executable, "-c", _CHILD, arg], capture_output=True, text=True,
-                         env={**os.environ, "PYTHONWARNINGS": "ignore"})
-    if res.returncode != 0:
-        sys.exit(res.stderr)
-    return json.loads(res.stdout.strip().splitlines()[-1])
-
-
 def verdict(ok: bool) -> str:
     return "meets" if ok else "MISSES"
 
@@ -146,15 +107,16 @@ def main() -> None:
             n = write_trace(path, a.events, a.tasks)
             print(f"trace: {n:,} events, {a.tasks} tasks on {a.nodes} nodes, rrp, written in "
                   f"{time.perf_counter() - t0:.0f} s ({path.stat().st_size / n:.1f} bytes/event on disk)")
-            report(child(path, a.nodes, ["none"], True, tmp / "runs"), "hpcvar sim app --stream --model none")
+            e = end_to_end(path, a.nodes, ["none"], tmp / "runs", stream=True)
+            report(e, "hpcvar sim app --stream --model none")
             if not a.keep:
                 path.unlink()
         if a.check_events:
             path = tmp / "check.trace"
             n = write_trace(path, a.check_events, a.tasks)
             models = ["none", "gige", "myrinet", "maxmin"]
-            mem = child(path, a.nodes, models, False, tmp / "runs-mem")
-            st = child(path, a.nodes, models, True, tmp / "runs-stream")
+            mem = end_to_end(path, a.nodes, models, tmp / "runs-mem")
+            st = end_to_end(path, a.nodes, models, tmp / "runs-stream", stream=True)
             assert not mem["stream"] and st["stream"]
             for label, e in (("in memory", mem), ("--stream", st)):
                 print(f"check {label:9s}: {n:,} events, 4 models, {e['wall_s']:.1f} s (replay {e['replay_s']:.1f}), "
