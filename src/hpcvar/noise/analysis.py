@@ -32,10 +32,10 @@ CLASS_EDGES_NS = (0.0, 1e3, 1e4, 1e5, 1e6, np.inf)  # duration classes (decades)
 # ... and the decades centred on those edges: a train whose durations straddle an edge (1 ms bursts, every other
 # one holding a 4 ms tick: 0.98 and 1.02 ms) is whole in one of them, while each decade holds half of it, a
 # train at half its frequency
-# (each bound computed once, as 10^(k + 0.5): 1e3 * sqrt(10) and 1e4 / sqrt(10) differ in the last bit, and made
-# classes that only touch look overlapping)
-_MID_NS = {e: float(10.0 ** (np.log10(e) + 0.5)) for e in CLASS_EDGES_NS[1:-1]}
-STRADDLE_CLASSES_NS = tuple((float(10.0 ** (np.log10(e) - 0.5)), _MID_NS[e]) for e in CLASS_EDGES_NS[1:-1])
+# (both bounds as 10^(k -+ 0.5), so that neighbours share one float: 1e3 * sqrt(10) and 1e4 / sqrt(10) differ in
+# the last bit, and made classes that only touch look overlapping)
+STRADDLE_CLASSES_NS = tuple((float(10.0 ** (k - 0.5)), float(10.0 ** (k + 0.5)))
+                            for k in np.log10(CLASS_EDGES_NS[1:-1]))
 MIN_CLASS_EVENTS = 20
 
 
@@ -258,9 +258,9 @@ def tick_check(f: np.ndarray, p: np.ndarray, sources: list[dict], hz: float | No
     i = int(np.argmin(np.abs(f - hz)))
     lo, hi = max(i - 2, 0), min(i + 3, f.size)
     hit = [s for s in sources if any(abs(h - hz) <= max(TICK_TOL * hz, 2 * (f[1] - f[0])) for h in s["harmonic_hz"])
-           or abs(s["hz"] - hz) <= TICK_TOL * hz]
+           or _is_tick(s, hz)]
     return {"config_hz": hz, "locking": float(p[lo:hi].max()), "found": bool(hit),
-            "as_fundamental": any(abs(s["hz"] - hz) <= TICK_TOL * hz for s in hit)}
+            "as_fundamental": any(_is_tick(s, hz) for s in hit)}
 
 
 def kernel_hz() -> int | None:
