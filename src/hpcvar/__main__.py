@@ -1,3 +1,3 @@
-from hpcvar.cli import main
+from hpcvar.cli import entry
 
-main()
+entry()

@@ -105,9 +105,3 @@ def read_user_bytes(path: str | os.PathLike[str], todo: str | None = None) -> by
         raise InputFileError(f"byte {e.start} (0x{data[e.start]:02x}) is not UTF-8 text", str(p), line,
                              todo=todo or "Give a text file (UTF-8)") from None
     return data
-    try:
-        return data.decode()
-    except UnicodeDecodeError as e:
-        line = data.count(b"\n", 0, e.start) + 1
-        raise InputFileError(f"byte {e.start} (0x{data[e.start]:02x}) is not UTF-8 text", str(p), line,
-                             todo=todo or "Give a text file (UTF-8)") from None

@@ -228,6 +228,54 @@ def test_missing_and_non_utf8_inputs_are_named(runs_dir, tmp_path):
     _one_line_error(run_cli(["bench", "ace", "--predict-only", "--config", str(bad)]), "not UTF-8")
 
 
+def _entry_child(tmp_path, body: str, argv: list[str]):
+    """A process that runs ``body`` and then the hpcvar program (``entry``) with ``argv``."""
+    import subprocess
+    import sys
+
+    code = (f"import atexit, sys, threading, time\nfrom pathlib import Path\nD = Path({str(tmp_path)!r})\n{body}\n"
+            f"sys.argv = ['hpcvar', *{argv!r}]\nfrom hpcvar import cli\ncli.entry()\n"
+            "Path(D / 'after-entry').write_text('entry returned')\n")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}  # output buffered, as by default
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_entry_leaves_after_what_a_normal_exit_does(tmp_path):
+    """The program skips the interpreter's teardown (issue 30) but not what a program relies on at exit: a
+    thread still working is waited for, atexit functions run, buffered output reaches a pipe, the status is kept."""
+    body = ("def late():\n    time.sleep(0.5)\n    (D / 'thread').write_text('done')\n"
+            "    sys.stdout.write('late output')\n"  # after the command's last echo (which flushes): still buffered
+            "threading.Thread(target=late).start()\n"
+            "atexit.register(lambda: (D / 'atexit').write_text(str((D / 'thread').exists())))")
+    res = _entry_child(tmp_path, body, ["--version"])
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.startswith("hpcvar, version ") and res.stdout.endswith("\nlate output")
+    assert (tmp_path / "thread").read_text() == "done"
+    assert (tmp_path / "atexit").read_text() == "True"  # the thread was joined before the exit functions ran
+    assert not (tmp_path / "after-entry").exists()  # entry does not return
+    assert res.stderr == ""
+
+
+def test_entry_keeps_exit_statuses(tmp_path):
+    usage = _entry_child(tmp_path, "", ["sim", "app", "--no-such-flag"])
+    assert usage.returncode == 2 and usage.stderr.startswith("error: no such option (--no-such-flag)")
+    msg = _entry_child(tmp_path, "import hpcvar.cli\nhpcvar.cli.main = lambda: sys.exit('stopped: a message')", [])
+    assert msg.returncode == 1 and msg.stderr == "stopped: a message\n"
+    bug = _entry_child(tmp_path, "import hpcvar.cli\nhpcvar.cli.main = lambda: 1 / 0", [])
+    assert bug.returncode == 1 and "ZeroDivisionError" in bug.stderr  # a bug leaves the normal way, traceback
+
+
+def test_sim_commands_run_numpy_with_one_blas_thread(tmp_path, monkeypatch):
+    """numpy's BLAS threads spin at import and take a core from a simulation; only 'sim' commands (which start no
+    program) set it, and a value the user gave is kept."""
+    show = "import hpcvar.cli, os\nhpcvar.cli.main = lambda: print(os.environ.get('OPENBLAS_NUM_THREADS'))"
+    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
+    assert _entry_child(tmp_path, show, ["sim", "app", "x"]).stdout == "1\n"
+    assert _entry_child(tmp_path, show, ["bench", "latency"]).stdout == "None\n"
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "2")
+    assert _entry_child(tmp_path, show, ["sim", "jitter"]).stdout == "2\n"
+
+
 def test_boundary_names_os_errors(capsys):
     from hpcvar.cli import _os_error
 

@@ -216,3 +216,34 @@ def test_engine_choice_errors(tmp_path, monkeypatch):
     assert e.value.where == "HPCVAR_IMPORT_ENGINE"
     monkeypatch.setenv("HPCVAR_IMPORT_ENGINE", "python")
     assert used_engine([(str(p), p.read_bytes())]) == "python"
+
+
+def test_arrow_is_imported_from_the_c_parse_on_once(tmp_path):
+    """Issue 30: Arrow's import (for the tables stored next) runs in a thread from the C parse on, not while the
+    files are read (its GIL made each read wait); one thread per process, none once Arrow is there."""
+    import subprocess
+    import sys
+
+    code = f"""
+import sys, threading
+from hpcvar.results import store
+from hpcvar.traces import tit
+started = []
+start = threading.Thread.start
+def counted(self):
+    started.append((self.name, "pyarrow.parquet" in sys.modules))
+    start(self)
+threading.Thread.start = counted
+reads = []
+sources = tit._sources
+tit._sources = lambda path: (reads.append(len(started)), sources(path))[1]
+tit.read_tit({str(GOLDEN[1])!r})
+store.prefetch_arrow()
+for t in threading.enumerate():
+    if t.name == store.ARROW_THREAD:
+        t.join()
+store.prefetch_arrow()
+print(reads, started, "pyarrow.parquet" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.split() == ["[0]", "[('hpcvar-import-arrow',", "False)]", "True"], out

@@ -86,8 +86,10 @@ def _bad_time(ns: float, path: Path) -> InputFileError:
 # ---- the compiled reader ------------------------------------------------------------------------------
 
 def _read_native(path: Path):
+    from hpcvar.results.store import prefetch_arrow
     from hpcvar.traces import otf2_native as on
 
+    prefetch_arrow()  # what reads a trace stores Arrow next (a run's tables, trace import's Parquet): meanwhile
     res = on.read(str(path))
     if res.err == on.E_OPEN:
         raise InputFileError(f"cannot open the OTF2 archive ({res.msg})", str(path), todo=_OPEN_TODO)

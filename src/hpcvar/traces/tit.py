@@ -301,8 +301,10 @@ def _columns(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 # ---- the compiled parser ---------------------------------------------------------------------------------
 
 def _parse_native(sources: list[tuple[str, bytes]], ctx: _Ctx, path: Path):
+    from hpcvar.results.store import prefetch_arrow
     from hpcvar.traces import tit_native
 
+    prefetch_arrow()  # what reads a trace stores Arrow next (a run's tables, trace import's Parquet): meanwhile
     res = tit_native.parse([d for _, d in sources], ctx.rate, ctx.dialect)
     if res.err == E_NOT_ASCII:  # never: used_engine sends only ASCII text here
         parser = _Parser(ctx)

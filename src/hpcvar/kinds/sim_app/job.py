@@ -217,10 +217,9 @@ class _Progress:
 def job(p: AppParams, ctx: JobContext) -> Run:
     """Replay ``p.trace`` for every mapping x model (x replica); store the run. A progress bar when the replays
     are long (PROGRESS_MIN_OPS) and ``ctx.show_progress()``."""
-    from hpcvar.results.store import prefetch_arrow, run_lifecycle
+    from hpcvar.results.store import run_lifecycle
 
-    p.check()
-    prefetch_arrow()  # its tables are written after the C work: the import runs meanwhile
+    p.check()  # Arrow, for the tables: imported by a Parquet trace's read, else in a thread from the C parse on
     timings: dict = {}
     stream, note = _stream_choice(p)
     if note:
