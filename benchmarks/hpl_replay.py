@@ -89,7 +89,7 @@ def measure(env: dict, ranks_per_node: int) -> tuple[float, float, float]:
 
 
 def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, timeout: float,
-               cpu_time: bool = True) -> Path:
+               cpu_clock: str | None = "user") -> Path:
     """hpcc traced on the testbed in one placement (HPL's result printed); returns the HPL section's trace."""
     from hpcvar.launch.base import LaunchSpec
     from hpcvar.testbed.launcher import TestbedLauncher
@@ -106,7 +106,8 @@ def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, ti
     full = run / "hpcc.trace"
     t0 = time.perf_counter()
     res = subprocess.run([sys.executable, "-m", "hpcvar", "trace", "-o", str(full), "--raw-dir", str(raw),
-                          "--cpu-time" if cpu_time else "--no-cpu-time", "--timeout", f"{timeout:.0f}s", "--json",
+                          *(["--cpu-time", "--cpu-clock", cpu_clock] if cpu_clock else ["--no-cpu-time"]),
+                          "--timeout", f"{timeout:.0f}s", "--json",
                           "--", *argv], env=env, cwd=run,
                          capture_output=True, text=True, timeout=timeout + 120)
     if res.returncode:
@@ -145,10 +146,12 @@ def replay(env: dict, trace: Path, net: tuple, shm: tuple, replicas: int, buf: i
 # How the replay reads a trace (issue 28): "before" is the trace as the tracer recorded it before polls and
 # probes were traced (the time a task spun in MPI_Iprobe counted as computation, S_m without it); "wall" the
 # trace as recorded now (polls are MPI time, a probe waits for its message); "cpu" also takes each compute
-# burst's thread CPU time (the work on a core of its own, without the time its thread was descheduled).
+# burst's CPU time (the work on a core of its own, without the time its thread was descheduled): its user time by
+# default (--cpu-clock), which leaves out the network's softirq work that this kernel charges to the computing
+# thread it interrupts (docs/replay.md, run 9).
 VARIANTS = {"before": "polls as compute, probes not recorded (the tracer before issue 28)",
             "wall": "compute = the gap less the polls; a probe waits for its message",
-            "cpu": "as wall, and compute = its thread CPU time (hpcvar trace --cpu-time; sim app --compute cpu)"}
+            "cpu": "as wall, and compute = its CPU time (hpcvar trace --cpu-time --cpu-clock; sim app --compute cpu)"}
 
 
 def without_polls(trace: Path, out: Path) -> Path:
@@ -173,9 +176,10 @@ def without_polls(trace: Path, out: Path) -> Path:
 
 
 def descheduled(trace: Path) -> dict[str, list[float]]:
-    """Per task, seconds: compute in wall time (the gaps less the polls), its thread CPU time, and the difference:
-    the time a computing rank was descheduled. On a quiet testbed that is the 4 ranks sharing 2 cores; what other
-    jobs on the machine add shows here, and a measured communication time holds the waits it causes."""
+    """Per task, seconds: compute in wall time (the gaps less the polls), its CPU time, and the difference: the
+    time a computing rank was descheduled (with the user clock, also the kernel's work charged to it). On a quiet
+    testbed that is the 4 ranks sharing 2 cores; what other jobs on the machine add shows here, and a measured
+    communication time holds the waits it causes."""
     from hpcvar.traces.parquet import read_parquet
 
     ev = read_parquet(trace).events.sort_values(["task", "seq"])
@@ -328,7 +332,10 @@ def main() -> None:
     ap.add_argument("--no-yield", action="store_true",
                     help="let Open MPI's idle ranks busy-poll (4 ranks on 2 cores then wait for scheduler ticks)")
     ap.add_argument("--no-cpu-time", action="store_true",
-                    help="trace without the thread CPU time (hpcvar trace --no-cpu-time): no --compute cpu replay")
+                    help="trace without the CPU time (hpcvar trace --no-cpu-time): no --compute cpu replay")
+    ap.add_argument("--cpu-clock", choices=("user", "thread"), default="user",
+                    help="the CPU time traced (hpcvar trace --cpu-clock): user time (default; leaves out the "
+                         "network's interrupt work charged to a computing thread) or the thread's CPU clock")
     ap.add_argument("--overhead-reps", type=int, default=0)
     ap.add_argument("--overhead-n", type=int, default=4000)
     ap.add_argument("--analyse", default=None, metavar="DIR",
@@ -363,7 +370,8 @@ def main() -> None:
               "hv_latency)", flush=True)
         (work / "params.json").write_text(json.dumps({"rate": a.rate, "network": net, "shm": shm,
                                                       "yield_when_idle": not a.no_yield}))
-        traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout, not a.no_cpu_time) for p in placements}
+        traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout, None if a.no_cpu_time else a.cpu_clock)
+                  for p in placements}
     finally:
         hpcvar(["testbed", "down"], env)
     finish(a, env, traces, net, shm, placements)
@@ -388,7 +396,8 @@ def finish(a, env: dict, traces: dict, net: tuple, shm: tuple, placements: list[
         for p in placements:
             d = descheduled(traces[p])
             print(f"{p}: compute per task {min(d['wall']):.3f}-{max(d['wall']):.3f} s of wall clock for "
-                  f"{min(d['cpu']):.3f}-{max(d['cpu']):.3f} s of CPU (descheduled {min(d['descheduled']):.3f}-"
+                  f"{min(d['cpu']):.3f}-{max(d['cpu']):.3f} s of CPU, {read_parquet(traces[p]).meta.get('cpu')} "
+                  f"clock (descheduled {min(d['descheduled']):.3f}-"
                   f"{max(d['descheduled']):.3f} s)", flush=True)
     summary, res, replays = {}, {}, {}
     for v in variants:

@@ -21,8 +21,9 @@
  * pairs (MPI_Init exit, MPI_Finalize entry), so the rate is exact over the
  * run. HV_TRACE_CLOCK=tsc|mono forces a clock.
  *
- * CPU time (HV_TRACE_CPU=1; off by default: a thread CPU clock read is a
- * system call, 0.3-1 us here): the calling thread's CLOCK_THREAD_CPUTIME_ID at
+ * CPU time (HV_TRACE_CPU=1 or thread, or user; off by default: a CPU clock
+ * read is a system call, 0.3-1 us here): the calling thread's
+ * CLOCK_THREAD_CPUTIME_ID (or its user time, getrusage(RUSAGE_THREAD)) at
  * each call's entry and exit, and the CPU time inside the polls, so that the
  * CPU time of the computation between two calls is known as well as its wall
  * time (docs/replay.md, "Compute as CPU time").
@@ -34,6 +35,9 @@
  * one line per communicator "comm <id> <n> <world ranks...>". hpcvar trace
  * merges the files into the native Parquet trace. Format history: HVTRACE 1,
  * 48-byte records (no CPU time, no polls); HVTRACE 2, this one. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RUSAGE_THREAD */
+#endif
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -41,6 +45,7 @@
 #include <string.h>
 #include "hv_ops.h"
 #include "hv_timer.h"
+#include <sys/resource.h>
 
 typedef struct {
     int64_t t0, t1, bytes, req;
@@ -57,6 +62,7 @@ static hv_rec **chunks;
 static size_t nchunks, chunks_cap, nrec;
 static hv_rec *cur;       /* current chunk */
 static size_t cur_left;   /* free records in it */
+enum { CPU_NONE = 0, CPU_THREAD = 1, CPU_USER = 2 };
 static int tsc_mode, cpu_mode, world_rank = -1, world_size, written, active;
 static uint64_t anchor_tick0, anchor_ns0, anchor_tick1, anchor_ns1;
 static double cost_tsc_ns, cost_mono_ns, cost_cpu_ns;
@@ -74,7 +80,16 @@ static inline uint64_t now(void) {
     return hv_mono_ns();
 }
 
+/* the CPU clock of HV_TRACE_CPU: 1 (or thread) the thread's CPU clock, user its user-mode time. A kernel that does
+ * not account interrupt time apart (no CONFIG_IRQ_TIME_ACCOUNTING) adds the softirq work done on a CPU (the
+ * network stack's receive and transmit) to the thread it interrupts, computing or not: the user time leaves it
+ * out, at the granularity the kernel splits user from system time (its tick where accounting is tick-based) */
 static inline int64_t cpu_now(void) {
+    if (cpu_mode == CPU_USER) {
+        struct rusage ru;
+        getrusage(RUSAGE_THREAD, &ru);
+        return (int64_t)ru.ru_utime.tv_sec * 1000000000 + (int64_t)ru.ru_utime.tv_usec * 1000;
+    }
     struct timespec ts;
     clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -370,7 +385,10 @@ static void write_trace(const char *why) {
             "clock_cost_mono_ns=%.2f\ncpu=%s\nclock_cost_cpu_ns=%.2f\nspin_ns=%.0f\nend_reason=%s\nrecords=%zu\n"
             "record_bytes=%zu\nend\n",
             world_rank, world_size, tsc_mode ? "tsc" : "mono", tpn, cost_tsc_ns, cost_mono_ns,
-            cpu_mode ? "thread" : "none", cost_cpu_ns, (double)spin_ticks / tpn, why, nrec, sizeof(hv_rec));
+            cpu_mode == CPU_USER ? "user"
+            : cpu_mode           ? "thread"
+                                 : "none",
+            cost_cpu_ns, (double)spin_ticks / tpn, why, nrec, sizeof(hv_rec));
     for (size_t i = 0; i < nrec; i++) {
         hv_rec r = *rec_at(i);
         if (tsc_mode) {
@@ -453,7 +471,7 @@ static void after_init(void) {
     double spin_ns = spin && *spin ? atof(spin) : 10000.0;
     spin_ticks = (uint64_t)(spin_ns > 0 ? spin_ns * (tsc_mode ? tick_rate() : 1.0) : 0.0);
     const char *cpu = getenv("HV_TRACE_CPU");
-    cpu_mode = cpu && *cpu && strcmp(cpu, "0") != 0;
+    cpu_mode = !cpu || !*cpu || strcmp(cpu, "0") == 0 ? CPU_NONE : strcmp(cpu, "user") == 0 ? CPU_USER : CPU_THREAD;
     cost_cpu_ns = cpu_mode ? cpu_clock_cost() : 0.0;
     comm_index(MPI_COMM_WORLD); /* id 0 */
     new_chunk();

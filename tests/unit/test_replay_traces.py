@@ -198,6 +198,11 @@ def test_merge_raw_v2_polls_and_cpu_time(tmp_path):
         _raw_file_v2(tmp_path / f"rank.{r}.hvt", r, recs, cpu="none")
     tr = merge_raw(tmp_path)
     assert "cpu_ns" not in tr.events.columns and tr.events["poll_ns"].tolist() == [0, 5, 0, 5]
+    for r in (0, 1):  # --cpu-clock user: the same column, the clock named in the metadata
+        recs = [("init", -1, 100, 100, 0, 0, 0, 0, 0), ("finalize", -1, 200, 200, 70, 70, 0, 0, 0)]
+        _raw_file_v2(tmp_path / f"rank.{r}.hvt", r, recs, cpu="user")
+    tr = merge_raw(tmp_path)
+    assert tr.meta["cpu"] == "user" and tr.events["cpu_ns"].tolist() == [0, 70, 0, 70]
 
 
 def test_tit_import(tmp_path):

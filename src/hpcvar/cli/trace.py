@@ -75,11 +75,16 @@ def _tracer_lib(lib: str | None) -> Path:
               help="Also record each thread's CPU time at every call's entry and exit (column cpu_ns: the CPU time "
                    "of the computation between calls, for 'sim app --compute cpu'). Costs two system calls per MPI "
                    "call (0.3-1 us each here).")
+@click.option("--cpu-clock", type=click.Choice(["thread", "user"]), default="thread", show_default=True,
+              help="The CPU time --cpu-time records: the thread's CPU clock (exact), or its user-mode time, which "
+                   "leaves out the network stack's interrupt work that a kernel without IRQ time accounting charges "
+                   "to the computing thread it interrupts (split at the kernel's tick where accounting is "
+                   "tick-based; docs/replay.md, 'Compute as CPU time').")
 @click.option("--timeout", type=POSITIVE_DURATION, default=None,
               help="Stop the application after this long (e.g. 10m).")
 @format_options
 @click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
-def run_cmd(output, lib, raw_dir, clock, cpu_time, timeout, as_json, command):
+def run_cmd(output, lib, raw_dir, clock, cpu_time, cpu_clock, timeout, as_json, command):
     """Run COMMAND (launcher and MPI application, after --) with the tracer preloaded; merge the ranks'
     records into one native trace.
 
@@ -106,7 +111,7 @@ def run_cmd(output, lib, raw_dir, clock, cpu_time, timeout, as_json, command):
     env["HV_TRACE_DIR"] = str(rdir.resolve())
     if clock != "auto":
         env["HV_TRACE_CLOCK"] = clock
-    env["HV_TRACE_CPU"] = "1" if cpu_time else "0"
+    env["HV_TRACE_CPU"] = cpu_clock if cpu_time else "0"
     err = stderr_console()
     err.print(f"tracing: {' '.join(command)}")
     try:
@@ -147,6 +152,7 @@ def _summary(trace, path) -> dict:
             "trace": str(path), "ntasks": trace.ntasks, "rows": int(len(ev)), "timed": trace.timed,
             "ops": {k: int(v) for k, v in ev["op"].value_counts().items() if v},
             "comms": len(trace.comms), "clock": trace.meta.get("clock"), "cpu_time": "cpu_ns" in ev.columns,
+            "cpu_clock": trace.meta.get("cpu"),
             "polls": trace.meta.get("polls"),
             "tasks": [{"task": int(t), "span_s": float(span[t]), "mpi_s": float(comm[t]),
                        "poll_s": float(polls.get(t, 0)) * 1e-9} for t in range(trace.ntasks) if t in span.index]}
@@ -157,7 +163,8 @@ def _render_summary(c, s: dict) -> None:
 
     c.print(f"{s['trace']}: {s['ntasks']} tasks, {s['rows']} rows, {s['comms']} communicators"
             + (f", clock {s['clock']}" if s.get("clock") else "") + ("" if s["timed"] else " (time-independent)")
-            + (", with the threads' CPU time (sim app --compute cpu)" if s.get("cpu_time") else ""))
+            + (f", with the threads' {'user ' if s.get('cpu_clock') == 'user' else ''}CPU time (sim app --compute "
+               "cpu)" if s.get("cpu_time") else ""))
     c.print("ops: " + ", ".join(f"{k} {v}" for k, v in s["ops"].items()))
     last = s.get("last_world_collective")
     if last:

@@ -669,14 +669,19 @@ def _check_ranks(heads: list[dict], size: int, nfiles: int, directory: Path) -> 
                              todo="Did some ranks die before MPI_Finalize? Re-run the application")
 
 
+# the CPU clocks of the tracer (hpcvar trace --cpu-clock): the thread's CPU clock, or its user-mode time
+CPU_CLOCKS = ("thread", "user")
+
+
 def _merged_meta(heads: list[dict], npolls: dict[int, int], size: int) -> dict:
     """The trace's metadata from the ranks' headers: the clock and its costs, the end reasons, with --cpu-time the
     CPU clock's cost, and the polls per task when there were any."""
     meta = {"clock": heads[0].get("clock"), "clock_cost_tsc_ns": float(heads[0].get("clock_cost_tsc_ns", 0)),
             "clock_cost_mono_ns": float(heads[0].get("clock_cost_mono_ns", 0)),
             "end_reasons": sorted({h.get("end_reason", "") for h in heads})}
-    if any(h.get("cpu") == "thread" for h in heads):
-        meta.update(cpu="thread", clock_cost_cpu_ns=float(heads[0].get("clock_cost_cpu_ns", 0)))
+    clock = next((h["cpu"] for h in heads if h.get("cpu") in CPU_CLOCKS), None)
+    if clock:
+        meta.update(cpu=clock, clock_cost_cpu_ns=float(heads[0].get("clock_cost_cpu_ns", 0)))
     if any(npolls.values()):
         meta["polls"] = [int(npolls.get(r, 0)) for r in range(size)]
     return meta
