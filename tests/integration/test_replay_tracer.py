@@ -123,19 +123,25 @@ int main(int argc, char **argv) {
 """
 
 
-def _traced_poll_program(tmp_path, cpu_time: bool):
-    """POLL_SRC traced on 2 ranks: the trace, task 1's rows, its probe rows and the gap before each probe (ns)."""
-    bindir = Path(build_info()["mpi_bindir"])
-    (tmp_path / "poll.c").write_text(POLL_SRC)
-    subprocess.run([str(bindir / "mpicc"), "-O2", "-o", str(tmp_path / "poll"), str(tmp_path / "poll.c")],
-                   check=True, timeout=120)
-    out = tmp_path / "poll.trace"
-    res = run_cli(["trace", "-o", str(out), "--cpu-time" if cpu_time else "--no-cpu-time", "--timeout", "60s",
-                   "--json", "--", str(bindir / "mpiexec"), "-n", "2", str(tmp_path / "poll")], timeout=120)
-    assert res.returncode == 0, res.stderr
+def _trace_program(tmp_path, name: str, src: str, *flags: str):
+    """The C program ``src`` built with the MPI hpcvar was built with, run on 2 ranks under 'hpcvar trace
+    ``flags``'; its trace."""
     from hpcvar.traces.parquet import read_parquet
 
-    tr = read_parquet(out)
+    bindir = Path(build_info()["mpi_bindir"])
+    (tmp_path / f"{name}.c").write_text(src)
+    subprocess.run([str(bindir / "mpicc"), "-O2", "-o", str(tmp_path / name), str(tmp_path / f"{name}.c")],
+                   check=True, timeout=120)
+    out = tmp_path / f"{name}.trace"
+    res = run_cli(["trace", "-o", str(out), *flags, "--timeout", "60s", "--json", "--", str(bindir / "mpiexec"),
+                   "-n", "2", str(tmp_path / name)], timeout=120)
+    assert res.returncode == 0, res.stderr
+    return read_parquet(out)
+
+
+def _traced_poll_program(tmp_path, cpu_time: bool):
+    """POLL_SRC traced on 2 ranks: the trace, task 1's rows, its probe rows and the gap before each probe (ns)."""
+    tr = _trace_program(tmp_path, "poll", POLL_SRC, "--cpu-time" if cpu_time else "--no-cpu-time")
     assert tr.meta["polls"][1] > 0 and tr.meta["polls"][0] == 0
     t1 = tr.events[tr.events["task"] == 1].reset_index(drop=True)
     probes = t1[t1["op"] == "probe"]
@@ -219,17 +225,7 @@ def test_cpu_clock_user_records_the_user_time_of_each_compute(tmp_path):
     in (the kernel brings a running thread's runtime up to date at its scheduler events; measured here: 31.5 ms for
     a 30.0 ms gap, 26.2 for the one before), and a computation that runs in user space shows most of its time
     there (4 x 30 ms on rank 0)."""
-    bindir = Path(build_info()["mpi_bindir"])
-    (tmp_path / "user.c").write_text(USER_SRC)
-    subprocess.run([str(bindir / "mpicc"), "-O2", "-o", str(tmp_path / "user"), str(tmp_path / "user.c")],
-                   check=True, timeout=120)
-    out = tmp_path / "user.trace"
-    res = run_cli(["trace", "-o", str(out), "--cpu-time", "--cpu-clock", "user", "--timeout", "60s", "--json", "--",
-                   str(bindir / "mpiexec"), "-n", "2", str(tmp_path / "user")], timeout=120)
-    assert res.returncode == 0, res.stderr
-    from hpcvar.traces.parquet import read_parquet
-
-    tr = read_parquet(out)
+    tr = _trace_program(tmp_path, "user", USER_SRC, "--cpu-time", "--cpu-clock", "user")
     assert tr.meta["cpu"] == "user"
     t0 = tr.events[tr.events["task"] == 0].reset_index(drop=True)
     sends = t0[t0["op"] == "send"]
