@@ -7,9 +7,11 @@ count of --hosts (2 to 4 testbed hosts, one rank each):
 1. baseline: ``hpcvar bench bsp --launcher testbed|srun --np H`` (ranks SCHED_FIFO --rt-prio, pinned, barrier
    tree, waiting by sleeping: --wait), then ``hpcvar noise record --launcher ... --np H --method timer`` (every
    node at once, one time base);
-2. per injection: ``hpcvar noise inject --at-clock --phase P`` on every host (host k on CPU (k-1) mod 2, FIFO 50),
-   and meanwhile ``bench bsp --baseline <1>`` (measured slowdown (T/N)/(T0/N0) - 1 and its 95% CI over
-   --repeat repetitions) and ``noise record`` (the recording under injection, with its alignment verdict);
+2. --repeat rounds: per injection, ``hpcvar noise inject --at-clock --phase P`` on every host (host k on CPU (k-1)
+   mod 2, FIFO 50) and meanwhile one repetition of ``bench bsp --baseline <1>`` (in the first round also
+   ``noise record``: the recording under injection, with its alignment verdict); then a baseline repetition again.
+   Each round's slowdown is (T/N)/(T0/N0) - 1 against the mean of the baselines just before and after it
+   (``round_slowdowns``), and the measured slowdown is their mean with its 95% CI over the rounds;
 3. ``hpcvar sim jitter --trace <recording> --tasks H --cores-per-node 1 --align unsync,sync,measured`` on both
    recordings: predicted slowdown = T_pred(injected) / T_pred(baseline) - 1 per alignment.
 
@@ -96,8 +98,9 @@ class Injectors:
 
 
 def bsp(a, env: dict, hosts: int, baseline: str | None = None) -> dict:
+    """One repetition of bsp (a round's), with the first baseline's calibration (its work iterations) after it."""
     args = ["bench", "bsp", "--launcher", a.launcher, "--np", str(hosts), "--quantum", a.quantum, "--phases",
-            str(a.phases), "--repeat", str(a.repeat), "--rt-prio", str(a.rt_prio), "--barrier", "tree", "--wait",
+            str(a.phases), "--repeat", "1", "--rt-prio", str(a.rt_prio), "--barrier", "tree", "--wait",
             a.wait, "--timeout", "600s"]
     args += ["--map-by", "host"] if a.launcher == "testbed" else ["--ranks-per-node", "1"]
     return hv(args + (["--baseline", baseline] if baseline else []), env, timeout=900)
@@ -118,18 +121,31 @@ def unstopped(run: str) -> tuple[list[float], int]:
     return means, stopped
 
 
-def slowdown(run: str, base: str) -> dict:
-    """The measured slowdown (T/N)/(T0/N0) - 1 without the phases RT throttling stopped, its mean and 95% CI over
-    the repetitions (as bench bsp's, from the same tables)."""
+def round_slowdowns(injected: list[float], baselines: list[float]) -> list[float]:
+    """Round r's slowdown: its injected run's time per phase over the mean of the baselines run just before and just
+    after it (baselines[r], baselines[r + 1]), minus 1. The rounds interleave baseline and injected runs so that
+    what drifts during the experiment (this machine's speed moved the baseline's phases by -1 % to +4 % between runs
+    half a minute apart) is in both sides of each ratio, and a linear drift cancels; the spread of the rounds then
+    holds the drift that does not cancel, which a ratio to one baseline run hid."""
+    if len(baselines) != len(injected) + 1:
+        raise ValueError(f"{len(injected)} rounds need {len(injected) + 1} baselines, not {len(baselines)}")
+    return [t / ((baselines[r] + baselines[r + 1]) / 2) - 1.0 for r, t in enumerate(injected)]
+
+
+def slowdown(runs: list[str], bases: list[str]) -> dict:
+    """The measured slowdown (T/N)/(T0/N0) - 1 without the phases RT throttling stopped: per round
+    (``round_slowdowns``), and their mean with its 95% CI over the rounds (bench bsp's bootstrap interval)."""
     import numpy as np
 
     from hpcvar.sim.jitter import mean_ci  # bench bsp's: the bootstrap interval over the repetitions
 
-    reps, stopped = unstopped(run)
-    b, b_stopped = unstopped(base)
-    m, lo, hi = mean_ci(np.asarray(reps) / float(np.mean(b)) - 1.0)
-    return {"slowdown": m, "ci": [lo, hi], "stopped": stopped, "baseline_stopped": b_stopped,
-            "baseline_per_phase_s": float(np.mean(b))}
+    inj = [unstopped(r) for r in runs]
+    base = [unstopped(b) for b in bases]
+    rounds = round_slowdowns([m[0] for m, _ in inj], [m[0] for m, _ in base])
+    m, lo, hi = mean_ci(np.asarray(rounds))
+    return {"slowdown": m, "ci": [lo, hi], "rounds": rounds, "stopped": sum(s for _, s in inj),
+            "baseline_stopped": sum(s for _, s in base),
+            "baseline_per_phase_s": float(np.mean([t[0] for t, _ in base]))}
 
 
 def record(a, env: dict, hosts: int) -> dict:
@@ -170,7 +186,7 @@ def simulate(a, env: dict, recording: Path, hosts: int, quantum: str, hop: tuple
     return {p["config"].split()[-1]: p for p in out["points"]}
 
 
-def barrier_hop(base_run: str, hosts: int, work_s: float) -> tuple[str, str]:
+def barrier_hop(base_runs: list[str], hosts: int, work_s: float) -> tuple[str, str]:
     """jitSim's barrier costs (S = R, wire latency) per tree hop. The hop is the baseline's time per phase (without
     RT throttling's stops) beyond its work, over the 2 x depth hops of the binary tree's critical path. On the
     testbed all of it is CPU work that a burst delays: the hosts' "wire" is the kernel's TCP/IP work on the sender's
@@ -180,47 +196,58 @@ def barrier_hop(base_run: str, hosts: int, work_s: float) -> tuple[str, str]:
     import numpy as np
 
     depth = max(1, hosts.bit_length() - 1)  # children of i are 2i+1, 2i+2: floor(log2(H)) levels below the root
-    hop = max(0.0, float(np.mean(unstopped(base_run)[0])) - work_s) / (2 * depth)
+    per_phase = float(np.mean([t for run in base_runs for t in unstopped(run)[0]]))
+    hop = max(0.0, per_phase - work_s) / (2 * depth)
     return f"{hop / 2 * 1e9:.0f}ns", "0ns"
 
 
-def work_per_rank_s(base_run: str) -> float:
-    """What a rank's quantum took in the baseline: the median of bsp's per-phase compute times (the work is
+def work_per_rank_s(base_runs: list[str]) -> float:
+    """What a rank's quantum took in the baselines: the median of bsp's per-phase compute times (the work is
     calibrated in iterations; on the testbed, two ranks to a CPU, 1 ms of it takes about 1.06 ms)."""
     import numpy as np
 
     from hpcvar.results import Run
 
-    return float(np.median(Run.open(base_run).read_table("bsp.phases")["compute_ns"])) * 1e-9
+    return float(np.median(np.concatenate([Run.open(r).read_table("bsp.phases")["compute_ns"].to_numpy()
+                                           for r in base_runs]))) * 1e-9
 
 
 def one_host_count(a, env: dict, hosts: int, ncpu: int) -> list[dict]:
+    """--repeat rounds, interleaved: baseline, every injection, baseline, every injection, ..., baseline (one bsp
+    repetition each, all with the first baseline's calibration); a recording of the baseline after the first one,
+    and of each injection in the first round."""
     from hpcvar import units
 
     per_cpu = -(-hosts // ncpu)  # ranks sharing a CPU (pinned r mod ncpu), computing one after the other
-    base = bsp(a, env, hosts)
-    work_s = work_per_rank_s(base["run"]) * per_cpu  # the quantum as the ranks computed it, per CPU
-    quantum = f"{work_s * 1e6:.1f}us"
-    hop = barrier_hop(base["run"], hosts, work_s)
+    first = bsp(a, env, hosts)
     base_rec = rank_cpu_recording(Path(record(a, env, hosts)["run"]), ncpu)
-    pred_base = simulate(a, env, base_rec, hosts, quantum, hop)
-    seconds = 30 + 3 * a.repeat * a.phases * units.parse_time(a.quantum, "--quantum") * per_cpu \
+    seconds = 30 + 3 * a.phases * units.parse_time(a.quantum, "--quantum") * per_cpu \
         + units.parse_time(a.record, "--record") + 30
+    bases, meas, recs = [first["run"]], {name: [] for name in INJECTIONS}, {}
+    for r in range(a.repeat):
+        for name, phases in INJECTIONS.items():
+            with Injectors(env, hosts, phases, seconds, ncpu):
+                meas[name].append(bsp(a, env, hosts, baseline=first["run"]))
+                if r == 0:
+                    recs[name] = record(a, env, hosts)
+        bases.append(bsp(a, env, hosts, baseline=first["run"])["run"])
+    work_s = work_per_rank_s(bases) * per_cpu  # the quantum as the ranks computed it, per CPU
+    quantum = f"{work_s * 1e6:.1f}us"
+    hop = barrier_hop(bases, hosts, work_s)
+    pred_base = simulate(a, env, base_rec, hosts, quantum, hop)
     rows = []
     for name, phases in INJECTIONS.items():
-        with Injectors(env, hosts, phases, seconds, ncpu):
-            meas = bsp(a, env, hosts, baseline=base["run"])
-            rec = record(a, env, hosts)
+        rec = recs[name]
         pred = simulate(a, env, rank_cpu_recording(Path(rec["run"]), ncpu), hosts, quantum, hop)
+        un = slowdown([m["run"] for m in meas[name]], bases)
+        own = [m["slowdown"] for m in meas[name]]  # bsp's own figure: against the first baseline, stops included
         row = {"hosts": hosts, "injection": name, "phases_ms": list(phases[:hosts]), "ranks_per_cpu": per_cpu,
                "simulated_quantum": quantum, "send_recv": hop[0], "wire": hop[1],
-               "baseline_per_phase_ns": base["per_phase_ns"],
-               "verdict": rec["alignment"]["verdict"],
-               "bsp_slowdown": meas["slowdown"], "bsp_slowdown_ci": meas["slowdown_ci"],
-               "measured_run": meas["run"], "recording": rec["run"], "baseline_run": base["run"]}
-        un = slowdown(meas["run"], base["run"])
-        row.update(measured_slowdown=un["slowdown"], measured_slowdown_ci=un["ci"], stopped_phases=un["stopped"],
-                   baseline_stopped_phases=un["baseline_stopped"])
+               "baseline_per_phase_ns": un["baseline_per_phase_s"] * 1e9, "verdict": rec["alignment"]["verdict"],
+               "bsp_slowdown": float(sum(own) / len(own)), "bsp_slowdown_range": [min(own), max(own)],
+               "measured_runs": [m["run"] for m in meas[name]], "recording": rec["run"], "baseline_runs": bases,
+               "measured_slowdown": un["slowdown"], "measured_slowdown_ci": un["ci"], "rounds": un["rounds"],
+               "stopped_phases": un["stopped"], "baseline_stopped_phases": un["baseline_stopped"]}
         for al in ALIGNS:
             row[f"predicted_{al}"] = pred[al]["total_cycles"] / pred_base[al]["total_cycles"] - 1.0
             # the baseline recording's own noise (0 on a quiet machine), and the prediction against no noise at all
@@ -246,15 +273,16 @@ def pct(x: float) -> str:
 
 def report(rows: list[dict]) -> None:
     print("\n| hosts | injection (verdict) | measured [95% CI] | unsync | sync | measured alignment "
-          "| bsp's own, stops included [95% CI] |")
-    print("|---|---|---|---|---|---|---|")
+          "| per round | bsp's own: vs the first baseline, stops included [range] |")
+    print("|---|---|---|---|---|---|---|---|")
     for r in rows:
         lo, hi = r["measured_slowdown_ci"]
         inside = {al: lo <= r[f"predicted_{al}"] <= hi for al in ALIGNS}
         cells = [pct(r[f"predicted_{al}"]) + ("" if inside[al] else " (out)") for al in ALIGNS]
-        blo, bhi = r["bsp_slowdown_ci"]
+        blo, bhi = r["bsp_slowdown_range"]
         print(f"| {r['hosts']} | {r['injection']} ({r['verdict']}) | {pct(r['measured_slowdown'])} [{pct(lo)}, "
-              f"{pct(hi)}] | " + " | ".join(cells) + f" | {pct(r['bsp_slowdown'])} [{pct(blo)}, {pct(bhi)}] |")
+              f"{pct(hi)}] | " + " | ".join(cells) + " | " + " ".join(pct(x) for x in r["rounds"])
+              + f" | {pct(r['bsp_slowdown'])} [{pct(blo)}, {pct(bhi)}] |")
     print("measured: without the phases RT throttling stopped (longer than "
           f"{STALL_S * 1e3:g} ms: " + ", ".join(f"{r['hosts']} hosts {r['injection']} {r['stopped_phases']}"
                                              for r in rows) + f"; baselines {rows[0]['baseline_stopped_phases']}"
@@ -282,7 +310,9 @@ def main() -> None:
     ap.add_argument("--launcher", choices=["testbed", "srun"], default="testbed")
     ap.add_argument("--quantum", default="1ms")
     ap.add_argument("--phases", type=int, default=1000)
-    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--repeat", type=int, default=5,
+                    help="rounds: a baseline and every injection, one bsp repetition each, interleaved (and a last "
+                         "baseline)")
     ap.add_argument("--record", default="4s", help="length of each recording")
     ap.add_argument("--threshold", default="500us",
                     help="noise record --threshold: the shortest lateness of the timer collectors recorded; the "
@@ -294,7 +324,14 @@ def main() -> None:
     ap.add_argument("--prefix", default="jnv-")
     ap.add_argument("--keep", type=Path, default=None, help="keep the runs here")
     ap.add_argument("--out", type=Path, default=None, help="write the rows as JSON here")
+    ap.add_argument("--shifted", default=None, metavar="MS,MS,MS,MS",
+                    help="the shifted injection's phase of each host in ms (default 0,7,13,3, as the tests)")
     a = ap.parse_args()
+    if a.shifted:
+        ph = tuple(int(x) for x in a.shifted.split(","))
+        if len(ph) != 4 or not all(0 <= x < 20 for x in ph):
+            raise SystemExit("--shifted: four phases in ms, each in [0, 20)")
+        INJECTIONS["shifted"] = ph
     a.hosts = [int(h) for h in a.hosts.split(",")]
     if os.geteuid() != 0 or not all(2 <= h <= 4 for h in a.hosts):
         raise SystemExit("needs root (the testbed) and host counts of 2 to 4")

@@ -202,8 +202,8 @@ static void thread_ctxsw(long *vol, long *nonvol) {
 }
 
 /* The timer method: sleep to absolute deadlines every interval_ticks and record how late each wake-up
- * was. A wake-up later than the threshold is a detour that starts at its deadline and lasts the lateness
- * minus the usual lateness (stored as t_min). Costs a few microseconds per deadline instead of a whole CPU,
+ * was. A wake-up later than the threshold is a detour that ends at the wake-up minus the usual lateness
+ * (stored as t_min) and starts midway between the previous wake-up and the deadline (timer_loop). Costs a few microseconds per deadline instead of a whole CPU,
  * so that collectors of "nodes" that share one machine (the testbed) do not steal each other's time. */
 static uint64_t timer_lateness(uint64_t deadline, double ticks_per_ns) {
     uint64_t now = __rdtsc();
@@ -230,6 +230,18 @@ static uint64_t cmp_u64_median(uint64_t *v, size_t n) {
     return n ? v[n / 2] : 0;
 }
 
+/* Deadline k of the timer method: t0 + k x interval + a pseudo-random offset in [0, interval) (splitmix64 of k and
+ * the CPU), so that the deadlines keep their mean spacing but do not fall at the same point of noise whose period is
+ * a multiple of the interval (50 Hz at 200 us: every burst would have been seen the same time after it began, and
+ * the midpoint estimate of its start off by the same amount all through the recording). Increasing in k. */
+static uint64_t timer_deadline(uint64_t t0, uint64_t k, uint64_t iv, int cpu) {
+    uint64_t z = (k + 1) * 0x9e3779b97f4a7c15ULL + (uint64_t)cpu * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    z ^= z >> 31;
+    return t0 + k * iv + (iv ? z % iv : 0);
+}
+
 static void timer_loop(cpu_state *c, uint64_t t0, uint64_t t1, uint64_t thr) {
     uint64_t *const st = c->start, *const dl = c->delta;
     const uint64_t iv = c->sh->interval_ticks, usual = c->t_min;
@@ -237,20 +249,28 @@ static void timer_loop(cpu_state *c, uint64_t t0, uint64_t t1, uint64_t thr) {
     size_t n = 0;
     uint64_t iters = 0, k = 0, now = t0;
     for (;;) {
-        const uint64_t deadline = t0 + k * iv;
+        const uint64_t deadline = timer_deadline(t0, k, iv, c->cpu);
         if (deadline >= t1) break;
+        const uint64_t woke = now; /* the thread ran then: a detour seen at this deadline started after it */
         const uint64_t late = timer_lateness(deadline, ticks_per_ns);
         now = deadline + late;
         iters++;
         if (late > thr) {
-            st[n] = deadline - t0;
-            dl[n] = late;  /* written as late - t_min: the detour beyond the usual wake-up */
+            /* The detour ended at `now` (exactly), and began somewhere in (woke, deadline]: the thread slept
+             * there and cannot tell. Recorded from the midpoint, the estimate of an unknown start spread
+             * evenly over that span, so that a detour longer than the interval is recorded with its length
+             * unbiased (from the deadline it was short by half an interval on average: 1.89 ms for the
+             * testbed's 2 ms bursts at the default 200 us). */
+            const uint64_t from = deadline - (deadline - (woke < deadline ? woke : deadline)) / 2;
+            st[n] = from - t0;
+            dl[n] = now - from; /* written as that - t_min: the detour beyond the usual wake-up */
             if (++n == c->cap) {
                 c->flags |= FLAG_OVERFLOW;
                 break;
             }
         }
-        k = (now - t0) / iv + 1; /* deadlines that passed during a detour are not waited for */
+        k = (now - t0) / iv; /* deadlines that passed during a detour are not waited for */
+        if (timer_deadline(t0, k, iv, c->cpu) <= now) k++;
     }
     (void)usual;
     c->length = (now > t1 ? now : t1) - t0;
@@ -517,6 +537,10 @@ static void meta_json(jbuf *m, const collect_config *cfg, const collect_shared *
     if (sh->timer_method) {
         jb_key(m, "interval_ns");
         jb_printf(m, "%.0f", cfg->interval_ns);
+        jb_key(m, "detour_start"); /* where a detour's unknown start is placed (timer_loop) */
+        jb_str(m, "midpoint");
+        jb_key(m, "deadlines"); /* timer_deadline */
+        jb_str(m, "dithered");
     }
     jb_key(m, "pid");
     jb_printf(m, "%ld", (long)getpid());

@@ -35,8 +35,9 @@ def test_barrier_hops_are_cpu_work_and_the_quantum_is_what_the_ranks_computed(mo
 
     mod = load()
     monkeypatch.setattr(mod, "unstopped", lambda run: ([2.43e-3, 2.45e-3], 0))
-    assert mod.barrier_hop("base", 4, 2.1e-3) == ("42500ns", "0ns")  # (2.44 - 2.1) ms / (2 x 2 levels) / 2
-    assert mod.barrier_hop("base", 2, 2.1e-3) == ("85000ns", "0ns")  # one level
+    assert mod.barrier_hop(["base"], 4, 2.1e-3) == ("42500ns", "0ns")  # (2.44 - 2.1) ms / (2 x 2 levels) / 2
+    assert mod.barrier_hop(["base"], 2, 2.1e-3) == ("85000ns", "0ns")  # one level
+    assert mod.barrier_hop(["b1", "b2"], 2, 2.1e-3) == ("85000ns", "0ns")  # the mean over every baseline run
 
     class FakeRun:
         def read_table(self, name):
@@ -46,4 +47,17 @@ def test_barrier_hops_are_cpu_work_and_the_quantum_is_what_the_ranks_computed(mo
     import hpcvar.results as results
 
     monkeypatch.setattr(results.Run, "open", staticmethod(lambda path: FakeRun()))
-    assert mod.work_per_rank_s("base") == 1.06e-3
+    assert mod.work_per_rank_s(["base"]) == 1.06e-3
+    assert mod.work_per_rank_s(["b1", "b2"]) == 1.06e-3  # the median over every baseline's phases
+
+
+def test_each_round_is_measured_against_the_baselines_around_it():
+    """Interleaved rounds: round r's injected time per phase over the mean of baselines r and r + 1. A machine that
+    slows down steadily (baselines 2.0, 2.1, 2.2 ms) leaves a constant 10 % slowdown at 10 % in every round, where a
+    ratio to the first baseline alone read 13 % and 18 %."""
+    import pytest
+
+    mod = load()
+    assert mod.round_slowdowns([2.255, 2.365], [2.0, 2.1, 2.2]) == pytest.approx([0.10, 0.10])
+    with pytest.raises(ValueError, match="2 rounds need 3 baselines"):
+        mod.round_slowdowns([2.2, 2.3], [2.0, 2.1])

@@ -338,6 +338,14 @@ def test_a_mapping_file_is_an_option_of_its_own(tmp_path, runs_dir):
     assert bad.returncode == 2 and "unknown mapping 'rrx'" in bad.stderr and "--mapping-file" in bad.stderr
 
 
+def test_cpu_clock_without_cpu_time_is_refused(tmp_path):
+    """--cpu-clock chooses what --cpu-time records: alone, the trace would silently hold no CPU time."""
+    out = tmp_path / "x.trace"
+    res = run_cli(["trace", "-o", str(out), "--cpu-clock", "user", "--", "true"])
+    assert res.returncode == 2 and "--cpu-clock" in res.stderr and "Add --cpu-time" in res.stderr, res.stderr
+    assert not out.exists()
+
+
 def test_trace_without_subcommand_means_run(tmp_path):
     # 'hpcvar trace -o X -- CMD' is routed to 'trace run': the launcher check of 'run' answers
     res = run_cli(["trace", "-o", str(tmp_path / "x.trace"), "--", "no-such-launcher-xyz", "-n", "2"])

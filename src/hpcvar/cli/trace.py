@@ -75,8 +75,9 @@ def _tracer_lib(lib: str | None) -> Path:
               help="Also record each thread's CPU time at every call's entry and exit (column cpu_ns: the CPU time "
                    "of the computation between calls, for 'sim app --compute cpu'). Costs two system calls per MPI "
                    "call (0.3-1 us each here).")
-@click.option("--cpu-clock", type=click.Choice(["thread", "user"]), default="thread", show_default=True,
-              help="The CPU time --cpu-time records: the thread's CPU clock (exact), or its user-mode time, which "
+@click.option("--cpu-clock", type=click.Choice(["thread", "user"]), default=None,
+              help="The CPU time --cpu-time records: the thread's CPU clock (exact; the default), or its user-mode "
+                   "time, which "
                    "leaves out the network stack's interrupt work that a kernel without IRQ time accounting charges "
                    "to the computing thread it interrupts (split at the kernel's tick where accounting is "
                    "tick-based; docs/replay.md, 'Compute as CPU time').")
@@ -96,6 +97,10 @@ def run_cmd(output, lib, raw_dir, clock, cpu_time, cpu_clock, timeout, as_json, 
     """
     from hpcvar.traces.parquet import merge_raw, write_parquet
 
+    if cpu_clock and not cpu_time:
+        raise UsageError(f"--cpu-clock {cpu_clock} chooses the CPU time that --cpu-time records, and --cpu-time is "
+                         "not given: the trace would hold no CPU time", "--cpu-clock",
+                         f"Add --cpu-time (--cpu-time --cpu-clock {cpu_clock}), or leave --cpu-clock out")
     libp = _tracer_lib(lib)
     if not shutil.which(command[0]):
         raise UsageError(f"command '{command[0]}' not found", "COMMAND",
@@ -111,7 +116,7 @@ def run_cmd(output, lib, raw_dir, clock, cpu_time, cpu_clock, timeout, as_json, 
     env["HV_TRACE_DIR"] = str(rdir.resolve())
     if clock != "auto":
         env["HV_TRACE_CLOCK"] = clock
-    env["HV_TRACE_CPU"] = cpu_clock if cpu_time else "0"
+    env["HV_TRACE_CPU"] = (cpu_clock or "thread") if cpu_time else "0"
     err = stderr_console()
     err.print(f"tracing: {' '.join(command)}")
     try:

@@ -183,8 +183,10 @@ def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5, tick_hz: flo
     for s_ in found:
         if not any(abs(s_["hz"] - o["hz"]) <= 0.005 * o["hz"] for o in out):
             out.append(s_)
+    # a sampler on a grid makes sources of its own; one whose deadlines are dithered (hv_noise_collect since
+    # 2026-11-29) does not
     grid = 1e9 / float(trace.meta["interval_ns"]) if trace.meta.get("method") == "timer" and \
-        float(trace.meta.get("interval_ns") or 0) > 0 else None
+        float(trace.meta.get("interval_ns") or 0) > 0 and trace.meta.get("deadlines") != "dithered" else None
     return fold_harmonics(out, trace.freq_hz / c.length if c.length else 0.0, grid, tick_hz)[:top]
 
 

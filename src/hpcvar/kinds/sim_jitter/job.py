@@ -106,13 +106,15 @@ def job(params: JitterParams, ctx: JobContext) -> Run:
     """Simulate every trace x alignment at every task count; every check is made before the run is created.
     Warnings (a trace too short for the work, tasks that see the same jitter again) go into the run."""
     _check(params)
-    prefetch_arrow()  # its tables are written after the C work: the import runs meanwhile
     loaded, recordings, f0 = _load_traces(params)
     w_cycles, wl_base, win, origin = _workload(params, f0)
     warnings: list[str] = []
     configs = _configs(loaded, recordings, params.align, params.cores_per_node, w_cycles, win, origin, warnings)
     _check_memory(configs, params.tasks, params.phases, params.per_task_path)
     run = ctx.create_run(COMMAND, params, metadata.collect({}, timer=False))
+    # its tables are written after the C work: the import runs meanwhile (not before the traces are read or
+    # synthesized: while the import holds the GIL, that Python work waits for it, docs/replay.md)
+    prefetch_arrow()
     with run_lifecycle(run):  # complete on return; failed, or interrupted (Ctrl-C, SIGTERM), on any exception
         phase_rows, summaries = _simulate(run, configs, params, wl_base, win, origin, f0, warnings)
         run.write_table("jitter.phases", columns(phase_rows, PHASE_COLUMNS))
