@@ -175,14 +175,12 @@ def without_polls(trace: Path, out: Path) -> Path:
     return write_parquet(tr, out)
 
 
-def descheduled(trace: Path) -> dict[str, list[float]]:
-    """Per task, seconds: compute in wall time (the gaps less the polls), its CPU time, and the difference: the
-    time a computing rank was descheduled (with the user clock, also the kernel's work charged to it). On a quiet
-    testbed that is the 4 ranks sharing 2 cores; what other jobs on the machine add shows here, and a measured
-    communication time holds the waits it causes."""
-    from hpcvar.traces.parquet import read_parquet
-
-    ev = read_parquet(trace).events.sort_values(["task", "seq"])
+def descheduled(trace) -> dict[str, list[float]]:
+    """Per task of a trace (read: ``read_parquet``'s), seconds: compute in wall time (the gaps less the polls), its
+    CPU time, and the difference: the time a computing rank was descheduled (with the user clock, also the kernel's
+    work charged to it). On a quiet testbed that is the 4 ranks sharing 2 cores; what other jobs on the machine add
+    shows here, and a measured communication time holds the waits it causes."""
+    ev = trace.events.sort_values(["task", "seq"])
     out: dict[str, list[float]] = {"wall": [], "cpu": [], "descheduled": []}
     for _, g in ev.groupby("task"):
         gaps = (g["t_start_ns"].to_numpy()[1:] - g["t_end_ns"].to_numpy()[:-1]).sum()
@@ -390,13 +388,14 @@ def finish(a, env: dict, traces: dict, net: tuple, shm: tuple, placements: list[
     buf = int(round(net[2])) if len(net) > 2 else 0  # runs kept before the send buffer was measured: 0
     print(f"replayed with --send-buffer {buf} --rndv-first {first} "
           "(Open MPI's btl_tcp_rndv_eager_limit)", flush=True)
-    has_cpu = all("cpu_ns" in read_parquet(traces[p]).events.columns for p in placements)
+    read = {p: read_parquet(traces[p]) for p in placements}
+    has_cpu = all("cpu_ns" in read[p].events.columns for p in placements)
     variants = [v for v in ("before", "wall", "cpu") if v != "cpu" or has_cpu]
     if has_cpu:
         for p in placements:
-            d = descheduled(traces[p])
+            d = descheduled(read[p])
             print(f"{p}: compute per task {min(d['wall']):.3f}-{max(d['wall']):.3f} s of wall clock for "
-                  f"{min(d['cpu']):.3f}-{max(d['cpu']):.3f} s of CPU, {read_parquet(traces[p]).meta.get('cpu')} "
+                  f"{min(d['cpu']):.3f}-{max(d['cpu']):.3f} s of CPU, {read[p].meta.get('cpu')} "
                   f"clock (descheduled {min(d['descheduled']):.3f}-"
                   f"{max(d['descheduled']):.3f} s)", flush=True)
     summary, res, replays = {}, {}, {}

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from hpcvar.traces.parquet import Trace, make_events, write_parquet
+from hpcvar.traces.parquet import Trace, make_events, read_parquet, write_parquet
 from tests.unit.test_replay_traces import PINGPONG
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -30,7 +30,7 @@ def test_descheduled_is_the_wall_clock_compute_less_its_polls_and_cpu_time(tmp_p
     rows[5] = dict(rows[5], cpu_ns=500)
     rows[6] = dict(rows[6], cpu_ns=2000)
     p = write_parquet(Trace(make_events(rows), 2), tmp_path / "t.trace")
-    d = hpl_replay.descheduled(p)
+    d = hpl_replay.descheduled(read_parquet(p))
     assert d["wall"] == pytest.approx([800e-9, 2500e-9])
     assert d["cpu"] == pytest.approx([500e-9, 2500e-9])
     assert d["descheduled"] == pytest.approx([300e-9, 0.0], abs=1e-15)
