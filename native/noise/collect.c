@@ -201,10 +201,11 @@ static void thread_ctxsw(long *vol, long *nonvol) {
     free(s);
 }
 
-/* The timer method: sleep to absolute deadlines every interval_ticks and record how late each wake-up
- * was. A wake-up later than the threshold is a detour that ends at the wake-up minus the usual lateness
- * (stored as t_min) and starts midway between the previous wake-up and the deadline (timer_loop). Costs a few microseconds per deadline instead of a whole CPU,
- * so that collectors of "nodes" that share one machine (the testbed) do not steal each other's time. */
+/* The timer method: sleep to (dithered) deadlines about every interval_ticks and record how late each
+ * wake-up was. A wake-up later than the threshold is a detour that ends at the wake-up minus the usual
+ * lateness (stored as t_min) and starts midway between the previous wake-up and the deadline (timer_loop).
+ * Costs a few microseconds per deadline instead of a whole CPU, so that collectors of "nodes" that share
+ * one machine (the testbed) do not steal each other's time. */
 static uint64_t timer_lateness(uint64_t deadline, double ticks_per_ns) {
     uint64_t now = __rdtsc();
     if (deadline > now) {
