@@ -74,17 +74,39 @@ typedef struct {
     int32_t probe_rq; /* an eager message: the probe waiting for its transfer to end (finish), or -1 */
     int32_t row;      /* the send's row (diagnostics) */
     int64_t op, sreq, rreq, next; /* next: FIFO link in the unsent queue of its key, or free list */
+    /* a shared transfer (contention models): its penalty, its backward links in the lists of its two resources and
+     * in its component's (the forward ones are in hv_hot), its entry in the flow heap (-1: none) */
+    double pen;
+    int64_t rprev[2], cprev, aprev, hpos;
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
 } hv_xfer;                                                           /* ... and the send completed */
+
+/* What a walk over the shared transfers reads, per transfer, kept apart and small (a walk over a component
+ * touches one cache line per transfer): its arrival number (the reference's order of its active list), its two
+ * resources and its next transfer in their lists, its component and its next there, its visit stamp. */
+typedef struct {
+    int64_t seq, res[2], rnext[2], cnext, anext, stamp, comp;
+} hv_hot;
+
+typedef struct { /* an entry of the flow heap: a transfer's earliest pending flow event */
+    double t;
+    int64_t c, xi;
+} hv_fk;
 
 static const int KIND_RANK[4] = {0, 1, 1, 2}; /* none, out, in, in-out */
 
 typedef struct {
     hv_rp_config *c;
     hv_heap heap;
-    int64_t fmin;  /* flow events: the position in `active` of the earliest pending one (-1: none) */
+    int64_t fmin;  /* flow events: the shared transfer with the earliest pending one (-1: none) */
     int fmin_send; /* ... and whether it is its send's completion (else its data end) */
+    /* the flow heap: the shared transfers with a pending flow event, by their earliest (a heap when fh_ok, else
+     * in any order); fkey: the key of fmin's event. fglobal: one component holds every shared transfer, and fh is
+     * not kept (keys are read from the transfers, the earliest found on the way) */
+    hv_fk *fh, fkey;
+    int64_t nfh;
+    int fh_ok, fglobal;
     hv_xfer *x;
     int64_t nx, xcap, free_head;
     double *done_at;    /* per request: completion time, or -1 */
@@ -102,10 +124,17 @@ typedef struct {
     int8_t *ks_done;
     int64_t ks_n, ks_cap, ks_nfree;
     int64_t *probing;           /* per key: the request of a probe waiting for a send to be posted, or -1 */
-    int64_t *active;            /* transfers in their data phase (contention models), in arrival order */
-    int64_t *ares;              /* 2 per active transfer: its source node, nnodes + its destination node */
-    int64_t nactive;
-    double *pen;                /* penalties of the active transfers */
+    /* the transfers in their data phase (contention models): nactive of them, in the lists of their resources
+     * (rhead: per resource, its first transfer; a resource is a node's link out, its number, or in, nnodes + it),
+     * numbered in arrival order (seqc) */
+    int64_t nactive, seqc, epoch, ahead, atail; /* ahead, atail: all of them in arrival order (anext, aprev) */
+    hv_hot *h; /* per transfer slot */
+    int64_t *chead, *ctail, *csize, ncomp, cfree; /* the components (cfree: a free list linked by chead) */
+    int64_t *rhead, *rstamp;
+    /* the view the models compute over (one conflict component, in arrival order): its transfers, 2 resources
+     * each, their penalties; upd: the transfers whose penalties were recomputed */
+    int64_t *view, *vres, nview, *upd;
+    double *pen;
     int8_t *frozen;
     /* per-task accounting of the current row (comm time) */
     int64_t *cur_row;
@@ -118,7 +147,7 @@ typedef struct {
     int8_t *mark;
     int64_t *touched;
     /* myrinet scratch, grown on demand */
-    int64_t *uf, *first_src, *first_dst, *comp_of, *members, *comp_start, *comp_fill;
+    int64_t *members;
     uint64_t *bits;
     int64_t bits_cap;
     int64_t *coef, *hits, *order;
@@ -146,10 +175,10 @@ static int complete(hv_rp *s, int64_t rq, double t) {
 }
 
 /* max-min fair shares (progressive filling, as hpcvar.models.sharing.maxmin_shares) -> pen: the reference's
- * operations in its order, over the compact resources of the shared transfers (s->ares). A resource is the
+ * operations in its order, over the compact resources of the shared transfers (s->vres). A resource is the
  * source node's link out (its node number) or the destination node's link in (nnodes + its node), capacity 1. */
 static void maxmin(hv_rp *s) {
-    const int64_t n = s->nactive, *ar = s->ares;
+    const int64_t n = s->nview, *ar = s->vres;
     double *rate = s->pen, *cap = s->cap;
     int64_t *users = s->users, *touched = s->touched, nt = 0;
     int8_t *frozen = s->frozen;
@@ -200,26 +229,22 @@ static double side(int64_t deg, int strong, int64_t card, double beta, double ga
 /* the gige degree model (as hpcvar.models.sharing._gige) -> pen */
 static void gige(hv_rp *s) {
     hv_rp_config *c = s->c;
-    int64_t n = s->nactive;
-    const int32_t *node = c->node_of;
+    const int64_t n = s->nview, nn = c->nnodes, *ar = s->vres; /* the nodes: ar[2k], ar[2k + 1] - nn */
     for (int64_t k = 0; k < n; k++) {
-        hv_xfer *x = &s->x[s->active[k]];
-        s->n_out[node[x->src]]++;
-        s->n_in[node[x->dst]]++;
+        s->n_out[ar[2 * k]]++;
+        s->n_in[ar[2 * k + 1] - nn]++;
     }
     /* top[src]: the largest in-degree among the source's comms, card: how many reach it;
      * top2[dst]: the largest out-degree among the destination's comms, card2: how many */
     for (int64_t k = 0; k < n; k++) {
-        hv_xfer *x = &s->x[s->active[k]];
-        int64_t a = node[x->src], b = node[x->dst], di = s->n_in[b], dout = s->n_out[a];
+        int64_t a = ar[2 * k], b = ar[2 * k + 1] - nn, di = s->n_in[b], dout = s->n_out[a];
         if (di > s->top[a]) s->top[a] = di, s->card[a] = 1;
         else if (di == s->top[a]) s->card[a]++;
         if (dout > s->top2[b]) s->top2[b] = dout, s->card2[b] = 1;
         else if (dout == s->top2[b]) s->card2[b]++;
     }
     for (int64_t k = 0; k < n; k++) {
-        hv_xfer *x = &s->x[s->active[k]];
-        int64_t a = node[x->src], b = node[x->dst], dout = s->n_out[a], di = s->n_in[b];
+        int64_t a = ar[2 * k], b = ar[2 * k + 1] - nn, dout = s->n_out[a], di = s->n_in[b];
         double po = side(dout, di == s->top[a], s->card[a], c->beta, c->gamma_out);
         double pi = side(di, dout == s->top2[b], s->card2[b], c->beta, c->gamma_in);
         double p = 1.0;
@@ -228,8 +253,7 @@ static void gige(hv_rp *s) {
         s->pen[k] = p;
     }
     for (int64_t k = 0; k < n; k++) {
-        hv_xfer *x = &s->x[s->active[k]];
-        int64_t a = node[x->src], b = node[x->dst];
+        int64_t a = ar[2 * k], b = ar[2 * k + 1] - nn;
         s->n_out[a] = s->n_in[b] = s->top[a] = s->card[a] = s->top2[b] = s->card2[b] = 0;
     }
 }
@@ -364,23 +388,15 @@ static int myr_grow(hv_rp *s, int64_t need) {
     return 0;
 }
 
-static int64_t uf_find(int64_t *uf, int64_t k) {
-    while (uf[k] != k) {
-        uf[k] = uf[uf[k]];
-        k = uf[k];
-    }
-    return k;
-}
-
 /* The conflict masks (conf: the same source or destination node) and the complement graph (compat) of the
  * component's m communications, W words a row. */
 static void conflict_masks(hv_rp *s, const int64_t *comp, int64_t m, int64_t W, uint64_t *conf, uint64_t *compat) {
     const int32_t *node = s->c->node_of;
     memset(conf, 0, (size_t)(2 * m * W) * sizeof *conf);
     for (int64_t i = 0; i < m; i++) {
-        hv_xfer *a = &s->x[s->active[comp[i]]];
+        hv_xfer *a = &s->x[s->view[comp[i]]];
         for (int64_t j = 0; j < m; j++) {
-            hv_xfer *b = &s->x[s->active[comp[j]]];
+            hv_xfer *b = &s->x[s->view[comp[j]]];
             if (i != j && (node[a->src] == node[b->src] || node[a->dst] == node[b->dst]))
                 conf[i * W + j / 64] |= 1ull << (j % 64);
         }
@@ -477,7 +493,7 @@ static int memo_key(hv_rp *s, hv_memo *mo, const int64_t *comp, int64_t m, uint6
     }
     uint64_t x = 0xcbf29ce484222325ULL ^ (uint64_t)m;
     for (int64_t i = 0; i < m; i++) {
-        const hv_xfer *t = &s->x[s->active[comp[i]]];
+        const hv_xfer *t = &s->x[s->view[comp[i]]];
         mo->cur[2 * i] = node[t->src];
         mo->cur[2 * i + 1] = node[t->dst];
         x = (x ^ ((uint64_t)(uint32_t)node[t->src] << 32 | (uint32_t)node[t->dst])) * 0x100000001b3ULL;
@@ -570,11 +586,11 @@ static int myrinet_compute(hv_rp *s, const int64_t *comp, int64_t m) {
     }
     /* each communication takes the minimum coefficient among those leaving its source node */
     for (int64_t i = 0; i < m; i++) {
-        int32_t src = node[s->x[s->active[comp[i]]].src];
+        int32_t src = node[s->x[s->view[comp[i]]].src];
         int64_t mc = -1;
         double mf = 0.0;
         for (int64_t j = 0; j < m; j++) {
-            if (node[s->x[s->active[comp[j]]].src] != src) continue;
+            if (node[s->x[s->view[comp[j]]].src] != src) continue;
             if (c->myr_method == 0) {
                 if (mc < 0 || cnt[j] < mc) mc = cnt[j];
             } else if (mc < 0 || frac[j] < mf) {
@@ -584,39 +600,6 @@ static int myrinet_compute(hv_rp *s, const int64_t *comp, int64_t m) {
         }
         if (c->myr_method == 0) s->pen[comp[i]] = (double)states / (double)mc;
         else s->pen[comp[i]] = mf > 0 ? 1.0 / mf : 1.0 / 0.0;
-    }
-    return 0;
-}
-
-static int myrinet(hv_rp *s) {
-    int64_t n = s->nactive, nn = s->c->nnodes;
-    const int32_t *node = s->c->node_of;
-    for (int64_t i = 0; i < nn; i++) s->first_src[i] = s->first_dst[i] = -1;
-    for (int64_t k = 0; k < n; k++) s->uf[k] = k;
-    for (int64_t k = 0; k < n; k++) {
-        hv_xfer *x = &s->x[s->active[k]];
-        int64_t *f[2] = {&s->first_src[node[x->src]], &s->first_dst[node[x->dst]]};
-        for (int j = 0; j < 2; j++) {
-            if (*f[j] >= 0) s->uf[uf_find(s->uf, k)] = uf_find(s->uf, *f[j]);
-            else *f[j] = k;
-        }
-    }
-    /* members of each component in ascending order (a counting sort by root) */
-    for (int64_t k = 0; k < n; k++) s->comp_start[k] = 0;
-    for (int64_t k = 0; k < n; k++) s->comp_of[k] = uf_find(s->uf, k), s->comp_start[s->comp_of[k]]++;
-    int64_t acc = 0;
-    for (int64_t k = 0; k < n; k++) {
-        int64_t v = s->comp_start[k];
-        s->comp_start[k] = acc;
-        s->comp_fill[k] = acc;
-        acc += v;
-    }
-    for (int64_t k = 0; k < n; k++) s->members[s->comp_fill[s->comp_of[k]]++] = k;
-    for (int64_t r = 0; r < n; r++) {
-        int64_t m = s->comp_fill[r] - s->comp_start[r];
-        if (m == 0) continue;
-        int rc = myrinet_component(s, s->members + s->comp_start[r], m);
-        if (rc) return rc;
     }
     return 0;
 }
@@ -633,28 +616,145 @@ static int myrinet(hv_rp *s) {
 
 static inline int key_less(double t1, int64_t c1, double t2, int64_t c2) { return t1 < t2 || (t1 == t2 && c1 < c2); }
 
-/* The earliest pending flow event (s->fmin, s->fmin_send), over the shared transfers. */
-static void flow_min(hv_rp *s) {
-    double bt = 0.0;
-    int64_t bc = -1;
-    s->fmin = -1;
-    for (int64_t k = 0; k < s->nactive; k++) {
-        const hv_xfer *x = &s->x[s->active[k]];
-        if (x->ecnt >= 0 && (bc < 0 || key_less(x->et, x->ecnt, bt, bc)))
-            bt = x->et, bc = x->ecnt, s->fmin = k, s->fmin_send = 0;
-        if (x->scnt >= 0 && (bc < 0 || key_less(x->st, x->scnt, bt, bc)))
-            bt = x->st, bc = x->scnt, s->fmin = k, s->fmin_send = 1;
+/* The flow heap: the shared transfers with a pending flow event, an indexed binary heap ordered by the earliest of
+ * their two events, (time, counter), as the event heap orders its events; the earliest pending flow event is at its
+ * top. An entry carries its key (sifts compare entries, not transfers); a transfer knows its entry (hpos). */
+
+static inline int fk_less(const hv_fk *a, const hv_fk *b) { return key_less(a->t, a->c, b->t, b->c); }
+
+static void fh_up(hv_rp *s, int64_t i) {
+    const hv_fk e = s->fh[i];
+    while (i > 0) {
+        const int64_t p = (i - 1) / 2;
+        if (!fk_less(&e, &s->fh[p])) break;
+        s->fh[i] = s->fh[p];
+        s->x[s->fh[i].xi].hpos = i;
+        i = p;
     }
+    s->fh[i] = e;
+    s->x[e.xi].hpos = i;
+}
+
+/* Sift entry i down; its moves recorded in the transfers when pos (else the caller records them). */
+static void fh_down(hv_rp *s, int64_t i, int pos) {
+    const hv_fk e = s->fh[i];
+    const int64_t n = s->nfh;
+    for (;;) {
+        const int64_t l = 2 * i + 1;
+        if (l >= n) break;
+        const int64_t m = (l + 1 < n && fk_less(&s->fh[l + 1], &s->fh[l])) ? l + 1 : l;
+        if (!fk_less(&s->fh[m], &e)) break;
+        s->fh[i] = s->fh[m];
+        if (pos) s->x[s->fh[i].xi].hpos = i;
+        i = m;
+    }
+    s->fh[i] = e;
+    if (pos) s->x[e.xi].hpos = i;
+}
+
+/* The earliest of the transfer's pending flow events (et, ecnt; st, scnt; counter -1: none) into e; 0: none. */
+static inline int flow_key(const hv_xfer *x, int64_t xi, hv_fk *e) {
+    if (x->scnt >= 0 && (x->ecnt < 0 || key_less(x->st, x->scnt, x->et, x->ecnt))) *e = (hv_fk){x->st, x->scnt, xi};
+    else *e = (hv_fk){x->et, x->ecnt, xi};
+    return x->ecnt >= 0 || x->scnt >= 0;
+}
+
+/* The transfer's pending flow events changed: its entry's key and place (in place when the entries are not a heap:
+ * a removal takes the last entry's place). */
+static void flow_update(hv_rp *s, int64_t xi) {
+    if (s->fglobal) return; /* its key is read from it */
+    hv_xfer *x = &s->x[xi];
+    hv_fk e;
+    const int has = flow_key(x, xi, &e);
+    if (!s->fh_ok) {
+        if (has) {
+            if (x->hpos < 0) x->hpos = s->nfh++;
+            s->fh[x->hpos] = e;
+        } else if (x->hpos >= 0) {
+            const int64_t i = x->hpos;
+            x->hpos = -1;
+            if (i != --s->nfh) s->fh[i] = s->fh[s->nfh], s->x[s->fh[i].xi].hpos = i;
+        }
+        return;
+    }
+    if (x->hpos < 0) {
+        if (!has) return;
+        s->fh[s->nfh] = e;
+        fh_up(s, s->nfh++);
+        return;
+    }
+    const int64_t i = x->hpos;
+    if (has) {
+        s->fh[i] = e;
+        fh_up(s, i);
+        fh_down(s, x->hpos, 1);
+        return;
+    }
+    x->hpos = -1;
+    const hv_fk last = s->fh[--s->nfh];
+    if (i == s->nfh) return;
+    s->fh[i] = last;
+    fh_up(s, i);
+    fh_down(s, s->x[last.xi].hpos, 1);
+}
+
+/* The transfer's key changed, as one of many: its entry written in place (or added); the entries are no longer a
+ * heap (the earliest is found by a scan, as long as many keys change at a time). */
+static inline void flow_set(hv_rp *s, hv_xfer *x, int64_t xi) {
+    hv_fk e;
+    flow_key(x, xi, &e);
+    if (x->hpos < 0) x->hpos = s->nfh++;
+    s->fh[x->hpos] = e;
+    s->fh_ok = 0;
+}
+
+/* The heap rebuilt bottom-up (linear in its size, where n sifts would take n log of it), then each entry's place
+ * recorded. */
+static void flow_rebuild(hv_rp *s) {
+    for (int64_t i = s->nfh / 2 - 1; i >= 0; i--) fh_down(s, i, 0);
+    for (int64_t i = 0; i < s->nfh; i++) s->x[s->fh[i].xi].hpos = i;
+    s->fh_ok = 1;
+}
+
+/* The earliest pending flow event (s->fmin: its transfer, s->fkey: its key, s->fmin_send). */
+static void flow_min(hv_rp *s) {
+    s->fmin = -1;
+    if (s->fglobal) { /* from the transfers */
+        hv_fk e;
+        for (int64_t xi = s->ahead; xi >= 0; xi = s->h[xi].anext)
+            if (flow_key(&s->x[xi], xi, &e) && (s->fmin < 0 || fk_less(&e, &s->fkey))) s->fkey = e, s->fmin = xi;
+    } else if (s->nfh) {
+        int64_t b = 0;
+        if (!s->fh_ok)
+            for (int64_t i = 1; i < s->nfh; i++)
+                if (fk_less(&s->fh[i], &s->fh[b])) b = i;
+        s->fkey = s->fh[b];
+        s->fmin = s->fkey.xi;
+    }
+    if (s->fmin >= 0) s->fmin_send = s->fkey.c == s->x[s->fmin].scnt;
+}
+
+/* Leave the global mode: every shared transfer's key into the flow heap's entries (not yet a heap). */
+static void flow_entries(hv_rp *s) {
+    hv_fk e;
+    s->nfh = 0;
+    for (int64_t xi = s->ahead; xi >= 0; xi = s->h[xi].anext) {
+        hv_xfer *x = &s->x[xi];
+        x->hpos = -1;
+        if (flow_key(x, xi, &e)) s->fh[x->hpos = s->nfh++] = e;
+    }
+    s->fh_ok = 0;
+    s->fglobal = 0;
 }
 
 /* The kind of conflict each shared transfer meets (another one out of its source node, into its destination
  * node, both), kept as the worst so far: transfers per resource counted over s->ares. */
 static void conflict_kinds(hv_rp *s) {
-    const int64_t n = s->nactive, *ar = s->ares;
+    const int64_t n = s->nview, *ar = s->vres;
     int64_t *deg = s->deg;
     for (int64_t k = 0; k < 2 * n; k++) deg[ar[k]]++;
     for (int64_t k = 0; k < n; k++) {
-        hv_xfer *x = &s->x[s->active[k]];
+        hv_xfer *x = &s->x[s->view[k]];
         const int o = deg[ar[2 * k]] > 1, i = deg[ar[2 * k + 1]] > 1;
         const int kd = o && i ? 3 : o ? 1 : i ? 2 : 0;
         if (KIND_RANK[kd] > KIND_RANK[(int)x->kind]) x->kind = (int8_t)kd;
@@ -662,48 +762,271 @@ static void conflict_kinds(hv_rp *s) {
     for (int64_t k = 0; k < 2 * n; k++) deg[ar[k]] = 0;
 }
 
-static int recompute(hv_rp *s, double now) {
-    hv_rp_config *c = s->c;
-    int64_t n = s->nactive;
-    if (n == 0) {
-        s->fmin = -1;
-        return 0;
+/* ---- recomputation by conflict component ----------------------------------------------------------------
+ *
+ * Every model computes a transfer's penalty from its conflict component alone (the transfers linked to it by a
+ * shared source or destination node, step by step): gige from the degrees of its nodes and their neighbours',
+ * myrinet per component (its memo keys on the component), maxmin by progressive filling per component (as the
+ * reference, hpcvar.models.sharing.maxmin_shares). So when a transfer starts or ends, only its component can
+ * change (two, when its end splits one): those are recomputed, their transfers in the reference's order (arrival),
+ * and every other transfer keeps its rate, as it would in the reference's recomputation of all (its rate is
+ * unchanged: no push).
+ *
+ * The components are kept as the transfers come and go: a graph whose vertices are the resources (a node's link
+ * out, its number; its link in, nnodes + its number) and whose edges are the shared transfers. Each component
+ * lists its transfers in arrival order (chead, ctail; cnext in hv_hot, cprev in hv_xfer). A transfer that starts
+ * joins the component of its resources (merging two: their lists merged by arrival); one that ends may split its
+ * component in two, which a search from both of its resources at once finds, at the cost of the smaller part. */
+
+static int64_t comp_new(hv_rp *s) {
+    int64_t c = s->cfree;
+    if (c >= 0) s->cfree = s->chead[c];
+    else c = s->ncomp++;
+    s->chead[c] = s->ctail[c] = -1;
+    s->csize[c] = 0;
+    return c;
+}
+
+static void comp_append(hv_rp *s, int64_t c, int64_t xi) {
+    s->h[xi].comp = c;
+    s->h[xi].cnext = -1;
+    s->x[xi].cprev = s->ctail[c];
+    if (s->ctail[c] >= 0) s->h[s->ctail[c]].cnext = xi;
+    else s->chead[c] = xi;
+    s->ctail[c] = xi;
+    s->csize[c]++;
+}
+
+static void comp_unlink(hv_rp *s, int64_t xi) {
+    const int64_t c = s->h[xi].comp, p = s->x[xi].cprev, nx = s->h[xi].cnext;
+    if (p >= 0) s->h[p].cnext = nx;
+    else s->chead[c] = nx;
+    if (nx >= 0) s->x[nx].cprev = p;
+    else s->ctail[c] = p;
+    s->csize[c]--;
+}
+
+/* Components a and b become one (a), its list merged by arrival. */
+static int64_t comp_merge(hv_rp *s, int64_t a, int64_t b) {
+    hv_hot *h = s->h;
+    int64_t i = s->chead[a], j = s->chead[b];
+    s->chead[a] = s->ctail[a] = -1;
+    s->csize[a] = 0;
+    while (i >= 0 || j >= 0) {
+        int64_t xi;
+        if (j < 0 || (i >= 0 && h[i].seq < h[j].seq)) xi = i, i = h[i].cnext;
+        else xi = j, j = h[j].cnext;
+        comp_append(s, a, xi);
     }
+    s->chead[b] = s->cfree; /* b is free */
+    s->cfree = b;
+    return a;
+}
+
+/* A transfer joins the shared ones: at the head of its resources' lists, at the end of its component's. */
+static void res_link(hv_rp *s, int64_t xi) {
+    hv_xfer *x = &s->x[xi];
+    hv_hot *h = &s->h[xi];
+    h->seq = s->seqc++;
+    h->stamp = 0;
+    h->anext = -1;
+    x->aprev = s->atail;
+    if (s->atail >= 0) s->h[s->atail].anext = xi;
+    else s->ahead = xi;
+    s->atail = xi;
+    h->res[0] = s->c->node_of[x->src];
+    h->res[1] = s->c->nnodes + s->c->node_of[x->dst];
+    const int64_t f0 = s->rhead[h->res[0]], f1 = s->rhead[h->res[1]];
+    const int64_t ca = f0 >= 0 ? s->h[f0].comp : -1, cb = f1 >= 0 ? s->h[f1].comp : -1;
+    int64_t c;
+    if (ca < 0 && cb < 0) c = comp_new(s);
+    else if (ca < 0) c = cb;
+    else if (cb < 0 || ca == cb) c = ca;
+    else c = s->csize[ca] >= s->csize[cb] ? comp_merge(s, ca, cb) : comp_merge(s, cb, ca);
+    comp_append(s, c, xi); /* the latest arrival: last */
+    for (int j = 0; j < 2; j++) {
+        const int64_t r = h->res[j], first = s->rhead[r];
+        x->rprev[j] = -1;
+        h->rnext[j] = first;
+        if (first >= 0) s->x[first].rprev[j] = xi;
+        s->rhead[r] = xi;
+    }
+}
+
+static void res_unlink(hv_rp *s, int64_t xi) {
+    hv_xfer *x = &s->x[xi];
+    const hv_hot *h = &s->h[xi];
+    if (x->aprev >= 0) s->h[x->aprev].anext = h->anext;
+    else s->ahead = h->anext;
+    if (h->anext >= 0) s->x[h->anext].aprev = x->aprev;
+    else s->atail = x->aprev;
+    for (int j = 0; j < 2; j++) {
+        const int64_t p = x->rprev[j], nx = h->rnext[j];
+        if (p >= 0) s->h[p].rnext[j] = nx;
+        else s->rhead[h->res[j]] = nx;
+        if (nx >= 0) s->x[nx].rprev[j] = p;
+    }
+    comp_unlink(s, xi);
+}
+
+/* Sort a[0..n) by arrival (seq): insertion for a few, heapsort beyond. */
+static void sort_by_arrival(const hv_rp *s, int64_t *a, int64_t n) {
+    const hv_hot *x = s->h;
+    if (n <= 24) {
+        for (int64_t i = 1; i < n; i++) {
+            const int64_t v = a[i];
+            int64_t j = i;
+            for (; j > 0 && x[a[j - 1]].seq > x[v].seq; j--) a[j] = a[j - 1];
+            a[j] = v;
+        }
+        return;
+    }
+    for (int64_t end = n, i = n / 2 - 1;;) { /* build the max-heap (i >= 0), then pop it (end > 1) */
+        int64_t root;
+        if (i >= 0) root = i--;
+        else if (--end > 0) {
+            const int64_t t = a[0];
+            a[0] = a[end];
+            a[end] = t;
+            root = 0;
+        } else break;
+        const int64_t v = a[root];
+        for (int64_t c = 2 * root + 1; c < end; c = 2 * root + 1) {
+            if (c + 1 < end && x[a[c + 1]].seq > x[a[c]].seq) c++;
+            if (x[a[c]].seq <= x[v].seq) break;
+            a[root] = a[c];
+            root = c;
+        }
+        a[root] = v;
+    }
+}
+
+/* One side of the search: resource r reached with stamp e (the other side's: o). 1 when the sides meet. */
+static int reach(hv_rp *s, int64_t r, int64_t e, int64_t o, int64_t *q, int64_t *n) {
+    if (s->rstamp[r] == o) return 1;
+    if (s->rstamp[r] == e) return 0;
+    s->rstamp[r] = e;
+    const int j = r >= s->c->nnodes;
+    for (int64_t xi = s->rhead[r]; xi >= 0; xi = s->h[xi].rnext[j]) {
+        if (s->h[xi].stamp == o) return 1;
+        if (s->h[xi].stamp != e) s->h[xi].stamp = e, q[(*n)++] = xi;
+    }
+    return 0;
+}
+
+/* A transfer on r0 and r1 (both still used) left its component: if r0 and r1 are no longer linked, the side found
+ * whole first (the search goes one transfer at a time on each side) leaves it as a new component, returned; else
+ * -1. */
+static int64_t comp_split(hv_rp *s, int64_t r0, int64_t r1) {
+    int64_t *qa = s->view, *qb = s->upd, na = 0, nb = 0, ia = 0, ib = 0;
+    const int64_t ea = ++s->epoch, eb = ++s->epoch;
+    if (reach(s, r0, ea, eb, qa, &na) || reach(s, r1, eb, ea, qb, &nb)) return -1;
+    for (;;) {
+        if (ia == na) break; /* side a is whole */
+        if (ib == nb) { /* side b is whole */
+            qa = qb, na = nb;
+            break;
+        }
+        const hv_hot *x = &s->h[qa[ia++]];
+        if (reach(s, x->res[0], ea, eb, qa, &na) || reach(s, x->res[1], ea, eb, qa, &na)) return -1;
+        const hv_hot *y = &s->h[qb[ib++]];
+        if (reach(s, y->res[0], eb, ea, qb, &nb) || reach(s, y->res[1], eb, ea, qb, &nb)) return -1;
+    }
+    sort_by_arrival(s, qa, na);
+    const int64_t cn = comp_new(s);
+    for (int64_t k = 0; k < na; k++) {
+        comp_unlink(s, qa[k]);
+        comp_append(s, cn, qa[k]);
+    }
+    return cn;
+}
+
+/* The penalties of component c's transfers (view: them in arrival order; pen, and in each transfer when keep),
+ * and the conflicts they meet. */
+static int comp_penalties(hv_rp *s, int64_t c, int keep) {
+    int64_t n = 0;
+    for (int64_t xi = s->chead[c]; xi >= 0; xi = s->h[xi].cnext) {
+        s->view[n] = xi;
+        s->vres[2 * n] = s->h[xi].res[0];
+        s->vres[2 * n + 1] = s->h[xi].res[1];
+        n++;
+    }
+    s->nview = n;
     if (n > 1) {
-        if (c->model == HV_RP_MAXMIN) maxmin(s);
-        else if (c->model == HV_RP_GIGE) gige(s);
+        if (s->c->model == HV_RP_MAXMIN) maxmin(s);
+        else if (s->c->model == HV_RP_GIGE) gige(s);
         else {
-            int rc = myrinet(s);
+            int rc = myrinet_component(s, s->members, n);
             if (rc) return rc;
         }
         conflict_kinds(s);
     } else {
         s->pen[0] = 1.0;
     }
-    double bt = 0.0; /* the earliest pending flow event, found on the way (flow_min) */
-    int64_t bc = -1;
-    s->fmin = -1;
-    for (int64_t k = 0; k < n; k++) {
-        hv_xfer *x = &s->x[s->active[k]];
-        double rate = x->bw / s->pen[k];
-        if (rate != x->rate) { /* its events move: they take the counters the reference's pushes take */
-            x->remaining -= x->rate * (now - x->last);
-            x->last = now;
-            x->rate = rate;
-            double rem = x->remaining > 0.0 ? x->remaining : 0.0;
-            x->et = now + rem / rate;
-            x->ecnt = ++s->heap.counter;
-            if (x->buffered && !x->sdone) {
-                double rs = x->remaining - s->c->send_buffer;
-                x->st = now + (rs > 0.0 ? rs : 0.0) / rate;
-                x->scnt = ++s->heap.counter;
-            }
-        }
-        if (x->ecnt >= 0 && (bc < 0 || key_less(x->et, x->ecnt, bt, bc)))
-            bt = x->et, bc = x->ecnt, s->fmin = k, s->fmin_send = 0;
-        if (x->scnt >= 0 && (bc < 0 || key_less(x->st, x->scnt, bt, bc)))
-            bt = x->st, bc = x->scnt, s->fmin = k, s->fmin_send = 1;
+    if (keep)
+        for (int64_t k = 0; k < n; k++) s->x[s->view[k]].pen = s->pen[k];
+    return 0;
+}
+
+/* Components c0 and c1 (-1: none) changed: their penalties; a transfer whose rate changes gets new events, with
+ * the counters the reference's pushes take (its order: arrival, over both). When c0 holds every shared transfer
+ * (a fan-in), the earliest flow event is found on the way and the flow heap is not kept (global mode). */
+static int recompute(hv_rp *s, double now, int64_t c0, int64_t c1) {
+    int64_t nu = 0, *u = s->view;
+    const int global = c1 < 0 && s->csize[c0] == s->nactive;
+    if (!global && s->fglobal) flow_entries(s);
+    if (c1 >= 0) {
+        int rc = comp_penalties(s, c1, 1);
+        if (rc) return rc;
     }
+    if (c0 >= 0) {
+        int rc = comp_penalties(s, c0, c1 >= 0);
+        if (rc) return rc;
+        nu = s->nview;
+    }
+    if (c1 >= 0) { /* both lists merged by arrival */
+        u = s->upd;
+        nu = 0;
+        const hv_hot *h = s->h;
+        int64_t i = c0 >= 0 ? s->chead[c0] : -1, j = s->chead[c1];
+        while (i >= 0 || j >= 0) {
+            if (j < 0 || (i >= 0 && h[i].seq < h[j].seq)) u[nu++] = i, i = h[i].cnext;
+            else u[nu++] = j, j = h[j].cnext;
+        }
+    }
+    const int batch = 4 * nu > s->nfh; /* many keys may change: written in place, no heap kept */
+    if (!global && !batch && !s->fh_ok) flow_rebuild(s);
+    s->fglobal = global;
+    hv_fk e;
+    if (global) s->fmin = -1;
+    for (int64_t k = 0; k < nu; k++) {
+        hv_xfer *x = &s->x[u[k]];
+        double rate = x->bw / (c1 >= 0 ? x->pen : s->pen[k]);
+        if (rate == x->rate) {
+            if (global && flow_key(x, u[k], &e) && (s->fmin < 0 || fk_less(&e, &s->fkey))) s->fkey = e, s->fmin = u[k];
+            continue;
+        }
+        x->remaining -= x->rate * (now - x->last);
+        x->last = now;
+        x->rate = rate;
+        double rem = x->remaining > 0.0 ? x->remaining : 0.0;
+        x->et = now + rem / rate;
+        x->ecnt = ++s->heap.counter;
+        if (x->buffered && !x->sdone) {
+            double rs = x->remaining - s->c->send_buffer;
+            x->st = now + (rs > 0.0 ? rs : 0.0) / rate;
+            x->scnt = ++s->heap.counter;
+        }
+        if (global) {
+            if (flow_key(x, u[k], &e) && (s->fmin < 0 || fk_less(&e, &s->fkey))) s->fkey = e, s->fmin = u[k];
+        } else if (batch) {
+            flow_set(s, x, u[k]);
+        } else {
+            flow_update(s, u[k]);
+        }
+    }
+    if (!global) flow_min(s);
+    else if (s->fmin >= 0) s->fmin_send = s->fkey.c == s->x[s->fmin].scnt;
     return 0;
 }
 
@@ -774,30 +1097,35 @@ static int64_t xalloc(hv_rp *s) {
         hv_xfer *x = realloc(s->x, (size_t)cap * sizeof *x);
         if (!x) return -1;
         s->x = x;
-        int64_t *a = realloc(s->active, (size_t)cap * sizeof *a);
-        if (!a) return -1;
-        s->active = a;
-        int64_t *ar = realloc(s->ares, (size_t)(2 * cap) * sizeof *ar);
+        int64_t *ar = realloc(s->vres, (size_t)(2 * cap) * sizeof *ar);
         if (!ar) return -1;
-        s->ares = ar;
+        s->vres = ar;
         double *p = realloc(s->pen, (size_t)cap * sizeof *p);
         if (!p) return -1;
         s->pen = p;
         int8_t *f = realloc(s->frozen, (size_t)cap);
         if (!f) return -1;
         s->frozen = f;
-        if (s->c->model == HV_RP_MYRINET) {
 #define GROW(field) \
     do { \
         int64_t *q = realloc(s->field, (size_t)cap * sizeof *q); \
         if (!q) return -1; \
         s->field = q; \
     } while (0)
-            GROW(uf);
-            GROW(comp_of);
+        hv_hot *hh = realloc(s->h, (size_t)cap * sizeof *hh);
+        if (!hh) return -1;
+        s->h = hh;
+        hv_fk *fk = realloc(s->fh, (size_t)cap * sizeof *fk);
+        if (!fk) return -1;
+        s->fh = fk;
+        GROW(chead);
+        GROW(ctail);
+        GROW(csize);
+        GROW(view);
+        GROW(upd);
+        if (s->c->model == HV_RP_MYRINET) {
             GROW(members);
-            GROW(comp_start);
-            GROW(comp_fill);
+            for (int64_t i = s->xcap; i < cap; i++) s->members[i] = i; /* a view's positions, in order */
             GROW(coef);
             GROW(hits);
             GROW(order);
@@ -1273,18 +1601,18 @@ static int rp_alloc(hv_rp *s) {
     ALLOC(s->deg, 2 * nn);
     ALLOC(s->mark, 2 * nn);
     ALLOC(s->touched, 2 * nn);
-    ALLOC(s->first_src, nn);
-    ALLOC(s->first_dst, nn);
+    ALLOC(s->rhead, 2 * nn);
+    ALLOC(s->rstamp, 2 * nn);
     return 0;
 }
 
 static void rp_free(hv_rp *s) {
-    void *all[] = {s->heap.a,  s->x,       s->done_at,    s->waiting,   s->pending_row, s->cur_row,   s->cur_start,
-                   s->cur_end, s->us_head, s->us_tail,    s->ur_head,   s->ur_tail,     s->ur_next,   s->active,
-                   s->pen,     s->frozen,  s->n_out,      s->n_in,      s->top,         s->card,      s->top2,
-                   s->card2,   s->cap,     s->users,      s->touched,   s->uf,          s->first_src, s->first_dst,
-                   s->comp_of, s->members, s->comp_start, s->comp_fill, s->bits,        s->coef,      s->hits,
-                   s->order,   s->ares,    s->deg,        s->mark,      s->probing};
+    void *all[] = {s->heap.a,  s->x,       s->done_at, s->waiting, s->pending_row, s->cur_row, s->cur_start,
+                   s->cur_end, s->us_head, s->us_tail, s->ur_head, s->ur_tail,     s->ur_next, s->fh,
+                   s->view,    s->upd,     s->h,       s->chead,   s->ctail,       s->csize,   s->pen,
+                   s->frozen,  s->n_out,   s->n_in,    s->top,     s->card,        s->top2,    s->card2,
+                   s->cap,     s->users,   s->touched, s->rhead,   s->rstamp,      s->members, s->bits,
+                   s->coef,    s->hits,    s->order,   s->vres,    s->deg,         s->mark,    s->probing};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memo_free(s->memo);
     free(s->km_key), free(s->km_slot), free(s->ks_key), free(s->ks_free), free(s->ks_done);
@@ -1301,6 +1629,10 @@ static void rp_reset(hv_rp *s) {
     const int64_t nk = s->km_cap ? 0 : c->nkeys; /* streaming: slots are reset when the pool grows or frees them */
     for (int64_t i = 0; i < nk; i++) s->us_head[i] = s->us_tail[i] = s->ur_head[i] = s->ur_tail[i] = -1;
     for (int64_t i = 0; i < nk; i++) s->probing[i] = -1;
+    for (int64_t i = 0; i < 2 * c->nnodes; i++) s->rhead[i] = -1;
+    s->cfree = -1;
+    s->ahead = s->atail = -1;
+    s->fh_ok = 1;
     if (c->row_start)
         for (int64_t i = 0; i < c->nrows; i++) c->row_start[i] = c->row_end[i] = -1.0;
     for (int64_t t = 0; t < c->ntasks; t++) {
@@ -1328,10 +1660,10 @@ static int on_latency(hv_rp *s, int64_t xi, double now) {
         x->last = now;
         x->rate = 0.0;
         x->ecnt = x->scnt = -1;
-        s->ares[2 * s->nactive] = c->node_of[x->src];
-        s->ares[2 * s->nactive + 1] = c->nnodes + c->node_of[x->dst];
-        s->active[s->nactive++] = xi;
-        return recompute(s, now);
+        x->hpos = -1;
+        res_link(s, xi);
+        s->nactive++;
+        return recompute(s, now, s->h[xi].comp, -1);
     }
     if (x->buffered) {
         double rs = x->nbytes - c->send_buffer;
@@ -1344,21 +1676,31 @@ static int on_latency(hv_rp *s, int64_t xi, double now) {
  * completes its requests and the probe waiting for it, if any, and the others' rates are recomputed), or its send
  * completes (at most the send buffer left). */
 static int on_flow_event(hv_rp *s) {
-    const int64_t k = s->fmin, xi = s->active[k];
+    const int64_t xi = s->fmin;
     hv_xfer *x = &s->x[xi];
     if (s->fmin_send) {
         const double now = x->st;
         x->sdone = 1;
         x->scnt = -1;
+        flow_update(s, xi);
         flow_min(s);
         return complete(s, x->sreq, now) ? HV_RP_ENOMEM : 0;
     }
     const double now = x->et;
-    memmove(&s->active[k], &s->active[k + 1], (size_t)(s->nactive - k - 1) * sizeof *s->active);
-    memmove(&s->ares[2 * k], &s->ares[2 * k + 2], (size_t)(2 * (s->nactive - k - 1)) * sizeof *s->ares);
+    const int64_t r0 = s->h[xi].res[0], r1 = s->h[xi].res[1], c = s->h[xi].comp;
+    x->ecnt = x->scnt = -1; /* it leaves the shared transfers with its pending events */
+    flow_update(s, xi);
+    res_unlink(s, xi);
     s->nactive--;
     if (finish(s, xi, now)) return HV_RP_ENOMEM;
-    return recompute(s, now);
+    if (s->csize[c] == 0) { /* it was alone */
+        s->chead[c] = s->cfree;
+        s->cfree = c;
+        flow_min(s);
+        return 0;
+    }
+    const int64_t cn = s->rhead[r0] >= 0 && s->rhead[r1] >= 0 ? comp_split(s, r0, r1) : -1;
+    return recompute(s, now, c, cn);
 }
 
 /* One event. HV_RP_OK, or an error code. */
@@ -1410,9 +1752,8 @@ static int run_events(hv_rp *s) {
     for (;;) {
         int e;
         if (s->fmin >= 0) {
-            const hv_xfer *x = &s->x[s->active[s->fmin]];
-            const double ft = s->fmin_send ? x->st : x->et;
-            const int64_t fc = s->fmin_send ? x->scnt : x->ecnt;
+            const double ft = s->fkey.t;
+            const int64_t fc = s->fkey.c;
             if (s->heap.n == 0 || key_less(ft, fc, s->heap.a[0].t, s->heap.a[0].cnt)) {
                 if (c->progress && (++done & (every - 1)) == 0) c->progress(s->ops_done, c->nops);
                 if ((e = on_flow_event(s))) return e;

@@ -149,6 +149,39 @@ def test_random_traces_give_identical_results(seed, model):
         exactly(py, nat)
 
 
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("model", ["maxmin", "gige", "myrinet"])
+def test_components_that_merge_and_split_give_identical_results(seed, model):
+    """More tasks than nodes and many rendezvous messages at once: the shared transfers form conflict components
+    that grow, merge (a transfer linking two) and split (one that linked two ends) while others run on; the core
+    recomputes only the components a start or an end touches, and gives the reference's doubles, which recomputes
+    every shared transfer each time."""
+    rng = np.random.default_rng(1000 + seed)
+    n = int(rng.integers(12, 25))
+    nodes = int(rng.integers(3, 9))
+    rows = [dict(task=t, op="init", t_start_ns=0, t_end_ns=0) for t in range(n)]
+    for _ in range(3):
+        msgs = [(int(a), int(b)) for a, b in rng.integers(0, n, (3 * n, 2)) if a != b]
+        reqs: dict[int, list[int]] = {t: [] for t in range(n)}
+        for s, d in msgs:
+            nb = int(rng.choice([70_000, 300_000, 2_000_000]))
+            for t, op, peer in ((d, "irecv", s), (s, "isend", d)):
+                rows.append(dict(task=t, op=op, peer=peer, bytes=nb, tag=0, t_start_ns=0, t_end_ns=0))
+                reqs[t].append(sum(1 for r in rows if r["task"] == t) - 1)
+        for t in range(n):
+            for r in rng.permutation(reqs[t]).tolist():
+                rows.append(dict(task=t, op="wait", req=int(r), t_start_ns=0, t_end_ns=0))
+    rows += [dict(task=t, op="finalize", t_start_ns=0, t_end_ns=0) for t in range(n)]
+    rows.sort(key=lambda r: r["task"])  # stable: each task's rows in their order
+    tr = Trace(make_events(rows), n)
+    cl = Cluster(nodes, -(-n // nodes), 1e9, 1e-6, 5e9, 5e-7)
+    params = MODEL_PARAMS[model][seed % len(MODEL_PARAMS[model])]
+    for mp in ("rrn", "random"):
+        py, nat = both(tr, cl, mapping(mp, n, cl, seed), model, eager_bytes=65536, params=params)
+        exactly(py, nat)
+        assert max(nat.avg_penalty) > 1.5  # they did share
+
+
 def ring_rows(n: int, iters: int, shift: int) -> list[dict]:
     """Every task, every iteration: irecv from the left and the ``shift``-th left, isend to the right and the
     ``shift``-th right (large messages: they overlap), then waits; the same contention every iteration."""

@@ -122,6 +122,21 @@ def test_maxmin_bottleneck_frees_capacity():
     assert shares == pytest.approx([1 / 3, 1 / 3, 1 / 3, 1 / 2, 1 / 2])  # d, e share what is left at 4
 
 
+def test_maxmin_fills_each_conflict_component_alone():
+    """A component's shares are the doubles it gets alone, whatever else shares the network at the same time (so
+    the replay core may recompute only the components a change touches). One filling of all would not give
+    them: 3 -> 0 shares no link with the others, but would grow by each round's increment (1/4, then 1/12, ...)
+    to 0.9999999999999999 instead of its whole link."""
+    pairs = [("5", "4"), ("6", "2"), ("0", "4"), ("3", "0"), ("4", "7"), ("5", "4"), ("6", "4"), ("6", "7"), ("5", "7")]
+    shares = maxmin_shares(pairs)
+    assert shares[3] == 1.0
+    comps = conflict_components(pairs)
+    assert len(comps) == 2
+    for comp in comps:
+        assert [shares[k] for k in comp] == maxmin_shares([pairs[k] for k in comp])  # exactly
+    assert shares == pytest.approx([1 / 4, 5 / 12, 1 / 4, 1, 1 / 3, 1 / 4, 1 / 4, 1 / 3, 1 / 3])
+
+
 # ---- bad input
 
 @pytest.mark.parametrize("comms,what", [

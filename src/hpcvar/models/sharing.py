@@ -302,7 +302,20 @@ def _myrinet(pairs: list[tuple[str, str]], p: dict) -> list[dict]:
 # --------------------------------------------------------------------------------------- maxmin
 
 def maxmin_shares(pairs: list[tuple[str, str]]) -> list[float]:
-    """Max-min fair rates with every node's outgoing and incoming link of capacity 1 (progressive filling)."""
+    """Max-min fair rates with every node's outgoing and incoming link of capacity 1 (progressive filling).
+
+    Filled per conflict component (``conflict_components``): the allocation is the same as one filling of all,
+    and each component's rounding is its own, so a simulator recomputes only the components a change touches
+    (the replay core does) and gets these doubles.
+    """
+    rate = [0.0] * len(pairs)
+    for comp in conflict_components(pairs):
+        for k, r in zip(comp, _filling([pairs[k] for k in comp]), strict=True):
+            rate[k] = r
+    return rate
+
+
+def _filling(pairs: list[tuple[str, str]]) -> list[float]:
     res_of = [(("out", s), ("in", d)) for s, d in pairs]
     cap: dict = defaultdict(lambda: 1.0)
     rate = [0.0] * len(pairs)
