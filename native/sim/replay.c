@@ -77,7 +77,7 @@ typedef struct {
     /* a shared transfer (contention models): its penalty, its backward links in the lists of its two resources and
      * in its component's (the forward ones are in hv_hot), its entry in the flow heap (-1: none) */
     double pen;
-    int64_t rprev[2], cprev, aprev, hpos;
+    int64_t rprev[2], cprev, aprev;
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
 } hv_xfer;                                                           /* ... and the send completed */
@@ -85,8 +85,9 @@ typedef struct {
 /* What a walk over the shared transfers reads, per transfer, kept apart and small (a walk over a component
  * touches one cache line per transfer): its arrival number (the reference's order of its active list), its two
  * resources and its next transfer in their lists, its component and its next there, its visit stamp. */
-typedef struct {
-    int64_t seq, res[2], rnext[2], cnext, anext, stamp, comp;
+typedef struct { /* 48 bytes: slot numbers and resources in 32 bits */
+    int64_t seq, stamp;
+    int32_t res[2], rnext[2], cnext, anext, comp, hpos; /* hpos: its entry in the flow heap (-1: none) */
 } hv_hot;
 
 typedef struct { /* an entry of the flow heap: a transfer's earliest pending flow event */
@@ -628,11 +629,11 @@ static void fh_up(hv_rp *s, int64_t i) {
         const int64_t p = (i - 1) / 2;
         if (!fk_less(&e, &s->fh[p])) break;
         s->fh[i] = s->fh[p];
-        s->x[s->fh[i].xi].hpos = i;
+        s->h[s->fh[i].xi].hpos = i;
         i = p;
     }
     s->fh[i] = e;
-    s->x[e.xi].hpos = i;
+    s->h[e.xi].hpos = i;
 }
 
 /* Sift entry i down; its moves recorded in the transfers when pos (else the caller records them). */
@@ -645,11 +646,11 @@ static void fh_down(hv_rp *s, int64_t i, int pos) {
         const int64_t m = (l + 1 < n && fk_less(&s->fh[l + 1], &s->fh[l])) ? l + 1 : l;
         if (!fk_less(&s->fh[m], &e)) break;
         s->fh[i] = s->fh[m];
-        if (pos) s->x[s->fh[i].xi].hpos = i;
+        if (pos) s->h[s->fh[i].xi].hpos = i;
         i = m;
     }
     s->fh[i] = e;
-    if (pos) s->x[e.xi].hpos = i;
+    if (pos) s->h[e.xi].hpos = i;
 }
 
 /* The earliest of the transfer's pending flow events (et, ecnt; st, scnt; counter -1: none) into e; 0: none. */
@@ -663,17 +664,17 @@ static inline int flow_key(const hv_xfer *x, int64_t xi, hv_fk *e) {
  * a removal takes the last entry's place). */
 static void flow_update(hv_rp *s, int64_t xi) {
     if (s->fglobal) return; /* its key is read from it */
-    hv_xfer *x = &s->x[xi];
+    hv_hot *x = &s->h[xi];
     hv_fk e;
-    const int has = flow_key(x, xi, &e);
+    const int has = flow_key(&s->x[xi], xi, &e);
     if (!s->fh_ok) {
         if (has) {
-            if (x->hpos < 0) x->hpos = s->nfh++;
+            if (x->hpos < 0) x->hpos = (int32_t)s->nfh++;
             s->fh[x->hpos] = e;
         } else if (x->hpos >= 0) {
             const int64_t i = x->hpos;
             x->hpos = -1;
-            if (i != --s->nfh) s->fh[i] = s->fh[s->nfh], s->x[s->fh[i].xi].hpos = i;
+            if (i != --s->nfh) s->fh[i] = s->fh[s->nfh], s->h[s->fh[i].xi].hpos = i;
         }
         return;
     }
@@ -695,7 +696,7 @@ static void flow_update(hv_rp *s, int64_t xi) {
     if (i == s->nfh) return;
     s->fh[i] = last;
     fh_up(s, i);
-    fh_down(s, s->x[last.xi].hpos, 1);
+    fh_down(s, s->h[last.xi].hpos, 1);
 }
 
 /* The transfer's key changed, as one of many: its entry written in place (or added); the entries are no longer a
@@ -703,8 +704,9 @@ static void flow_update(hv_rp *s, int64_t xi) {
 static inline void flow_set(hv_rp *s, hv_xfer *x, int64_t xi) {
     hv_fk e;
     flow_key(x, xi, &e);
-    if (x->hpos < 0) x->hpos = s->nfh++;
-    s->fh[x->hpos] = e;
+    hv_hot *h = &s->h[xi];
+    if (h->hpos < 0) h->hpos = (int32_t)s->nfh++;
+    s->fh[h->hpos] = e;
     s->fh_ok = 0;
 }
 
@@ -712,7 +714,7 @@ static inline void flow_set(hv_rp *s, hv_xfer *x, int64_t xi) {
  * recorded. */
 static void flow_rebuild(hv_rp *s) {
     for (int64_t i = s->nfh / 2 - 1; i >= 0; i--) fh_down(s, i, 0);
-    for (int64_t i = 0; i < s->nfh; i++) s->x[s->fh[i].xi].hpos = i;
+    for (int64_t i = 0; i < s->nfh; i++) s->h[s->fh[i].xi].hpos = i;
     s->fh_ok = 1;
 }
 
@@ -739,9 +741,8 @@ static void flow_entries(hv_rp *s) {
     hv_fk e;
     s->nfh = 0;
     for (int64_t xi = s->ahead; xi >= 0; xi = s->h[xi].anext) {
-        hv_xfer *x = &s->x[xi];
-        x->hpos = -1;
-        if (flow_key(x, xi, &e)) s->fh[x->hpos = s->nfh++] = e;
+        s->h[xi].hpos = -1;
+        if (flow_key(&s->x[xi], xi, &e)) s->fh[s->h[xi].hpos = (int32_t)s->nfh++] = e;
     }
     s->fh_ok = 0;
     s->fglobal = 0;
@@ -1660,7 +1661,7 @@ static int on_latency(hv_rp *s, int64_t xi, double now) {
         x->last = now;
         x->rate = 0.0;
         x->ecnt = x->scnt = -1;
-        x->hpos = -1;
+        s->h[xi].hpos = -1;
         res_link(s, xi);
         s->nactive++;
         return recompute(s, now, s->h[xi].comp, -1);

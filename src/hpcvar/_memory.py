@@ -14,25 +14,39 @@ and every view of it are gone.
 from __future__ import annotations
 
 import mmap
+from typing import TYPE_CHECKING
 
-import numpy as np
+if TYPE_CHECKING:
+    import numpy as np
 
 MIN_MAPPED_BYTES = 4 << 20  # smaller arrays come from numpy's allocator (below numpy's huge page threshold too)
 _FLAGS = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS | getattr(mmap, "MAP_POPULATE", 0)
 
 
+def mapped(nbytes: int) -> mmap.mmap:
+    """``nbytes`` (at least 1) of writable memory on its own prefaulted mapping; without numpy."""
+    try:
+        return mmap.mmap(-1, max(nbytes, 1), flags=_FLAGS)
+    except OSError as e:  # ENOMEM: the MemoryError numpy's allocator raises
+        raise MemoryError(f"cannot map {nbytes} bytes: {e.strerror}") from None
+
+
+def raw(nbytes: int) -> bytearray | mmap.mmap:
+    """``nbytes`` (at least 1) of writable memory for an array made later (``numpy.frombuffer``): a prefaulted
+    mapping when large (``MIN_MAPPED_BYTES``), else a bytearray; without numpy."""
+    return mapped(nbytes) if nbytes >= MIN_MAPPED_BYTES else bytearray(max(nbytes, 1))
+
+
 def empty(n: int, dtype) -> np.ndarray:
     """An uninitialised writable array of ``n`` items of ``dtype``, on its own prefaulted mapping when it is
     large (``MIN_MAPPED_BYTES``)."""
+    import numpy as np
+
     dtype = np.dtype(dtype)
     nbytes = n * dtype.itemsize
     if nbytes < MIN_MAPPED_BYTES:
         return np.empty(n, dtype)
-    try:
-        buf = mmap.mmap(-1, nbytes, flags=_FLAGS)
-    except OSError as e:  # ENOMEM: the MemoryError numpy's allocator raises
-        raise MemoryError(f"cannot map {nbytes} bytes: {e.strerror}") from None
-    return np.frombuffer(buf, dtype=dtype, count=n)
+    return np.frombuffer(mapped(nbytes), dtype=dtype, count=n)
 
 
-__all__ = ["MIN_MAPPED_BYTES", "empty"]
+__all__ = ["MIN_MAPPED_BYTES", "empty", "mapped", "raw"]

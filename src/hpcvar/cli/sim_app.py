@@ -145,6 +145,10 @@ def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_nod
 
     The application simulator (cluster, mapping, sharing model) of Vienne, Martinasso, Vincent, Mehaut,
     Predictive models for bandwidth sharing in high performance clusters."""
+    if engine != "python" and not cluster_file and stream is not True:  # the flop rate is known: parse meanwhile
+        from hpcvar.traces import tit_prefetch
+
+        tit_prefetch.start(trace_file, fmt, 1e9 if flops_rate is None else flops_rate, dialect)
     from hpcvar.kinds.sim_app.job import AppParams, job
     from hpcvar.results.context import JobContext
 

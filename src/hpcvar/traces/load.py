@@ -31,6 +31,14 @@ def import_engine(engine: str | None, available: Callable[[], bool], lib: Callab
 FORMATS = ("parquet", "tit", "otf2")
 
 
+def trace_format(path: Path, fmt: str = "auto") -> str:
+    """The format to read ``path`` as: ``fmt``, or with ``auto`` by the extension (.otf2 OTF2, .txt and .tit
+    SimGrid TIT, else hpcvar's Parquet)."""
+    if fmt != "auto":
+        return fmt
+    return "otf2" if path.suffix == ".otf2" else "tit" if path.suffix in (".txt", ".tit") else "parquet"
+
+
 def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: str | None = None,
                dialect: str | None = None):
     """A Trace from hpcvar's Parquet trace, a SimGrid TIT file or an OTF2 archive (anchor .otf2); ``fmt``
@@ -39,8 +47,7 @@ def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: st
     from hpcvar.traces import parquet
 
     p = Path(path)
-    if fmt == "auto":
-        fmt = "otf2" if p.suffix == ".otf2" else "tit" if p.suffix in (".txt", ".tit") else "parquet"
+    fmt = trace_format(p, fmt)
     if fmt in ("parquet", "native"):
         return parquet.read_parquet(p)
     if fmt == "tit":

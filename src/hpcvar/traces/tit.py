@@ -19,24 +19,21 @@ spaces and digits count as Python counts them) is always read by the reference. 
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 import numpy as np
 
-from hpcvar.errors import InputFileError, UsageError, read_user_bytes
-from hpcvar.traces import import_engine
+from hpcvar.errors import InputFileError, UsageError
+from hpcvar.traces import import_engine, tit_prefetch
 from hpcvar.traces import tit_dialect as td
 from hpcvar.traces.columns import trace_columns
 from hpcvar.traces.parquet import MAX_BYTES, MAX_NS, MAX_TASKS, OPS, Trace
+from hpcvar.traces.tit_files import sources as _sources
 from hpcvar.units import MAX_SIZE
 
 _CODE = {op: i for i, op in enumerate(OPS)}
 MAX_FLOPS_RATE = 1e20  # flop/s: beyond any machine (the largest are near 1e18)
 MAX_TAG = 2**31 - 1  # an int, as SimGrid reads it
-# the first line that is not blank and does not start with '#' (str.splitlines' and str.strip's ASCII sets)
-_FIRST_LINE = re.compile(rb"(?:^|(?<=[\n\r\v\f\x1c-\x1e]))(?!#)[ \t\x1f]*[^ \t\x1f\n\r\v\f\x1c-\x1e]"
-                         rb"[^\n\r\v\f\x1c-\x1e]*")
 
 # error kinds (native/sim/tit.h, same order)
 (OK, E_RANK, E_SIZE, E_COMPUTE, E_SLEEP, E_MISSING, E_WAIT_EMPTY, E_WAIT_NONE, E_BEYOND, E_UNKNOWN, E_NO_ACTION,
@@ -228,10 +225,11 @@ def read_tit(path: str | Path, flops_rate: float = 1e9, engine: str | None = Non
     path = Path(path)
     if not path.is_file():
         raise InputFileError("no such TIT file", str(path), todo="Give a SimGrid time-independent trace")
-    sources = _sources(path)
+    started = tit_prefetch.take(path, flops_rate, code) if engine != "python" else None
+    sources, pending = started or (_sources(path), None)
     ctx = _Ctx(flops_rate, code, dialect or "auto")
     if used_engine(sources, engine) == "native":
-        cols, ntasks, grammars = _parse_native(sources, ctx, path)
+        cols, ntasks, grammars = _parse_native(sources, ctx, path, pending)
     else:
         parser = _Parser(ctx)
         cols, ntasks = parser.parse(sources, path)
@@ -250,49 +248,6 @@ def used_engine(sources: list[tuple[str, bytes]], engine: str | None = None) -> 
     return "native" if eng == "native" and all(d.isascii() for _, d in sources) else "python"
 
 
-def _sources(path: Path) -> list[tuple[str, bytes]]:
-    """(name, bytes) of the files to parse: the file itself, or the per-rank files its lines name."""
-    data = read_user_bytes(path)
-    if not _is_index(data):
-        return [(str(path), data)]
-    return [(str(fp), read_user_bytes(fp)) for fp in _index_entries(path, data.decode())]
-
-
-def _is_index(data: bytes) -> bool:
-    """An index of per-rank files: its first line that is not blank nor starts with '#' has one field that
-    is not a rank."""
-    if data.isascii():
-        m = _FIRST_LINE.search(data)
-        first = m.group().decode().split() if m else []
-    else:
-        first = next((ln.split() for ln in data.decode().splitlines() if ln.strip() and not ln.startswith("#")),
-                     [])
-    return bool(first) and len(first) == 1 and not first[0].lstrip("p").isdigit()
-
-
-def _index_entries(path: Path, text: str):
-    """The files an index names, each checked when reached. SimGrid's recorder writes them as it was given the
-    index's name (relative to its working directory, or absolute): an entry is looked for relative to the
-    index's directory, then as ``<index>_files/<name>`` beside the index (SimGrid's layout, moved), then
-    relative to the working directory (where SimGrid's replay looks)."""
-    for ln, entry in enumerate(text.splitlines(), 1):
-        entry = entry.strip()
-        if not entry or entry.startswith("#"):
-            continue
-        e = Path(entry)
-        tried = [e if e.is_absolute() else path.parent / e]
-        if e.parent.name:
-            tried.append(path.parent / e.parent.name / e.name)
-        if not e.is_absolute():
-            tried.append(Path.cwd() / e)
-        found = next((t for t in tried if t.is_file()), None)
-        if found is None:
-            raise InputFileError(f"the index names a missing file '{entry}' (looked for "
-                                 f"{', '.join(str(t) for t in dict.fromkeys(tried))})", str(path), ln,
-                                 todo="Keep the per-rank files beside the index, as SimGrid writes them")
-        yield found
-
-
 def _columns(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The trace's columns from the parsers' arrays (every TIT row lasts 0 s)."""
     return trace_columns({**cols, "t_start": cols["t"], "t_end": cols["t"].copy()})
@@ -300,12 +255,17 @@ def _columns(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 # ---- the compiled parser ---------------------------------------------------------------------------------
 
-def _parse_native(sources: list[tuple[str, bytes]], ctx: _Ctx, path: Path):
+def _parse_native(sources: list[tuple[str, bytes]], ctx: _Ctx, path: Path, pending=None):
+    """The compiled parser's columns, ntasks and grammars; ``pending``: its parse of these files, started
+    before (hpcvar.traces.tit_prefetch)."""
     from hpcvar.results.store import prefetch_arrow
     from hpcvar.traces import tit_native
 
     prefetch_arrow()  # what reads a trace stores Arrow next (a run's tables, trace import's Parquet): meanwhile
-    res = tit_native.parse([d for _, d in sources], ctx.rate, ctx.dialect)
+    if pending is not None:
+        res = tit_native.finish(pending)
+    else:
+        res = tit_native.parse([d for _, d in sources], ctx.rate, ctx.dialect)
     if res.err == E_NOT_ASCII:  # never: used_engine sends only ASCII text here
         parser = _Parser(ctx)
         return (*parser.parse(sources, path), parser.grammars)

@@ -2,7 +2,10 @@
 
 ``parse(sources, flops_rate)`` reads the files' bytes (ASCII) into column arrays: the same rows, values and
 first error as the Python reference ``hpcvar.traces.tit._Parser``, which writes the error messages from the
-kind, place and token this module returns (tests/unit/test_tit_native.py compares the two).
+kind, place and token this module returns (tests/unit/test_tit_native.py compares the two). It is ``start``
+(the parse in C, which holds no lock of Python's: another thread may run it, hpcvar.traces.tit_prefetch) then
+``finish`` (the columns as numpy arrays). ``start`` fills the columns too, into memory it allocates without numpy
+(hpcvar._memory.raw), which ``finish`` wraps: nothing here imports numpy before ``finish``.
 """
 
 from __future__ import annotations
@@ -10,16 +13,20 @@ from __future__ import annotations
 import ctypes
 import functools
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-import numpy as np
-
-from hpcvar._native import config_library, fill_columns, loads
+from hpcvar import _memory
+from hpcvar._native import config_library, loads
 from hpcvar.errors import HpcvarError
 
+if TYPE_CHECKING:
+    import numpy as np
+
 _P, _I64, _I32, _F64 = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int32, ctypes.c_double
-COLUMNS = {"task": np.int32, "seq": np.int64, "op": np.int8, "peer": np.int32, "bytes": np.int64, "tag": np.int32,
-           "req": np.int64, "t": np.int64}
+COLUMNS = {"task": "int32", "seq": "int64", "op": "int8", "peer": "int32", "bytes": "int64", "tag": "int32",
+           "req": "int64", "t": "int64"}
+_ITEMSIZE = {"int8": 1, "int32": 4, "int64": 8}
 
 
 class _Config(ctypes.Structure):
@@ -58,27 +65,69 @@ def available() -> bool:
     return loads(lib)
 
 
-def parse(datas: list[bytes], flops_rate: float, dialect: int = 0) -> Parsed:
+@dataclass
+class Pending:
+    """A parse done in C (``rc``: 0, or out of memory) and its columns filled (``cols``: their memory; empty on a
+    parse error): the config and what it points to (the files' bytes, their lengths, the grammars it writes)."""
+
+    cfg: _Config
+    rc: int
+    keep: tuple = field(repr=False)
+    grammars: ctypes.Array = field(repr=False)
+    cols: dict = field(default_factory=dict, repr=False)
+
+
+def start(datas: list[bytes], flops_rate: float, dialect: int = 0) -> Pending:
     """Parse the files' bytes (in order, ASCII) in C; ``dialect``: a code of hpcvar.traces.tit_dialect (0:
-    auto)."""
-    bufs = (ctypes.c_char_p * len(datas))(*datas)  # pointers to the bytes objects' own buffers, no copy
-    lens = np.array([len(d) for d in datas], np.int64)
-    grammars = np.zeros(len(datas), np.int32)
-    c = _Config(nfiles=len(datas), buf=ctypes.cast(bufs, _P), len=lens.ctypes.data, flops_rate=flops_rate,
-                max_digits=sys.get_int_max_str_digits(), dialect=dialect, grammars=grammars.ctypes.data)
+    auto). ``finish`` (or ``discard``) must follow."""
+    n = len(datas)
+    bufs = (ctypes.c_char_p * n)(*datas)  # pointers to the bytes objects' own buffers, no copy
+    lens = (ctypes.c_int64 * n)(*(len(d) for d in datas))
+    grammars = (ctypes.c_int32 * n)()
+    c = _Config(nfiles=n, buf=ctypes.cast(bufs, _P), len=ctypes.cast(lens, _P), flops_rate=flops_rate,
+                max_digits=sys.get_int_max_str_digits(), dialect=dialect, grammars=ctypes.cast(grammars, _P))
     so = lib()
+    p = Pending(c, so.hv_tit_parse(ctypes.byref(c)), (bufs, lens, datas), grammars)
+    if p.rc == 0 and not c.err:  # the columns, in memory of its own (the count-then-fill of hpcvar._native)
+        try:
+            p.cols = {name: _memory.raw(c.nrows * _ITEMSIZE[t]) for name, t in COLUMNS.items()}
+        except MemoryError:
+            discard(p)
+            raise
+        for name, buf in p.cols.items():
+            setattr(c, name, ctypes.addressof(ctypes.c_char.from_buffer(buf)))
+        so.hv_tit_fill(ctypes.byref(c))
+    return p
+
+
+def finish(p: Pending) -> Parsed:
+    """The columns of a parse (or its first error), its C state freed."""
+    so, c = lib(), p.cfg
     try:
-        if so.hv_tit_parse(ctypes.byref(c)) != 0:
+        if p.rc != 0:
             raise HpcvarError("parsing the TIT trace ran out of memory", None, "Import a smaller trace")
         if c.err:
             return Parsed(None, int(c.ntasks), [], c.err, c.err_file, c.err_line, (c.err_start, c.err_end),
                           c.err_tok, c.err_a, c.err_b)
-        cols = fill_columns(so.hv_tit_fill, c, COLUMNS)
+        import numpy as np
+
+        cols = {name: np.frombuffer(p.cols[name], COLUMNS[name], count=c.nrows) for name in COLUMNS}
         if c.err:  # only HV_TIT_E_MEMORY after a good parse
             raise HpcvarError("parsing the TIT trace ran out of memory", None, "Import a smaller trace")
-        return Parsed(cols, int(c.ntasks), [int(g) for g in grammars])
+        return Parsed(cols, int(c.ntasks), list(p.grammars))
     finally:
         so.hv_tit_free(ctypes.byref(c))
 
 
-__all__ = ["COLUMNS", "Parsed", "available", "lib", "parse"]
+def discard(p: Pending) -> None:
+    """Free a parse that is not used."""
+    lib().hv_tit_free(ctypes.byref(p.cfg))
+
+
+def parse(datas: list[bytes], flops_rate: float, dialect: int = 0) -> Parsed:
+    """Parse the files' bytes (in order, ASCII) in C; ``dialect``: a code of hpcvar.traces.tit_dialect (0:
+    auto)."""
+    return finish(start(datas, flops_rate, dialect))
+
+
+__all__ = ["COLUMNS", "Parsed", "Pending", "available", "discard", "finish", "lib", "parse", "start"]
