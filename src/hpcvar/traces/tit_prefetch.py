@@ -52,32 +52,37 @@ def start(path: str, fmt: str, flops_rate: float, dialect: str | None) -> bool:
     return True
 
 
+def _pop():
+    """(key, files, parse or None) of the parse started, once its thread is done; None when none was started."""
+    if not _started:
+        return None
+    st = dict(_started)
+    _started.clear()
+    st["thread"].join()
+    return st["key"], st["sources"], st["box"].get("pending")
+
+
 def _drop() -> None:
     from hpcvar.traces import tit_native
 
-    if _started:
-        _started["thread"].join()
-        pending = _started["box"].get("pending")
-        _started.clear()
-        if pending is not None:
-            tit_native.discard(pending)
+    popped = _pop()
+    if popped is not None and popped[2] is not None:
+        tit_native.discard(popped[2])
 
 
 def take(path: Path, flops_rate: float, code: int):
     """(the files, the parse or None) started for this trace, flop rate and dialect code, or None."""
     from hpcvar.traces import tit_native
 
-    if not _started:
+    popped = _pop()
+    if popped is None:
         return None
-    st = dict(_started)
-    _started.clear()
-    st["thread"].join()
-    pending = st["box"].get("pending")
-    if st["key"] != (str(path), flops_rate, code):
+    key, sources, pending = popped
+    if key != (str(path), flops_rate, code):
         if pending is not None:
             tit_native.discard(pending)
         return None
-    return st["sources"], pending
+    return sources, pending
 
 
 __all__ = ["start", "take"]
