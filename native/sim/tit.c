@@ -8,6 +8,9 @@
  * Rows are kept in file order (a task's rows in seq order); hv_tit_fill writes them sorted by task, then the
  * finalize rows added for tasks that do not end with one (in order of the tasks' first lines). The first
  * error stops the parse: its kind, file, line and token; Python writes the message (hpcvar.traces.tit). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* strtod_l, qsort_r: also when built outside CMake (a developer's gcc line) */
+#endif
 #include "hv_ops.h"
 #include "tit.h"
 #include "tit_dialect.h"

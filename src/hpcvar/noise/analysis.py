@@ -155,18 +155,20 @@ def periodic_sources(f: np.ndarray, p: np.ndarray, top: int = 5, events: int = 0
     return out
 
 
-def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5, tick_hz: float | None = None) -> list[dict]:
+def sources_by_class(trace: JitterTrace, c: CpuTrace, top: int = 5, tick_hz: float | None = None,
+                     spec: tuple[np.ndarray, np.ndarray] | None = None) -> list[dict]:
     """Periodic sources of all events and of each duration decade (<1 us, 1-10 us, ..., >1 ms) with at
     least MIN_CLASS_EVENTS events: a rare periodic detour (a 1 ms burst at 100 Hz among 30,000 short
     VM exits) is invisible in the periodogram of all events but dominates its own class. Sources at the
     same frequency (0.5%) are merged, keeping the strongest; each names its ``class_ns`` range. ``tick_hz``: the
-    kernel's tick (CONFIG_HZ), never folded into another source (fold_harmonics)."""
+    kernel's tick (CONFIG_HZ), never folded into another source (fold_harmonics); ``spec``: ``spectrum(trace, c)``
+    when the caller has it."""
     from hpcvar.noise.trace import cpu_trace_from_events
 
     ns = 1e9 / trace.freq_hz
     d_ns = c.duration * ns
     found = []
-    f, p = spectrum(trace, c)
+    f, p = spectrum(trace, c) if spec is None else spec
     for s_ in periodic_sources(f, p, top, c.events):
         found.append(s_ | {"class_ns": [0.0, None], "class_events": int(c.events)})
     starts = recorded_starts(c)
@@ -389,7 +391,7 @@ def analyze(trace: JitterTrace, top: int = 5) -> dict:
     for c in trace.cpus:
         s = cpu_stats(trace, c)
         f, p = spectrum(trace, c)
-        s["periods"] = sources_by_class(trace, c, top, khz)
+        s["periods"] = sources_by_class(trace, c, top, khz, (f, p))
         s["tick"] = tick_check(f, p, s["periods"], khz)
         periods[c.cpu] = s["periods"]
         cpus.append(s)
