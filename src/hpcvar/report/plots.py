@@ -5,7 +5,7 @@ name.png (for the HTML report and the terminal user) and name.svg.
 
 A report never rewrites a stored run: while ``hpcvar report`` draws a run's figures it sets ``redirect(dir)``,
 and every ``save`` then writes into that directory (file names prefixed with the run's directory name)
-instead of the run's ``plots/``.
+instead of the run's ``plots/``, and only the PNG the report embeds.
 """
 
 from __future__ import annotations
@@ -38,18 +38,22 @@ STYLE: dict[RcKeyType, Any] = {
 
 
 _REDIRECT: contextvars.ContextVar[Path | None] = contextvars.ContextVar("hpcvar_plots_redirect", default=None)
+_FORMATS: contextvars.ContextVar[tuple[str, ...] | None] = contextvars.ContextVar("hpcvar_plots_formats",
+                                                                                  default=None)
 
 
 @contextlib.contextmanager
-def redirect(directory: Path) -> Iterator[Path]:
-    """Within the block, figures saved for a run go to ``directory`` (created) and not to the run."""
+def redirect(directory: Path, formats: tuple[str, ...] | None = ("png",)) -> Iterator[Path]:
+    """Within the block, figures saved for a run go to ``directory`` (created) and not to the run, in
+    ``formats`` only (default: the PNG a report embeds; None: what each ``save`` asks)."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    token = _REDIRECT.set(directory)
+    token, ftoken = _REDIRECT.set(directory), _FORMATS.set(formats)
     try:
         yield directory
     finally:
         _REDIRECT.reset(token)
+        _FORMATS.reset(ftoken)
 
 
 _NO_FIGURES: contextvars.ContextVar[bool] = contextvars.ContextVar("hpcvar_no_figures", default=False)
@@ -210,6 +214,8 @@ def legend_overlap(fig) -> int:
 
 def _place_legends(fig) -> int:
     """Move every legend that covers data outside its axes (right of it); returns what still overlaps."""
+    if not any(ax.get_legend() is not None for ax in fig.axes):
+        return 0  # nothing to place: no draw (a draw of 20,000 points costs about a second here)
     fig.canvas.draw()
     if legend_overlap(fig) == 0:
         return 0
@@ -229,15 +235,36 @@ def _place_legends(fig) -> int:
     return legend_overlap(fig)
 
 
+DENSE_POINTS = 5000  # an artist with more points is drawn as an image inside the SVG (its axes and text stay vectors)
+
+
+def _rasterize_dense(fig) -> None:
+    """Lines and collections of more than DENSE_POINTS points drawn as images in a vector file: 20,000 markers
+    were 2.4 MB of SVG paths (and seconds to write and to open) for what a 120 dpi image shows."""
+    for ax in fig.axes:
+        for art in [*ax.get_lines(), *ax.collections]:
+            n = len(art.get_xydata()) if hasattr(art, "get_xydata") else len(art.get_offsets())
+            if n > DENSE_POINTS:
+                art.set_rasterized(True)
+
+
 def save(fig, stem: Path, formats=("png", "svg")) -> list[Path]:
-    """Save ``fig`` as stem.png / stem.svg (atomic); closes the figure. Returns the paths.
+    """Save ``fig`` as stem.png / stem.svg (atomic; in a report's ``redirect`` the PNG only); closes the figure.
+    Returns the paths.
 
     A legend that covers plotted data is moved outside its axes first; the PNG records in its
     ``hpcvar-legend-overlap`` text chunk how many data points a legend still covers (0 after the move), so
     tests can check every figure of a report."""
     import io
 
+    stored = Path(stem).with_suffix(".png")
     stem = target(stem)
+    if _REDIRECT.get() is not None and not _BASELINES.get() and stored.is_file():
+        plt.close(fig)  # a report, nothing overlaid: the figure the run stored when it was made, not drawn again
+        return [stored]
+    only = _FORMATS.get()
+    if only is not None:
+        formats = tuple(f for f in formats if f in only) or tuple(formats[:1])
     if _NO_FIGURES.get():
         plt.close(fig)
         return [stem.with_suffix(f".{fmt}") for fmt in formats]  # not written
@@ -247,6 +274,8 @@ def save(fig, stem: Path, formats=("png", "svg")) -> list[Path]:
         fig.tight_layout()
         overlap = _place_legends(fig)
         for fmt in formats:
+            if fmt == "svg":
+                _rasterize_dense(fig)
             buf = io.BytesIO()
             meta = {"hpcvar-legend-overlap": str(overlap)} if fmt == "png" else None
             fig.savefig(buf, format=fmt, dpi=120 if fmt == "png" else None, bbox_inches="tight", metadata=meta)
