@@ -85,8 +85,9 @@ def kill_mid_run(args: list[str], env: dict, marker: str, native: str, settle_s:
         assert any(native in _procs().get(p, (0, ""))[1] for p in seen), seen
         os.kill(proc.pid, signal.SIGKILL)  # hpcvar only: no process group, no cleanup of its own
         proc.wait(timeout=10)
-        time.sleep(2.0)
-        left = _survivors(seen, marker)
+        deadline = time.monotonic() + 2.0  # everything gone within 2 s (polled: most instants need far less)
+        while (left := _survivors(seen, marker)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert not left, f"left behind 2 s after kill -9 of hpcvar: {left}"
     finally:
         if proc.poll() is None:
@@ -153,8 +154,9 @@ def _kill_at(args: list[str], env: dict, marker: str, reached, timeout_s: float 
         seen.update(_family(proc.pid, marker))
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        time.sleep(2.0)
-        left = _survivors(seen, marker)
+        deadline = time.monotonic() + 2.0  # everything gone within 2 s (polled: most instants need far less)
+        while (left := _survivors(seen, marker)) and time.monotonic() < deadline:
+            time.sleep(0.05)
         assert not left, f"left behind 2 s after kill -9 of hpcvar: {left}"
         return "killed"
     finally:
