@@ -92,6 +92,23 @@ def spectrum(trace: JitterTrace, c: CpuTrace, fs: float = SPECTRUM_FS_HZ) -> tup
     return f, z
 
 
+def local_peaks(x: np.ndarray, height: float) -> np.ndarray:
+    """Indices of the local maxima of ``x`` at least ``height`` (a flat top: its middle, the lower one of two),
+    never its first or last sample: ``scipy.signal.find_peaks(x, height=height, distance=2)[0]`` (two such
+    maxima are always two samples apart or more; tests/unit/test_noise_formats.py compares them), without
+    importing scipy.signal, which takes 1.2 s here (scipy 1.17), more than a short recording's analysis."""
+    n = x.size
+    if n < 3:
+        return np.empty(0, dtype=np.intp)
+    change = np.flatnonzero(x[1:] != x[:-1]) + 1
+    starts = np.concatenate(([0], change))  # the runs of equal values: first index, last index, value
+    ends = np.concatenate((change - 1, [n - 1]))
+    v = x[starts]
+    k = np.arange(1, starts.size - 1)
+    k = k[(v[k - 1] < v[k]) & (v[k + 1] < v[k]) & (v[k] >= height)]
+    return (starts[k] + ends[k]) // 2
+
+
 def periodic_sources(f: np.ndarray, p: np.ndarray, top: int = 5, events: int = 0) -> list[dict]:
     """Peaks of the periodogram grouped into harmonic series, strongest first.
 
@@ -103,14 +120,12 @@ def periodic_sources(f: np.ndarray, p: np.ndarray, top: int = 5, events: int = 0
     500 Hz, names a 4 ms train), its multiples are removed, and the fundamental is refined by a
     least-squares fit through its harmonics. ``strength`` = S.
     """
-    from scipy.signal import find_peaks
-
     if f.size < 4:
         return []
     df = f[1] - f[0]
     med = float(np.median(p[1:]))
     floor = max(med * PEAK_FACTOR, RANDOM_FACTOR / events if events else 0.0, 1e-300)
-    idx, _ = find_peaks(p, height=floor, distance=2)
+    idx = local_peaks(p, floor)
     idx = idx[f[idx] >= 1.0]
     if idx.size == 0:
         return []
