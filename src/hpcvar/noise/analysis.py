@@ -93,7 +93,7 @@ def spectrum(trace: JitterTrace, c: CpuTrace, fs: float = SPECTRUM_FS_HZ) -> tup
 
 
 def local_peaks(x: np.ndarray, height: float) -> np.ndarray:
-    """Indices of the local maxima of ``x`` at least ``height`` (a flat top: its middle, the lower one of two),
+    """Indices of the local maxima of ``x`` at least ``height`` (a flat top: its middle, the left one of two),
     never its first or last sample: ``scipy.signal.find_peaks(x, height=height, distance=2)[0]`` (two such
     maxima are always two samples apart or more; tests/unit/test_noise_formats.py compares them), without
     importing scipy.signal, which takes 1.2 s here (scipy 1.17), more than a short recording's analysis."""

@@ -249,8 +249,9 @@ def _rasterize_dense(fig) -> None:
 
 
 def save(fig, stem: Path, formats=("png", "svg")) -> list[Path]:
-    """Save ``fig`` as stem.png / stem.svg (atomic; in a report's ``redirect`` the PNG only); closes the figure.
-    Returns the paths.
+    """Save ``fig`` as stem.png / stem.svg (atomic); closes the figure. Returns the paths. In a report's
+    ``redirect``: the run's own stem.png when it has one and no baseline is overlaid (not drawn again), else the
+    PNG only, in the report's directory.
 
     A legend that covers plotted data is moved outside its axes first; the PNG records in its
     ``hpcvar-legend-overlap`` text chunk how many data points a legend still covers (0 after the move), so
