@@ -11,9 +11,10 @@ nodes x 2 cores:
   ``hpcvar.sim.simgrid`` (split-duplex links of the measured bandwidth, latency / 2 each way; loopback at the
   shared-memory figures; the options that make SMPI's network sim app's ``maxmin``) with the placement's host
   file and ``-trace``: a rank's communication time is the time its Paje trace spends inside MPI states;
-* **hpcvar, SimGrid's figures**: ``hpcvar sim app`` on the same TIT files, ``--model maxmin --eager 65535B``,
-  every point-to-point message with SMPI's 16-byte envelope (``hpcvar.sim.simgrid.with_smpi_envelope``): what
-  SimGrid computes, as a check of the comparison;
+* **hpcvar, SimGrid's figures**: ``hpcvar sim app`` on the same TIT files, ``--model maxmin --eager 65535B
+  --pair-messages shared`` (SMPI's network: each message a flow of its own), every point-to-point message with
+  SMPI's 16-byte envelope (``hpcvar.sim.simgrid.with_smpi_envelope``): what SimGrid computes, as a check of the
+  comparison;
 * **hpcvar, calibrated**: ``hpcvar sim app`` on the Parquet trace (probes wait for their message) with the
   transport parameters hpl_replay measures (``--send-buffer``, ``--rndv-first``), as hpl_replay replays it.
 
@@ -116,7 +117,7 @@ def compare(d: Path, src: str, ran: str, net: list[float], shm: list[float], tcp
     sg_cmd = [simgrid.smpirun(), "-np", str(trace.ntasks), "-platform", str(plat), "-hostfile", str(hosts), "-replay",
               str(index), "-trace", f"--cfg=tracing/filename:{paje}", *simgrid.OPTIONS]
     sg_fig = ["--bandwidth", f"{net[1]:.9g}B/s", "--latency", f"{net[0]:.9g}s", "--shm-bandwidth", f"{shm[1]:.9g}B/s",
-              "--shm-latency", f"{shm[0]:.9g}s", "--eager", f"{simgrid.SMPI_EAGER_BYTES}B"]
+              "--shm-latency", f"{shm[0]:.9g}s", "--eager", f"{simgrid.SMPI_EAGER_BYTES}B", "--pair-messages", "shared"]
     cal_fig = ["--bandwidth", f"{net[1]:.9g}B/s", "--latency", f"{net[0]:.9g}s", "--shm-bandwidth", f"{shm[1]:.9g}B/s",
                "--shm-latency", f"{shm[0]:.9g}s", "--send-buffer", str(tcp[0]), "--rndv-first", str(tcp[1])]
     cmds = {"SimGrid": sg_cmd, "hpcvar, SimGrid's figures": hpcvar_cmd(env_trace, ran, sg_fig, work / "runs"),

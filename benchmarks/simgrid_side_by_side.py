@@ -9,7 +9,8 @@ of about --fanin-actions actions. Each is replayed, interleaved, --repeat times 
 * SimGrid: ``smpirun -replay`` on the platform of hpcvar.sim.simgrid (--nodes hosts of --cores-per-node cores,
   split-duplex links of --bandwidth and --latency / 2, loopback at sim app's shm defaults) with the options that
   make its network sim app's ``maxmin`` one;
-* hpcvar: ``hpcvar sim app INDEX --model maxmin --mapping rrp --eager 65535B --no-plots`` with the same figures.
+* hpcvar: ``hpcvar sim app INDEX --model maxmin --mapping rrp --eager 65535B --pair-messages shared --no-plots``
+  with the same figures (SMPI's network: each message a flow of its own).
 
 Printed per trace: both makespans and their difference, hpcvar's makespan with SMPI's 16-byte envelope added to
 its messages (hpcvar.sim.simgrid.with_smpi_envelope: the known difference, the collectives' algorithms aside),
@@ -89,7 +90,7 @@ def with_envelope(index: str, nodes: int, cores: int, bandwidth: float, latency:
     from hpcvar.traces.tit import read_tit
 
     tr = simgrid.with_smpi_envelope(read_tit(index))
-    cl = simapp.Cluster(nodes, cores, bandwidth, latency)
+    cl = simapp.Cluster(nodes, cores, bandwidth, latency, pair_serial=False)
     sim = simapp.Simulator(tr, cl, simapp.mapping("rrp", tr.ntasks, cl), "maxmin", eager_bytes=simgrid.SMPI_EAGER_BYTES)
     return float(sim.run().total_s.max())
 
@@ -103,7 +104,8 @@ def side_by_side(index: Path, a, d: Path) -> dict:
               str(index), *simgrid.OPTIONS]
     hp_cmd = [sys.executable, "-m", "hpcvar", "sim", "app", str(index), "--nodes", str(a.nodes), "--cores-per-node",
               str(a.cores_per_node), "--bandwidth", f"{a.bandwidth:g}B/s", "--latency", f"{a.latency * 1e6:g}us",
-              "--model", "maxmin", "--mapping", "rrp", "--eager", f"{simgrid.SMPI_EAGER_BYTES}B", "--no-plots",
+              "--model", "maxmin", "--mapping", "rrp", "--eager", f"{simgrid.SMPI_EAGER_BYTES}B", "--pair-messages",
+              "shared", "--no-plots",
               "--json", "--runs-dir", str(d / "runs")]
     sg, hp = [], []
     for _ in range(a.repeat):  # interleaved: a load that comes and goes hits both

@@ -74,13 +74,16 @@ typedef struct {
     int32_t probe_rq; /* an eager message: the probe waiting for its transfer to end (finish), or -1 */
     int32_t row;      /* the send's row (diagnostics) */
     int64_t op, sreq, rreq, next; /* next: FIFO link in the unsent queue of its key, or free list */
+    /* pairs in series (pair_serial): the transfer whose data holds its pair of tasks is in its source's list of such
+     * holders (pnext, pprev) and keeps the pair's transfers waiting behind it (qhead, qtail, linked by qnext) */
+    int64_t pnext, pprev, qhead, qtail, qnext;
     /* a shared transfer (contention models): its penalty, its backward links in the lists of its two resources and
      * in its component's (the forward ones are in hv_hot), its entry in the flow heap (-1: none) */
     double pen;
     int64_t rprev[2], cprev, aprev;
     int32_t src, dst;
     int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
-} hv_xfer;                                                           /* ... and the send completed */
+} hv_xfer; /* ... and the send completed */
 
 /* What a walk over the shared transfers reads, per transfer, kept apart and small (a walk over a component
  * touches one cache line per transfer): its arrival number (the reference's order of its active list), its two
@@ -100,7 +103,7 @@ static const int KIND_RANK[4] = {0, 1, 1, 2}; /* none, out, in, in-out */
 typedef struct {
     hv_rp_config *c;
     hv_heap heap;
-    int64_t fmin;  /* flow events: the shared transfer with the earliest pending one (-1: none) */
+    int64_t fmin; /* flow events: the shared transfer with the earliest pending one (-1: none) */
     int fmin_send; /* ... and whether it is its send's completion (else its data end) */
     /* the flow heap: the shared transfers with a pending flow event, by their earliest (a heap when fh_ok, else
      * in any order); fkey: the key of fmin's event. fglobal: one component holds every shared transfer, and fh is
@@ -110,13 +113,13 @@ typedef struct {
     int fh_ok, fglobal;
     hv_xfer *x;
     int64_t nx, xcap, free_head;
-    double *done_at;    /* per request: completion time, or -1 */
-    int32_t *waiting;   /* per request: the task blocked on it, or -1 */
+    double *done_at; /* per request: completion time, or -1 */
+    int32_t *waiting; /* per request: the task blocked on it, or -1 */
     int64_t *pending_row;
     int32_t *us_head, *us_tail; /* per key: FIFO of unsent transfers (slot ids) */
     int32_t *ur_head, *ur_tail; /* per key: FIFO of posted receives (their requests) */
-    int32_t *ur_next;           /* per request: the next receive in its FIFO */
-    struct hv_cursor *cur;      /* streaming: per task, its ops read from the file */
+    int32_t *ur_next; /* per request: the next receive in its FIFO */
+    struct hv_cursor *cur; /* streaming: per task, its ops read from the file */
     /* streaming: the match keys in use -> their queue slots (the queues above are per slot): a hash map (km_*,
      * key -1: empty) and per slot its key, the sides done (1 send, 2 receive), a free list */
     int32_t *km_key, *km_slot;
@@ -124,11 +127,12 @@ typedef struct {
     int32_t *ks_key, *ks_free;
     int8_t *ks_done;
     int64_t ks_n, ks_cap, ks_nfree;
-    int64_t *probing;           /* per key: the request of a probe waiting for a send to be posted, or -1 */
+    int64_t *probing; /* per key: the request of a probe waiting for a send to be posted, or -1 */
     /* the transfers in their data phase (contention models): nactive of them, in the lists of their resources
      * (rhead: per resource, its first transfer; a resource is a node's link out, its number, or in, nnodes + it),
      * numbered in arrival order (seqc) */
     int64_t nactive, seqc, epoch, ahead, atail; /* ahead, atail: all of them in arrival order (anext, aprev) */
+    int64_t *phead; /* pairs in series: per task, the first transfer holding one of its pairs as the source (or -1) */
     hv_hot *h; /* per transfer slot */
     int64_t *chead, *ctail, *csize, ncomp, cfree; /* the components (cfree: a free list linked by chead) */
     int64_t *rhead, *rstamp;
@@ -328,7 +332,7 @@ static int64_t mt_below(hv_mt *m, int64_t n) { /* random._randbelow_with_getrand
 typedef struct {
     int64_t n, W, count, max_states, budget;
     const uint64_t *compat; /* n x W */
-    uint64_t *buf;          /* per depth: r, p, x, cand (4 x W) */
+    uint64_t *buf; /* per depth: r, p, x, cand (4 x W) */
     int64_t *coef;
     int err;
 } hv_bk;
@@ -459,8 +463,8 @@ static void sample_states(hv_rp *s, int64_t m, int64_t W, uint64_t *conf, int64_
  * keeps them: a hash table of MEMO_SLOTS slots over at most MEMO_MEMBERS members in all (then it stops
  * storing); a hit copies the stored penalties, the same doubles the computation gives. */
 
-#define MEMO_SLOTS 4096     /* a power of two */
-#define MEMO_PROBES 8       /* linear probing: slots tried per key */
+#define MEMO_SLOTS 4096 /* a power of two */
+#define MEMO_PROBES 8 /* linear probing: slots tried per key */
 #define MEMO_MEMBERS 262144 /* members stored at most (6 MiB of keys and penalties) */
 
 typedef struct hv_memo {
@@ -469,7 +473,7 @@ typedef struct hv_memo {
         int64_t off, m; /* m = 0: empty */
     } slot[MEMO_SLOTS];
     int32_t *keys; /* 2 per stored member */
-    double *pens;  /* 1 per stored member */
+    double *pens; /* 1 per stored member */
     int64_t used, cap;
     int32_t *cur; /* the key being looked up (2 m) */
     int64_t cur_cap;
@@ -1184,7 +1188,7 @@ static int64_t jadvance(const hv_rp_config *c, int64_t j, int64_t o, int64_t t, 
 
 typedef struct {
     int kind, last; /* last: the task's last use of its key on its side (streaming) */
-    int32_t peer;   /* send: destination; recv, probe: source; wait: number of requests */
+    int32_t peer; /* send: destination; recv, probe: source; wait: number of requests */
     double val;
     int32_t key, req, row;
     const uint8_t *wreq; /* a wait's requests: peer int32 values, not necessarily aligned (read with op_wreq) */
@@ -1577,6 +1581,7 @@ static int rp_alloc(hv_rp *s) {
     ALLOC(s->done_at, c->nreqs);
     ALLOC(s->waiting, c->nreqs);
     ALLOC(s->pending_row, c->ntasks);
+    ALLOC(s->phead, c->ntasks);
     ALLOC(s->cur_row, c->ntasks);
     ALLOC(s->cur_start, c->ntasks);
     ALLOC(s->cur_end, c->ntasks);
@@ -1608,12 +1613,12 @@ static int rp_alloc(hv_rp *s) {
 }
 
 static void rp_free(hv_rp *s) {
-    void *all[] = {s->heap.a,  s->x,       s->done_at, s->waiting, s->pending_row, s->cur_row, s->cur_start,
-                   s->cur_end, s->us_head, s->us_tail, s->ur_head, s->ur_tail,     s->ur_next, s->fh,
-                   s->view,    s->upd,     s->h,       s->chead,   s->ctail,       s->csize,   s->pen,
-                   s->frozen,  s->n_out,   s->n_in,    s->top,     s->card,        s->top2,    s->card2,
-                   s->cap,     s->users,   s->touched, s->rhead,   s->rstamp,      s->members, s->bits,
-                   s->coef,    s->hits,    s->order,   s->vres,    s->deg,         s->mark,    s->probing};
+    void *all[] = {s->heap.a,  s->x,       s->done_at, s->waiting, s->pending_row, s->cur_row, s->cur_start, s->cur_end,
+                   s->us_head, s->us_tail, s->ur_head, s->ur_tail, s->ur_next,     s->fh,      s->view,      s->upd,
+                   s->h,       s->chead,   s->ctail,   s->csize,   s->pen,         s->frozen,  s->n_out,     s->n_in,
+                   s->top,     s->card,    s->top2,    s->card2,   s->cap,         s->users,   s->touched,   s->rhead,
+                   s->rstamp,  s->members, s->bits,    s->coef,    s->hits,        s->order,   s->vres,      s->deg,
+                   s->mark,    s->probing, s->phead};
     for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) free(all[i]);
     memo_free(s->memo);
     free(s->km_key), free(s->km_slot), free(s->ks_key), free(s->ks_free), free(s->ks_done);
@@ -1638,6 +1643,7 @@ static void rp_reset(hv_rp *s) {
         for (int64_t i = 0; i < c->nrows; i++) c->row_start[i] = c->row_end[i] = -1.0;
     for (int64_t t = 0; t < c->ntasks; t++) {
         s->pending_row[t] = -1;
+        s->phead[t] = -1;
         s->cur_row[t] = -1;
         c->pc[t] = c->task_off[t];
         if (s->cur) s->cur[t] = (hv_cursor){NULL, 0, 0, c->byte_off[t], c->byte_off[t + 1]};
@@ -1651,20 +1657,80 @@ static void rp_reset(hv_rp *s) {
     c->first_unmatched_op = c->first_unmatched_row = c->first_unmatched_peer = -1;
 }
 
-/* A transfer's latency has passed: its data starts, shared with the others (contention) or alone. */
+/* A shared transfer's data starts: it joins the others and their rates are recomputed. */
+static int data_begin(hv_rp *s, int64_t xi, double now) {
+    hv_xfer *x = &s->x[xi];
+    x->data_start = now;
+    x->remaining = x->nbytes;
+    x->last = now;
+    x->rate = 0.0;
+    x->ecnt = x->scnt = -1;
+    s->h[xi].hpos = -1;
+    res_link(s, xi);
+    s->nactive++;
+    return recompute(s, now, s->h[xi].comp, -1);
+}
+
+/* Pairs in series: the transfer holding the pair of tasks of xi's (its source and destination), or -1. */
+static int64_t pair_holder(const hv_rp *s, const hv_xfer *x) {
+    int64_t p = s->phead[x->src];
+    while (p >= 0 && s->x[p].dst != x->dst) p = s->x[p].pnext;
+    return p;
+}
+
+/* Pairs in series: xi holds its pair now, in place of old (-1: the pair was free), and keeps the ones waiting. */
+static void pair_take(hv_rp *s, int64_t xi, int64_t old) {
+    hv_xfer *x = &s->x[xi];
+    if (old < 0) {
+        x->pprev = -1;
+        x->pnext = s->phead[x->src];
+        x->qhead = x->qtail = -1;
+    } else {
+        const hv_xfer *o = &s->x[old];
+        x->pprev = o->pprev;
+        x->pnext = o->pnext;
+        x->qhead = x->qnext;
+        x->qtail = x->qhead >= 0 ? o->qtail : -1;
+    }
+    if (x->pnext >= 0) s->x[x->pnext].pprev = xi;
+    if (x->pprev >= 0) s->x[x->pprev].pnext = xi;
+    else s->phead[x->src] = xi;
+}
+
+/* Pairs in series: xi's data ended; the next transfer of its pair (-1: none, and the pair is free). */
+static int64_t pair_next(hv_rp *s, int64_t xi) {
+    hv_xfer *x = &s->x[xi];
+    const int64_t y = x->qhead;
+    if (y >= 0) {
+        pair_take(s, y, xi);
+        return y;
+    }
+    if (x->pnext >= 0) s->x[x->pnext].pprev = x->pprev;
+    if (x->pprev >= 0) s->x[x->pprev].pnext = x->pnext;
+    else s->phead[x->src] = x->pnext;
+    return -1;
+}
+
+/* A transfer's latency has passed: its data starts, shared with the others (contention) or alone; with pairs in
+ * series, after the transfers of its pair of tasks whose data started before (it waits behind them). */
 static int on_latency(hv_rp *s, int64_t xi, double now) {
     hv_rp_config *c = s->c;
     hv_xfer *x = &s->x[xi];
     x->data_start = now;
     if (x->inter && c->model != HV_RP_NONE) {
-        x->remaining = x->nbytes;
-        x->last = now;
-        x->rate = 0.0;
-        x->ecnt = x->scnt = -1;
-        s->h[xi].hpos = -1;
-        res_link(s, xi);
-        s->nactive++;
-        return recompute(s, now, s->h[xi].comp, -1);
+        if (c->pair_serial) {
+            const int64_t p = pair_holder(s, x);
+            if (p >= 0) { /* behind the pair's last */
+                hv_xfer *h = &s->x[p];
+                x->qnext = -1;
+                if (h->qtail >= 0) s->x[h->qtail].qnext = xi;
+                else h->qhead = xi;
+                h->qtail = xi;
+                return 0;
+            }
+            pair_take(s, xi, -1);
+        }
+        return data_begin(s, xi, now);
     }
     if (x->buffered) {
         double rs = x->nbytes - c->send_buffer;
@@ -1693,15 +1759,18 @@ static int on_flow_event(hv_rp *s) {
     flow_update(s, xi);
     res_unlink(s, xi);
     s->nactive--;
+    const int64_t next = s->c->pair_serial ? pair_next(s, xi) : -1; /* read before finish frees the slot */
     if (finish(s, xi, now)) return HV_RP_ENOMEM;
     if (s->csize[c] == 0) { /* it was alone */
         s->chead[c] = s->cfree;
         s->cfree = c;
         flow_min(s);
-        return 0;
+    } else {
+        const int64_t cn = s->rhead[r0] >= 0 && s->rhead[r1] >= 0 ? comp_split(s, r0, r1) : -1;
+        int rc = recompute(s, now, c, cn);
+        if (rc) return rc;
     }
-    const int64_t cn = s->rhead[r0] >= 0 && s->rhead[r1] >= 0 ? comp_split(s, r0, r1) : -1;
-    return recompute(s, now, c, cn);
+    return next >= 0 ? data_begin(s, next, now) : 0; /* the next of its pair follows it at once */
 }
 
 /* One event. HV_RP_OK, or an error code. */

@@ -32,6 +32,7 @@ typedef struct {
     double rndv_latency, shm_rndv_latency; /* added to the latency of a message above the eager limit */
     double send_buffer; /* > 0: a rendezvous send between nodes completes when at most this many bytes are left */
     double rndv_first; /* > 0: bytes of a rendezvous message between nodes sent with its request (before the match) */
+    int64_t pair_serial; /* contention models: a pair of tasks' messages between nodes flow one after the other */
     int64_t nlinks;
     const int64_t *link_key; /* a * nnodes + b, sorted ascending */
     const double *link_bw, *link_lat;

@@ -447,6 +447,55 @@ def test_hand_worked_send_buffer():
     assert nat.comm_s.tolist() == pytest.approx([1.5e-3, 1.5e-3, 2e-3], rel=1e-12)
 
 
+def test_hand_worked_pair_in_series():
+    """Task 0 sends three 1 MB eager messages to task 2, task 1 one (all at time 0, 1 GB/s links, no latency); task 2
+    receives 1's, computes 1 ms, then receives 0's. In series (the default), 0's messages take one flow: 1's message
+    shares 2's link with 0's first at 0.5 GB/s and arrives at 2 ms, 0's next two follow alone (3, 4 ms); 2 ends at
+    4 ms. Shared, four flows split the link: all arrive at 4 ms and 2 ends at 5 ms."""
+    rows = [dict(task=t, op=o, peer=2, bytes=10**6) if o == "send" else dict(task=t, op=o)
+            for t, k in ((0, 3), (1, 1)) for o in ("init", *["send"] * k, "finalize")]
+    rows += [dict(task=2, op="init", t_start_ns=0, t_end_ns=0),
+             dict(task=2, op="recv", peer=1, bytes=10**6, t_start_ns=0, t_end_ns=0)]
+    rows += [dict(task=2, op="recv", peer=0, bytes=10**6, t_start_ns=10**6, t_end_ns=10**6) for _ in range(3)]
+    rows += [dict(task=2, op="finalize", t_start_ns=10**6, t_end_ns=10**6)]
+    tr = Trace(make_events(rows), 3)
+    for serial, want in ((True, 4e-3), (False, 5e-3)):
+        cl = Cluster(3, 1, 1e9, 0.0, pair_serial=serial)
+        py, nat = both(tr, cl, [0, 1, 2], "maxmin", eager_bytes=1 << 21)
+        exactly(py, nat)
+        assert nat.total_s[2] == pytest.approx(want, rel=1e-12)
+        for model in ("gige", "myrinet"):
+            exactly(*both(tr, cl, [0, 1, 2], model, eager_bytes=1 << 21))
+    # inside a node, and without a contention model, nothing waits: 1's message arrives at 1 ms, 0's at once
+    cl = Cluster(3, 1, 1e9, 0.0)
+    py, nat = both(tr, cl, [0, 1, 2], "none", eager_bytes=1 << 21)
+    exactly(py, nat)
+    assert nat.total_s[2] == pytest.approx(2e-3, rel=1e-12)
+
+
+@pytest.mark.parametrize("seed", range(8))
+@pytest.mark.parametrize("model", ["maxmin", "gige", "myrinet"])
+def test_pairs_shared_give_identical_results(seed, model):
+    """Each message a flow of its own (--pair-messages shared) in both engines, bit for bit."""
+    _, tr, cl, params = random_case(seed, model)
+    cl.pair_serial = False
+    for mp in ("rrn", "random"):
+        exactly(*both(tr, cl, mapping(mp, tr.ntasks, cl, seed), model, params=params, eager_bytes=65536))
+
+
+def test_pairs_in_series_change_the_random_cases():
+    """The random cases reach a pair with two messages in flight: in series, some predictions change."""
+    changed = 0
+    for seed in range(12):
+        _, tr, cl, params = random_case(seed, "maxmin")
+        node_of = mapping("rrn", tr.ntasks, cl, seed)
+        serial = Simulator(tr, cl, node_of, model="maxmin", engine="native", params=params).run()
+        cl.pair_serial = False
+        shared = Simulator(tr, cl, node_of, model="maxmin", engine="native", params=params).run()
+        changed += serial.comm_s.tolist() != shared.comm_s.tolist()
+    assert changed >= 3, changed
+
+
 def test_property_random_traces_agree():
     """hypothesis: random traces, clusters, mappings, models and jitter; both engines bit for bit."""
     hyp = pytest.importorskip("hypothesis")

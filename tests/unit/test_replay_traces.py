@@ -405,6 +405,27 @@ def test_cli_sim_app_flops_rate_flag_and_cluster_key(tmp_path, runs_dir):
     assert res.returncode == 2 and f"{cluster}:5" in res.stderr, res.stderr
 
 
+def test_cli_pair_messages(tmp_path, runs_dir):
+    """--pair-messages: task 0's three 1 MB eager messages to task 2 flow one after the other (serial, the default)
+    or side by side (shared); task 1's message to 2 arrives at 2 ms or 4 ms, and 2 computes 1 ms after it (the
+    hand-worked case of test_replay_native). Stored with the run's cluster."""
+    f = tmp_path / "p.tit"
+    f.write_text("0 init\n1 init\n2 init\n" + "0 send 2 1 1000000 6\n" * 3 + "1 send 2 1 1000000 6\n"
+                 "2 recv 1 1 1000000 6\n2 compute 1e6\n" + "2 recv 0 1 1000000 6\n" * 3
+                 + "0 finalize\n1 finalize\n2 finalize\n")
+    got = {}
+    for pm in ("serial", "shared", None):
+        res = run_cli(["sim", "app", str(f), "--nodes", "3", "--bandwidth", "1GB/s", "--latency", "0s", "--model",
+                       "maxmin", "--eager", "2MiB", "--json", "--no-plots", *(["--pair-messages", pm] if pm else [])])
+        assert res.returncode == 0, res.stderr
+        out = json.loads(res.stdout)
+        got[pm] = out["runs"][0]["makespan_s"]
+        assert out["cluster"]["pair_messages"] == (pm or "serial")
+    assert got == pytest.approx({"serial": 4e-3, "shared": 5e-3, None: 4e-3}, rel=1e-9)
+    res = run_cli(["sim", "app", str(f), "--pair-messages", "fifo"])
+    assert res.returncode == 2 and "--pair-messages" in res.stderr
+
+
 def test_cli_dialect_flag(tmp_path, runs_dir):
     f = tmp_path / "t.tit"
     f.write_text("0 send 1 2 6\n1 recv 0 2 6\n")  # ambiguous without --dialect

@@ -77,6 +77,11 @@ def _split(text: str) -> list[str]:
 @click.option("--rndv-first", type=SIZE, default="0", show_default=True,
               help="Bytes of a message above --eager between nodes sent with its request, before the receive is "
                    "posted (Open MPI's TCP transport sends its eager limit, 64KiB, with the rendezvous request).")
+@click.option("--pair-messages", type=click.Choice(["serial", "shared"]), default="serial", show_default=True,
+              help="Under a contention model, how one pair of tasks' messages between nodes share the network: "
+                   "serial (one after the other, as a transport's connection carries them: a message's data waits "
+                   "for the pair's previous one) or shared (each message a flow of its own beside the pair's "
+                   "others, as SimGrid's SMPI does).")
 @click.option("--mapping", default="rrn", show_default=True,
               help="Comma list of rrn (round-robin per node), rrp (fill a node first), random; several are compared.")
 @click.option("--mapping-file", "mapping_files", multiple=True, type=click.Path(dir_okay=False),
@@ -133,7 +138,7 @@ def _split(text: str) -> list[str]:
 @format_options(legacy=("fmt", ("auto", "parquet", "native", "tit", "otf2")))
 @runs_dir_option
 def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_node, bandwidth, latency, shm_bandwidth,
-        shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first,
+        shm_latency, rndv_latency, shm_rndv_latency, send_buffer, rndv_first, pair_messages,
         mapping, mapping_files, model, params_file, collectives, eager, jitter_file, jitter_freq, align, window,
         window_origin,
         replicas, seed, engine, chrome_file, plot_stem, compute, breakdown, phases, stream, plots, as_json,
@@ -156,7 +161,8 @@ def cli(trace_file, fmt, flops_rate, dialect, cluster_file, nodes, cores_per_nod
     p = AppParams(trace=trace_file, fmt=fmt, cluster_path=cluster_file, nodes=nodes, cores_per_node=cores_per_node,
                   bandwidth_bytes_per_s=bandwidth, latency_s=latency, shm_bandwidth_bytes_per_s=shm_bandwidth,
                   shm_latency_s=shm_latency, rndv_latency_s=rndv_latency, shm_rndv_latency_s=shm_rndv_latency,
-                  send_buffer_bytes=send_buffer, rndv_first_bytes=rndv_first, mappings=names, mapping_files=files,
+                  send_buffer_bytes=send_buffer, rndv_first_bytes=rndv_first, pair_messages=pair_messages,
+                  mappings=names, mapping_files=files,
                   models=tuple(_split(model)), params_path=params_file, collectives=collectives, eager_bytes=eager,
                   jitter_path=jitter_file, jitter_freq_hz=jitter_freq, align=align, window_s=window,
                   window_origin_s=window_origin, replicas=replicas, seed=seed, engine=engine, chrome_path=chrome_file,

@@ -44,6 +44,10 @@ class Cluster:
     # bytes of a rendezvous message between nodes sent with its request, before the receive is posted (Open MPI's
     # ob1 sends the first eager-limit bytes with the RTS); 0 = none
     rndv_first: float = 0.0
+    # a pair of tasks' messages between nodes flow one after the other, as a transport's connection carries them
+    # (their data phases in series, each waiting for the one before it to end), under a contention model; False: each
+    # message is a flow of its own, sharing the links with the pair's other messages (SimGrid's SMPI does this)
+    pair_serial: bool = True
     # flop/s of a core: turns the flops of a time-independent (TIT) trace into seconds when it is read; None = not
     # given (the reader's default, 1e9)
     flops_rate: float | None = None

@@ -39,6 +39,7 @@ class _Config(ctypes.Structure):
                 + [(n, _I64) for n in ("myr_max_states", "myr_samples", "myr_seed")]
                 + [(n, _F64) for n in ("eager", "bandwidth", "latency", "shm_bandwidth", "shm_latency", "rndv_latency",
                                        "shm_rndv_latency", "send_buffer", "rndv_first")]
+                + [("pair_serial", _I64)]
                 + [("nlinks", _I64)] + [(n, _P) for n in ("link_key", "link_bw", "link_lat")]
                 + [(n, _P) for n in ("task_off", "kind", "peer", "val", "key", "req", "wreq", "row", "node_of")]
                 + [("njtr", _I64)] + [(n, _P) for n in ("jtr_off", "jtr_d", "jtr_g", "jtr_S", "jtr_pos")]
@@ -404,7 +405,8 @@ def run(sim, enc: Encoded, keep_rows: bool = True, progress=None):
                 model=MODEL_CODES[sim.model], eager=float(sim.eager), bandwidth=float(cl.bandwidth),
                 latency=float(cl.latency), shm_bandwidth=float(cl.shm_bandwidth), shm_latency=float(cl.shm_latency),
                 rndv_latency=float(cl.rndv_latency), shm_rndv_latency=float(cl.shm_rndv_latency),
-                send_buffer=float(cl.send_buffer), rndv_first=float(cl.rndv_first), nlinks=len(link_key))
+                send_buffer=float(cl.send_buffer), rndv_first=float(cl.rndv_first),
+                pair_serial=int(cl.pair_serial), nlinks=len(link_key))
     _model_params(c, sim.model, sim.params)
     arrays = dict(link_key=link_key, link_bw=link_bw, link_lat=link_lat, task_off=enc.task_off, kind=enc.kind,
                   peer=enc.peer, val=enc.val, key=enc.key, req=enc.req, wreq=enc.wreq, row=enc.row, node_of=node_of,

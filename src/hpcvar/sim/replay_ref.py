@@ -39,6 +39,7 @@ Semantics (docs/replay.md, our reading of Vienne et al. 2008, section VI-A):
 from __future__ import annotations
 
 import heapq
+from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -247,6 +248,8 @@ class RefEngine:
         self.unrecv: dict = {}         # match key -> list of receive requests
         self.probing: dict = {}        # match key -> the request of a probe waiting for a send to be posted
         self.active: list[Xfer] = []
+        # pairs in series: (source task, destination task) -> the transfers waiting behind the one whose data flows
+        self.pairs: dict | None = {} if cluster.pair_serial else None
         self.row_start: dict = {}
         self.row_end: dict = {}
         self.pen_sum = np.zeros(ntasks)
@@ -466,11 +469,8 @@ class RefEngine:
                 self.on_latency(obj, now)
             elif kind == EV_DATA_END:
                 x, ver = obj
-                if ver != x.version or x.done:
-                    continue
-                self.active.remove(x)
-                self.finish(x, now)
-                self.recompute(now)
+                if ver == x.version and not x.done:
+                    self.on_data_end(x, now)
             elif kind == EV_SEND_DONE:  # at most the send buffer left: the send completes
                 x, ver = obj
                 if ver != x.version or x.sdone or x.done:
@@ -485,18 +485,44 @@ class RefEngine:
         return self.result()
 
     def on_latency(self, x: Xfer, now):
-        """A transfer's latency has passed: its data starts, shared with the others (contention) or alone."""
+        """A transfer's latency has passed: its data starts, shared with the others (contention) or alone; with
+        pairs in series, after the transfers of its pair of tasks whose data started before (it waits behind them:
+        a transport's connection carries one message at a time)."""
         x.data_start = now
         if x.inter and self.contention:
-            x.remaining = x.nbytes
-            x.last = now
-            x.rate = 0.0
-            self.active.append(x)
-            self.recompute(now)
+            if self.pairs is not None:
+                q = self.pairs.get((x.src, x.dst))
+                if q is not None:
+                    q.append(x)
+                    return
+                self.pairs[(x.src, x.dst)] = deque()
+            self.data_begin(x, now)
             return
         if x.buffered:
             self.push(now + max(x.nbytes - self.cl.send_buffer, 0.0) / x.bw, EV_SEND_DONE, (x, x.version))
         self.push(now + x.nbytes / x.bw, EV_FINISH, x)
+
+    def on_data_end(self, x: Xfer, now):
+        """A shared transfer's data has all arrived: it leaves the others, its requests complete, their rates are
+        recomputed; with pairs in series, the next of its pair follows it at once."""
+        self.active.remove(x)
+        self.finish(x, now)
+        self.recompute(now)
+        if self.pairs is not None:
+            q = self.pairs[(x.src, x.dst)]
+            if q:
+                self.data_begin(q.popleft(), now)
+            else:
+                del self.pairs[(x.src, x.dst)]
+
+    def data_begin(self, x: Xfer, now):
+        """A shared transfer's data starts: it joins the others and their rates are recomputed."""
+        x.data_start = now
+        x.remaining = x.nbytes
+        x.last = now
+        x.rate = 0.0
+        self.active.append(x)
+        self.recompute(now)
 
     def check_complete(self):
         """A deadlock or an unmatched send is an error naming the ranks and seqs."""

@@ -368,7 +368,8 @@ def run(sim, enc: StreamEncoded, progress=None):
                    latency=float(cl.latency), shm_bandwidth=float(cl.shm_bandwidth),
                    shm_latency=float(cl.shm_latency), rndv_latency=float(cl.rndv_latency),
                    shm_rndv_latency=float(cl.shm_rndv_latency), send_buffer=float(cl.send_buffer),
-                   rndv_first=float(cl.rndv_first), nlinks=len(link_key), stream_fd=enc.fd,
+                   rndv_first=float(cl.rndv_first), pair_serial=int(cl.pair_serial), nlinks=len(link_key),
+                   stream_fd=enc.fd,
                    stream_buf=max(buffer_bytes(ntasks), enc.maxrec), stream_maxrec=enc.maxrec)
     rn._model_params(c, sim.model, sim.params)
     arrays = dict(link_key=link_key, link_bw=link_bw, link_lat=link_lat, task_off=enc.task_off,

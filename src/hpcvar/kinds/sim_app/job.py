@@ -41,6 +41,7 @@ class AppParams(Params):
     shm_rndv_latency_s: float = 0.0
     send_buffer_bytes: int = 0
     rndv_first_bytes: int = 0
+    pair_messages: str = "serial"  # serial: a pair of tasks' messages between nodes one after the other; shared
     mappings: tuple[str, ...] = ("rrn",)  # hpcvar.sim.replay.MAPPINGS, compared
     mapping_files: tuple[str, ...] = ()  # files of 'TASK NODE' lines, compared after the named mappings
     models: tuple[str, ...] = ("none",)  # hpcvar.sim.replay.MODELS
@@ -183,12 +184,15 @@ def cluster_of(p: AppParams, ntasks: int):
                              ("--rndv-first", "rndv_first", p.rndv_first_bytes)):
             if v:
                 raise UsageError(f"{flag} and --cluster both given", flag, f"Put '{key} SIZE' in the cluster file")
-        return simapp.load_cluster(p.cluster_path)
-    n = p.nodes or ntasks
-    k = p.cores_per_node or max(1, -(-ntasks // n))
-    return simapp.Cluster(n, k, p.bandwidth_bytes_per_s, p.latency_s, p.shm_bandwidth_bytes_per_s, p.shm_latency_s,
-                          rndv_latency=p.rndv_latency_s, shm_rndv_latency=p.shm_rndv_latency_s,
-                          send_buffer=float(p.send_buffer_bytes), rndv_first=float(p.rndv_first_bytes))
+        cl = simapp.load_cluster(p.cluster_path)
+    else:
+        n = p.nodes or ntasks
+        k = p.cores_per_node or max(1, -(-ntasks // n))
+        cl = simapp.Cluster(n, k, p.bandwidth_bytes_per_s, p.latency_s, p.shm_bandwidth_bytes_per_s, p.shm_latency_s,
+                            rndv_latency=p.rndv_latency_s, shm_rndv_latency=p.shm_rndv_latency_s,
+                            send_buffer=float(p.send_buffer_bytes), rndv_first=float(p.rndv_first_bytes))
+    cl.pair_serial = p.pair_messages == "serial"
+    return cl
 
 
 class _Progress:
@@ -345,6 +349,7 @@ def _cluster_json(cl) -> dict:
             "latency_s": cl.latency, "shm_bandwidth_bytes_per_s": cl.shm_bandwidth, "shm_latency_s": cl.shm_latency,
             "rndv_latency_s": cl.rndv_latency, "shm_rndv_latency_s": cl.shm_rndv_latency,
             "send_buffer_bytes": cl.send_buffer, "rndv_first_bytes": cl.rndv_first,
+            "pair_messages": "serial" if cl.pair_serial else "shared",
             "links": [[a, b, bw, lat] for (a, b), (bw, lat) in cl.links.items()]}
 
 

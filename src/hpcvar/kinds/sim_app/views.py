@@ -24,7 +24,9 @@ def render(console: Console, run: Run) -> None:
     out = run.info["result"]
     cl = out["cluster"]
     console.print(f"{out['trace']}: {out['ntasks']} tasks on {cl['nodes']} nodes x {cl['cores_per_node']} cores; "
-                  f"collectives {out['collectives']}")
+                  f"collectives {out['collectives']}"
+                  + ("; each message a flow of its own (--pair-messages shared)"
+                     if cl.get("pair_messages") == "shared" else ""))
     for one in out["runs"]:
         console.print(_tasks_table(one, out["timed"]))
     console.print(_comparison(out["runs"], out["timed"]))
