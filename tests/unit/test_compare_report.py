@@ -2,6 +2,7 @@
 
 import json
 import re
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -82,6 +83,27 @@ def test_html_report_is_self_contained(runs_dir, tmp_path):
     assert len(imgs) == 3 and all(src.startswith("data:image/png;base64,") for src in imgs)  # latency, bandwidth, CCDF
     assert not re.search(r'(src|href)="(http|//)', html)  # nothing fetched from a network
     assert "latency, 8B (one-way median)" in html
+
+
+def test_markdown_report_copies_the_stored_figures_and_the_drawn_ones(runs_dir, tmp_path):
+    """A .md report links its figures in <stem>_files, relative to the report: the figure a run stored when it was
+    made, copied as it is (not drawn again), and the ones it lacks, drawn for the report."""
+    from hpcvar.report.document import write_report
+    from hpcvar.report.plots import figure, save
+
+    run = fake_latency_run(1.0, 1)
+    fig, ax = figure()
+    ax.plot([0, 1], [1, 0])
+    stored = save(fig, run.plots_dir() / "latency_vs_size")[0]  # the run's own figure (the others are not stored)
+    out = write_report([run], tmp_path / "r.md")
+    md = out.read_text()
+    links = re.findall(r"!\[[^]]*\]\(([^)]+)\)", md)
+    assert len(links) == 3 and all(link.startswith("r_files/") for link in links), links
+    files = {Path(link).name: tmp_path / link for link in links}
+    assert all(f.is_file() and f.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for f in files.values()), files
+    assert files[f"{run.path.name}-latency_vs_size.png"].read_bytes() == stored.read_bytes()
+    assert {f"{run.path.name}-bandwidth_vs_size.png", f"{run.path.name}-latency_ccdf.png"} < set(files)
+    assert not (run.plots_dir() / "latency_ccdf.png").exists()  # drawn for the report, not into the run
 
 
 def test_markdown_report_and_bad_extension(runs_dir, tmp_path):
