@@ -32,8 +32,15 @@ endif
 demo: $(STAMP)
 	$(BIN)/hpcvar demo
 
+# The unit and fuzz tests (no MPI, nothing timed) run on every core (pytest-xdist); the integration and testbed
+# tests, which time real runs and shaped links, one after the other on a quiet machine. PYTEST_ARGS: one pytest.
 test: lint
+ifeq ($(strip $(PYTEST_ARGS)),)
+	$(BIN)/python -m pytest -n auto tests/unit tests/fuzz
+	$(BIN)/python -m pytest tests/integration tests/testbed
+else
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+endif
 
 # The linters CI runs (docs/developing.md, Linters); the same as .pre-commit-config.yaml.
 lint: $(STAMP)
