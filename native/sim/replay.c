@@ -82,8 +82,9 @@ typedef struct {
     double pen;
     int64_t rprev[2], cprev, aprev;
     int32_t src, dst;
-    int8_t inter, eager, started, done, kind, buffered, sdone, pad; /* buffered: send_buffer applies; sdone: */
-} hv_xfer; /* ... and the send completed */
+    /* buffered: send_buffer applies; sdone: and the send completed */
+    int8_t inter, eager, started, done, kind, buffered, sdone, pad;
+} hv_xfer;
 
 /* What a walk over the shared transfers reads, per transfer, kept apart and small (a walk over a component
  * touches one cache line per transfer): its arrival number (the reference's order of its active list), its two

@@ -26,7 +26,7 @@ def render(console: Console, run: Run) -> None:
     console.print(f"{out['trace']}: {out['ntasks']} tasks on {cl['nodes']} nodes x {cl['cores_per_node']} cores; "
                   f"collectives {out['collectives']}"
                   + ("; each message a flow of its own (--pair-messages shared)"
-                     if cl.get("pair_messages") == "shared" else ""))
+                     if cl.get("pair_messages", "shared") == "shared" else ""))  # runs before the option: shared
     for one in out["runs"]:
         console.print(_tasks_table(one, out["timed"]))
     console.print(_comparison(out["runs"], out["timed"]))
