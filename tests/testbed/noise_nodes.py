@@ -34,3 +34,11 @@ def record_with_injection(env: dict, phases_ms, record_args: list[str], hosts: i
     assert res.returncode == 0, res.stderr[-3000:]
     assert all(p.returncode == 0 for p in inj), errs
     return json.loads(res.stdout)
+
+
+def steal_disturbed(out: dict) -> str | None:
+    """For best_of_quiet_attempts: the recording's own warning that the hypervisor's steal, a detour of one vCPU
+    with no partner, took 10% or more of a CPU's long-detour time (on a VM with 4-7% steal the aligned bursts
+    measured an excess of 0.32-0.44: mixed)."""
+    w = out["alignment"].get("steal_warning")
+    return f"steal during the recording: {w[:160]}" if w else None

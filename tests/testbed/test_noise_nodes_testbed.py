@@ -11,7 +11,7 @@ import pytest
 
 from tests.conftest import best_of_quiet_attempts, run_cli
 from tests.testbed.conftest import up_testbed
-from tests.testbed.noise_nodes import ALIGNED, SHIFTED, record_with_injection
+from tests.testbed.noise_nodes import ALIGNED, SHIFTED, record_with_injection, steal_disturbed
 
 pytestmark = [pytest.mark.root, pytest.mark.mpi]
 
@@ -29,7 +29,8 @@ def _record(env, phases):
 
 def test_four_traces_on_one_time_base(testbed):
     out = best_of_quiet_attempts(lambda: _record(testbed, ALIGNED),
-                                 lambda o: _check_verdict(o, "aligned"), what="aligned injection, testbed")
+                                 lambda o: _check_verdict(o, "aligned"), what="aligned injection, testbed",
+                                 disturbed=steal_disturbed)
     run = Path(out["run"])
     traces = sorted(p.name for p in (run / "traces").glob("*.jtr"))
     assert traces == ["nz-h1.jtr", "nz-h2.jtr", "nz-h3.jtr", "nz-h4.jtr"]
@@ -55,5 +56,6 @@ def _check_verdict(out: dict, want: str) -> None:
 
 def test_shifted_phases_are_not_aligned(testbed):
     out = best_of_quiet_attempts(lambda: _record(testbed, SHIFTED),
-                                 lambda o: _check_verdict(o, "not aligned"), what="shifted injection, testbed")
+                                 lambda o: _check_verdict(o, "not aligned"), what="shifted injection, testbed",
+                                 disturbed=steal_disturbed)
     print(f"testbed, shifted: excess {[round(p['excess'], 2) for p in out['alignment']['pairs']]}")

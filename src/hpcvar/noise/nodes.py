@@ -161,6 +161,8 @@ def record(launcher: Launcher, nodes: int, p: NodesParams, run: Run, timeout_s: 
     run.write_table("noise.alignment", pairs)
     run.write_table("noise.windows", windows)
     run.info["alignment"] = verdict
+    if verdict["steal_warning"]:
+        run.warn(verdict["steal_warning"])
     prec = max(n.precision_ns for n in ns)
     drift = max(abs(n.drift) for n in ns) * 1e6
     if len({n.boot_id for n in ns}) < len(ns) and p.method == "spin":
@@ -172,6 +174,6 @@ def record(launcher: Launcher, nodes: int, p: NodesParams, run: Run, timeout_s: 
                           "events_per_s": [round(c["events_per_s"], 1) for c in r["cpus"]]}
                          for n, r in zip(ns, reports, strict=True)],
             "alignment": {k: verdict[k] for k in ("verdict", "counts", "jitsim_mode", "rule", "min_detour_s",
-                                                  "window_s", "tolerance_s")} | {"pairs": verdict["pairs"],
-                                                                                 "phase_hz": hz},
+                                                  "window_s", "tolerance_s", "steal_warning", "pairs")}
+            | {"phase_hz": hz},
             "median_excess": float(np.nanmedian(pairs["excess"])) if len(pairs) else float("nan")}

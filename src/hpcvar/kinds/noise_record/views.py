@@ -85,6 +85,8 @@ def render_nodes(console: Console, result: dict) -> None:
         a.get("jitsim_mode") or "", "neither jitSim mode is clearly right: use 'hpcvar sim jitter --align measured'")
     console.print(f"{mode}; rule: {a['rule']} (long detours >= {a['min_detour_s'] * 1e6:g} us, windows "
                   f"{a['window_s'] * 1e3:g} ms)")
+    if a.get("steal_warning"):  # recordings made before the check have no key
+        console.print("warning: " + a["steal_warning"])
 
 
 def render(console: Console, run: Run) -> None:
@@ -196,8 +198,9 @@ def nodes_section(run) -> Section:
     sec = Section(title=f"OS jitter on {len(nodes)} nodes (hpcvar noise record, {res.get('method', '?')} method)")
     mode = {"sync": "'hpcvar sim jitter --align sync' fits", "unsync": "'hpcvar sim jitter --align unsync' fits"}.get(
         a.get("jitsim_mode") or "", "use 'hpcvar sim jitter --align measured'")
+    steal = "; the hypervisor's steal understates the alignment (see the warnings)" if a.get("steal_warning") else ""
     sec.headlines.append(Headline("Noise across nodes", a.get("verdict", "?"),
-                                  f"{mode}; {a.get('rule', '')}"))
+                                  f"{mode}; {a.get('rule', '')}{steal}"))
     clock = res.get("clock") or {}
     if clock:
         sec.headlines.append(Headline("Clock alignment", f"{clock['precision_ns'] / 1e3:.2f} us",
