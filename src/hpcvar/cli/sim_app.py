@@ -49,8 +49,9 @@ def _split(text: str) -> list[str]:
 @click.command("app")
 @click.argument("trace_file", metavar="APP.trace", type=click.Path())
 @click.option("--from", "fmt", type=click.Choice(["auto", "parquet", "tit", "otf2", "native"]), default="auto",
-              show_default=True, help="Trace format (auto: by extension; .txt/.tit = SimGrid TIT, .otf2 = OTF2, else "
-                                      "parquet, what hpcvar trace writes; native is its former name).")
+              show_default=True, help="Trace format (auto: .txt/.tit = SimGrid TIT, .otf2 = OTF2, .parquet = "
+                                      "parquet, what hpcvar trace writes; other names by content: Parquet's magic, "
+                                      "else ASCII text = TIT; native is parquet's former name).")
 @click.option("--flops-rate", type=FiniteFloat(0, min_open=True), default=None,
               help="TIT traces: flop/s that turn 'compute FLOPS' (and the FLOPS of reduce/allreduce) into seconds "
                    "(default: the cluster file's flops_rate, else 1e9).")

@@ -80,11 +80,10 @@ class StreamTrace:
 
 
 def is_parquet(path: str, fmt: str) -> bool:
-    """Whether ``fmt`` (auto: by extension, as load_trace) names hpcvar's Parquet trace."""
-    if fmt == "auto":
-        p = Path(path)
-        return not (p.suffix == ".otf2" or p.suffix in (".txt", ".tit"))
-    return fmt in ("parquet", "native")
+    """Whether ``fmt`` (auto: by extension or content, as load_trace) names hpcvar's Parquet trace."""
+    from hpcvar.traces.load import trace_format
+
+    return trace_format(Path(path), fmt) in ("parquet", "native")
 
 
 def open_trace(path: str, fmt: str = "auto") -> StreamTrace:

@@ -29,14 +29,31 @@ def import_engine(engine: str | None, available: Callable[[], bool], lib: Callab
 
 # the formats load_trace reads ("native": the name of "parquet" before, still accepted)
 FORMATS = ("parquet", "tit", "otf2")
+PARQUET_MAGIC = b"PAR1"
+SNIFF_BYTES = 65536
 
 
 def trace_format(path: Path, fmt: str = "auto") -> str:
     """The format to read ``path`` as: ``fmt``, or with ``auto`` by the extension (.otf2 OTF2, .txt and .tit
-    SimGrid TIT, else hpcvar's Parquet)."""
+    SimGrid TIT, .parquet hpcvar's Parquet), else by the content: a file that starts with Parquet's magic is
+    Parquet, one whose first 64 KiB are ASCII text is TIT (SMPI's index files often have no extension; the TIT
+    reader then names the line it cannot read), anything else Parquet (whose reader says what is wrong)."""
     if fmt != "auto":
         return fmt
-    return "otf2" if path.suffix == ".otf2" else "tit" if path.suffix in (".txt", ".tit") else "parquet"
+    if path.suffix == ".otf2":
+        return "otf2"
+    if path.suffix in (".txt", ".tit"):
+        return "tit"
+    if path.suffix == ".parquet":
+        return "parquet"
+    try:
+        with open(path, "rb") as f:
+            head = f.read(SNIFF_BYTES)
+    except OSError:  # missing or unreadable: the Parquet reader's error names the file
+        return "parquet"
+    if head.startswith(PARQUET_MAGIC) or not head:
+        return "parquet"
+    return "tit" if head.isascii() and b"\0" not in head else "parquet"
 
 
 def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: str | None = None,
