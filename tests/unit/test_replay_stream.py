@@ -290,3 +290,20 @@ def test_collective_keys_are_recycled(tmp_path, monkeypatch):
         assert enc_s.nkeys == 6 * calls and enc_s.key_slots <= 24
     finally:
         enc_s.close()
+
+
+@pytest.mark.parametrize("order,rg,msg", [([0, 1, 3, 2, 4, 5], 3, r"task 0 seq 2 after task 1\)"),  # 0 after 1
+                                          ([0, 1, 2, 3, 5, 4], 4, r"task 1 seq 2 after task 1\)")])  # seq 1 skipped
+def test_disorder_at_a_row_group_boundary_is_refused(order, rg, msg, tmp_path, monkeypatch):
+    """Row groups lowered one by one, the last task of each carried to the next: the carried task's rows and the
+    next group's are checked together (the next group's first row continues the carried task or starts a later
+    one at seq 0)."""
+    monkeypatch.setenv(replay_stream.CHUNK_ENV, "1")
+    rows = [dict(task=0, op="init"), dict(task=0, op="barrier"), dict(task=0, op="finalize"),
+            dict(task=1, op="init"), dict(task=1, op="barrier"), dict(task=1, op="finalize")]
+    path = write_parquet(Trace(make_events(rows), 2), tmp_path / "t.parquet")
+    t = pq.read_table(path)
+    # rows 0-2 are task 0, 3-5 task 1
+    pq.write_table(t.take(order).replace_schema_metadata(t.schema.metadata), path, row_group_size=rg)
+    with pytest.raises(InputFileError, match=msg):
+        replay_stream.lower(replay_stream.open_trace(str(path)), tmpdir=str(tmp_path))
