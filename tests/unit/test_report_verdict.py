@@ -261,3 +261,34 @@ def test_a_prediction_on_a_loaded_characterizations_recording_is_suspect(runs_di
     parent.info["load"] = {"others_pct": 2.0, "steal_pct": 0.0, "warning": None}
     parent.save()
     assert section(jit).headlines[0].status == BAD  # the same prediction on a quiet characterization
+
+
+def test_a_noisy_cpu_beside_a_preempted_one_is_suspect(runs_dir):
+    """Never a 'bad' built on suspect input: when the collector of one CPU was preempted (other processes ran),
+    another CPU's high noise is suspect too, and the answer UNRELIABLE, not DEGRADED; without the preemption
+    the same noise is bad."""
+    from hpcvar.kinds.noise_record.views import section
+
+    def recorded(preempted: int) -> Run:
+        run = Run.create("noise record", {"cpus": [0, 1]})
+        run.finish("complete", {"cpus": [{"cpu": 0, "noise_fraction": 0.002, "events_per_s": 900.0, "max_ns": 1e4,
+                                          "periods": []},
+                                         {"cpu": 1, "noise_fraction": 0.0548, "events_per_s": 19573.0,
+                                          "max_ns": 1e4, "periods": []}],
+                                "attribution": {"window_s": 5.0, "steal_s": {"0": 0.0, "1": 0.0},
+                                                "thread_context_switches": {
+                                                    "0": {"nonvoluntary": preempted, "voluntary": 0},
+                                                    "1": {"nonvoluntary": 3, "voluntary": 0}}}})
+        return run
+
+    h = {x.label: x for x in section(recorded(143)).headlines}
+    assert h["CPU 0 noise"].status == SUSPECT and "preempted 143 times" in h["CPU 0 noise"].reference
+    assert h["CPU 1 noise"].status == SUSPECT, h["CPU 1 noise"]
+    assert "other processes ran during the recording" in h["CPU 1 noise"].reference
+    assert "over 5% of the CPU lost" in h["CPU 1 noise"].reference
+    loaded = recorded(143)
+    assert verdict.answer(verdict.Verdict(), [], [(loaded, section(loaded))]).status == "UNRELIABLE"
+    quiet = {x.label: x for x in section(recorded(3)).headlines}
+    assert quiet["CPU 1 noise"].status == BAD and quiet["CPU 0 noise"].status == GOOD
+    idle = recorded(3)
+    assert verdict.answer(verdict.Verdict(), [], [(idle, section(idle))]).status == "DEGRADED"
