@@ -51,7 +51,6 @@ DEFAULT_MIN_DETOUR_S = 100e-6
 DEFAULT_WINDOW_S = 10e-3
 STEAL_SHARE = 0.10  # of a CPU's long-detour time: steal this large lowers the excess by a third or more
 STEAL_MIN_TICKS = 2  # /proc/stat counts in ticks of 10 ms (USER_HZ 100): one tick alone is rounding
-USER_HZ = 100.0
 
 
 @dataclass
@@ -223,18 +222,19 @@ def analyze(nodes: list[NodeTrace], min_detour_s: float = DEFAULT_MIN_DETOUR_S, 
 def steal_check(nodes: list[NodeTrace], per: list[tuple]) -> tuple[list[dict], str | None]:
     """Per node and CPU, the hypervisor's steal during the recording beside the CPU's long-detour time (from
     the trace's /proc/stat snapshots; none without them), and a warning where steal reaches STEAL_SHARE of it."""
-    from hpcvar.noise.analysis import parse_stat
+    from hpcvar.noise.analysis import USER_HZ, parse_stat
 
+    stats: dict[int, tuple[dict, dict] | None] = {}  # per node: its CPUs before and after, parsed once
+    for i, n in enumerate(nodes):
+        before, after = n.trace.meta.get("proc_before") or {}, n.trace.meta.get("proc_after") or {}
+        ok = before.get("stat") and after.get("stat")
+        stats[i] = (parse_stat(before["stat"])["cpus"], parse_stat(after["stat"])["cpus"]) if ok else None
     rows, worst = [], []
     for i, cpu, s, e, long in per:
-        meta = nodes[i].trace.meta
-        before, after = meta.get("proc_before") or {}, meta.get("proc_after") or {}
-        if not before.get("stat") or not after.get("stat"):
+        b, a = stats[i] or ({}, {})
+        if cpu not in b or cpu not in a:
             continue
-        b, a = parse_stat(before["stat"])["cpus"].get(cpu), parse_stat(after["stat"])["cpus"].get(cpu)
-        if b is None or a is None:
-            continue
-        ticks = a["steal"] - b["steal"]
+        ticks = a[cpu]["steal"] - b[cpu]["steal"]
         long_s = float(np.sum((e - s)[long]))
         rows.append({"host": nodes[i].host, "cpu": cpu, "steal_s": ticks / USER_HZ, "long_detour_s": long_s})
         if ticks >= STEAL_MIN_TICKS and ticks / USER_HZ >= STEAL_SHARE * long_s:

@@ -321,6 +321,9 @@ def parse_interrupts(text: str) -> dict[str, list[int]]:
     return out
 
 
+USER_HZ = 100.0  # /proc/stat counts CPU time in ticks of 1/USER_HZ s (100 on Linux)
+
+
 def parse_stat(text: str) -> dict:
     out: dict = {"cpus": {}}
     for line in text.splitlines():
@@ -344,7 +347,6 @@ def attribution(trace: JitterTrace, periods_by_cpu: dict[int, list[dict]] | None
     window_s = (trace.meta.get("window_mono_ns") or 0) / 1e9
     if not before or not after or window_s <= 0:
         return {"available": False, "note": "the trace has no /proc snapshots (not recorded by hpcvar)"}
-    user_hz = 100.0  # /proc/stat ticks (USER_HZ, 100 on Linux)
     sources: list[dict] = []
     for kind in ("interrupts", "softirqs"):
         b, a = parse_interrupts(before.get(kind) or ""), parse_interrupts(after.get(kind) or "")
@@ -358,7 +360,7 @@ def attribution(trace: JitterTrace, periods_by_cpu: dict[int, list[dict]] | None
                                         "source": label, "count": delta, "per_s": delta / window_s})
     sb, sa = parse_stat(before.get("stat") or ""), parse_stat(after.get("stat") or "")
     steal = {c.cpu: (sa["cpus"].get(c.cpu, {}).get("steal", 0) - sb["cpus"].get(c.cpu, {}).get("steal", 0))
-             / user_hz for c in trace.cpus}
+             / USER_HZ for c in trace.cpus}
     matches = []
     for c in trace.cpus:
         for per in (periods_by_cpu or {}).get(c.cpu, []):

@@ -314,10 +314,9 @@ class _Lowering:
             other = np.flatnonzero(cols["task"] != ct)
             k = int(other[0]) if len(other) else len(cols["task"])
             head = {c: np.concatenate([carry[c], cols[c][:k]]) for c in self.types}
-            if k == len(cols["task"]):  # the carried task goes on beyond these rows
-                _check_order(head, self.next_task - 1, self.where)
-                return head
             _check_order(head, self.next_task - 1, self.where)
+            if k == len(cols["task"]):  # the carried task goes on beyond these rows
+                return head
             self.chunk(head, ct + 1)
             cols = {c: a[k:] for c, a in cols.items()}
         _check_order(cols, self.next_task - 1, self.where)

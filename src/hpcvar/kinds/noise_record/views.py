@@ -93,8 +93,6 @@ def render_nodes(console: Console, result: dict) -> None:
         a.get("jitsim_mode") or "", "neither jitSim mode is clearly right: use 'hpcvar sim jitter --align measured'")
     console.print(f"{mode}; rule: {a['rule']} (long detours >= {a['min_detour_s'] * 1e6:g} us, windows "
                   f"{a['window_s'] * 1e3:g} ms)")
-    if a.get("steal_warning"):  # recordings made before the check have no key
-        console.print("warning: " + a["steal_warning"])
 
 
 def render(console: Console, run: Run) -> None:
