@@ -34,6 +34,7 @@ SCREEN = ["screen", "--rounds", "2", "--check", "0.2s", "--noise", "0.4s", "--ke
 FAULTS = ["--rate-of", "h2=100mbit", "--cpu-noise-of", "h3=1ms/10ms"]
 CPU_METRICS = {"noise_fraction", "compute_rate"}
 LINK_METRICS = {"link_bandwidth", "link_latency"}
+LINK_LATENCY = frozenset({"link_latency"})
 
 
 def screen(env: dict, *extra: str) -> dict:
@@ -63,13 +64,21 @@ def report(what: str, out: dict) -> None:
           f"{out['answer']['line'][:300]}")
 
 
-def only_faults(out: dict, allowed: dict[str, set[str]]) -> None:
+def latency_detail(out: dict) -> str:
+    """Every link's 8-byte latency in its three measurements (before and after its bandwidth test, the recheck
+    after every pair) and its load: what a latency finding rested on."""
+    return "; ".join(f"{r['src']}-{r['dst']} {r['first'] / 1e3:.2f}/{r['second'] / 1e3:.2f}/{r['later'] / 1e3:.2f} us "
+                     f"load {r['load_pct']:.0f}%" for r in out["link_metrics"] if r["metric"] == "link_latency")
+
+
+def only_faults(out: dict, allowed: dict[str, set[str]], excused: frozenset[str] = frozenset()) -> None:
     """What no disturbance excuses: a DEGRADED finding that involves no faulty host (a node finding on a healthy
     host, a pair of two healthy hosts). A pair with one faulty end may come out slow under other jobs' load, when
-    the fault shows in some of its node's pairs only; the exact check (names_exactly) is the quiet one's."""
+    the fault shows in some of its node's pairs only; the exact check (names_exactly) is the quiet one's. Findings
+    on the ``excused`` metrics are left to that check."""
     for f in out["findings"]:
         hosts = set(f["hosts"].split(","))
-        if f["status"] == "degraded":
+        if f["status"] == "degraded" and f["metric"] not in excused:
             assert hosts & set(allowed), (f["where"], f["metric"], out["answer"]["line"])
             if f["scope"] == "node":
                 assert f["metric"] in allowed[f["where"]], (f["where"], f["metric"], out["answer"]["line"])
@@ -124,14 +133,19 @@ def clean(tmp_path_factory):
 
 
 def test_five_clean_screens_in_a_row_name_nothing(clean):
+    """A latency finding on a clean testbed is retried with five new screens (up to 3 sets), any other finding
+    fails at once: the 4 hosts share one VM's 2 vCPUs, and one CI run saw every link of scc-h1 at 7.2 us against
+    the others' 5.16 us (z +5.3) in all three of their measurements, a state of the machine that lasted the
+    screen (load normal, no steal) and was gone in the next CI runs; bandwidth, noise and compute findings have
+    never come from a clean testbed."""
     def five():
         return [screen(clean, "--launcher", "testbed") for _ in range(5)]
 
     def check(outs):
-        assert [o["rc"] for o in outs] == [0] * 5, [o["answer"]["line"] for o in outs]
+        assert [o["rc"] for o in outs] == [0] * 5, [f"{o['answer']['line']} | {latency_detail(o)}" for o in outs]
 
-    outs = best_of_quiet_attempts(five, check, tries=2, what="five clean screens", disturbed=disturbed,
-                                  always=lambda outs: [only_faults(o, {}) for o in outs])
+    outs = best_of_quiet_attempts(five, check, tries=3, what="five clean screens", disturbed=disturbed,
+                                  always=lambda outs: [only_faults(o, {}, LINK_LATENCY) for o in outs])
     for k, o in enumerate(outs):
         report(f"clean screen {k + 1}", o)
 

@@ -334,7 +334,9 @@ def tables(report: dict, host: str | None = None) -> dict[str, pd.DataFrame]:
                      "max_ns": c["max_ns"], "mean_ns": c["mean_ns"], "p50_ns": c["p50_ns"], "p90_ns": c["p90_ns"],
                      "p99_ns": c["p99_ns"], "p99_9_ns": c["p99_9_ns"], "p99_99_ns": c["p99_99_ns"],
                      "gap_p50_ns": c["gap_p50_ns"], "gap_p99_ns": c["gap_p99_ns"],
-                     "migrations": q.get("migrations", 0), "overflow": bool(q.get("overflow", False))})
+                     "migrations": q.get("migrations", 0), "overflow": bool(q.get("overflow", False)),
+                     "unexplained_events": (c.get("unexplained") or {}).get("events"),
+                     "unexplained_lost_min": (c.get("unexplained") or {}).get("lost_fraction_min")})
         for rank, s in enumerate(c["periods"]):
             per.append({"cpu": c["cpu"], "rank": rank, "hz": s["hz"], "strength": s["strength"],
                         "harmonics": s["harmonics"]})
@@ -359,6 +361,7 @@ def json_summary(report: dict) -> dict:
                                "gap_p50_ns", "gap_p99_ns", "length_s")}
         d["periods"] = [{"hz": s["hz"], "strength": s["strength"], "harmonics": s["harmonics"]} for s in c["periods"]]
         d["tick"] = c.get("tick")
+        d["unexplained"] = c.get("unexplained")
         cpus.append(d)
     from hpcvar.noise.matching import RATE_HOW
 

@@ -233,6 +233,11 @@ TABLES.update({
         "gap_p50_ns": "median gap between detours (ns)", "gap_p99_ns": "99th percentile gap (ns)",
         "migrations": "events after which rdtscp reported another CPU",
         "overflow": "the event buffer filled and the CPU stopped early",
+        "unexplained_events": "detours beyond the interrupts and context switches the guest kernel counted on the "
+                              "CPU (/proc): the hypervisor's or the firmware's (empty: no /proc snapshots, or the "
+                              "timer method)",
+        "unexplained_lost_min": "lower bound of the CPU time lost to them: the shortest unexplained_events detours "
+                                "(fraction)",
     },
     "noise.periods": {
         "host": "node the CPU belongs to (its hostname)",
