@@ -194,9 +194,16 @@ def test_answer_rules_measurement_model_prediction():
     bad = Headline("bandwidth, 4MiB", "10 MB/s", "m", BAD, "40% of the link")
     assert answer(bad).status == "DEGRADED" and "latency: bandwidth, 4MiB 10 MB/s (40% of the link)" in \
         answer(bad).line()
-    # a model that misleads or a large predicted slowdown judges no machine
-    assert answer(Headline("E_abs", "40%", "m", BAD, "r", role=MODEL)).status == "OK"
-    assert answer(Headline("slowdown", "12x", "m", BAD, "r", role=PREDICTION)).status == "OK"
+    # a model that misleads or a large predicted slowdown judges no machine: alone they answer nothing, and an
+    # answer resting on nothing judged is not OK; beside a measurement judged good they change nothing
+    for head in (Headline("E_abs", "40%", "m", BAD, "r", role=MODEL),
+                 Headline("slowdown", "12x", "m", BAD, "r", role=PREDICTION)):
+        alone = answer(head)
+        assert alone.status == "UNRELIABLE" and "nothing measured was judged against a reference (0 measurement(s) " \
+            "without one, 1 model or prediction headline(s)" in alone.line(), alone.line()
+        assert answer(head, Headline("bandwidth", "110 MB/s", "m", GOOD, "92% of the link")).status == "OK"
+    only_info = answer(Headline("alignment", "inconclusive", "m", INFO, "too few detours"))
+    assert only_info.status == "UNRELIABLE" and "(1 measurement(s) without one" in only_info.line()
     # measured (judged only against the timer) is neither good nor bad
     ok = answer(Headline("latency, 8B", "2 us", "m", MEASURED, "measured: the timer resolves it"))
     assert ok.status == "OK" and "1 measured" in ok.line()

@@ -288,4 +288,22 @@ def answer(v: Verdict, tops: list, sections: list) -> Answer:
         basis += f"; nothing degraded against baseline {v.baseline['baseline_id']}"
     if v.checks:
         basis += f"; {len(v.checks) - len(failed)} of {len(v.checks)} expectations met ({v.expect_path})"
+    if not findings and not reasons:
+        reasons = _nothing_judged(v, sections)
     return decide(findings, reasons, basis)
+
+
+def _nothing_judged(v: Verdict, sections: list) -> list[str]:
+    """Why an answer would be an OK resting on nothing ([] when something was judged): no measurement of the
+    machine was judged good or measured against a reference, and there is no screen, baseline or expectation.
+    An inconclusive multi-node noise recording (every headline without a reference), or a report of models
+    and predictions only, once answered "OK: 0 headline(s) good and 0 measured"."""
+    if v.baseline is not None or v.checks or any(run.info.get("command") == "screen" for run, _ in sections):
+        return []
+    heads = [h for _, sec in sections for h in sec.headlines]
+    if any(h.role == MEASUREMENT and h.status in (GOOD, MEASURED) for h in heads):
+        return []
+    other = sum(h.role != MEASUREMENT for h in heads)
+    return [f"nothing measured was judged against a reference ({len(heads) - other} measurement(s) without one, "
+            f"{other} model or prediction headline(s), which judge no machine): give --expect FILE (hpcvar expect) "
+            "or --baseline RUN, or measure with hpcvar characterize or hpcvar screen"]
