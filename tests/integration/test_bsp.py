@@ -15,7 +15,8 @@ pytestmark = pytest.mark.mpi
 
 W_NS = 1e6
 # The work is a calibrated number of loop iterations (the fastest of 5 timed runs is at least W): a
-# later run may go up to about 1% faster on a VM (CPU frequency, the other vCPU's load); never 2%.
+# later run may go up to about 1% faster on a quiet VM (CPU frequency, the other vCPU's load); beyond 2% the run
+# warns that the CPU's speed changed after its calibration, and the attempt counts as disturbed.
 TOLERANCE = 0.02
 
 
@@ -60,7 +61,13 @@ def test_bsp_tables(runs_dir, barrier):
         for r in run.read_table("bsp.reps").itertuples():
             assert r.total_ns >= 50 * W_NS * (1 - TOLERANCE)
 
-    best_of_quiet_attempts(measure, timing, always=structure, what=f"bsp phases ({barrier} barrier)")
+    def drifted(run: Run) -> str | None:
+        # the run's own finding that the CPU's speed changed after its calibration (a VM whose hypervisor or SMT
+        # sibling took less later: CI saw phases 2.6-4.5 % short in three attempts)
+        return next((w for w in run.info.get("warnings") or [] if "faster than at the calibration" in w), None)
+
+    best_of_quiet_attempts(measure, timing, always=structure, what=f"bsp phases ({barrier} barrier)",
+                           disturbed=drifted)
 
 
 def test_bsp_baseline_reuses_calibration(runs_dir):
