@@ -190,9 +190,9 @@ SPEED_DRIFT = 0.02
 def speed_drift(phases: pd.DataFrame, params: BspParams) -> str:
     """Why the phases cannot resolve small slowdowns ('' when they can): some phase's work took less than the
     quantum by more than SPEED_DRIFT, so the CPU's speed changed after the calibration (frequency scaling, an SMT
-    sibling's load, a hypervisor that took less than during the calibration). A CI VM's fastest phases were
-    2.6-4.5 % short in three runs in a row; by hand the same VM gave 921-1,019 us for 1 ms from one run to the
-    next."""
+    sibling's load, a hypervisor that took less than during the calibration). A fresh-clone CI run on this
+    project's VM had its fastest phases 2.6-4.5 % short in three attempts; by hand the same VM gave 921-1,019 us
+    for 1 ms from one run to the next."""
     if phases.empty or params.work_iters:  # given iterations: calibrated elsewhere, on another CPU perhaps
         return ""
     w = params.quantum_s * 1e9
