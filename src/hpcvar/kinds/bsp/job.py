@@ -193,7 +193,7 @@ def speed_drift(phases: pd.DataFrame, params: BspParams) -> str:
     sibling's load, a hypervisor that took less than during the calibration). A fresh-clone CI run on this
     project's VM had its fastest phases 2.6-4.5 % short in three attempts; by hand the same VM gave 921-1,019 us
     for 1 ms from one run to the next."""
-    if phases.empty or params.work_iters:  # given iterations: calibrated elsewhere, on another CPU perhaps
+    if phases.empty or params.work_iters:  # --work-iters or --baseline's count: calibrated by another run
         return ""
     w = params.quantum_s * 1e9
     fastest = float(phases["compute_ns"].min())
