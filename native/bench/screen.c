@@ -45,6 +45,9 @@
  *                                          v1=direction (0: a to b, 1: b to a) v2=receiver
  *   kind 8 phase   node, idx=part         as kind 1, over one part of a node item: 1 noise, 2 kernel, 3 shm
  *                                          (the shm part from both ranks)
+ *   kind 9 throttle node, idx as the row   v0=ns this rank's cgroup and its ancestors were throttled by a CPU
+ *                  before it             quota (cpu.stat, summed over CPUs) v1=the kind of that row (1 or 8);
+ *                                          right after it, absent when cpu.stat is not visible (hv_cgroup.h)
  * Header keys: nodes (host per node), boot_ids, node_cpus (CPUs per node), turns (turn per node),
  * kernel_iters, bw_size.
  *
@@ -54,6 +57,7 @@
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <math.h>
 #include <sched.h>
 #include <spawn.h>
 #include <stdint.h>
@@ -65,12 +69,23 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include "hv_cgroup.h"
 #include "hv_mpi.h"
 
 extern char **environ;
 
 enum { NCOLS = 7, GCOLS = 8 }; /* written columns; gathered rows carry the item first */
-enum { K_LOAD = 1, K_KERNEL = 2, K_TIMER = 3, K_SHM = 4, K_NOISE = 5, K_LAT = 6, K_BW = 7, K_PHASE = 8 };
+enum {
+    K_LOAD = 1,
+    K_KERNEL = 2,
+    K_TIMER = 3,
+    K_SHM = 4,
+    K_NOISE = 5,
+    K_LAT = 6,
+    K_BW = 7,
+    K_PHASE = 8,
+    K_THROTTLE = 9
+};
 enum { PH_NOISE = 1, PH_KERNEL = 2, PH_SHM = 3 }; /* the parts of a node item whose load is kept apart */
 enum { TAG_SYNC = 30, TAG_SHM = 31, TAG_LAT = 32, TAG_BW = 33, TAG_ACK = 34 };
 enum { HOSTLEN = 64, BOOTLEN = 40, MASKLEN = 128, MAXCPUS = MASKLEN * 8 };
@@ -110,8 +125,8 @@ typedef struct { /* one point to write: what it is */
     long round;
 } item;
 
-typedef struct { /* /proc/stat and our CPU time at one instant */
-    double busy_ns, idle_ns, steal_ns, own_ns, wall_ns;
+typedef struct { /* /proc/stat, our CPU time and our cgroup's throttled time (NAN: not visible) at one instant */
+    double busy_ns, idle_ns, steal_ns, own_ns, wall_ns, throttled_ns;
 } load_mark;
 
 static void *xcalloc(size_t n, size_t sz) {
@@ -307,7 +322,7 @@ static double cpu_ns(const struct rusage *u) {
 }
 
 static load_mark load_now(const screen_world *w) {
-    load_mark m = {0, 0, 0, 0, (double)hv_mono_ns()};
+    load_mark m = {0, 0, 0, 0, (double)hv_mono_ns(), hv_cgroup_throttled_ns()};
     const double tick_ns = 1e9 / (double)sysconf(_SC_CLK_TCK);
     FILE *f = fopen("/proc/stat", "r");
     char line[512];
@@ -330,9 +345,18 @@ static load_mark load_now(const screen_world *w) {
     return m;
 }
 
+/* The time our cgroup (or an ancestor) was throttled by its CPU quota between two marks, right after the load
+ * row it belongs to (kind 9: idx and v1 = the idx and kind of that row); none when cpu.stat is not visible. */
+static void throttle_row(row_buf *b, int it, const screen_world *w, int kind, int idx, const load_mark *a,
+                         const load_mark *z) {
+    if (isfinite(a->throttled_ns) && isfinite(z->throttled_ns))
+        add_row(b, it, K_THROTTLE, w->my_node, idx, z->throttled_ns - a->throttled_ns, kind, 0, 0);
+}
+
 static void load_row(row_buf *b, int it, const screen_world *w, const load_mark *a, const load_mark *z) {
     add_row(b, it, K_LOAD, w->my_node, w->my_local, z->busy_ns - a->busy_ns,
             (z->wall_ns - a->wall_ns) * w->ncpus[w->my_node], z->steal_ns - a->steal_ns, z->own_ns - a->own_ns);
+    throttle_row(b, it, w, K_LOAD, w->my_local, a, z);
 }
 
 /* The load of one part of a node item (a burst of other processes during the 0.2 s of the kernel weighs on it,
@@ -340,6 +364,7 @@ static void load_row(row_buf *b, int it, const screen_world *w, const load_mark 
 static void phase_row(row_buf *b, int it, const screen_world *w, int phase, const load_mark *a, const load_mark *z) {
     add_row(b, it, K_PHASE, w->my_node, phase, z->busy_ns - a->busy_ns,
             (z->wall_ns - a->wall_ns) * w->ncpus[w->my_node], z->steal_ns - a->steal_ns, z->own_ns - a->own_ns);
+    throttle_row(b, it, w, K_PHASE, phase, a, z);
 }
 
 static void sleep_s(double s) {

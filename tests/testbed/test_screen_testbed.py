@@ -1,8 +1,9 @@
 """hpcvar screen on the testbed (root): it names exactly the faults made, and nothing on a clean testbed.
 
 - 4 hosts at 200 mbit, h2's link at half the rate (--rate-of) and h3 throttled 1 ms of every 10 ms through its
-  cpu cgroup (--cpu-noise-of): the screen names exactly h2 (its link) and h3 (noise, compute), exit 3; the
-  same through srun on the testbed's Slurm (every process slurmd starts on h3 is in h3's group);
+  cpu cgroup (--cpu-noise-of): the screen names exactly h2 (its link) and h3 (noise, compute, with the quota as
+  their cause), exit 3; the same through srun on the testbed's Slurm (every process slurmd starts on h3 is in
+  h3's group);
 - the same testbed without faults: 5 screens in a row name nothing, exit 0;
 - a slow CPU (--cpu-quota-of h4=60%) and cross traffic into h1 (from a fifth host that is not screened):
   each found and attributed to its host.
@@ -104,6 +105,16 @@ def names_exactly(out: dict, expected: dict[str, set[str]]) -> None:
         assert got[host] & metrics, (host, got[host], out["answer"]["line"])
 
 
+def quota_named(out: dict, host: str) -> None:
+    """The faulty host's CPU findings name its cgroup's CPU quota as their cause (hv_screen reads cpu.stat of
+    the ranks' group, through the testbed's bind mount of the hierarchy); no other host was throttled."""
+    cpu = [f for f in out["findings"] if f["where"] == host and f["status"] == "degraded" and f["metric"] in
+           CPU_METRICS]
+    assert cpu and all("CPU quota throttled its processes" in f["cause"] for f in cpu), out["findings"]
+    thr = {(r["host"], r["metric"]): r["throttled_pct"] for r in out["node_metrics"] if r["metric"] in CPU_METRICS}
+    assert all(v == 0.0 for (h, _), v in thr.items() if h != host), thr
+
+
 @pytest.fixture(scope="module")
 def faulty(tmp_path_factory):
     with up_testbed(tmp_path_factory, "scf-", 4, "200mbit", *FAULTS) as env:
@@ -118,6 +129,7 @@ def test_screen_names_the_slow_link_and_the_noisy_host(faulty):
         link = [f for f in out["findings"] if f["where"] == "scf-h2" and f["metric"] == "link_bandwidth"]
         assert link and link[0]["scope"] == "node" and link[0]["side"] == "both", out["findings"]
         assert 0.4 < link[0]["ratio"] < 0.6 and link[0]["cost"] > 0.5  # half the rate; the ring pays for it
+        quota_named(out, "scf-h3")
 
     out = best_of_quiet_attempts(lambda: screen(faulty, "--launcher", "testbed"), check, tries=2,
                                  always=lambda o: only_faults(o, hosts), what="the screen of a faulty testbed",
@@ -165,7 +177,7 @@ def test_screen_through_srun_names_them_too(slurm):
     hosts = {"scs-h2": LINK_METRICS, "scs-h3": CPU_METRICS}
     env = {k: v for k, v in slurm.items() if k != "SLURM_JOB_ID"}
     out = best_of_quiet_attempts(lambda: screen(env, "--launcher", "srun", "--nodes", "4"),
-                                 lambda o: names_exactly(o, hosts), tries=2,
+                                 lambda o: (names_exactly(o, hosts), quota_named(o, "scs-h3")), tries=2,
                                  always=lambda o: only_faults(o, hosts), what="the screen through srun",
                                  disturbed=disturbed)
     report("srun on the testbed's Slurm", out)
@@ -199,6 +211,7 @@ def test_a_slow_cpu_and_cross_traffic_are_each_their_hosts(cross):
         names_exactly(out, hosts)
         link = [f for f in out["findings"] if f["where"] == "scx-h1" and f["metric"] == "link_bandwidth"]
         assert link and link[0]["side"] == "receive", out["findings"]
+        quota_named(out, "scx-h4")
 
     out = best_of_quiet_attempts(measure, check, tries=2,
                                  always=lambda o: only_faults(o, hosts), what="cross traffic and a slow CPU",

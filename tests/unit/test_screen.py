@@ -282,6 +282,48 @@ def test_load_under_the_threshold_that_explains_a_cpu_finding_makes_it_suspect()
     assert list(f["status"]) == ["degraded"] and a.status == DEGRADED
 
 
+def test_a_node_held_back_by_its_cpu_quota_is_degraded_with_the_quota_named():
+    """CI's faulty testbed: h3's processes throttled by their cgroup's quota (1 ms of every 10 ms), 12% noise
+    against 3%, and 6% of other processes' load on its CPUs, 5 points more than elsewhere: what ran while h3 was
+    throttled took nothing from it. Up to the throttled share, a node's load is not counted against it, and the
+    quota is named as the cause; without cpu.stat (NaN, or an older run without the column) the load excuses it."""
+    t = tables(noisy={"n3"}, loaded={"n3": 0.06})
+    load = t["screen.load"]
+    t["screen.load"] = load.assign(throttled_ns=np.where((load["host"] == "n3") & (load["item"] == "node"), 0.05e9,
+                                                         0.0))
+    nm, _, f, a = analyse(t)
+    assert list(zip(f["where"], f["status"], strict=True)) == [("n3", "degraded")] and a.status == DEGRADED, a.line()
+    assert f["cause"][0] == "its cgroup's CPU quota throttled its processes for 5.0% of its CPU time (cpu.stat)"
+    assert a.line().endswith(f["cause"][0]), a.line()
+    noise = nm[nm["metric"] == "noise_fraction"].set_index("host")["throttled_pct"]
+    assert noise["n3"] == pytest.approx(5.0) and noise["n1"] == 0.0
+    # throttled 0.5% (under THROTTLED_PCT: no cause named): 5.5 points of load remain, 4.5 more than elsewhere,
+    # enough for an excess of 8 points
+    t["screen.load"] = load.assign(throttled_ns=np.where(load["host"] == "n3", 0.005e9, 0.0))
+    _, _, f, a = analyse(t)
+    assert list(f["status"]) == ["suspect"] and "6% of its CPUs" in f["why"][0] and f["cause"][0] == ""
+    # not visible to the ranks: as before
+    t["screen.load"] = load.assign(throttled_ns=np.nan)
+    nm, _, f, a = analyse(t)
+    assert list(f["status"]) == ["suspect"] and f["cause"][0] == "" and nm["throttled_pct"].isna().all()
+
+
+def test_a_throttle_row_completes_the_load_row_before_it():
+    """hv_screen writes a kind-9 row (its cgroup's throttled ns) right after each load row (kind 1) and part row
+    (kind 8); a row that does not follow its own is dropped rather than given to another."""
+    from hpcvar.screen.tables import _throttled
+
+    load = [{"host": "n1", "phase": "noise", "local": -1, "throttled_ns": np.nan}]
+    _throttled(load, "n1", 1, 8, 5e6)  # part 1 = noise
+    assert load[-1]["throttled_ns"] == 5e6
+    load.append({"host": "n1", "phase": "all", "local": 0, "throttled_ns": np.nan})
+    _throttled(load, "n1", 1, 1, 7e6)  # local rank 1's, but the last row is rank 0's
+    _throttled(load, "n2", 0, 1, 7e6)  # another node's
+    assert np.isnan(load[-1]["throttled_ns"])
+    _throttled(load, "n1", 0, 1, 7e6)
+    assert load[-1]["throttled_ns"] == 7e6
+
+
 def test_a_load_every_item_had_cannot_make_one_stand_out():
     """Cross traffic's senders on the testbed load the CPUs all along: 15% everywhere. A half-rate link is still
     found (DEGRADED, the load named); without a fault the answer cannot be OK (a small fault could hide)."""

@@ -577,7 +577,9 @@ TABLES.update({
                     "local": "0 leader rank, 1 its partner (-1 in a part's rows)",
                     "busy_ns": "time the node's CPUs ran processes (/proc/stat user+nice+system) (ns)",
                     "cap_ns": "wall time x the node's CPUs (ns)", "steal_ns": "hypervisor steal (ns)",
-                    "own_ns": "CPU time of this rank and its waited-for children (getrusage) (ns)"},
+                    "own_ns": "CPU time of this rank and its waited-for children (getrusage) (ns)",
+                    "throttled_ns": "time the rank's cgroup and its ancestors were throttled by a CPU quota, summed "
+                                    "over CPUs (cpu.stat) (ns; NaN: not visible)"},
     "screen.kernel": {"host": _HOST, "round": "round", "cpu": "CPU the kernel thread was pinned to",
                       "call": "call index", "call_ns": "duration of one call of the calibrated kernel (ns)",
                       "start_ns": "start of the call since the kernel phase began (ns)",
@@ -607,7 +609,9 @@ TABLES.update({
                             "timer_cost | shm_latency", **_JUDGED,
                             "z": "modified z-score among the nodes (NaN: not judged)",
                             "outlier": "flagged by the outlier rule (hpcvar.stats.outliers)",
-                            "rest_median": "median of the other nodes' values"},
+                            "rest_median": "median of the other nodes' values",
+                            "throttled_pct": "share of the node's CPUs its processes' cgroup was throttled by a CPU "
+                                             "quota while the metric was measured (%; NaN: not visible)"},
     "screen.link_metrics": {"src": "sending node (latency: first node of the pair)", "dst": "receiving node",
                             "metric": "link_bandwidth | link_latency", **_JUDGED,
                             "first": "latency: median of the pair's first half of round trips (before the bandwidth "
@@ -626,7 +630,9 @@ TABLES.update({
                         "status": "degraded (valid) | suspect (the measurement was disturbed, or a latency not "
                                   "reproduced in its second half)",
                         "why": "why it is suspect", "cost": "what it costs (ratio: +0.5 = 50% longer)",
-                        "cost_text": "what the cost is of (hpcvar.screen.cost)"},
+                        "cost_text": "what the cost is of (hpcvar.screen.cost)",
+                        "cause": "a cause measured with it ('' when none): a CPU quota that throttled the node's "
+                                 "processes"},
     "screen.expect": {"metric": "the metric", "where": "node or link", "hosts": "nodes, comma list",
                       "value": "the figure", "ci_lo": "its 95% CI, low", "ci_hi": "its 95% CI, high",
                       "lo": "lower bound expected (NaN: none)", "hi": "upper bound expected (NaN: none)",

@@ -76,11 +76,11 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
 ]}
 
 NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "outlier", "rest_median", "load_pct",
-             "valid", "why"]
+             "valid", "why", "throttled_pct"]
 LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "load_pct", "valid", "why", "first",
              "second", "later"]
 FINDING_COLS = ["scope", "where", "hosts", "metric", "side", "value", "reference", "ratio", "z", "threshold",
-                "links", "status", "why", "cost", "cost_text"]
+                "links", "status", "why", "cost", "cost_text", "cause"]
 
 
 # ---- validity ------------------------------------------------------------------------------------------------
@@ -141,11 +141,10 @@ def merge_whys(whys) -> str:
 PHASE_OF = {"noise_fraction": "noise", "longest_detour": "noise", "compute_rate": "kernel", "shm_latency": "shm"}
 
 
-def node_validity(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str, tuple[float, float, str]]:
-    """host -> (others %, steal %, why it is disturbed or '') over the node's measurement items, or over the part
-    of them that measured ``metric`` (PHASE_OF) where the run kept it."""
+def _node_parts(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str, pd.DataFrame]:
+    """host -> the load rows of the node's measurement items, or of the part of them that measured ``metric``
+    (PHASE_OF) where the run kept it."""
     load, nodes = tables["screen.load"], tables["screen.nodes"]
-    boot = dict(zip(nodes["host"], nodes["boot_id"], strict=True))
     cpus = dict(zip(nodes["host"], nodes["cpus"], strict=True)) if "cpus" in nodes.columns else {}
     phase = PHASE_OF.get(metric, "all")
     if "phase" not in load.columns or not (load["phase"] == phase).any():
@@ -159,9 +158,39 @@ def node_validity(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str
             # /proc/stat counts in 10 ms ticks: a part this short (the 8-byte ping-pong inside the node: 100
             # round trips take 0.1-0.5 ms) reads 0% or several 100% of load by rounding; its node item judges it
             rows = whole[(whole["item"] == "node") & (whole["host"] == host)]
+        out[host] = rows
+    return out
+
+
+def node_validity(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str, tuple[float, float, str]]:
+    """host -> (others %, steal %, why it is disturbed or '') over the node's measurement items, or over the part
+    of them that measured ``metric`` (PHASE_OF) where the run kept it."""
+    nodes = tables["screen.nodes"]
+    boot = dict(zip(nodes["host"], nodes["boot_id"], strict=True))
+    out = {}
+    for host, rows in _node_parts(tables, metric).items():
         o, s = _others_pct(rows, boot) if len(rows) else (float("nan"), float("nan"))
         out[host] = (o, s, _why(o, s))
     return out
+
+
+def _throttled_pct(rows: pd.DataFrame) -> float:
+    """The share (%) of the CPUs of one node's items during which its processes' cgroup (or an ancestor) was
+    throttled by a CPU quota: per item, the largest reading of its ranks (one group's counter, summed over
+    CPUs) over the item's capacity. NaN where no rank could read cpu.stat."""
+    if "throttled_ns" not in rows.columns or not rows["throttled_ns"].notna().any():
+        return float("nan")
+    keys = [k for k in ("item", "a", "b", "round", "phase") if k in rows.columns]
+    per = rows.groupby(keys).agg(thr=("throttled_ns", "max"), cap=("cap_ns", "max"))
+    per = per[per["thr"].notna()]
+    cap = float(per["cap"].sum())
+    return 100.0 * float(per["thr"].sum()) / cap if cap > 0 else float("nan")
+
+
+def node_throttled(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str, float]:
+    """host -> the share (%) of its CPUs its processes' cgroup was throttled while ``metric`` was measured
+    (NaN: not visible to the ranks)."""
+    return {host: _throttled_pct(rows) for host, rows in _node_parts(tables, metric).items()}
 
 
 MIN_LOAD_WINDOW_S = 0.2  # 20 ticks of /proc/stat: shorter parts are judged by the load of their whole node item
@@ -232,6 +261,7 @@ def _median_row(host, metric, x, validity) -> list[dict]:
 def node_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per node and metric, judged by the outlier rule among the nodes."""
     valid = {m: node_validity(t, m) for m in ("", "noise_fraction", "compute_rate", "shm_latency")}
+    throttled = {m: node_throttled(t, m) for m in valid}
     rows = []
     for host in t["screen.nodes"]["host"]:
         rows += _noise_rows(host, t, valid["noise_fraction"][host])
@@ -241,6 +271,9 @@ def node_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
         rows += _median_row(host, "shm_latency", t["screen.shm"][t["screen.shm"]["host"] == host]["oneway_ns"],
                             valid["shm_latency"][host])
     df = pd.DataFrame(rows, columns=NODE_COLS)
+    part = {"longest_detour": "noise_fraction", "timer_cost": ""}  # the part whose load rows judge a metric
+    df["throttled_pct"] = [throttled[part.get(m, m)].get(h, float("nan"))
+                           for h, m in zip(df["host"], df["metric"], strict=True)]
     for name, idx in df.groupby("metric").groups.items():
         m = METRICS[str(name)]
         if not m.outliers:
@@ -385,7 +418,8 @@ def _finding(scope, where, hosts, m: Metric, side, value, j: _Judge, links, vali
     return {"scope": scope, "where": where, "hosts": ",".join(hosts), "metric": m.name, "side": side,
             "value": float(value), "reference": j.med, "ratio": float(value) / j.med if j.med else float("nan"),
             "z": j.z(value), "threshold": MODIFIED_Z_THRESHOLD, "links": int(links),
-            "status": "degraded" if valid else "suspect", "why": why, "cost": float("nan"), "cost_text": ""}
+            "status": "degraded" if valid else "suspect", "why": why, "cost": float("nan"), "cost_text": "",
+            "cause": ""}
 
 
 def _blamed_nodes(df: pd.DataFrame, hosts: list[str], m: Metric) -> dict[tuple[str, str], pd.DataFrame]:
@@ -463,28 +497,49 @@ def link_findings(links: pd.DataFrame, hosts: list[str]) -> list[dict]:
 LOAD_EXPLAINS = 0.5
 
 
-def load_explains(r, validity: dict[str, tuple[float, float, str]]) -> str:
+def load_explains(r, validity: dict[str, tuple[float, float, str]], throttled: dict[str, float] | None = None) -> str:
     """Why a node's outlier may be other processes' load rather than the node ('' when it is not): their share
     (with the hypervisor's steal) of its CPUs while it was measured exceeds their median share on the other nodes
-    by at
-    least LOAD_EXPLAINS of the finding's excess (percentage points of noise, percent of speed). Where nodes
-    share one machine (the testbed) a load under HEAVY_PCT still lands on whichever node is measured."""
+    by at least LOAD_EXPLAINS of the finding's excess (percentage points of noise, percent of speed). Where nodes
+    share one machine (the testbed) a load under HEAVY_PCT still lands on whichever node is measured.
+
+    A node whose processes' cgroup was throttled by a CPU quota (``throttled``: host -> % of its CPUs) left its
+    CPUs to whatever else wanted them for that long: load that ran then took nothing from it. Up to that share,
+    a node's load is not counted against it (and the quota is named as the finding's cause: ``throttle_cause``)."""
     if not validity or r.host not in validity or not r.rest_median:
         return ""
-    def taken(v) -> float:  # other processes' and the hypervisor's share
-        return float(v[0]) + (float(v[1]) if np.isfinite(v[1]) else 0.0)
+    thr = throttled or {}
 
-    mine = taken(validity[r.host])
-    rest = [taken(v) for h, v in validity.items() if h != r.host and np.isfinite(v[0])]
+    def taken(h, v) -> float:  # other processes' and the hypervisor's share, less the time the node was throttled
+        load = float(v[0]) + (float(v[1]) if np.isfinite(v[1]) else 0.0)
+        held = float(thr.get(h, float("nan")))
+        return max(0.0, load - held) if np.isfinite(held) and np.isfinite(load) else load
+
+    mine = taken(r.host, validity[r.host])
+    rest = [taken(h, v) for h, v in validity.items() if h != r.host and np.isfinite(v[0])]
     if not rest or not np.isfinite(mine):
         return ""
     extra = mine - float(np.median(rest))
     # noise in percentage points; the others in percent of the median of the others, on their bad side
     excess = r.value - r.rest_median if r.metric == "noise_fraction" else 100.0 * abs(r.value / r.rest_median - 1)
     if excess > 0 and extra >= LOAD_EXPLAINS * excess:
-        return (f"other processes and the hypervisor took {mine:.0f}% of its CPUs meanwhile, {extra:.0f} points "
-                "more than on the other nodes: enough to explain it")
+        v = validity[r.host]
+        return (f"other processes and the hypervisor took {load_of(v[0], v[1]):.0f}% of its CPUs meanwhile, "
+                f"{extra:.0f} points more than on the other nodes: enough to explain it")
     return ""
+
+
+# a node whose processes' cgroup was throttled this share of its CPUs or more has the quota named as the cause
+THROTTLED_PCT = 1.0
+THROTTLE_METRICS = ("noise_fraction", "longest_detour", "compute_rate")
+
+
+def throttle_cause(r) -> str:
+    """The cause of a node's CPU finding when its processes' cgroup was throttled ('' otherwise)."""
+    thr = float(getattr(r, "throttled_pct", float("nan")))
+    if r.metric not in THROTTLE_METRICS or not np.isfinite(thr) or thr < THROTTLED_PCT:
+        return ""
+    return f"its cgroup's CPU quota throttled its processes for {thr:.1f}% of its CPU time (cpu.stat)"
 
 
 # The node metrics measured in a moment (a 100-round-trip ping-pong inside the node lasts 0.1-0.5 ms; the clock
@@ -519,12 +574,12 @@ def node_findings(nm: pd.DataFrame, tables: dict[str, pd.DataFrame] | None = Non
     out = []
     for r in nm[nm["outlier"]].itertuples(index=False):
         ratio = r.value / r.rest_median if r.rest_median else float("nan")
-        why = r.why or (load_explains(r, node_validity(tables, r.metric)) or round_transient(r, tables)
-                        if tables is not None else "")
+        why = r.why or (load_explains(r, node_validity(tables, r.metric), node_throttled(tables, r.metric))
+                        or round_transient(r, tables) if tables is not None else "")
         out.append({"scope": "node", "where": r.host, "hosts": r.host, "metric": r.metric, "side": "",
                     "value": r.value, "reference": r.rest_median, "ratio": ratio, "z": r.z,
                     "threshold": MODIFIED_Z_THRESHOLD, "links": 0, "status": "suspect" if why else "degraded",
-                    "why": why, "cost": float("nan"), "cost_text": ""})
+                    "why": why, "cost": float("nan"), "cost_text": "", "cause": throttle_cause(r)})
     return out
 
 
@@ -574,7 +629,8 @@ def finding_text(f: dict) -> str:
     else:
         what = f"{f['where']}'s {m.label}"
     return (f"{what} {fmt(f['metric'], f['value'])}, {f['ratio']:.3g}x the median of the others "
-            f"{fmt(f['metric'], f['reference'])} (z {f['z']:+.1f}, threshold {f['threshold']:g})")
+            f"{fmt(f['metric'], f['reference'])} (z {f['z']:+.1f}, threshold {f['threshold']:g})"
+            + (f": {f['cause']}" if f.get("cause") else ""))
 
 
 def run_load(nm: pd.DataFrame, links: pd.DataFrame) -> float:

@@ -15,7 +15,7 @@ import pandas as pd
 from hpcvar.errors import ResultsError
 from hpcvar.results import RawFile
 
-K_LOAD, K_KERNEL, K_TIMER, K_SHM, K_NOISE, K_LAT, K_BW, K_PHASE = 1, 2, 3, 4, 5, 6, 7, 8
+K_LOAD, K_KERNEL, K_TIMER, K_SHM, K_NOISE, K_LAT, K_BW, K_PHASE, K_THROTTLE = 1, 2, 3, 4, 5, 6, 7, 8, 9
 PHASES = {1: "noise", 2: "kernel", 3: "shm"}  # the parts of a node item with a load of their own
 NOISE_WINDOW_S = 0.1  # the noise fraction per 100 ms window: the samples of a node's noise CI
 
@@ -60,7 +60,17 @@ def _frame(records: list[dict], columns: list[str]) -> pd.DataFrame:
     return pd.DataFrame(records, columns=columns) if records else pd.DataFrame({c: [] for c in columns})
 
 
-LOAD_COLS = ["item", "a", "b", "round", "host", "phase", "local", "busy_ns", "cap_ns", "steal_ns", "own_ns"]
+LOAD_COLS = ["item", "a", "b", "round", "host", "phase", "local", "busy_ns", "cap_ns", "steal_ns", "own_ns",
+             "throttled_ns"]
+
+
+def _throttled(load: list[dict], h: str, idx: float, of_kind: float, ns: float) -> None:
+    """A throttle row (kind 9) completes the load row the same rank wrote right before it."""
+    last = load[-1] if load else None
+    if last is not None and last["host"] == h and (
+            (last["phase"], last["local"]) == (("all", int(idx)) if int(of_kind) == K_LOAD
+                                               else (PHASES.get(int(idx), "?"), -1))):
+        last["throttled_ns"] = ns
 
 
 def raw_tables(raws: list[RawFile], where: str = "run") -> dict[str, pd.DataFrame]:
@@ -77,7 +87,10 @@ def raw_tables(raws: list[RawFile], where: str = "run") -> dict[str, pd.DataFram
                 rec["load"].append({"item": item, "a": a, "b": b, "round": rnd, "host": h,
                                     "phase": PHASES.get(int(idx), "?") if kind == K_PHASE else "all",
                                     "local": int(idx) if kind == K_LOAD else -1,
-                                    "busy_ns": v0, "cap_ns": v1, "steal_ns": v2, "own_ns": v3})
+                                    "busy_ns": v0, "cap_ns": v1, "steal_ns": v2, "own_ns": v3,
+                                    "throttled_ns": np.nan})
+            elif kind == K_THROTTLE:
+                _throttled(rec["load"], h, idx, v1, v0)
             elif kind == K_KERNEL:
                 rec["kernel"].append({"host": h, "round": rnd, "cpu": int(idx), "call": int(v1), "call_ns": v0,
                                       "start_ns": v2, "iters": iters, "ns_per_iter": v0 / iters if iters else np.nan})

@@ -231,7 +231,7 @@ def section(run) -> Section:
         sec.headlines.append(Headline(
             f"{f['where']}: {f['metric'].replace('_', ' ')}", fmt(f["metric"], f["value"]),
             f"{f['ratio']:.2f}x the median of the others ({fmt(f['metric'], f['reference'])})"
-            + (f"; {f['cost_text']}" if f.get("cost_text") else ""),
+            + (f"; {f['cost_text']}" if f.get("cost_text") else "") + (f"; {f['cause']}" if f.get("cause") else ""),
             BAD if f["status"] == "degraded" else SUSPECT,
             f"z {f['z']:+.1f} against threshold {f['threshold']:g}" + (f"; {f['why']}" if f["why"] else "")))
     for p in ("screen_bandwidth", "screen_latency", "screen_nodes"):
