@@ -42,6 +42,7 @@
  * up (thread_setup), then runs the spin loop (spin_loop, the timed loop) or the
  * timer loop (timer_loop). */
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -56,6 +57,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 #include "hv_args.h"
+#include "hv_cgroup.h"
 #include "hv_timer.h"
 #include "hv_watch.h"
 #if HV_HAVE_TSC
@@ -444,12 +446,17 @@ static double start_from_stdin(void) {
     return start_mono;
 }
 
-/* /proc's interrupt, softirq and CPU counters, as a JSON object. */
+/* /proc's interrupt, softirq and CPU counters, and the time this process's cgroup was throttled by a CPU quota
+ * (hv_cgroup.h; null when not visible), as a JSON object. */
 static void proc_snapshot(jbuf *b) {
     jb_put(b, "{", 1);
     jb_file(b, "interrupts", "/proc/interrupts");
     jb_file(b, "softirqs", "/proc/softirqs");
     jb_file(b, "stat", "/proc/stat");
+    const double thr = hv_cgroup_throttled_ns();
+    jb_key(b, "cgroup_throttled_ns");
+    if (isfinite(thr)) jb_printf(b, "%.0f", thr);
+    else jb_put(b, "null", 4);
     jb_put(b, "}", 1);
 }
 

@@ -185,6 +185,17 @@ def test_cpu_fault_throttles_only_that_hosts_processes_and_down_removes_it(tmp_p
         run_cli(["testbed", "exec", "h2", "--", "sh", "-c", spin], env=env, check=True)
         stat = dict(line.split() for line in (group / "cpu.stat").read_text().splitlines())
         assert int(stat["nr_throttled"]) > 0, stat
+        # the noise collector reads its group's throttled time (through the bind mount: the host's /sys hides
+        # /sys/fs/cgroup) and names the quota; h1's group has none
+        runs = {"HPCVAR_RUNS": str(tmp_path / "runs")}
+        (tmp_path / "runs").mkdir()
+        for host, throttled in (("h2", True), ("h1", False)):
+            rec = run_cli(["testbed", "exec", host, "--", "env", f"HPCVAR_RUNS={tmp_path / 'runs'}", sys.executable,
+                           "-m", "hpcvar", "noise", "record", "--duration", "1s", "--json"], env={**env, **runs},
+                          check=True, timeout=120)
+            att = json.loads(rec.stdout)["attribution"]
+            share = att["cgroup_throttled_s"] / (att["window_s"] * len(json.loads(rec.stdout)["cpus"]))
+            assert (share > 0.3) if throttled else (share == 0.0), (host, att["cgroup_throttled_s"])
         # a process of h2 still running at down; then an up that died after creating the groups
         bg = subprocess.Popen([sys.executable, "-m", "hpcvar", "testbed", "exec", "h2", "--", "sleep", "60"],
                               env={**os.environ, **env})

@@ -4,6 +4,7 @@ legends off the data, and a report that never rewrites the runs it reads."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 from pathlib import Path
 
@@ -359,3 +360,35 @@ def test_detours_the_guest_did_not_count_are_the_hypervisors_not_a_degraded_os(r
     t.cpus[0].duration[t.cpus[0].duration == 20000] = 300000
     res, _, h = judged(t)
     assert h.status == BAD and hypervisor_suspicion(res, res["cpus"][0]) == ""
+
+
+def test_a_recording_held_back_by_its_cgroups_cpu_quota_names_the_quota_not_other_processes(runs_dir):
+    """On the testbed's h2 (--cpu-noise-of h2=1ms/10ms) the collector lost 12.9% of each CPU and was switched out
+    86-104 times/s: the verdict said "other processes shared CPU 0, so this is load ... record on an idle machine"
+    though nothing else ran. The collector now reads its cgroup's throttled time (cpu.stat) beside /proc: a
+    recording throttled 1% of its CPU time or more is judged as measured (bad over 5%), with the quota named;
+    the same switches without throttling, or a recording without the counter, stay suspect."""
+    from hpcvar.kinds.noise_record.views import section
+    from hpcvar.noise.analysis import analyze, throttle_cause
+    from hpcvar.noise.collector import json_summary
+
+    def judged(throttled_ns):
+        t = _vm_recording(guest_irqs=106250, short_us=5.0, rate=21000.0)  # 10.5% + 0.5%, every detour counted
+        t.cpus[0].meta["nonvoluntary_ctxt_switches"] = 450  # 90/s
+        if throttled_ns is not None:
+            t.meta["proc_before"]["cgroup_throttled_ns"] = 7e9
+            t.meta["proc_after"]["cgroup_throttled_ns"] = 7e9 + throttled_ns
+        run = Run.create("noise record", {"cpus": [0]})
+        res = json.loads(json.dumps(json_summary(analyze(t))))  # as stored: CPUs as keys are text
+        run.finish("complete", res)
+        return res, run, {x.label: x for x in section(run).headlines}["CPU 0 noise"]
+
+    res, run, h = judged(0.47e9)  # 9.4% of the 5.01 s window on one CPU
+    assert res["attribution"]["cgroup_throttled_s"] == pytest.approx(0.47)
+    assert h.status == BAD and "throttled by a CPU quota for 9.4% of the recorded CPU time" in h.reference, h
+    assert "preempted" not in h.reference
+    assert verdict.answer(verdict.Verdict(), [], [(run, section(run))]).status == "DEGRADED"
+    for thr in (0.04e9, None):  # 0.8%: under THROTTLED_SHARE; None: an older collector, or cpu.stat not visible
+        res, run, h = judged(thr)
+        assert throttle_cause(res) == "" and h.status == SUSPECT and "preempted 450 times" in h.reference, h
+        assert verdict.answer(verdict.Verdict(), [], [(run, section(run))]).status == "UNRELIABLE"

@@ -371,6 +371,7 @@ def attribution(trace: JitterTrace, periods_by_cpu: dict[int, list[dict]] | None
     sources.sort(key=lambda s: (s["cpu"], -s["per_s"]))
     return {"available": True, "window_s": window_s, "sources": sources, "matches": matches,
             "steal_s": steal, "context_switches_all_cpus": sa.get("ctxt", 0) - sb.get("ctxt", 0),
+            "cgroup_throttled_s": _throttled_s(before, after),
             "thread_context_switches": {c.cpu: {"voluntary": c.meta.get("voluntary_ctxt_switches"),
                                                 "nonvoluntary": c.meta.get("nonvoluntary_ctxt_switches")}
                                         for c in trace.cpus}}
@@ -444,11 +445,41 @@ def analyze(trace: JitterTrace, top: int = 5) -> dict:
 PREEMPTIONS_PER_S = 10.0
 
 
+def _throttled_s(before: dict, after: dict) -> float | None:
+    """Seconds the collector's cgroup (and its ancestors) was throttled by a CPU quota over the window, summed
+    over CPUs (hv_noise_collect reads cpu.stat beside /proc; None: not visible, or an older recording)."""
+    b, a = before.get("cgroup_throttled_ns"), after.get("cgroup_throttled_ns")
+    if not isinstance(b, int | float) or not isinstance(a, int | float):
+        return None
+    return max(0.0, float(a) - float(b)) / 1e9
+
+
+# a recording whose cgroup was throttled this share of its CPU time or more has the quota named as a cause
+THROTTLED_SHARE = 0.01
+
+
+def throttle_cause(res: dict) -> str:
+    """The CPU quota that held the collector back, when its cgroup was throttled THROTTLED_SHARE or more of the
+    recorded CPU time ('' otherwise). A throttled group waits, every thread of it, until its period ends: each
+    wait is a detour of every CPU it records and a preemption of each collector thread."""
+    att = res.get("attribution") or {}
+    thr, window, ncpu = att.get("cgroup_throttled_s"), att.get("window_s") or 0, len(res.get("cpus") or [])
+    if not thr or not window or not ncpu or thr / (window * ncpu) < THROTTLED_SHARE:
+        return ""
+    return (f"the collector's cgroup was throttled by a CPU quota for {100 * thr / (window * ncpu):.1f}% of the "
+            "recorded CPU time (cpu.stat): a CPU limit on this job or container, which its processes get too; "
+            "record without the limit to see the OS alone")
+
+
 def preemption_suspicion(res: dict, cpu) -> str:
     """Why the recording of ``cpu`` measured load rather than OS noise ('' when it did not): the collector's
-    thread was preempted more than PREEMPTIONS_PER_S times a second (``res``: a noise record result)."""
+    thread was preempted more than PREEMPTIONS_PER_S times a second (``res``: a noise record result), unless
+    its cgroup's CPU quota throttled it (``throttle_cause``): a throttled group's threads are switched out as
+    if preempted, with no other process involved."""
     att = res.get("attribution") or {}
     window = att.get("window_s") or 0
+    if throttle_cause(res):
+        return ""
     preempt = ((att.get("thread_context_switches") or {}).get(str(cpu)) or {}).get("nonvoluntary") or 0
     if window and preempt / window > PREEMPTIONS_PER_S:
         return (f"the collector was preempted {preempt} times ({preempt / window:.0f}/s): other processes shared "

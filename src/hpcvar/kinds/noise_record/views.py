@@ -42,10 +42,13 @@ def _judge_cpu(res: dict, c: dict) -> tuple[str, str]:
     over the 'bad' threshold is suspect too when another CPU of the recording was shared (a CI run: CPU 0's
     collector preempted 143 times in 5 s, CPU 1 losing 5.5 % at 19,573 short detours/s: DEGRADED, on a
     machine that was not idle)."""
-    from hpcvar.noise.analysis import preemption_suspicion, recording_suspicion
+    from hpcvar.noise.analysis import preemption_suspicion, recording_suspicion, throttle_cause
     from hpcvar.report.sections import BAD, SUSPECT
 
     status, ref = judge_noise_pct(100 * c["noise_fraction"])
+    quota = throttle_cause(res)
+    if quota:
+        ref += f"; {quota}"
 
     att = res.get("attribution") or {}
     cpu = str(c["cpu"])
@@ -168,7 +171,13 @@ def render_noise_result(console: Console, result: dict) -> None:
 
 
 def render_unexplained(console: Console, result: dict) -> None:
-    """Per CPU, the detours the kernel did not count (from 0.1% of the CPU): the hypervisor's or the firmware's."""
+    """The CPU quota that throttled the collector, if any; per CPU, the detours the kernel did not count (from
+    0.1% of the CPU): the hypervisor's or the firmware's."""
+    from hpcvar.noise.analysis import throttle_cause
+
+    quota = throttle_cause(result)
+    if quota:
+        console.print(f"  {quota[0].upper()}{quota[1:]}")
     who = "the hypervisor's exits (not steal)" if result.get("quality", {}).get("in_vm") else \
         "firmware (SMIs) or the hardware"
     for c in result["cpus"]:
