@@ -63,8 +63,10 @@ int hv_cgroup_open(void) {
     char v1[PATH_MAX], v2[PATH_MAX], dir[PATH_MAX], top[PATH_MAX];
     cg_count = 0;
     if (!own_path(v1, v2, sizeof v1)) return 0;
-    const int v2only = v1[0] == '\0';
-    if (!mounted_dir(v2only ? v2 : v1, v2only, dir, sizeof dir, top, sizeof top)) return 0;
+    /* the v1 cpu hierarchy where it is mounted, else the unified one (a hybrid system may list both) */
+    if (!(v1[0] && mounted_dir(v1, 0, dir, sizeof dir, top, sizeof top)) &&
+        !(v2[0] && mounted_dir(v2, 1, dir, sizeof dir, top, sizeof top)))
+        return 0;
     const size_t toplen = strlen(top);
     for (;;) {
         size_t n = strlen(dir);

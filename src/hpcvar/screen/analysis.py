@@ -523,8 +523,9 @@ def load_explains(r, validity: dict[str, tuple[float, float, str]], throttled: d
     # noise in percentage points; the others in percent of the median of the others, on their bad side
     excess = r.value - r.rest_median if r.metric == "noise_fraction" else 100.0 * abs(r.value / r.rest_median - 1)
     if excess > 0 and extra >= LOAD_EXPLAINS * excess:
-        v = validity[r.host]
-        return (f"other processes and the hypervisor took {load_of(v[0], v[1]):.0f}% of its CPUs meanwhile, "
+        v, held = validity[r.host], float(thr.get(r.host, float("nan")))
+        less = f" (less the {held:.1f}% it was throttled)" if np.isfinite(held) and held > 0 else ""
+        return (f"other processes and the hypervisor took {load_of(v[0], v[1]):.0f}% of its CPUs meanwhile{less}, "
                 f"{extra:.0f} points more than on the other nodes: enough to explain it")
     return ""
 
