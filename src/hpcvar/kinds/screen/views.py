@@ -109,8 +109,9 @@ def _findings_table(f: pd.DataFrame, Table):
     for r in f.itertuples(index=False):
         what = r.metric.replace("_", " ") + (f" ({r.side})" if r.side and r.side != "any" else "")
         cost = "" if not math.isfinite(r.cost) else f"{100 * r.cost:+.0f}%"
+        cause = getattr(r, "cause", "") or ""  # screens stored before the column have none
         t.add_row(r.where, what, fmt(r.metric, r.value), fmt(r.metric, r.reference), f"{r.ratio:.2f}x",
-                  f"{r.z:+.1f}", r.status + (f": {r.why}" if r.why else ""), cost)
+                  f"{r.z:+.1f}", r.status + (f": {r.why}" if r.why else "") + (f" ({cause})" if cause else ""), cost)
     return t
 
 
