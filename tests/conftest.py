@@ -89,15 +89,13 @@ def idle_noise() -> str | None:
     of every CPU, and then a shaped testbed's timings and a 10 % CPU fault on one host are not measurable."""
     import tempfile
 
-    from hpcvar._native import find_program
+    from hpcvar.noise.collector import collect
     from hpcvar.noise.formats import read_jtr
 
     try:
         with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "idle.jtr")
-            subprocess.run([str(find_program("hv_noise_collect")), "--cpus", ",".join(map(str, range(CORES))),
-                            "--duration", "0.5", "--threshold-ns", "1000", "--max-events", "1000000", "--out", out],
-                           capture_output=True, check=True, timeout=60)
+            out = Path(d) / "idle.jtr"
+            collect(list(range(CORES)), 0.5, out)
             trace = read_jtr(out)
             pct = [100.0 * float(c.duration.sum()) / float(c.length) for c in trace.cpus if c.length]
     except Exception:  # a missing or failing collector judges nothing

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from hpcvar.noise.analysis import THROTTLED_SHARE
 from hpcvar.stats import mean_ci, median_ci
 from hpcvar.stats.outliers import MIN_ITEMS, flag, modified_z, rest_interval
 from hpcvar.stats.summary import MODIFIED_Z_THRESHOLD
@@ -530,8 +531,9 @@ def load_explains(r, validity: dict[str, tuple[float, float, str]], throttled: d
     return ""
 
 
-# a node whose processes' cgroup was throttled this share of its CPUs or more has the quota named as the cause
-THROTTLED_PCT = 1.0
+# a node whose processes' cgroup was throttled this share of its CPUs or more has the quota named as the cause:
+# the same threshold as a noise recording's (hpcvar.noise.analysis.THROTTLED_SHARE), in percent
+THROTTLED_PCT = 100.0 * THROTTLED_SHARE
 THROTTLE_METRICS = ("noise_fraction", "longest_detour", "compute_rate")
 
 
@@ -575,7 +577,10 @@ def node_findings(nm: pd.DataFrame, tables: dict[str, pd.DataFrame] | None = Non
     out = []
     for r in nm[nm["outlier"]].itertuples(index=False):
         ratio = r.value / r.rest_median if r.rest_median else float("nan")
-        why = r.why or (load_explains(r, node_validity(tables, r.metric), node_throttled(tables, r.metric))
+        # the nodes' throttled shares of the part that measured this metric: node_metrics' column
+        throttled = dict(zip(nm["host"][nm["metric"] == r.metric], nm["throttled_pct"][nm["metric"] == r.metric],
+                             strict=True))
+        why = r.why or (load_explains(r, node_validity(tables, r.metric), throttled)
                         or round_transient(r, tables) if tables is not None else "")
         out.append({"scope": "node", "where": r.host, "hosts": r.host, "metric": r.metric, "side": "",
                     "value": r.value, "reference": r.rest_median, "ratio": ratio, "z": r.z,
