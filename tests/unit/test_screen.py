@@ -242,6 +242,37 @@ def test_a_short_node_part_slow_in_one_round_only_is_a_transient():
     assert list(zip(f["where"], f["status"], strict=True)) == [("n4", "degraded")] and a.status == DEGRADED
 
 
+def test_a_node_slow_or_noisy_in_one_round_only_is_a_transient_unless_its_quota_was_measured():
+    """CI's clean testbed named scc-h3's compute kernel 0.925x (z -4.9) in an hour when the VM lost 8-12% of its
+    idle CPUs to the hypervisor's exits, which /proc/stat shows neither as steal nor as load: a burst can cover a
+    node's 0.2 s of kernel in one round. The kernel's and the noise's findings must show in every round too;
+    a throttled node's finding has its cause measured and stands."""
+    def slow(t, metric, rounds, factor):
+        name, col = {"compute_rate": ("screen.kernel", "ns_per_iter"),
+                     "noise_fraction": ("screen.noise_windows", "lost_fraction")}[metric]
+        d = t[name]
+        hit = (d["host"] == "n3") & d["round"].isin(rounds)
+        t[name] = d.assign(**{col: np.where(hit, d[col] * factor, d[col])})
+        return t
+
+    for metric, factor in (("compute_rate", 1.16), ("noise_fraction", 5.0)):
+        _, _, f, a = analyse(slow(tables(), metric, {1}, factor))
+        assert list(zip(f["where"], f["metric"], f["status"], strict=True)) == [("n3", metric, "suspect")], f
+        assert "of its 2 rounds, 1 is within the other nodes'" in f["why"][0] and a.status == UNRELIABLE, a.line()
+        _, _, f, a = analyse(slow(tables(), metric, {0, 1}, factor))
+        assert list(zip(f["where"], f["status"], strict=True)) == [("n3", "degraded")] and a.status == DEGRADED
+    # the same round, the node throttled 5% by its cgroup's quota: the cause is measured, the finding stands
+    t = slow(tables(), "compute_rate", {1}, 1.16)
+    t["screen.load"] = t["screen.load"].assign(throttled_ns=np.where(t["screen.load"]["host"] == "n3", 0.05e9, 0.0))
+    _, _, f, a = analyse(t)
+    assert list(zip(f["status"], f["why"], strict=True)) == [("degraded", "")] and "CPU quota" in f["cause"][0]
+    # one round only (an older or a one-round screen): nothing to compare across, judged as before
+    t = slow(tables(), "compute_rate", {1}, 1.16)
+    t["screen.kernel"] = t["screen.kernel"][t["screen.kernel"]["round"] == 1]
+    _, _, f, _ = analyse(t)
+    assert list(f["status"]) == ["degraded"], f
+
+
 def test_a_finding_on_a_loaded_node_is_suspect_and_the_answer_unreliable():
     nm, lm, f, a = analyse(tables(noisy={"n3"}, loaded={"n3"}))
     assert list(f["status"]) == ["suspect"] and a.status == UNRELIABLE and a.exit_code == 4

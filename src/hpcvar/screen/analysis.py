@@ -16,8 +16,9 @@ make one of them stand out; what can is a load some items had more than the othe
 - a node finding is suspect when the node's extra load (over the median of the other nodes) explains at least
   half of its excess (``load_explains``); a link finding when its pairs' extra load over the reference links'
   is ``LOAD_PCT`` points or more;
-- a link latency finding is suspect unless both halves of its pairs' ping-pongs (before and after the bandwidth
-  test) are outliers on their own (``_Judge.transient``);
+- a link latency finding is suspect unless each of its pairs' ping-pongs (before and after the bandwidth test,
+  and the recheck after every pair) is an outlier on its own (``_Judge.transient``); a node finding unless the
+  node stands out in every round (``round_transient``) or its cause was measured (``throttle_cause``);
 - a run whose median load is over ``LOAD_PCT`` cannot be OK (a fault smaller than the load could hide in it):
   its answer is UNRELIABLE unless something valid was found (DEGRADED, with the load named), and
   expectations (absolute bounds) are judged only on items under ``LOAD_PCT``.
@@ -545,18 +546,39 @@ def throttle_cause(r) -> str:
     return f"its cgroup's CPU quota throttled its processes for {thr:.1f}% of its CPU time (cpu.stat)"
 
 
-# The node metrics measured in a moment (a 100-round-trip ping-pong inside the node lasts 0.1-0.5 ms; the clock
-# reads less): one burst of load can cover every sample of a round, so a finding must show in every round
-SHORT_NODE_PARTS = {"shm_latency": ("screen.shm", "oneway_ns"), "timer_cost": ("screen.timer", "read_ns")}
+# A node finding must show in every round (the node's value of that round an outlier among the nodes' values of
+# that round): the parts measured in a moment (a 100-round-trip ping-pong inside the node lasts 0.1-0.5 ms; the
+# clock reads less), where one burst of load covers every sample of a round, and the noise and the kernel (0.2-1 s
+# per round), which a burst of the hypervisor's exits can cover: /proc/stat shows them neither as steal nor as
+# load. Per metric: its table, column, and how a round's samples make the round's value.
+ROUND_PARTS = {"shm_latency": ("screen.shm", "oneway_ns", "median"),
+               "timer_cost": ("screen.timer", "read_ns", "median"),
+               "compute_rate": ("screen.kernel", "ns_per_iter", "rate"),  # iterations/s of the round's mean call
+               "noise_fraction": ("screen.noise_windows", "lost_fraction", "percent")}  # % of the mean window
+
+
+def _per_round(tables: dict[str, pd.DataFrame], metric: str) -> pd.Series | None:
+    """(round, host) -> the node's value of ``metric`` in that round, as node_metrics computes it over all rounds
+    (None when the run kept no rounds of it)."""
+    name, col, how = ROUND_PARTS[metric]
+    t = tables.get(name)
+    if t is None or not len(t) or "round" not in t.columns:
+        return None
+    g = t.dropna(subset=[col]).groupby(["round", "host"])[col]
+    if how == "median":
+        return g.median()
+    return 1e9 / g.mean() if how == "rate" else 100.0 * g.mean()
 
 
 def round_transient(r, tables: dict[str, pd.DataFrame]) -> str:
-    """Why a node finding of a short part is not reproduced ('' when it is, or with fewer than 2 rounds): in some
-    round, that node's median is within the other nodes' medians of that round (the same rule)."""
-    if r.metric not in SHORT_NODE_PARTS:
+    """Why a node finding is not reproduced ('' when it is, or with fewer than 2 rounds): in some round, that
+    node's value is within the other nodes' values of that round (the same rule, ROUND_PARTS). A finding whose
+    cause was measured (a CPU quota: throttle_cause) is not a transient whatever its rounds show."""
+    if r.metric not in ROUND_PARTS or throttle_cause(r):
         return ""
-    name, col = SHORT_NODE_PARTS[r.metric]
-    per = tables[name].groupby(["round", "host"])[col].median()
+    per = _per_round(tables, r.metric)
+    if per is None:
+        return ""
     rounds = sorted({k for k, _ in per.index})
     if len(rounds) < 2:
         return ""
@@ -572,8 +594,8 @@ def round_transient(r, tables: dict[str, pd.DataFrame]) -> str:
 
 
 def node_findings(nm: pd.DataFrame, tables: dict[str, pd.DataFrame] | None = None) -> list[dict]:
-    """The nodes' outliers; with the tables, each judged against the load of the part that measured it, and a
-    short part's against its rounds (round_transient)."""
+    """The nodes' outliers; with the tables, each judged against the load of the part that measured it, and
+    against its rounds (round_transient)."""
     out = []
     for r in nm[nm["outlier"]].itertuples(index=False):
         ratio = r.value / r.rest_median if r.rest_median else float("nan")
