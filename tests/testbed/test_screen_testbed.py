@@ -86,11 +86,12 @@ def only_faults(out: dict, allowed: dict[str, set[str]], excused: frozenset[str]
 
 
 def disturbed(out) -> str | None:
-    """What the screen itself measured of other jobs' load (its UNRELIABLE reasons: load, or a finding not reproduced
-    in its second measurement), for one screen or several."""
+    """What the screen itself measured of other jobs' load (its UNRELIABLE reasons: load, a finding not reproduced
+    in its second measurement, or one whose interval the machine's noise stretched to the others'), for one
+    screen or several."""
     outs = out if isinstance(out, list) else [out]
     load = [r for o in outs for r in o["answer"]["reasons"]
-            if "other processes used" in r or "hypervisor" in r or "a transient" in r]
+            if "other processes used" in r or "hypervisor" in r or "a transient" in r or "cannot be told" in r]
     return f"the screen measured load: {load[0][:160]}" if load else None
 
 

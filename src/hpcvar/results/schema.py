@@ -611,7 +611,10 @@ TABLES.update({
                             "outlier": "flagged by the outlier rule (hpcvar.stats.outliers)",
                             "rest_median": "median of the other nodes' values",
                             "throttled_pct": "share of the node's CPUs its processes' cgroup was throttled by a CPU "
-                                             "quota while the metric was measured (%; NaN: not visible)"},
+                                             "quota while the metric was measured (%; NaN: not visible)",
+                            "rest_lo": "low end of the other nodes' interval (the CI of their median widened to "
+                                       "their median CI bounds), which an outlier's CI must not reach",
+                            "rest_hi": "its high end"},
     "screen.link_metrics": {"src": "sending node (latency: first node of the pair)", "dst": "receiving node",
                             "metric": "link_bandwidth | link_latency", **_JUDGED,
                             "first": "latency: median of the pair's first half of round trips (before the bandwidth "
