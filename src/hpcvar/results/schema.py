@@ -608,6 +608,8 @@ TABLES.update({
     "screen.node_metrics": {"host": _HOST, "metric": "noise_fraction | longest_detour | compute_rate | "
                             "timer_cost | shm_latency", **_JUDGED,
                             "z": "modified z-score among the nodes (NaN: not judged)",
+                            "candidate": "beyond the threshold on the metric's bad side (an outlier, or a suspect "
+                                         "finding when its CI reaches the other nodes' interval)",
                             "outlier": "flagged by the outlier rule (hpcvar.stats.outliers)",
                             "rest_median": "median of the other nodes' values",
                             "throttled_pct": "share of the node's CPUs its processes' cgroup was throttled by a CPU "

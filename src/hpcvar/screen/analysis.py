@@ -77,8 +77,8 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
     Metric("link_latency", "8-byte one-way latency", "ns", True, floor=0.05, scope="link"),
 ]}
 
-NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "outlier", "rest_median", "load_pct",
-             "valid", "why", "throttled_pct", "rest_lo", "rest_hi"]
+NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "candidate", "outlier", "rest_median",
+             "load_pct", "valid", "why", "throttled_pct", "rest_lo", "rest_hi"]
 LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "load_pct", "valid", "why", "first",
              "second", "later"]
 FINDING_COLS = ["scope", "where", "hosts", "metric", "side", "value", "reference", "ratio", "z", "threshold",
@@ -224,8 +224,8 @@ def _row(host, metric, value, lo, hi, n, validity) -> dict:
     m = METRICS[metric]
     o, s, why = validity
     return {"host": host, "metric": metric, "value": float(value), "ci_lo": float(lo), "ci_hi": float(hi),
-            "n": int(n), "unit": m.unit, "z": float("nan"), "outlier": False, "rest_median": float("nan"),
-            "load_pct": load_of(o, s), "valid": not why, "why": why}
+            "n": int(n), "unit": m.unit, "z": float("nan"), "candidate": False, "outlier": False,
+            "rest_median": float("nan"), "load_pct": load_of(o, s), "valid": not why, "why": why}
 
 
 def _noise_rows(host, t, validity) -> list[dict]:
@@ -283,6 +283,7 @@ def node_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
         g = df.loc[idx]
         flags = flag(g["value"], g["ci_lo"], g["ci_hi"], m.higher_is_worse, m.floor, m.abs_floor)
         df.loc[idx, "z"] = [f.z for f in flags]
+        df.loc[idx, "candidate"] = [f.candidate for f in flags]
         df.loc[idx, "outlier"] = [f.outlier for f in flags]
         df.loc[idx, "rest_median"] = [f.rest_median for f in flags]
         df.loc[idx, "rest_lo"] = [f.rest_lo for f in flags]
@@ -372,15 +373,6 @@ class _Judge:
 
     def bad(self, row) -> bool:
         return self.stands_out(row.value) and not (row.ci_lo <= self.hi and row.ci_hi >= self.lo)
-
-    def imprecise(self, row) -> str:
-        """Why a link that stands out is no outlier: its interval reaches the reference links'."""
-        from hpcvar.expect import fmt
-
-        name = self.metric.name
-        return (f"its 95% CI {fmt(name, row.ci_lo)} to {fmt(name, row.ci_hi)} reaches the other links' "
-                f"{fmt(name, self.lo)} to {fmt(name, self.hi)}: at the precision measured it cannot be told from "
-                f"them; measure longer ({'--bw-iters' if name == 'link_bandwidth' else '--lat-iters'})")
 
     def transient(self, first: float, second: float, later: float = float("nan")) -> str:
         """Why a finding is not reproduced ('' when it is, or when the metric has no parts): one of its
@@ -481,13 +473,13 @@ def _one_metric_findings(df: pd.DataFrame, hosts: list[str], m: Metric) -> list[
         n_out = int(links.index.isin(list(explained)).sum())  # the links that stand out
         found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, n_out, not why, why))
     for idx, r in df.iterrows():
-        # a link beyond the threshold whose interval reaches the reference's is suspect (judge.imprecise)
+        # a link beyond the threshold whose interval reaches the reference's is suspect (imprecise)
         if idx in explained or not judge.stands_out(r["value"]):
             continue
         where = f"{r['src']}->{r['dst']}" if m.name == "link_bandwidth" else f"{r['src']}-{r['dst']}"
         why = r["why"] or _link_load_explains(float(r["load_pct"]), ref_load) or \
             judge.transient(float(r["first"]), float(r["second"]), float(r["later"])) or \
-            ("" if judge.bad(r) else judge.imprecise(r))
+            ("" if judge.bad(r) else imprecise(m.name, r["ci_lo"], r["ci_hi"], judge.lo, judge.hi, "links"))
         found.append(_finding("pair", where, [r["src"], r["dst"]], m, "", r["value"], judge, 1, not why, why))
     return found
 
@@ -585,9 +577,8 @@ def _per_round(tables: dict[str, pd.DataFrame], metric: str) -> pd.Series | None
 
 def round_transient(r, tables: dict[str, pd.DataFrame]) -> str:
     """Why a node finding is not reproduced ('' when it is, or with fewer than 2 rounds): in some round, that
-    node's value is within the other nodes' values of that round (the same rule, ROUND_PARTS). A finding whose
-    cause was measured (a CPU quota: throttle_cause) is not a transient whatever its rounds show."""
-    if r.metric not in ROUND_PARTS or throttle_cause(r):
+    node's value is within the other nodes' values of that round (the same rule, ROUND_PARTS)."""
+    if r.metric not in ROUND_PARTS:
         return ""
     per = _per_round(tables, r.metric)
     if per is None:
@@ -606,24 +597,19 @@ def round_transient(r, tables: dict[str, pd.DataFrame]) -> str:
     return _not_reproduced(zs, "rounds", "the other nodes'")
 
 
-def _candidate(r) -> bool:
-    """A node metric beyond the threshold on its bad side (hpcvar.stats.outliers' candidate)."""
-    m = METRICS[r.metric]
-    z = float(r.z) * (1.0 if m.higher_is_worse else -1.0)
-    return m.outliers and np.isfinite(z) and z > MODIFIED_Z_THRESHOLD
+# the flags that add samples to a metric: what "measure longer" names
+PRECISION_FLAGS = {"noise_fraction": "--noise, --rounds", "compute_rate": "--kernel, --rounds",
+                   "timer_cost": "--timer-samples", "shm_latency": "--shm-iters, --rounds",
+                   "link_bandwidth": "--bw-iters", "link_latency": "--lat-iters"}
 
 
-def imprecise(r) -> str:
-    """Why a candidate that is no outlier cannot be a finding: its interval reaches the other nodes'."""
+def imprecise(metric: str, lo: float, hi: float, rest_lo: float, rest_hi: float, others: str) -> str:
+    """Why a candidate (beyond the threshold) is no outlier: its interval reaches the other nodes' or links'."""
     from hpcvar.expect import fmt
 
-    return (f"its 95% CI {fmt(r.metric, r.ci_lo)} to {fmt(r.metric, r.ci_hi)} reaches the other nodes' "
-            f"{fmt(r.metric, r.rest_lo)} to {fmt(r.metric, r.rest_hi)}: at the precision measured it cannot be told "
-            f"from them; measure longer ({PRECISION_FLAGS.get(r.metric, '--rounds')})")
-
-
-PRECISION_FLAGS = {"noise_fraction": "--noise, --rounds", "compute_rate": "--kernel, --rounds",
-                   "timer_cost": "--timer-samples", "shm_latency": "--shm-iters, --rounds"}
+    return (f"its 95% CI {fmt(metric, lo)} to {fmt(metric, hi)} reaches the other {others}' {fmt(metric, rest_lo)} "
+            f"to {fmt(metric, rest_hi)}: at the precision measured it cannot be told from them; measure longer "
+            f"({PRECISION_FLAGS[metric]})")
 
 
 def node_findings(nm: pd.DataFrame, tables: dict[str, pd.DataFrame] | None = None) -> list[dict]:
@@ -632,17 +618,17 @@ def node_findings(nm: pd.DataFrame, tables: dict[str, pd.DataFrame] | None = Non
     nodes' is a finding too, suspect (``imprecise``), unless its cause was measured: an answer cannot be OK with
     a node standing out at z 6.9 (a CPU quota on a VM whose exits made the noise of every 100 ms window vary)."""
     out = []
-    for r in nm[[bool(o) or _candidate(r) for o, r in zip(nm["outlier"], nm.itertuples(index=False),
-                                                         strict=True)]].itertuples(index=False):
+    for r in nm[nm["candidate"].astype(bool)].itertuples(index=False):
         ratio = r.value / r.rest_median if r.rest_median else float("nan")
         # the nodes' throttled shares of the part that measured this metric: node_metrics' column
         throttled = dict(zip(nm["host"][nm["metric"] == r.metric], nm["throttled_pct"][nm["metric"] == r.metric],
                              strict=True))
+        # a measured cause (a CPU quota) is neither a transient nor a matter of precision
         cause = throttle_cause(r)
         why = r.why or (load_explains(r, node_validity(tables, r.metric), throttled)
-                        or round_transient(r, tables) if tables is not None else "")
+                        or (round_transient(r, tables) if not cause else "") if tables is not None else "")
         if not why and not r.outlier and not cause:
-            why = imprecise(r)
+            why = imprecise(r.metric, r.ci_lo, r.ci_hi, r.rest_lo, r.rest_hi, "nodes")
         out.append({"scope": "node", "where": r.host, "hosts": r.host, "metric": r.metric, "side": "",
                     "value": r.value, "reference": r.rest_median, "ratio": ratio, "z": r.z,
                     "threshold": MODIFIED_Z_THRESHOLD, "links": 0, "status": "suspect" if why else "degraded",
