@@ -247,3 +247,41 @@ print(reads, started, "pyarrow.parquet" in sys.modules)
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
     assert out.split() == ["[0]", "[('hpcvar-import-arrow',", "False)]", "True"], out
+
+
+def test_sim_app_imports_arrow_while_the_c_core_replays_not_while_it_reads(tmp_path):
+    """Issue 30: 'sim app' starts Arrow's import (for its tables) when the replay starts, so that the import
+    overlaps the C core (no GIL) rather than the Python work between read and replay: once, after the trace
+    was read and lowered."""
+    import subprocess
+    import sys
+
+    trace = tmp_path / "pair.txt"
+    trace.write_text("0 init\n1 init\n0 compute 1e6\n0 send 1 0 1000 0\n1 recv 0 0 1000 0\n0 finalize\n1 finalize\n")
+    code = f"""
+import sys, threading
+from hpcvar.results import store
+from hpcvar.kinds.sim_app import job
+state = {{"lowered": False}}
+started = []
+start = threading.Thread.start
+def counted(self):
+    started.append((self.name, state["lowered"]))
+    start(self)
+threading.Thread.start = counted
+lower = job._lower
+def lowered(*a, **k):
+    out = lower(*a, **k)
+    state["lowered"] = True
+    return out
+job._lower = lowered
+from hpcvar.cli import main
+sys.argv = ["hpcvar", "sim", "app", {str(trace)!r}, "--no-plots", "--json", "--runs-dir", {str(tmp_path)!r}]
+try:
+    main()
+except SystemExit:
+    pass
+print("ARROW", [s for n, s in started if n == store.ARROW_THREAD], file=sys.stderr)
+"""
+    err = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stderr
+    assert "ARROW [True]" in err, err

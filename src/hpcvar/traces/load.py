@@ -57,10 +57,12 @@ def trace_format(path: Path, fmt: str = "auto") -> str:
 
 
 def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: str | None = None,
-               dialect: str | None = None):
+               dialect: str | None = None, prefetch_arrow: bool = True):
     """A Trace from hpcvar's Parquet trace, a SimGrid TIT file or an OTF2 archive (anchor .otf2); ``fmt``
     auto goes by the extension; ``engine`` picks the TIT and OTF2 importer (import_engine); ``dialect``: the
-    TIT dialect (None: auto, else the SimGrid version that wrote it, hpcvar.traces.tit_dialect)."""
+    TIT dialect (None: auto, else the SimGrid version that wrote it, hpcvar.traces.tit_dialect);
+    ``prefetch_arrow``: the compiled importers start importing Arrow's Parquet writer while they read (for a
+    caller that stores Arrow next); False for one that has C work of its own to overlap it with first."""
     from hpcvar.traces import parquet
 
     p = Path(path)
@@ -70,9 +72,9 @@ def load_trace(path: str, fmt: str = "auto", flops_rate: float = 1e9, engine: st
     if fmt == "tit":
         from hpcvar.traces.tit import read_tit
 
-        return read_tit(p, flops_rate, engine, dialect)
+        return read_tit(p, flops_rate, engine, dialect, prefetch_arrow)
     if fmt == "otf2":
         from hpcvar.traces.otf2_import import read_otf2
 
-        return read_otf2(p, engine)
+        return read_otf2(p, engine, prefetch_arrow)
     raise UsageError(f"unknown trace format '{fmt}'", "--from", f"Use {', '.join(FORMATS)}")

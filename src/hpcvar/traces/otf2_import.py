@@ -36,7 +36,8 @@ _OPEN_TODO = "Check the archive is complete (traces.otf2 and its directory)"
 _READ_TODO = "The archive is damaged or incomplete: trace the run again"
 
 
-def read_otf2(path: str | Path, engine: str | None = None) -> Trace:
+def read_otf2(path: str | Path, engine: str | None = None, prefetch_arrow: bool = True) -> Trace:
+    """The trace of an OTF2 archive; ``prefetch_arrow``: as hpcvar.traces.load.load_trace."""
     from hpcvar.traces import otf2_native
 
     eng = import_engine(engine, otf2_native.available, otf2_native.lib)
@@ -45,7 +46,7 @@ def read_otf2(path: str | Path, engine: str | None = None) -> Trace:
     path = Path(path)
     if not path.is_file():
         raise InputFileError("no such OTF2 anchor file", str(path), todo="Give the archive's .otf2 file")
-    cols, ntasks = _read_native(path) if eng == "native" else _read_python(path)
+    cols, ntasks = _read_native(path, prefetch_arrow) if eng == "native" else _read_python(path)
     trace = Trace(columns=trace_columns(cols), ntasks=ntasks, timed=True, source=str(path),
                   meta={"imported_from": "otf2"})
     validate(trace, str(path))
@@ -85,11 +86,12 @@ def _bad_time(ns: float, path: Path) -> InputFileError:
 
 # ---- the compiled reader ------------------------------------------------------------------------------
 
-def _read_native(path: Path):
+def _read_native(path: Path, arrow: bool = True):
     from hpcvar.results.store import prefetch_arrow
     from hpcvar.traces import otf2_native as on
 
-    prefetch_arrow()  # what reads a trace stores Arrow next (a run's tables, trace import's Parquet): meanwhile
+    if arrow:  # what reads a trace stores Arrow next (a run's tables, trace import's Parquet): meanwhile
+        prefetch_arrow()
     res = on.read(str(path))
     if res.err == on.E_OPEN:
         raise InputFileError(f"cannot open the OTF2 archive ({res.msg})", str(path), todo=_OPEN_TODO)

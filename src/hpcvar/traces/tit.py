@@ -216,8 +216,9 @@ def dialect_code(dialect: str | None) -> int:
 
 
 def read_tit(path: str | Path, flops_rate: float = 1e9, engine: str | None = None,
-             dialect: str | None = None) -> Trace:
-    """The trace of a TIT file or index; ``dialect``: auto (None) or the SimGrid version that wrote it."""
+             dialect: str | None = None, prefetch_arrow: bool = True) -> Trace:
+    """The trace of a TIT file or index; ``dialect``: auto (None) or the SimGrid version that wrote it;
+    ``prefetch_arrow``: as hpcvar.traces.load.load_trace."""
     if not 0 < flops_rate <= MAX_FLOPS_RATE:  # also nan and inf; 0 divided every compute by zero
         raise UsageError(f"flop rate {flops_rate} is not in (0, {MAX_FLOPS_RATE:g}] flop/s", "--flops-rate",
                          "Give the flop/s of the machine to replay on, e.g. --flops-rate 1e10")
@@ -229,7 +230,7 @@ def read_tit(path: str | Path, flops_rate: float = 1e9, engine: str | None = Non
     sources, pending = started or (_sources(path), None)
     ctx = _Ctx(flops_rate, code, dialect or "auto")
     if used_engine(sources, engine) == "native":
-        cols, ntasks, grammars = _parse_native(sources, ctx, path, pending)
+        cols, ntasks, grammars = _parse_native(sources, ctx, path, pending, prefetch_arrow)
     else:
         parser = _Parser(ctx)
         cols, ntasks = parser.parse(sources, path)
@@ -255,13 +256,14 @@ def _columns(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 # ---- the compiled parser ---------------------------------------------------------------------------------
 
-def _parse_native(sources: list[tuple[str, bytes]], ctx: _Ctx, path: Path, pending=None):
+def _parse_native(sources: list[tuple[str, bytes]], ctx: _Ctx, path: Path, pending=None, arrow: bool = True):
     """The compiled parser's columns, ntasks and grammars; ``pending``: its parse of these files, started
     before (hpcvar.traces.tit_prefetch)."""
     from hpcvar.results.store import prefetch_arrow
     from hpcvar.traces import tit_native
 
-    prefetch_arrow()  # what reads a trace stores Arrow next (a run's tables, trace import's Parquet): meanwhile
+    if arrow:  # what reads a trace stores Arrow next (a run's tables, trace import's Parquet): meanwhile
+        prefetch_arrow()
     if pending is not None:
         res = tit_native.finish(pending)
     else:

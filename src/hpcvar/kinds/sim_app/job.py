@@ -20,6 +20,7 @@ from hpcvar.results import Run
 from hpcvar.results.context import JobContext
 from hpcvar.results.kinds import draw_plots
 from hpcvar.results.params import Params
+from hpcvar.results.store import prefetch_arrow, run_lifecycle
 
 PROGRESS_MIN_OPS = 2_000_000  # a progress bar only for replays at least this long (and only on a terminal)
 
@@ -221,9 +222,7 @@ class _Progress:
 def job(p: AppParams, ctx: JobContext) -> Run:
     """Replay ``p.trace`` for every mapping x model (x replica); store the run. A progress bar when the replays
     are long (PROGRESS_MIN_OPS) and ``ctx.show_progress()``."""
-    from hpcvar.results.store import run_lifecycle
-
-    p.check()  # Arrow, for the tables: imported by a Parquet trace's read, else in a thread from the C parse on
+    p.check()  # Arrow, for the tables: imported by a Parquet trace's read, else in a thread from the replays on
     timings: dict = {}
     stream, note = _stream_choice(p)
     if note:
@@ -293,7 +292,9 @@ def _read(p: AppParams, timings: dict):
     t0 = time.perf_counter()
     # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
     # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
-    trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect)
+    # Arrow's import (for the tables) is started by the replays, not during the read: see _replay_one
+    trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect,
+                       prefetch_arrow=False)
     timings["read_s"] = time.perf_counter() - t0
     return trace, metadata.collect({}, timer=False)
 
@@ -417,6 +418,10 @@ def _replay_one(rp: _Replays, mp: str, m: str, r: int, keep_rows: bool):
                            progress=rp.bar.callback if rp.bar else None)
     if sim.engine == "python" and rp.ops is None:
         raise UsageError("the trace was lowered for the C core only", "--engine", "Use --engine auto")
+    # Arrow's Parquet writer (the tables, next) imported in a thread while the C core replays without the GIL;
+    # started during the read, the import held the GIL against the Python work between read and replay (the
+    # lowering, the run's creation): a 201k-action fan-in took 15-20 ms longer (issue 30)
+    prefetch_arrow()
     t1 = time.perf_counter()
     res = sim.run()
     elapsed = time.perf_counter() - t1
