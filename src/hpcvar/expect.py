@@ -43,7 +43,7 @@ METRIC_UNITS = {  # metric -> (unit of the stored values, higher is worse, how i
     "link_bandwidth": ("B/s", False, "rate"), "link_latency": ("ns", True, "time"),
     "noise_fraction": ("%", True, "share"), "longest_detour": ("ns", True, "time"),
     "compute_rate": ("op/s", False, "ops"), "timer_cost": ("ns", True, "time"),
-    "shm_latency": ("ns", True, "time"),
+    "shm_latency": ("ns", True, "time"), "cpu_throttled": ("%", True, "share"),
 }
 LINK_METRICS = ("link_bandwidth", "link_latency")
 GROUP_KEYS = {"name", "hosts", "partition"}

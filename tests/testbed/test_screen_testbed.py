@@ -33,7 +33,8 @@ SCREEN = ["screen", "--rounds", "2", "--check", "0.2s", "--noise", "0.4s", "--ke
           "--bw-iters", "3", "--lat-iters", "50", "--shm-iters", "100", "--timer-samples", "20", "--timeout", "150s",
           "--json"]
 FAULTS = ["--rate-of", "h2=100mbit", "--cpu-noise-of", "h3=1ms/10ms"]
-CPU_METRICS = {"noise_fraction", "compute_rate"}
+# a quota'd host is named by its timings (the quota their cause) or by its throttled share (cpu.stat)
+CPU_METRICS = {"noise_fraction", "compute_rate", "cpu_throttled"}
 LINK_METRICS = {"link_bandwidth", "link_latency"}
 LINK_LATENCY = frozenset({"link_latency"})
 
@@ -107,13 +108,18 @@ def names_exactly(out: dict, expected: dict[str, set[str]]) -> None:
 
 
 def quota_named(out: dict, host: str) -> None:
-    """The faulty host's CPU findings name its cgroup's CPU quota as their cause (hv_screen reads cpu.stat of
-    the ranks' group, through the testbed's bind mount of the hierarchy); no other host was throttled."""
+    """The faulty host's CPU findings name its cgroup's CPU quota as their cause, or it is named for its throttled
+    share itself (hv_screen reads cpu.stat of the ranks' group, through the testbed's bind mount of the
+    hierarchy); no other host was throttled."""
     cpu = [f for f in out["findings"] if f["where"] == host and f["status"] == "degraded" and f["metric"] in
            CPU_METRICS]
-    assert cpu and all("CPU quota throttled its processes" in f["cause"] for f in cpu), out["findings"]
+    assert cpu and all(f["metric"] == "cpu_throttled" or "CPU quota throttled its processes" in f["cause"]
+                       for f in cpu), out["findings"]
     thr = {(r["host"], r["metric"]): r["throttled_pct"] for r in out["node_metrics"] if r["metric"] in CPU_METRICS}
     assert all(v == 0.0 for (h, _), v in thr.items() if h != host), thr
+    # the throttled share as a node metric of its own: at or over its bound on the host, exactly 0 elsewhere
+    share = {r["host"]: r["value"] for r in out["node_metrics"] if r["metric"] == "cpu_throttled"}
+    assert share[host] >= 1.0 and all(v == 0.0 for h, v in share.items() if h != host), share
 
 
 @pytest.fixture(scope="module")

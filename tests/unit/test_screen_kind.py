@@ -37,8 +37,9 @@ def point(f, desc: str, rows: list[list[float]]) -> None:
     f.write(f"#@point_end rows={len(rows)}\n")
 
 
-def write_screen(run_dir, slow: str = "tb-h2", noisy: str = "tb-h3", rng=None) -> None:
-    """A run directory as hv_screen leaves it: raw/launch-001.raw and traces/<host>-r0.jtr."""
+def write_screen(run_dir, slow: str = "tb-h2", noisy: str = "tb-h3", rng=None, throttled: dict | None = None) -> None:
+    """A run directory as hv_screen leaves it: raw/launch-001.raw and traces/<host>-r0.jtr; with ``throttled``
+    (host -> ns), each node's cgroup's throttled time after its ranks' load rows (0 for the hosts not named)."""
     rng = rng or np.random.default_rng(1)
     raw = run_dir / "raw"
     raw.mkdir(parents=True)
@@ -53,6 +54,9 @@ def write_screen(run_dir, slow: str = "tb-h2", noisy: str = "tb-h3", rng=None) -
         for n, h in enumerate(HOSTS):
             slowdown = 1.12 if h == noisy else 1.0
             rows = [[1, n, 0, 1.0e9, 1.0e9, 0, 0.99e9], [1, n, 1, 1.0e9, 1.0e9, 0, 0.005e9], [5, n, 0, 2, 0.5, 0, 0]]
+            if throttled is not None:  # kind 9: the throttled ns of the load row (kind 1) of the same rank before it
+                ns = throttled.get(h, 0.0)
+                rows = [rows[0], [9, n, 0, ns, 1, 0, 0], rows[1], [9, n, 1, ns, 1, 0, 0], rows[2]]
             rows += [[2, n, c, 1e6 * slowdown * (1 + rng.normal(0, 0.002)), k, k * 1e6, 0]
                      for c in range(2) for k in range(60)]
             rows += [[3, n, s, 9.5, 0.4, 0, 0] for s in range(5)] + [[4, n, i, 4e3 + i, 0, 0, 0] for i in range(20)]
@@ -241,6 +245,32 @@ def test_points_resume_and_argv(tmp_path):
     assert argv[argv.index("--todo-nodes") + 1] == "3" and argv[argv.index("--pair-a") + 1] == "0,0,0"
     rounds = [int(x) for x in argv[argv.index("--pair-round") + 1].split(",")]
     assert rounds == sorted(rounds)  # hv_screen takes the rounds in order
+
+
+def test_a_throttled_node_is_named_costed_shown_exported_and_bounded(tmp_path, runs_dir):
+    """A node whose processes' cgroup a CPU quota throttled 3% of its CPU time, its timings like the others': the
+    screen names it (cpu_throttled, with what it costs), the Nodes table shows the share, Prometheus gets it, and
+    an expectations file derived from a good screen bounds it at 1%."""
+    from rich.console import Console
+
+    from hpcvar.kinds.screen import views
+
+    run = stored(tmp_path / "thr", params(), slow="none", noisy="none", throttled={"tb-h4": 0.03e9})
+    res = run.info["result"]
+    assert [(f["where"], f["metric"], f["status"]) for f in res["findings"]] == [("tb-h4", "cpu_throttled",
+                                                                                   "degraded")]
+    assert res["findings"][0]["cost"] == pytest.approx(3 / 97) and res["answer"]["exit_code"] == 3
+    c = Console(record=True, width=220)
+    views.render(c, run)
+    text = c.export_text()
+    assert "throttled" in text.split("Nodes")[1].splitlines()[2] and "3%" in text, text
+    prom = run_cli(["export", "prometheus", str(run.path)], check=True).stdout
+    assert 'hpcvar_node_cpu_throttled_ratio{node="tb-h4"} 0.03' in prom, prom
+    good = stored(tmp_path / "good", params(), slow="none", noisy="none", throttled={})
+    derived = run_cli(["expect", "--from", str(good.path)], check=True).stdout
+    assert 'cpu_throttled = { max = "1%"' in derived, derived
+    checks = expect.judge(expect.parse(derived, "derived"), expect.observations_of(run))
+    assert [c["where"] for c in checks if c["status"] == "failed" and c["metric"] == "cpu_throttled"] == ["tb-h4"]
 
 
 def test_csv_and_json_of_a_stored_screen(tmp_path):

@@ -175,6 +175,8 @@ _SCREEN_NODE = {
     "compute_rate": ("node_compute_ops_per_second", "Speed of the node's compute kernel", 1.0),
     "timer_cost": ("node_timer_cost_seconds", "Cost of one clock read on the node", 1e-9),
     "shm_latency": ("node_shm_latency_seconds", "One-way latency between two CPUs of the node", 1e-9),
+    "cpu_throttled": ("node_cpu_throttled_ratio", "Share of the node's CPU time its processes' cgroup was "
+                      "throttled by a CPU quota (cpu.stat)", 0.01),
 }
 _SCREEN_LINK = {
     "link_bandwidth": ("link_bandwidth_bytes_per_second", "Bandwidth of the link, sender to receiver", 1.0),

@@ -606,7 +606,9 @@ TABLES.update({
     "screen.noise_windows": {"host": _HOST, "round": "round", "cpu": "CPU", "window": "100 ms window index",
                              "lost_fraction": "CPU time lost to detours in the window (fraction)"},
     "screen.node_metrics": {"host": _HOST, "metric": "noise_fraction | longest_detour | compute_rate | "
-                            "timer_cost | shm_latency", **_JUDGED,
+                            "timer_cost | shm_latency | cpu_throttled (the share of the node's CPU time its "
+                            "processes' cgroup was throttled by a CPU quota, %, over all its items; judged by its "
+                            "own bound, 1%; no row where cpu.stat was not visible)", **_JUDGED,
                             "z": "modified z-score among the nodes (NaN: not judged)",
                             "candidate": "beyond the threshold on the metric's bad side (an outlier, or a suspect "
                                          "finding when its CI reaches the other nodes' interval)",

@@ -56,8 +56,17 @@ class Metric:
     higher_is_worse: bool
     floor: float = 0.0  # relative MAD floor
     abs_floor: float = 0.0  # absolute MAD floor, in ``unit``
-    outliers: bool = True  # judged by the outlier rule (else by expectations only)
+    outliers: bool = True  # judged by the outlier rule (else by expectations only, or by its bound)
     scope: str = "node"
+    # a bound of its own, in ``unit``: a value at or beyond it on the bad side is a finding whatever the other
+    # nodes' (a quantity measured directly, not inferred from timings compared across nodes)
+    bound: float = float("nan")
+
+
+# a node whose processes' cgroup was throttled this share of its CPUs or more: the quota is named as the cause of
+# its CPU findings, and is a finding of its own (cpu_throttled); the same threshold as a noise recording's
+# (hpcvar.noise.analysis.THROTTLED_SHARE), in percent
+THROTTLED_PCT = 100.0 * THROTTLED_SHARE
 
 
 METRICS: dict[str, Metric] = {m.name: m for m in [
@@ -75,6 +84,12 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
     Metric("link_bandwidth", "link bandwidth", "B/s", False, floor=0.02, scope="link"),
     # 5%: latency varies more; 26% above the median stands out
     Metric("link_latency", "8-byte one-way latency", "ns", True, floor=0.05, scope="link"),
+    # cpu.stat's throttled time of the ranks' cgroup over the node's CPU time: exactly 0 without a quota, and a
+    # quota that holds a node's processes back is a fault however noisy the timings that would otherwise show it
+    # (on a VM losing 8-15% of its CPUs to exits, a 10% quota's noise was at z 3 to 7.6). The abs floor makes
+    # 'expect --from' derive that bound from a good run (median 0 + 5.19 x floor)
+    Metric("cpu_throttled", "CPU time throttled by its cgroup's CPU quota", "%", True,
+           abs_floor=THROTTLED_PCT * 0.6745 / MODIFIED_Z_THRESHOLD, outliers=False, bound=THROTTLED_PCT),
 ]}
 
 NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "candidate", "outlier", "rest_median",
@@ -176,23 +191,23 @@ def node_validity(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str
     return out
 
 
-def _throttled_pct(rows: pd.DataFrame) -> float:
-    """The share (%) of the CPUs of one node's items during which its processes' cgroup (or an ancestor) was
-    throttled by a CPU quota: per item, the largest reading of its ranks (one group's counter, summed over
-    CPUs) over the item's capacity. NaN where no rank could read cpu.stat."""
+def _throttled(rows: pd.DataFrame) -> tuple[float, int]:
+    """(the share (%) of the CPUs of one node's items during which its processes' cgroup (or an ancestor) was
+    throttled by a CPU quota, the items read): per item, the largest reading of its ranks (one group's counter,
+    summed over CPUs) over the item's capacity. NaN where no rank could read cpu.stat."""
     if "throttled_ns" not in rows.columns or not rows["throttled_ns"].notna().any():
-        return float("nan")
+        return float("nan"), 0
     keys = [k for k in ("item", "a", "b", "round", "phase") if k in rows.columns]
     per = rows.groupby(keys).agg(thr=("throttled_ns", "max"), cap=("cap_ns", "max"))
     per = per[per["thr"].notna()]
     cap = float(per["cap"].sum())
-    return 100.0 * float(per["thr"].sum()) / cap if cap > 0 else float("nan")
+    return (100.0 * float(per["thr"].sum()) / cap if cap > 0 else float("nan")), len(per)
 
 
-def node_throttled(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str, float]:
-    """host -> the share (%) of its CPUs its processes' cgroup was throttled while ``metric`` was measured
-    (NaN: not visible to the ranks)."""
-    return {host: _throttled_pct(rows) for host, rows in _node_parts(tables, metric).items()}
+def node_throttled(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str, tuple[float, int]]:
+    """host -> (the share (%) of its CPUs its processes' cgroup was throttled while ``metric`` was measured, NaN
+    when not visible to the ranks; the measurement items read)."""
+    return {host: _throttled(rows) for host, rows in _node_parts(tables, metric).items()}
 
 
 MIN_LOAD_WINDOW_S = 0.2  # 20 ticks of /proc/stat: shorter parts are judged by the load of their whole node item
@@ -260,6 +275,14 @@ def _median_row(host, metric, x, validity) -> list[dict]:
     return [_row(host, metric, float(np.median(x)), lo, hi, len(x), validity)]
 
 
+def _throttled_row(host, pct: float, items: int, validity) -> list[dict]:
+    """The node's throttled share over all its items (none where its ranks could not read cpu.stat). Read from
+    the kernel's counter, it is not disturbed by other processes' load: never marked disturbed."""
+    if not np.isfinite(pct):
+        return []
+    return [_row(host, "cpu_throttled", pct, float("nan"), float("nan"), items, (validity[0], validity[1], ""))]
+
+
 def node_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per node and metric, judged by the outlier rule among the nodes."""
     valid = {m: node_validity(t, m) for m in ("", "noise_fraction", "compute_rate", "shm_latency")}
@@ -272,9 +295,11 @@ def node_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
                             valid[""][host])
         rows += _median_row(host, "shm_latency", t["screen.shm"][t["screen.shm"]["host"] == host]["oneway_ns"],
                             valid["shm_latency"][host])
+        rows += _throttled_row(host, *throttled[""].get(host, (float("nan"), 0)), valid[""][host])
     df = pd.DataFrame(rows, columns=NODE_COLS)
-    part = {"longest_detour": "noise_fraction", "timer_cost": ""}  # the part whose load rows judge a metric
-    df["throttled_pct"] = [throttled[part.get(m, m)].get(h, float("nan"))
+    # the part whose load rows judge a metric
+    part = {"longest_detour": "noise_fraction", "timer_cost": "", "cpu_throttled": ""}
+    df["throttled_pct"] = [throttled[part.get(m, m)].get(h, (float("nan"), 0))[0]
                            for h, m in zip(df["host"], df["metric"], strict=True)]
     for name, idx in df.groupby("metric").groups.items():
         m = METRICS[str(name)]
@@ -537,9 +562,6 @@ def load_explains(r, validity: dict[str, tuple[float, float, str]], throttled: d
     return ""
 
 
-# a node whose processes' cgroup was throttled this share of its CPUs or more has the quota named as the cause:
-# the same threshold as a noise recording's (hpcvar.noise.analysis.THROTTLED_SHARE), in percent
-THROTTLED_PCT = 100.0 * THROTTLED_SHARE
 THROTTLE_METRICS = ("noise_fraction", "longest_detour", "compute_rate")
 
 
@@ -633,6 +655,29 @@ def node_findings(nm: pd.DataFrame, tables: dict[str, pd.DataFrame] | None = Non
                     "value": r.value, "reference": r.rest_median, "ratio": ratio, "z": r.z,
                     "threshold": MODIFIED_Z_THRESHOLD, "links": 0, "status": "suspect" if why else "degraded",
                     "why": why, "cost": float("nan"), "cost_text": "", "cause": cause})
+    return out + bound_findings(nm, {f["where"] for f in out if f["status"] == "degraded" and f["cause"]})
+
+
+def bound_findings(nm: pd.DataFrame, named: set[str]) -> list[dict]:
+    """The nodes at or beyond a metric's own bound (``Metric.bound``: the CPU time a quota throttled), each a
+    degraded finding: a counter read from the kernel is neither a transient of the timings nor a matter of their
+    precision, nor explained by others' load. Not repeated for a node ``named`` already by a degraded finding with
+    its quota as the cause: the same fault, named once."""
+    out = []
+    for name, g in nm.groupby("metric", sort=False):
+        m = METRICS[str(name)]
+        if not np.isfinite(m.bound):
+            continue
+        for r in g.itertuples(index=False):
+            beyond = r.value >= m.bound if m.higher_is_worse else r.value <= m.bound
+            if r.host in named or not beyond:
+                continue
+            rest = g[g["host"] != r.host]["value"].to_numpy(dtype=float)
+            ref = float(np.median(rest)) if rest.size else float("nan")
+            out.append({"scope": "node", "where": r.host, "hosts": r.host, "metric": m.name, "side": "",
+                        "value": float(r.value), "reference": ref, "ratio": r.value / ref if ref else float("nan"),
+                        "z": float("nan"), "threshold": m.bound, "links": 0, "status": "degraded", "why": "",
+                        "cost": float("nan"), "cost_text": "", "cause": ""})
     return out
 
 
@@ -681,6 +726,9 @@ def finding_text(f: dict) -> str:
         what = f"link {f['where']}'s {m.label}"
     else:
         what = f"{f['where']}'s {m.label}"
+    if np.isfinite(m.bound):  # judged by its own bound, not against the others
+        return (f"{what} {fmt(f['metric'], f['value'])} ({'at most' if m.higher_is_worse else 'at least'} "
+                f"{fmt(f['metric'], m.bound)}; the median of the others {fmt(f['metric'], f['reference'])})")
     return (f"{what} {fmt(f['metric'], f['value'])}, {f['ratio']:.3g}x the median of the others "
             f"{fmt(f['metric'], f['reference'])} (z {f['z']:+.1f}, threshold {f['threshold']:g})"
             + (f": {f['cause']}" if f.get("cause") else ""))

@@ -58,6 +58,18 @@ def link_cost(links: pd.DataFrame, hosts: list[str], metric: str, reference: flo
                         f"{t / t0:.2f}x the {t0 * 1e3:.3g} ms it takes with every link at the others' median")
 
 
+def throttle_cost(pct: float) -> tuple[float, str]:
+    """What a node whose processes' cgroup was throttled ``pct`` % of its CPU time costs at least: its processes
+    could run (100 - pct) % of the time, and a bulk-synchronous job waits for its slowest node every phase. At
+    least: a quota stops every thread of the group at once until its next period, so a phase that meets it waits
+    that long, and its cost is the quota's period as well as its share (jitSim's case of unsynchronized noise)."""
+    if not 0 < pct < 100:
+        return float("nan"), ""
+    c = pct / (100.0 - pct)
+    return c, (f"its processes could run {100 - pct:.3g}% of the time: at least {100 * c:+.1f}% run time for a "
+               "bulk-synchronous job, which waits for its slowest node every phase")
+
+
 def compute_cost(value: float, median: float) -> tuple[float, str]:
     if not value > 0:
         return float("nan"), ""

@@ -186,6 +186,8 @@ class Screen(Benchmark[ScreenParams]):
                 c, text = cost.compute_cost(f["value"], f["reference"])
             elif f["metric"] == "noise_fraction":
                 c, text = self._noise_cost(findings, nm)
+            elif f["metric"] == "cpu_throttled":
+                c, text = cost.throttle_cost(f["value"])
             else:
                 continue
             findings.loc[i, "cost"], findings.loc[i, "cost_text"] = c, text

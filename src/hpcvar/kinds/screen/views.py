@@ -63,7 +63,8 @@ def render(console, run) -> None:
 
 def _nodes_table(nm: pd.DataFrame, Table):
     t = Table(title="Nodes", title_justify="left")
-    for col in ("node", "OS noise", "longest detour", "compute", "clock read", "shm latency", "measured"):
+    for col in ("node", "OS noise", "longest detour", "compute", "clock read", "shm latency", "throttled",
+                "measured"):
         t.add_column(col, justify="left" if col in ("node", "measured") else "right")
     for host, g in nm.groupby("host", sort=False):
         v = {r.metric: r for r in g.itertuples(index=False)}
@@ -73,15 +74,21 @@ def _nodes_table(nm: pd.DataFrame, Table):
                   _cell(v, "compute_rate", lambda r: f"{r.value / 1e6:.4g} Mop/s"),
                   _cell(v, "timer_cost", lambda r: format_time_ns(r.value)),
                   _cell(v, "shm_latency", lambda r: format_time_ns(r.value)),
+                  _cell(v, "cpu_throttled", lambda r: f"{r.value:.2g}%"),
                   f"[yellow]disturbed: {why}[/]" if why else "undisturbed")
     return t
 
 
 def _cell(v: dict, name: str, text) -> str:
+    """A node's figure, red when the outlier rule flagged it or it is beyond the metric's own bound."""
+    from hpcvar.screen.analysis import METRICS
+
     r = v.get(name)
     if r is None:
         return "-"
-    return f"[red]{text(r)}[/]" if r.outlier else text(r)
+    m = METRICS[name]
+    beyond = np.isfinite(m.bound) and (r.value >= m.bound if m.higher_is_worse else r.value <= m.bound)
+    return f"[red]{text(r)}[/]" if r.outlier or beyond else text(r)
 
 
 def _matrix_table(g: pd.DataFrame, hosts: list[str], title: str, cell, Table):
@@ -104,15 +111,29 @@ def _findings_table(f: pd.DataFrame, Table):
     from hpcvar.expect import fmt
 
     t = Table(title="Findings", title_justify="left")
-    for col in ("where", "what", "value", "median of the others", "ratio", "z", "status", "what it costs"):
-        t.add_column(col, justify="right" if col in ("value", "median of the others", "ratio", "z") else "left")
+    for col in ("where", "what", "value", "median of the others", "ratio", "z or bound", "status", "what it costs"):
+        t.add_column(col, justify="right" if col in ("value", "median of the others", "ratio", "z or bound")
+                     else "left")
     for r in f.itertuples(index=False):
         what = r.metric.replace("_", " ") + (f" ({r.side})" if r.side and r.side != "any" else "")
         cost = "" if not math.isfinite(r.cost) else f"{100 * r.cost:+.0f}%"
         cause = getattr(r, "cause", "") or ""  # screens stored before the column have none
-        t.add_row(r.where, what, fmt(r.metric, r.value), fmt(r.metric, r.reference), f"{r.ratio:.2f}x",
-                  f"{r.z:+.1f}", r.status + (f": {r.why}" if r.why else "") + (f" ({cause})" if cause else ""), cost)
+        t.add_row(r.where, what, fmt(r.metric, r.value), fmt(r.metric, r.reference),
+                  f"{r.ratio:.2f}x" if math.isfinite(r.ratio) else "-", _rule(r._asdict(), short=True),
+                  r.status + (f": {r.why}" if r.why else "") + (f" ({cause})" if cause else ""), cost)
     return t
+
+
+def _rule(f: dict, short: bool = False) -> str:
+    """What judged a finding: its z against the threshold, or the metric's own bound (cpu_throttled)."""
+    from hpcvar.expect import fmt
+    from hpcvar.screen.analysis import METRICS
+
+    m = METRICS[f["metric"]]
+    if math.isfinite(m.bound):
+        side = "at most" if m.higher_is_worse else "at least"
+        return f"{side} {fmt(m.name, m.bound)}" + ("" if short else " (its own bound, not the others')")
+    return f"{f['z']:+.1f}" if short else f"z {f['z']:+.1f} against threshold {f['threshold']:g}"
 
 
 # ---- plots -------------------------------------------------------------------------------------------------
@@ -231,10 +252,11 @@ def section(run) -> Section:
     for f in res.get("findings") or []:
         sec.headlines.append(Headline(
             f"{f['where']}: {f['metric'].replace('_', ' ')}", fmt(f["metric"], f["value"]),
-            f"{f['ratio']:.2f}x the median of the others ({fmt(f['metric'], f['reference'])})"
+            (f"{f['ratio']:.2f}x the median of the others ({fmt(f['metric'], f['reference'])})"
+             if math.isfinite(f["ratio"]) else f"the median of the others {fmt(f['metric'], f['reference'])}")
             + (f"; {f['cost_text']}" if f.get("cost_text") else "") + (f"; {f['cause']}" if f.get("cause") else ""),
             BAD if f["status"] == "degraded" else SUSPECT,
-            f"z {f['z']:+.1f} against threshold {f['threshold']:g}" + (f"; {f['why']}" if f["why"] else "")))
+            _rule(f) + (f"; {f['why']}" if f["why"] else "")))
     for p in ("screen_bandwidth", "screen_latency", "screen_nodes"):
         fp = run.path / "plots" / f"{p}.png"
         if fp.is_file():
