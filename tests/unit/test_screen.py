@@ -414,6 +414,41 @@ def test_a_node_throttled_by_its_quota_is_named_even_when_its_timings_do_not_sta
     assert not (nm["metric"] == "cpu_throttled").any() and "cpu_throttled" not in set(f["metric"])
 
 
+def test_a_link_finding_names_the_quota_of_an_end_throttled_while_it_was_measured():
+    """The testbed at a 50% quota: h4's ranks were throttled in some ping-pongs, and a pair of h4's came out slow
+    (3.3x). A throttled rank answers late whatever the link: the link finding names that end's quota (cpu.stat of
+    the pair item), for a pair and for a node's links; under 1%, or with no cpu.stat, nothing is named."""
+    t = tables(slow_lat=("n2", "n4", range(75)))
+    load = t["screen.load"]
+    on_pair = (load["item"] == "pair") & (load["a"] == 1) & (load["b"] == 3)
+    for share, cause in ((0.05e9, "n4's cgroup's CPU quota throttled its processes for 5.0% of its CPU time while it "
+                                  "was measured (cpu.stat): a throttled rank answers late whatever the link"),
+                         (0.005e9, ""), (0.0, ""), (np.nan, "")):
+        # the other end read 0; without cpu.stat (NaN) neither end could read it
+        t["screen.load"] = load.assign(throttled_ns=np.where(on_pair & (load["host"] == "n4"), share,
+                                                             0.0 if np.isfinite(share) else np.nan))
+        _, lm, f, a = analyse(t)
+        pair = f[f["scope"] == "pair"]
+        assert list(pair["where"]) == ["n2-n4"] and list(pair["cause"]) == [cause], f
+        row = lm[(lm["metric"] == "link_latency") & (lm["src"] == "n2") & (lm["dst"] == "n4")].iloc[0]
+        if np.isfinite(share):  # the end throttled longest ('' when neither was), and its share of the pair item
+            assert row["throttled_host"] == ("n4" if share else "")
+            assert row["throttled_pct"] == pytest.approx(share / 1e7)
+        else:
+            assert row["throttled_host"] == "" and np.isnan(row["throttled_pct"])
+        assert ("cpu.stat" in a.line()) == bool(cause), a.line()
+    # a node's links, all slow, the node throttled in each of its pair items: the node's quota named
+    t = tables(slow_link={"n4": 0.5})
+    load = t["screen.load"]
+    t["screen.load"] = load.assign(throttled_ns=np.where((load["item"] == "pair") & (load["host"] == "n4"), 0.03e9,
+                                                         0.0))
+    _, _, f, a = analyse(t)
+    assert list(zip(f["where"], f["metric"], f["status"], strict=True)) == [("n4", "link_bandwidth", "degraded")]
+    assert f["cause"][0].startswith("n4's cgroup's CPU quota throttled its processes for 3.0% of its CPU time while "
+                                    "its links were measured"), f["cause"][0]
+    assert a.line().endswith("whatever the link"), a.line()
+
+
 def test_what_a_throttled_node_costs_is_at_least_its_lost_share():
     from hpcvar.screen.cost import throttle_cost
 

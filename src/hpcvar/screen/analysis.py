@@ -95,7 +95,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
 NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "candidate", "outlier", "rest_median",
              "load_pct", "valid", "why", "throttled_pct", "rest_lo", "rest_hi"]
 LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "load_pct", "valid", "why", "first",
-             "second", "later"]
+             "second", "later", "throttled_host", "throttled_pct"]
 FINDING_COLS = ["scope", "where", "hosts", "metric", "side", "value", "reference", "ratio", "z", "threshold",
                 "links", "status", "why", "cost", "cost_text", "cause"]
 
@@ -329,9 +329,26 @@ def pair_validity(t: dict[str, pd.DataFrame]) -> dict[frozenset, tuple[float, fl
     return out
 
 
+def pair_throttled(t: dict[str, pd.DataFrame]) -> dict[frozenset, tuple[str, float]]:
+    """pair -> (the end whose processes' cgroup a CPU quota throttled longest while the pair was measured, that
+    share of its CPUs, %); ('', 0.0) when neither was throttled, ('', NaN) where neither could read cpu.stat."""
+    load, nodes = t["screen.load"], t["screen.nodes"]
+    host = dict(zip(nodes["node"], nodes["host"], strict=True))
+    out = {}
+    for (a, b), g in load[load["item"] == "pair"].groupby(["a", "b"]):
+        best = ("", float("nan"))
+        for h in (host[a], host[b]):
+            pct = _throttled(g[g["host"] == h])[0]
+            if np.isfinite(pct) and not best[1] >= pct:
+                best = (h if pct > 0 else "", pct)
+        out[frozenset((host[a], host[b]))] = best
+    return out
+
+
 def link_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
     """One row per direction (bandwidth) and per pair (latency, src < dst in node order)."""
     valid = pair_validity(t)
+    throttled = pair_throttled(t)
     none = (float("nan"), float("nan"), "")
     rows = []
     for (src, dst), g in t["screen.bw"].groupby(["src", "dst"], sort=False):
@@ -339,18 +356,21 @@ def link_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
         if x.size:
             lo, hi = median_ci(x)
             o, st, why = valid.get(frozenset((src, dst)), none)
+            th, tp = throttled.get(frozenset((src, dst)), ("", float("nan")))
             rows.append({"src": src, "dst": dst, "metric": "link_bandwidth", "value": float(np.median(x)),
                          "ci_lo": lo, "ci_hi": hi, "n": int(x.size), "unit": "B/s", "load_pct": load_of(o, st),
                          "valid": not why, "why": why, "first": float("nan"), "second": float("nan"),
-                         "later": float("nan")})
+                         "later": float("nan"), "throttled_host": th, "throttled_pct": tp})
     for (a, b), g in t["screen.lat"].groupby(["host_a", "host_b"], sort=False):
         x = g["oneway_ns"].to_numpy()
         lo, hi = median_ci(x)
         o, st, why = valid.get(frozenset((a, b)), none)
+        th, tp = throttled.get(frozenset((a, b)), ("", float("nan")))
         first, second, later = _parts(g)
         rows.append({"src": a, "dst": b, "metric": "link_latency", "value": float(np.median(x)), "ci_lo": lo,
                      "ci_hi": hi, "n": int(x.size), "unit": "ns", "load_pct": load_of(o, st), "valid": not why,
-                     "why": why, "first": first, "second": second, "later": later})
+                     "why": why, "first": first, "second": second, "later": later, "throttled_host": th,
+                     "throttled_pct": tp})
     return pd.DataFrame(rows, columns=LINK_COLS)
 
 
@@ -444,12 +464,33 @@ def _node_summary(df: pd.DataFrame, hosts: list[str], side: str) -> pd.DataFrame
     return pd.DataFrame(rows)
 
 
-def _finding(scope, where, hosts, m: Metric, side, value, j: _Judge, links, valid, why) -> dict:
+def _finding(scope, where, hosts, m: Metric, side, value, j: _Judge, links, why, cause: str = "") -> dict:
+    """A link finding: degraded, or suspect with ``why``."""
     return {"scope": scope, "where": where, "hosts": ",".join(hosts), "metric": m.name, "side": side,
             "value": float(value), "reference": j.med, "ratio": float(value) / j.med if j.med else float("nan"),
             "z": j.z(value), "threshold": MODIFIED_Z_THRESHOLD, "links": int(links),
-            "status": "degraded" if valid else "suspect", "why": why, "cost": float("nan"), "cost_text": "",
-            "cause": ""}
+            "status": "suspect" if why else "degraded", "why": why, "cost": float("nan"), "cost_text": "",
+            "cause": cause}
+
+
+def link_throttle_cause(links: pd.DataFrame, host: str = "") -> str:
+    """The cause of a link finding when an end's processes were throttled by its CPU quota while its links were
+    measured ('' otherwise): for a pair, the end throttled longest; for a node's links (``host``), that node,
+    by the median of its share over them. A throttled rank answers late whatever the link: the node's quota is
+    named, and the link is not cleared either (both can be slow)."""
+    if "throttled_pct" not in links.columns or not len(links):
+        return ""
+    if host:
+        share = np.where(links["throttled_host"] == host, links["throttled_pct"].to_numpy(dtype=float), 0.0)
+        share = np.where(np.isfinite(links["throttled_pct"].to_numpy(dtype=float)), share, np.nan)
+        pct = float(np.nanmedian(share)) if np.isfinite(share).any() else float("nan")
+    else:
+        host, pct = str(links["throttled_host"].iloc[0]), float(links["throttled_pct"].iloc[0])
+    if not np.isfinite(pct) or pct < THROTTLED_PCT:
+        return ""
+    return (f"{host}'s cgroup's CPU quota throttled its processes for {pct:.1f}% of its CPU time while "
+            f"{'its links were' if len(links) > 1 else 'it was'} measured (cpu.stat): a throttled rank answers "
+            "late whatever the link")
 
 
 def _blamed_nodes(df: pd.DataFrame, hosts: list[str], m: Metric) -> dict[tuple[str, str], pd.DataFrame]:
@@ -496,7 +537,8 @@ def _one_metric_findings(df: pd.DataFrame, hosts: list[str], m: Metric) -> list[
             _link_load_explains(float(np.median(links["load_pct"])), ref_load) or \
             judge.transient(*(float(np.median(links[k])) for k in ("first", "second", "later")))
         n_out = int(links.index.isin(list(explained)).sum())  # the links that stand out
-        found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, n_out, not why, why))
+        found.append(_finding("node", h, [h], m, side, float(np.median(links["value"])), judge, n_out, why,
+                              link_throttle_cause(links, h)))
     for idx, r in df.iterrows():
         # a link beyond the threshold whose interval reaches the reference's is suspect (imprecise)
         if idx in explained or not judge.stands_out(r["value"]):
@@ -505,7 +547,8 @@ def _one_metric_findings(df: pd.DataFrame, hosts: list[str], m: Metric) -> list[
         why = r["why"] or _link_load_explains(float(r["load_pct"]), ref_load) or \
             judge.transient(float(r["first"]), float(r["second"]), float(r["later"])) or \
             ("" if judge.bad(r) else imprecise(m.name, r["ci_lo"], r["ci_hi"], judge.lo, judge.hi, "links"))
-        found.append(_finding("pair", where, [r["src"], r["dst"]], m, "", r["value"], judge, 1, not why, why))
+        found.append(_finding("pair", where, [r["src"], r["dst"]], m, "", r["value"], judge, 1, why,
+                              link_throttle_cause(df.loc[[idx]])))
     return found
 
 
