@@ -264,6 +264,13 @@ def test_a_throttled_node_is_named_costed_shown_exported_and_bounded(tmp_path, r
     views.render(c, run)
     text = c.export_text()
     assert "throttled" in text.split("Nodes")[1].splitlines()[2] and "3%" in text, text
+    # the per-node figure gains a panel for the throttled share (3 panels, 2.6 inches each, against 2)
+    import matplotlib.image as mpimg
+
+    tall = mpimg.imread(next(p for p in views.plots(run) if p.name == "screen_nodes.png")).shape[0]
+    plain = stored(tmp_path / "plain", params(), slow="none", noisy="none", throttled={})
+    short = mpimg.imread(next(p for p in views.plots(plain) if p.name == "screen_nodes.png")).shape[0]
+    assert tall / short == pytest.approx(3 / 2, rel=0.1), (tall, short)
     prom = run_cli(["export", "prometheus", str(run.path)], check=True).stdout
     assert 'hpcvar_node_cpu_throttled_ratio{node="tb-h4"} 0.03' in prom, prom
     good = stored(tmp_path / "good", params(), slow="none", noisy="none", throttled={})

@@ -212,10 +212,16 @@ def _heat(run, lm: pd.DataFrame, f: pd.DataFrame, hosts: list[str], metric: str,
 
 
 def _node_bars(run, nm: pd.DataFrame) -> list[Path]:
+    """Per node: the noise, the kernel's speed and, when a node was throttled at all, its throttled share (its
+    dashed line the metric's own bound, not the median)."""
     from hpcvar.report.plots import figure, save
+    from hpcvar.screen.analysis import METRICS
 
+    thr = nm[nm["metric"] == "cpu_throttled"]["value"]
     panels = [(m, lbl) for m, lbl in (("noise_fraction", "CPU time lost to OS noise (%)"),
-                                       ("compute_rate", "compute kernel (Mop/s)")) if (nm["metric"] == m).any()]
+                                       ("compute_rate", "compute kernel (Mop/s)"),
+                                       ("cpu_throttled", "CPU time throttled by a quota (%)"))
+              if (nm["metric"] == m).any() and (m != "cpu_throttled" or (thr > 0).any())]
     if not panels:
         return []
     hosts = list(dict.fromkeys(nm["host"]))
@@ -226,14 +232,16 @@ def _node_bars(run, nm: pd.DataFrame) -> list[Path]:
         scale = 1e-6 if metric == "compute_rate" else 1.0
         v = g["value"].to_numpy() * scale
         err = np.vstack([v - g["ci_lo"].to_numpy() * scale, g["ci_hi"].to_numpy() * scale - v])
+        bound = METRICS[metric].bound
+        bad = g["outlier"].fillna(False).to_numpy(bool) | (np.nan_to_num(v, nan=-np.inf) >= bound)
         colors = ["#d62728" if o else ("#bbbbbb" if not ok else "#1f77b4")
-                  for o, ok in zip(g["outlier"].fillna(False), g["valid"].fillna(True), strict=True)]
+                  for o, ok in zip(bad, g["valid"].fillna(True), strict=True)]
         ax.bar(range(len(hosts)), v, color=colors, yerr=np.nan_to_num(np.abs(err)), capsize=3)
-        med = float(np.nanmedian(v))
-        ax.axhline(med, color="k", lw=0.8, ls="--")
+        ax.axhline(bound if np.isfinite(bound) else float(np.nanmedian(v)), color="k", lw=0.8, ls="--")
         ax.set_xticks(range(len(hosts)), hosts, rotation=45, ha="right", fontsize=8)
         ax.set_ylabel(label, fontsize=8)
-    axes[0].set_title("Per node, 95% CI; red: outlier, grey: disturbed by load; dashed: median")
+    axes[0].set_title("Per node, 95% CI; red: outlier or over its bound, grey: disturbed by load; dashed: median "
+                      "(throttled: its bound)", fontsize=9)
     return [save(fig, run.plots_dir() / "screen_nodes")[0]]
 
 
@@ -262,7 +270,8 @@ def section(run) -> Section:
         if fp.is_file():
             sec.figures.append(({"screen_bandwidth": "Bandwidth between every pair of nodes (row sends)",
                                  "screen_latency": "8-byte one-way latency between every pair of nodes",
-                                 "screen_nodes": "Per-node OS noise and compute speed"}[p], fp))
+                                 "screen_nodes": "Per-node OS noise and compute speed (and the share a CPU quota "
+                                                 "throttled, when one did)"}[p], fp))
     for name, cap in (("screen.findings", "Findings"), ("screen.node_metrics", "Per-node figures"),
                       ("screen.expect", "Expectations")):
         if run.has_table(name):
