@@ -149,7 +149,8 @@ typedef struct {
     /* per-node scratch for the models */
     int64_t *n_out, *n_in, *top, *card, *top2, *card2;
     double *cap;
-    int64_t *users, *deg;
+    int64_t *users;
+    int64_t *deg; /* the shared transfers per resource (kept by res_link and res_unlink) */
     int8_t *mark;
     int64_t *touched;
     /* myrinet scratch, grown on demand */
@@ -182,12 +183,22 @@ static int complete(hv_rp *s, int64_t rq, double t) {
 
 /* max-min fair shares (progressive filling, as hpcvar.models.sharing.maxmin_shares) -> pen: the reference's
  * operations in its order, over the compact resources of the shared transfers (s->vres). A resource is the
- * source node's link out (its node number) or the destination node's link in (nnodes + its node), capacity 1. */
+ * source node's link out (its node number) or the destination node's link in (nnodes + its node), capacity 1.
+ * The view is a whole component (s->deg: its transfers per resource). */
 static void maxmin(hv_rp *s) {
     const int64_t n = s->nview, *ar = s->vres;
     double *rate = s->pen, *cap = s->cap;
     int64_t *users = s->users, *touched = s->touched, nt = 0;
     int8_t *frozen = s->frozen;
+    if (s->deg[ar[0]] == n || s->deg[ar[1]] == n) {
+        /* A resource every transfer uses (a fan-in's link into its root; one of the first transfer's two): the
+         * first round's increment is its 1.0 / n (no resource has more users, so none a smaller share), which
+         * fills it (1 - n x (1/n) is within 1e-12 of 0) and freezes every transfer at 0.0 + 1.0 / n: the same
+         * operations, and so the same results, as the rounds below. */
+        const double pen = 1.0 / (0.0 + 1.0 / (double)n);
+        for (int64_t k = 0; k < n; k++) rate[k] = pen;
+        return;
+    }
     for (int64_t k = 0; k < n; k++) { /* resources in order of first sight, and their users */
         for (int j = 0; j < 2; j++) {
             const int64_t r = ar[2 * k + j];
@@ -754,18 +765,16 @@ static void flow_entries(hv_rp *s) {
 }
 
 /* The kind of conflict each shared transfer meets (another one out of its source node, into its destination
- * node, both), kept as the worst so far: transfers per resource counted over s->ares. */
+ * node, both), kept as the worst so far, from the shared transfers per resource (s->deg, kept by res_link and
+ * res_unlink: a resource's transfers are all in its component, the view). */
 static void conflict_kinds(hv_rp *s) {
-    const int64_t n = s->nview, *ar = s->vres;
-    int64_t *deg = s->deg;
-    for (int64_t k = 0; k < 2 * n; k++) deg[ar[k]]++;
+    const int64_t n = s->nview, *ar = s->vres, *deg = s->deg;
     for (int64_t k = 0; k < n; k++) {
         hv_xfer *x = &s->x[s->view[k]];
         const int o = deg[ar[2 * k]] > 1, i = deg[ar[2 * k + 1]] > 1;
         const int kd = o && i ? 3 : o ? 1 : i ? 2 : 0;
         if (KIND_RANK[kd] > KIND_RANK[(int)x->kind]) x->kind = (int8_t)kd;
     }
-    for (int64_t k = 0; k < 2 * n; k++) deg[ar[k]] = 0;
 }
 
 /* ---- recomputation by conflict component ----------------------------------------------------------------
@@ -852,6 +861,7 @@ static void res_link(hv_rp *s, int64_t xi) {
     comp_append(s, c, xi); /* the latest arrival: last */
     for (int j = 0; j < 2; j++) {
         const int64_t r = h->res[j], first = s->rhead[r];
+        s->deg[r]++;
         x->rprev[j] = -1;
         h->rnext[j] = first;
         if (first >= 0) s->x[first].rprev[j] = xi;
@@ -868,6 +878,7 @@ static void res_unlink(hv_rp *s, int64_t xi) {
     else s->atail = x->aprev;
     for (int j = 0; j < 2; j++) {
         const int64_t p = x->rprev[j], nx = h->rnext[j];
+        s->deg[h->res[j]]--;
         if (p >= 0) s->h[p].rnext[j] = nx;
         else s->rhead[h->res[j]] = nx;
         if (nx >= 0) s->x[nx].rprev[j] = p;
@@ -1636,7 +1647,7 @@ static void rp_reset(hv_rp *s) {
     const int64_t nk = s->km_cap ? 0 : c->nkeys; /* streaming: slots are reset when the pool grows or frees them */
     for (int64_t i = 0; i < nk; i++) s->us_head[i] = s->us_tail[i] = s->ur_head[i] = s->ur_tail[i] = -1;
     for (int64_t i = 0; i < nk; i++) s->probing[i] = -1;
-    for (int64_t i = 0; i < 2 * c->nnodes; i++) s->rhead[i] = -1;
+    for (int64_t i = 0; i < 2 * c->nnodes; i++) s->rhead[i] = -1, s->deg[i] = 0;
     s->cfree = -1;
     s->ahead = s->atail = -1;
     s->fh_ok = 1;

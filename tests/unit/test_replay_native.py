@@ -182,6 +182,36 @@ def test_components_that_merge_and_split_give_identical_results(seed, model):
         assert max(nat.avg_penalty) > 1.5  # they did share
 
 
+@pytest.mark.parametrize("n", [8, 50, 64])
+@pytest.mark.parametrize("into", [True, False])
+def test_a_star_of_transfers_gives_identical_results(n, into):
+    """A fan-in (every task sends to task 0, which posts a receive per sender and waits for all) or a fan-out: one
+    resource every shared transfer uses, which the core's maxmin answers without the rounds of progressive filling
+    (every share 1 / n, as the first round gives it). Computes of different lengths make the count of transfers at
+    once go up and down through every value (49 of them: 49 x (1 / 49) is not 1 in doubles)."""
+    rng = np.random.default_rng(n)
+    rows = [dict(task=t, op="init", t_start_ns=0, t_end_ns=0) for t in range(n)]
+    clock = [0] * n
+    for _ in range(3):
+        sizes = rng.choice([70_000, 300_000, 2_000_000], n - 1).tolist()
+        first = sum(1 for r in rows if r["task"] == 0)  # the index of the hub's first request among its rows
+        rows += [dict(task=0, op="irecv" if into else "isend", peer=p, bytes=sizes[p - 1], tag=0, t_start_ns=0,
+                      t_end_ns=0) for p in range(1, n)]
+        rows += [dict(task=0, op="wait", req=first + k, t_start_ns=0, t_end_ns=0) for k in range(n - 1)]
+        for p in range(1, n):  # a compute of 0-3 ms (the gap before the call), then the message
+            clock[p] += int(rng.integers(0, 3_000_000))
+            rows.append(dict(task=p, op="send" if into else "recv", peer=0, bytes=sizes[p - 1], tag=0,
+                             t_start_ns=clock[p], t_end_ns=clock[p]))
+    rows += [dict(task=t, op="finalize", t_start_ns=clock[t], t_end_ns=clock[t]) for t in range(n)]
+    rows.sort(key=lambda r: r["task"])  # stable: each task's rows in their order
+    tr = Trace(make_events(rows), n)
+    cl = Cluster(n, 1, 1e9, 1e-6, 5e9, 5e-7)
+    for model in ("maxmin", "gige") + (("myrinet",) if n < 10 else ()):  # myrinet: its states grow as 2^n
+        py, nat = both(tr, cl, list(range(n)), model, eager_bytes=65536)
+        exactly(py, nat)
+        assert max(nat.avg_penalty) > 1.5  # they did share
+
+
 def ring_rows(n: int, iters: int, shift: int) -> list[dict]:
     """Every task, every iteration: irecv from the left and the ``shift``-th left, isend to the right and the
     ``shift``-th right (large messages: they overlap), then waits; the same contention every iteration."""
