@@ -62,6 +62,12 @@ class Metric:
     # nodes' (a quantity measured directly, not inferred from timings compared across nodes)
     bound: float = float("nan")
 
+    def beyond(self, value: float) -> bool:
+        """At or beyond the metric's own bound on its bad side (never without a bound, or for NaN)."""
+        if not (np.isfinite(self.bound) and np.isfinite(value)):
+            return False
+        return bool(value >= self.bound) if self.higher_is_worse else bool(value <= self.bound)
+
 
 # a node whose processes' cgroup was throttled this share of its CPUs or more: the quota is named as the cause of
 # its CPU findings, and is a finding of its own (cpu_throttled); the same threshold as a noise recording's
@@ -712,8 +718,7 @@ def bound_findings(nm: pd.DataFrame, named: set[str]) -> list[dict]:
         if not np.isfinite(m.bound):
             continue
         for r in g.itertuples(index=False):
-            beyond = r.value >= m.bound if m.higher_is_worse else r.value <= m.bound
-            if r.host in named or not beyond:
+            if r.host in named or not m.beyond(r.value):
                 continue
             rest = g[g["host"] != r.host]["value"].to_numpy(dtype=float)
             ref = float(np.median(rest)) if rest.size else float("nan")

@@ -86,9 +86,7 @@ def _cell(v: dict, name: str, text) -> str:
     r = v.get(name)
     if r is None:
         return "-"
-    m = METRICS[name]
-    beyond = np.isfinite(m.bound) and (r.value >= m.bound if m.higher_is_worse else r.value <= m.bound)
-    return f"[red]{text(r)}[/]" if r.outlier or beyond else text(r)
+    return f"[red]{text(r)}[/]" if r.outlier or METRICS[name].beyond(r.value) else text(r)
 
 
 def _matrix_table(g: pd.DataFrame, hosts: list[str], title: str, cell, Table):
@@ -232,12 +230,12 @@ def _node_bars(run, nm: pd.DataFrame) -> list[Path]:
         scale = 1e-6 if metric == "compute_rate" else 1.0
         v = g["value"].to_numpy() * scale
         err = np.vstack([v - g["ci_lo"].to_numpy() * scale, g["ci_hi"].to_numpy() * scale - v])
-        bound = METRICS[metric].bound
-        bad = g["outlier"].fillna(False).to_numpy(bool) | (np.nan_to_num(v, nan=-np.inf) >= bound)
+        m = METRICS[metric]
+        bad = g["outlier"].fillna(False).to_numpy(bool) | np.array([m.beyond(x) for x in g["value"]], bool)
         colors = ["#d62728" if o else ("#bbbbbb" if not ok else "#1f77b4")
                   for o, ok in zip(bad, g["valid"].fillna(True), strict=True)]
         ax.bar(range(len(hosts)), v, color=colors, yerr=np.nan_to_num(np.abs(err)), capsize=3)
-        ax.axhline(bound if np.isfinite(bound) else float(np.nanmedian(v)), color="k", lw=0.8, ls="--")
+        ax.axhline(m.bound if np.isfinite(m.bound) else float(np.nanmedian(v)), color="k", lw=0.8, ls="--")
         ax.set_xticks(range(len(hosts)), hosts, rotation=45, ha="right", fontsize=8)
         ax.set_ylabel(label, fontsize=8)
     axes[0].set_title("Per node, 95% CI; red: outlier or over its bound, grey: disturbed by load; dashed: median "
