@@ -292,7 +292,7 @@ def _read(p: AppParams, timings: dict):
     t0 = time.perf_counter()
     # --engine python runs the whole reference path (the Python TIT/OTF2 importers too); otherwise the
     # importer is chosen as for 'trace import' (HPCVAR_IMPORT_ENGINE, else C where built)
-    # Arrow's import (for the tables) is started by the replays, not during the read: see _replay_one
+    # Arrow's import (for the tables) is started by the replays, not during the read: see _replay_all
     trace = load_trace(p.trace, p.fmt, flops_rate_of(p), "python" if p.engine == "python" else None, p.dialect,
                        prefetch_arrow=False)
     timings["read_s"] = time.perf_counter() - t0
@@ -418,10 +418,6 @@ def _replay_one(rp: _Replays, mp: str, m: str, r: int, keep_rows: bool):
                            progress=rp.bar.callback if rp.bar else None)
     if sim.engine == "python" and rp.ops is None:
         raise UsageError("the trace was lowered for the C core only", "--engine", "Use --engine auto")
-    # Arrow's Parquet writer (the tables, next) imported in a thread while the C core replays without the GIL;
-    # started during the read, the import held the GIL against the Python work between read and replay (the
-    # lowering, the run's creation): a 201k-action fan-in took 15-20 ms longer (issue 30)
-    prefetch_arrow()
     t1 = time.perf_counter()
     res = sim.run()
     elapsed = time.perf_counter() - t1
@@ -435,6 +431,10 @@ def _replay_all(rp: _Replays, run):
     mapping x model. Returns (one summary per mapping x model, the first replay's result, the breakdown rows
     of every replay when ``rp.grid`` is given, else None)."""
     p, trace, grid = rp.p, rp.trace, rp.grid
+    # Arrow's Parquet writer (the tables, stored after each mapping x model) imported in a thread while the C core
+    # replays without the GIL; started during the read, the import held the GIL against the Python work between
+    # read and replay (the lowering, the run's creation): a 201k-action fan-in took 15-20 ms longer (issue 30)
+    prefetch_arrow()
     runs: list[dict] = []
     rep_rows: dict[str, list] = {c: [] for c in REPLICA_COLUMNS}
     bd_rows: list = []
