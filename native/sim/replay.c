@@ -600,6 +600,11 @@ static int myrinet_compute(hv_rp *s, const int64_t *comp, int64_t m) {
         }
     } else {
         sample_states(s, m, W, conf, cnt, frac);
+        for (int64_t i = 0; i < m; i++)
+            if (cnt[i] == 0) { /* never sends in the samples: no penalty (the reference's error) */
+                c->error_size = m;
+                return HV_RP_ESAMPLES;
+            }
     }
     /* each communication takes the minimum coefficient among those leaving its source node */
     for (int64_t i = 0; i < m; i++) {
@@ -616,7 +621,7 @@ static int myrinet_compute(hv_rp *s, const int64_t *comp, int64_t m) {
             }
         }
         if (c->myr_method == 0) s->pen[comp[i]] = (double)states / (double)mc;
-        else s->pen[comp[i]] = mf > 0 ? 1.0 / mf : 1.0 / 0.0;
+        else s->pen[comp[i]] = 1.0 / mf;
     }
     return 0;
 }

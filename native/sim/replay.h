@@ -15,7 +15,7 @@ enum { HV_RP_COMPUTE = 0, HV_RP_SEND = 1, HV_RP_RECV = 2, HV_RP_WAIT = 3, HV_RP_
 /* stream records: added to the kind of a task's last send on a key, or its last receive or probe on it */
 enum { HV_RP_LAST_USE = 0x40 };
 enum { HV_RP_NONE = 0, HV_RP_MAXMIN = 1, HV_RP_GIGE = 2, HV_RP_MYRINET = 3 };
-enum { HV_RP_OK = 0, HV_RP_ENOMEM = -1, HV_RP_ESTATES = -2, HV_RP_EIO = -3 };
+enum { HV_RP_OK = 0, HV_RP_ENOMEM = -1, HV_RP_ESTATES = -2, HV_RP_EIO = -3, HV_RP_ESAMPLES = -4 };
 
 typedef void (*hv_rp_progress_fn)(int64_t ops_done, int64_t nops);
 
@@ -80,7 +80,9 @@ typedef struct {
 
 /* Runs the replay. HV_RP_OK on success (deadlocks and unmatched sends are reported through
  * finished < ntasks and unmatched > 0), HV_RP_ENOMEM if memory runs out, HV_RP_ESTATES if a
- * myrinet component has more than myr_max_states exact states (error_size: its size). */
+ * myrinet component has more than myr_max_states exact states (error_size: its size), HV_RP_ESAMPLES if the
+ * sampling method drew no state in which a member of a component sends (its penalty unknown; error_size: the
+ * component's size). */
 int hv_rp_run(hv_rp_config *c);
 int hv_rp_config_size(void);
 

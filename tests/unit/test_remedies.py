@@ -236,6 +236,9 @@ NOT_REACHABLE = {
     ("hpcvar.launch.mpi", "default_mpiexec", "--launcher"): "'hpcvar info' catches it and shows the error",
     ("hpcvar.models.sharing", "stopgo_states", "--max-states"):
         "max_states comes from the model's parameters, set by the commands that have the flag",
+    ("hpcvar.models.sharing", "_myrinet", "--samples"):
+        "samples come from the model's parameters, set by the commands that have the flag; the replay core's "
+        "error names sim app's --params",
     ("hpcvar.models.sharing", "explain", "--model"): "bench sharing and characterize name a known model",
     ("hpcvar.models.sharing", "check_params", "--model"): "bench sharing and characterize name a known model",
     ("hpcvar.models.sharing", "_check_gige", "--beta"): "parameters of a fit or a --params file, checked there",

@@ -399,6 +399,30 @@ def test_myrinet_state_limit_is_the_same_error():
     assert msgs[0] == msgs[1]
 
 
+def test_myrinet_sample_that_never_draws_a_transfer_is_the_same_error():
+    """A fan-in of 12 senders sampled 4 times: a transfer that sends in no sampled state has no penalty. The
+    reference divided by zero (ZeroDivisionError) and the core went on at rate 0; both now raise one error."""
+    n = 13
+    rows = [dict(task=t, op="init") for t in range(n)]
+    for s in range(1, n):
+        rows.append(dict(task=s, op="isend", peer=0, bytes=10**6))
+        rows.append(dict(task=0, op="irecv", peer=s, bytes=10**6))
+    rows += [dict(task=t, op="finalize") for t in range(n)]
+    tr = Trace(make_events(rows), n)
+    cl = Cluster(n, 1, 1e9, 0.0)
+    msgs = []
+    for engine in ("python", "native"):
+        with pytest.raises(ModelLimitError, match=r"drew no state in which one of the \d+ communications of a "
+                                                  r"conflict component sends \(4 samples\)") as e:
+            Simulator(tr, cl, list(range(n)), "myrinet", {"method": "sample", "samples": 4}, eager_bytes=0,
+                      engine=engine).run()
+        msgs.append(str(e.value))
+    assert msgs[0] == msgs[1]
+    totals = [Simulator(tr, cl, list(range(n)), "myrinet", {"method": "sample", "samples": 400}, eager_bytes=0,
+                        engine=engine).run().total_s for engine in ("python", "native")]  # enough samples: a result
+    assert np.isfinite(totals[0]).all() and np.array_equal(totals[0], totals[1])
+
+
 @pytest.mark.parametrize("seed", range(8))
 @pytest.mark.parametrize("model", ["none", "maxmin", "gige", "myrinet"])
 def test_send_buffer_gives_identical_results(seed, model):

@@ -62,6 +62,17 @@ def test_myrinet_too_many_states_is_refused_not_hung():
     assert all(8.5 < p < 10.0 for p in got)  # by symmetry every communication sends in 1/9 of the states
 
 
+def test_myrinet_sample_that_never_draws_a_communication_is_an_error_not_an_infinite_penalty():
+    """8 senders into one node: each state has one of them send; 3 samples cannot draw all 8. The penalty of one
+    never drawn is unknown (1 / 0), and was printed as inf; it is an error naming --samples."""
+    pairs = [(f"s{i}", "d") for i in range(8)]
+    with pytest.raises(ModelLimitError, match=r"drew no state in which one of the 8 communications of a conflict "
+                                              r"component sends \(3 samples\)") as e:
+        penalties(pairs, "myrinet", {"method": "sample", "samples": 3})
+    assert e.value.where == "--samples" and "exact" in e.value.todo
+    assert penalties(pairs, "myrinet", {"method": "sample", "samples": 2000}) == pytest.approx([8] * 8, rel=0.2)
+
+
 def test_myrinet_sample_exact_on_a_star():
     assert penalties(star_out(3), "myrinet", {"method": "sample", "samples": 3000}) == pytest.approx([3] * 3,
                                                                                                        rel=0.1)

@@ -274,6 +274,16 @@ def stopgo_sample(pairs: list[tuple[str, str]], comp: list[int], samples: int, s
     return [h / samples for h in hits]
 
 
+UNSAMPLED_TODO = ("Raise the samples well above the component's size (--samples, or samples in the --params file), "
+                  "or use the exact method")
+
+
+def unsampled_message(size: int, samples: int) -> str:
+    """The error of a sampled component in which a communication never sends (both replay engines say it)."""
+    return (f"the sampled Stop&Go method drew no state in which one of the {size} communications of a conflict "
+            f"component sends ({samples} samples): its penalty is unknown")
+
+
 def _myrinet(pairs: list[tuple[str, str]], p: dict) -> list[dict]:
     rows: list[dict] = [{} for _ in pairs]
     for cid, comp in enumerate(conflict_components(pairs)):
@@ -283,13 +293,15 @@ def _myrinet(pairs: list[tuple[str, str]], p: dict) -> list[dict]:
         else:
             states, coef = None, None
             frac = stopgo_sample(pairs, comp, p["samples"], p["seed"])
+            if min(frac) == 0:
+                raise ModelLimitError(unsampled_message(len(comp), p["samples"]), "--samples", UNSAMPLED_TODO)
         # each communication takes the minimum coefficient among those leaving its source node
         by_src = defaultdict(list)
         for j, k in enumerate(comp):
             by_src[pairs[k][0]].append(j)
         for j, k in enumerate(comp):
             mins = min(frac[i] for i in by_src[pairs[k][0]])
-            row = {"penalty": 1.0 / mins if mins > 0 else float("inf"), "component": cid,
+            row = {"penalty": 1.0 / mins, "component": cid,
                    "component_size": len(comp), "method": p["method"], "send_fraction": frac[j]}
             if coef is not None:
                 row.update(states=states, coefficient=coef[j],
@@ -383,4 +395,5 @@ def fitted_runs(path: str | Path) -> list[str]:
 
 
 __all__ = ["GIGE_DEFAULTS", "MODELS", "ModelLimitError", "check_params", "conflict_components", "explain",
-           "fitted_runs", "load_params", "maxmin_shares", "penalties", "stopgo_sample", "stopgo_states", "write_params"]
+           "fitted_runs", "load_params", "maxmin_shares", "penalties", "stopgo_sample", "stopgo_states",
+           "unsampled_message", "write_params"]

@@ -339,8 +339,8 @@ def _model_params(c, model: str, params: dict | None) -> None:
 
 
 def _check_rc(rc: int, c, params: dict | None) -> None:
-    """The core's return code as an error: too many Stop&Go states, or no memory."""
-    from hpcvar.models.sharing import ModelLimitError, check_params
+    """The core's return code as an error: too many Stop&Go states, a sampled one that never sends, no memory."""
+    from hpcvar.models.sharing import UNSAMPLED_TODO, ModelLimitError, check_params, unsampled_message
 
     if rc == -2:
         p = check_params("myrinet", params)
@@ -348,6 +348,9 @@ def _check_rc(rc: int, c, params: dict | None) -> None:
             f"a conflict component of {c.error_size} communications has more than {p['max_states']} Stop&Go states",
             "--params",
             "Use the bounded sampling method (method=sample in the --params file) or a larger max_states there")
+    if rc == -4:
+        p = check_params("myrinet", params)
+        raise ModelLimitError(unsampled_message(c.error_size, p["samples"]), "--params", UNSAMPLED_TODO)
     if rc != 0:
         raise HpcvarError("the replay core ran out of memory", None, "Replay a shorter trace")
 
