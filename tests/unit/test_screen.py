@@ -431,12 +431,16 @@ def test_a_link_finding_names_the_quota_of_an_end_throttled_while_it_was_measure
         pair = f[f["scope"] == "pair"]
         assert list(pair["where"]) == ["n2-n4"] and list(pair["cause"]) == [cause], f
         row = lm[(lm["metric"] == "link_latency") & (lm["src"] == "n2") & (lm["dst"] == "n4")].iloc[0]
-        if np.isfinite(share):  # the end throttled longest ('' when neither was), and its share of the pair item
-            assert row["throttled_host"] == ("n4" if share else "")
-            assert row["throttled_pct"] == pytest.approx(share / 1e7)
-        else:
-            assert row["throttled_host"] == "" and np.isnan(row["throttled_pct"])
+        # each end's share of the pair item (NaN: not visible)
+        assert row["dst_throttled_pct"] == pytest.approx(share / 1e7, nan_ok=True)
+        assert row["src_throttled_pct"] == pytest.approx(0.0 if np.isfinite(share) else np.nan, nan_ok=True)
         assert ("cpu.stat" in a.line()) == bool(cause), a.line()
+    # both ends throttled: both named, each with its own share
+    t["screen.load"] = load.assign(throttled_ns=np.where(on_pair, np.where(load["host"] == "n4", 0.05e9, 0.02e9), 0.0))
+    pair = analyse(t)[2].query("scope == 'pair'")
+    assert list(pair["cause"]) == ["n2's and n4's cgroups' CPU quotas throttled their processes for 2.0% and 5.0% of "
+                                   "their CPU time while it was measured (cpu.stat): a throttled rank answers late "
+                                   "whatever the link"], pair
     # a node's links, all slow, the node throttled in each of its pair items: the node's quota named
     t = tables(slow_link={"n4": 0.5})
     load = t["screen.load"]
@@ -447,6 +451,14 @@ def test_a_link_finding_names_the_quota_of_an_end_throttled_while_it_was_measure
     assert f["cause"][0].startswith("n4's cgroup's CPU quota throttled its processes for 3.0% of its CPU time while "
                                     "its links were measured"), f["cause"][0]
     assert a.line().endswith("whatever the link"), a.line()
+    # other nodes throttled longer on their common links do not hide n4's own share there (each end is kept: with
+    # only the longer-throttled end, n4's share was 0 on two of its three links and its quota went unnamed)
+    t["screen.load"] = load.assign(throttled_ns=np.where(load["item"] == "pair", np.where(
+        load["host"] == "n4", 0.03e9, np.where(load["host"].isin(["n2", "n3"]), 0.06e9, 0.0)), 0.0))
+    f = analyse(t)[2]
+    node = f[f["metric"] == "link_bandwidth"]
+    assert list(node["where"]) == ["n4"] and node["cause"].iloc[0].startswith(
+        "n4's cgroup's CPU quota throttled its processes for 3.0% of its CPU time while its links were measured"), f
 
 
 def test_what_a_throttled_node_costs_is_at_least_its_lost_share():

@@ -626,11 +626,10 @@ TABLES.update({
                             "second": "latency: median of the second half (after the bandwidth test), in ns",
                             "later": "latency: median of the recheck after every pair was measured, in ns (NaN "
                                      "without one)",
-                            "throttled_host": "the end whose processes' cgroup a CPU quota throttled longest while "
-                                              "the pair was measured ('' when neither was throttled or could read "
-                                              "cpu.stat)",
-                            "throttled_pct": "that end's throttled share of its CPUs while the pair was measured "
-                                             "(%; NaN: not visible)"},
+                            "src_throttled_pct": "the share of its CPUs the src end's processes' cgroup was "
+                                                 "throttled by a CPU quota while the pair was measured (%; NaN: "
+                                                 "cpu.stat not visible there)",
+                            "dst_throttled_pct": "the same for the dst end"},
     "screen.findings": {"scope": "node (a node's fault) | pair (one link) | expectation",
                         "where": "the node, or the link (a->b, a-b)", "hosts": "the nodes named, comma list",
                         "metric": "the metric", "side": "send | receive | both (a node's links), '' otherwise",

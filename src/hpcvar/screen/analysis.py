@@ -101,7 +101,7 @@ METRICS: dict[str, Metric] = {m.name: m for m in [
 NODE_COLS = ["host", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "z", "candidate", "outlier", "rest_median",
              "load_pct", "valid", "why", "throttled_pct", "rest_lo", "rest_hi"]
 LINK_COLS = ["src", "dst", "metric", "value", "ci_lo", "ci_hi", "n", "unit", "load_pct", "valid", "why", "first",
-             "second", "later", "throttled_host", "throttled_pct"]
+             "second", "later", "src_throttled_pct", "dst_throttled_pct"]
 FINDING_COLS = ["scope", "where", "hosts", "metric", "side", "value", "reference", "ratio", "z", "threshold",
                 "links", "status", "why", "cost", "cost_text", "cause"]
 
@@ -335,19 +335,14 @@ def pair_validity(t: dict[str, pd.DataFrame]) -> dict[frozenset, tuple[float, fl
     return out
 
 
-def pair_throttled(t: dict[str, pd.DataFrame]) -> dict[frozenset, tuple[str, float]]:
-    """pair -> (the end whose processes' cgroup a CPU quota throttled longest while the pair was measured, that
-    share of its CPUs, %); ('', 0.0) when neither was throttled, ('', NaN) where neither could read cpu.stat."""
+def pair_throttled(t: dict[str, pd.DataFrame]) -> dict[frozenset, dict[str, float]]:
+    """pair -> {end: the share of its CPUs its processes' cgroup was throttled by a CPU quota while the pair was
+    measured, %} (NaN for an end that could not read cpu.stat)."""
     load, nodes = t["screen.load"], t["screen.nodes"]
     host = dict(zip(nodes["node"], nodes["host"], strict=True))
     out = {}
     for (a, b), g in load[load["item"] == "pair"].groupby(["a", "b"]):
-        best = ("", float("nan"))
-        for h in (host[a], host[b]):
-            pct = _throttled(g[g["host"] == h])[0]
-            if np.isfinite(pct) and not best[1] >= pct:
-                best = (h if pct > 0 else "", pct)
-        out[frozenset((host[a], host[b]))] = best
+        out[frozenset((host[a], host[b]))] = {h: _throttled(g[g["host"] == h])[0] for h in (host[a], host[b])}
     return out
 
 
@@ -362,21 +357,22 @@ def link_metrics(t: dict[str, pd.DataFrame]) -> pd.DataFrame:
         if x.size:
             lo, hi = median_ci(x)
             o, st, why = valid.get(frozenset((src, dst)), none)
-            th, tp = throttled.get(frozenset((src, dst)), ("", float("nan")))
+            th = throttled.get(frozenset((src, dst)), {})
             rows.append({"src": src, "dst": dst, "metric": "link_bandwidth", "value": float(np.median(x)),
                          "ci_lo": lo, "ci_hi": hi, "n": int(x.size), "unit": "B/s", "load_pct": load_of(o, st),
                          "valid": not why, "why": why, "first": float("nan"), "second": float("nan"),
-                         "later": float("nan"), "throttled_host": th, "throttled_pct": tp})
+                         "later": float("nan"), "src_throttled_pct": th.get(src, float("nan")),
+                         "dst_throttled_pct": th.get(dst, float("nan"))})
     for (a, b), g in t["screen.lat"].groupby(["host_a", "host_b"], sort=False):
         x = g["oneway_ns"].to_numpy()
         lo, hi = median_ci(x)
         o, st, why = valid.get(frozenset((a, b)), none)
-        th, tp = throttled.get(frozenset((a, b)), ("", float("nan")))
+        th = throttled.get(frozenset((a, b)), {})
         first, second, later = _parts(g)
         rows.append({"src": a, "dst": b, "metric": "link_latency", "value": float(np.median(x)), "ci_lo": lo,
                      "ci_hi": hi, "n": int(x.size), "unit": "ns", "load_pct": load_of(o, st), "valid": not why,
-                     "why": why, "first": first, "second": second, "later": later, "throttled_host": th,
-                     "throttled_pct": tp})
+                     "why": why, "first": first, "second": second, "later": later,
+                     "src_throttled_pct": th.get(a, float("nan")), "dst_throttled_pct": th.get(b, float("nan"))})
     return pd.DataFrame(rows, columns=LINK_COLS)
 
 
@@ -480,23 +476,30 @@ def _finding(scope, where, hosts, m: Metric, side, value, j: _Judge, links, why,
 
 
 def link_throttle_cause(links: pd.DataFrame, host: str = "") -> str:
-    """The cause of a link finding when an end's processes were throttled by its CPU quota while its links were
-    measured ('' otherwise): for a pair, the end throttled longest; for a node's links (``host``), that node,
-    by the median of its share over them. A throttled rank answers late whatever the link: the node's quota is
-    named, and the link is not cleared either (both can be slow)."""
-    if "throttled_pct" not in links.columns or not len(links):
+    """The cause of a link finding when an end's processes were throttled by its CPU quota 1% or more of its CPU
+    time while its links were measured ('' otherwise): for a pair, each end so throttled; for a node's links
+    (``host``), that node, by the median of its share over them. A throttled rank answers late whatever the link:
+    the node's quota is named, and the link is not cleared either (both can be slow)."""
+    if "src_throttled_pct" not in links.columns or not len(links):
         return ""
+    src, dst = links["src"].to_numpy(), links["dst"].to_numpy()
+    sp, dp = links["src_throttled_pct"].to_numpy(dtype=float), links["dst_throttled_pct"].to_numpy(dtype=float)
     if host:
-        share = np.where(links["throttled_host"] == host, links["throttled_pct"].to_numpy(dtype=float), 0.0)
-        share = np.where(np.isfinite(links["throttled_pct"].to_numpy(dtype=float)), share, np.nan)
-        pct = float(np.nanmedian(share)) if np.isfinite(share).any() else float("nan")
+        share = np.where(src == host, sp, np.where(dst == host, dp, np.nan))
+        ends = [(host, float(np.nanmedian(share)) if np.isfinite(share).any() else float("nan"))]
     else:
-        host, pct = str(links["throttled_host"].iloc[0]), float(links["throttled_pct"].iloc[0])
-    if not np.isfinite(pct) or pct < THROTTLED_PCT:
+        ends = [(str(src[0]), float(sp[0])), (str(dst[0]), float(dp[0]))]
+    ends = [(h, pct) for h, pct in ends if np.isfinite(pct) and pct >= THROTTLED_PCT]
+    if not ends:
         return ""
-    return (f"{host}'s cgroup's CPU quota throttled its processes for {pct:.1f}% of its CPU time while "
-            f"{'its links were' if len(links) > 1 else 'it was'} measured (cpu.stat): a throttled rank answers "
-            "late whatever the link")
+    meanwhile = "its links were" if len(links) > 1 else "it was"
+    if len(ends) == 1:
+        (h, pct), = ends
+        return (f"{h}'s cgroup's CPU quota throttled its processes for {pct:.1f}% of its CPU time while {meanwhile} "
+                "measured (cpu.stat): a throttled rank answers late whatever the link")
+    (h1, p1), (h2, p2) = ends
+    return (f"{h1}'s and {h2}'s cgroups' CPU quotas throttled their processes for {p1:.1f}% and {p2:.1f}% of their "
+            f"CPU time while {meanwhile} measured (cpu.stat): a throttled rank answers late whatever the link")
 
 
 def _blamed_nodes(df: pd.DataFrame, hosts: list[str], m: Metric) -> dict[tuple[str, str], pd.DataFrame]:
