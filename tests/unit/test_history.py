@@ -46,6 +46,29 @@ def test_a_step_is_one_change_at_its_run_and_a_flat_series_none():
     assert g.series[1].latest.symbol in ("=", "(=)", "?", "(+)", "(-)", "+", "-")
 
 
+def _zero_based(levels, name="screen h4 CPU time throttled", n=3) -> Series:
+    """A node's throttled share: exactly 0 on the nights without a quota (n node items a night)."""
+    rng = np.random.default_rng(3)
+    s = Series(name, "%", True)
+    for i, lvl in enumerate(levels):
+        x = lvl * (1 + rng.normal(0, 0.1, n)) if lvl else np.zeros(n)
+        s.points.append(Point(f"r{i:02d}", f"2026-11-{i + 1:02d}T03:00:00Z", float(np.median(x)), 0, 0, n, x))
+    return s
+
+
+def test_a_share_that_leaves_zero_is_a_change_and_one_that_stays_zero_is_none():
+    """The throttled share of a node is 0 until a quota appears: the relative change from 0 is infinite (symbol
+    ---), the change is found at its run and confirmed; a series of zeros has none, and its last run reads '='."""
+    step, flat = _zero_based([0.0] * 6 + [2.5] * 6), _zero_based([0.0] * 12, "screen h1 CPU time throttled")
+    _detect(step, flat)
+    (c,) = step.changes
+    assert c.at == 6 and c.verdict == "degraded" and c.symbol == "---" and c.ratio_lo == np.inf
+    assert flat.changes == [] and flat.latest.verdict == "unchanged" and flat.latest.symbol == "="
+    last = _zero_based([0.0] * 8 + [3.0])  # the night the quota appears: the last run starts a change
+    _detect(last)
+    assert last.changes == [] and last.latest.confirmed and last.latest.verdict == "degraded"
+
+
 def test_bandwidth_up_is_better():
     s = _series([100e6] * 6 + [150e6] * 6, "bw", higher_is_worse=False)
     _detect(s)

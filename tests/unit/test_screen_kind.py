@@ -273,6 +273,15 @@ def test_a_throttled_node_is_named_costed_shown_exported_and_bounded(tmp_path, r
     assert tall / short == pytest.approx(3 / 2, rel=0.1), (tall, short)
     prom = run_cli(["export", "prometheus", str(run.path)], check=True).stdout
     assert 'hpcvar_node_cpu_throttled_ratio{node="tb-h4"} 0.03' in prom, prom
+    # 'hpcvar history' follows each node's share (a series per node, its node items' shares as samples)
+    from hpcvar.compare import metrics_of
+
+    ms = metrics_of(run)
+    assert list(ms["screen tb-h4 CPU time throttled"].samples) == pytest.approx([3.0])
+    assert list(ms["screen tb-h1 CPU time throttled"].samples) == [0.0]
+    assert ms["screen tb-h4 CPU time throttled"].higher_is_worse
+    assert not any("throttled" in n for n in metrics_of(stored(tmp_path / "blind", params(), slow="none",
+                                                                  noisy="none")))  # no cpu.stat: no series
     good = stored(tmp_path / "good", params(), slow="none", noisy="none", throttled={})
     derived = run_cli(["expect", "--from", str(good.path)], check=True).stdout
     assert 'cpu_throttled = { max = "1%"' in derived, derived

@@ -171,7 +171,9 @@ class _Bootstrap:
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = np.where(a != 0, (b - a) / np.abs(a), np.where(b == a, 0.0, np.sign(b - a) * np.inf))
         q = (1 - CONFIDENCE) / 2
-        lo, hi = np.quantile(rel, [q, 1 - q])
+        # from a level of 0 (a throttled share before a quota) the change is infinite: interpolating between two
+        # infinite replicates gives NaN (inf - inf), so an order statistic is taken there
+        lo, hi = np.quantile(rel, [q, 1 - q], method="linear" if np.isfinite(rel).all() else "inverted_cdf")
         return float(lo), float(hi)
 
 

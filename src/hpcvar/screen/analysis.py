@@ -201,13 +201,32 @@ def _throttled(rows: pd.DataFrame) -> tuple[float, int]:
     """(the share (%) of the CPUs of one node's items during which its processes' cgroup (or an ancestor) was
     throttled by a CPU quota, the items read): per item, the largest reading of its ranks (one group's counter,
     summed over CPUs) over the item's capacity. NaN where no rank could read cpu.stat."""
-    if "throttled_ns" not in rows.columns or not rows["throttled_ns"].notna().any():
+    per = _throttled_per_item(rows)
+    if not len(per):
         return float("nan"), 0
-    keys = [k for k in ("item", "a", "b", "round", "phase") if k in rows.columns]
-    per = rows.groupby(keys).agg(thr=("throttled_ns", "max"), cap=("cap_ns", "max"))
-    per = per[per["thr"].notna()]
     cap = float(per["cap"].sum())
     return (100.0 * float(per["thr"].sum()) / cap if cap > 0 else float("nan")), len(per)
+
+
+def _throttled_per_item(rows: pd.DataFrame) -> pd.DataFrame:
+    """Per item of one node (that could read cpu.stat): its throttled ns (the largest reading of its ranks) and
+    its capacity (wall x CPUs, ns)."""
+    if "throttled_ns" not in rows.columns or not rows["throttled_ns"].notna().any():
+        return pd.DataFrame({"thr": [], "cap": []})
+    keys = [k for k in ("item", "a", "b", "round", "phase") if k in rows.columns]
+    per = rows.groupby(keys).agg(thr=("throttled_ns", "max"), cap=("cap_ns", "max"))
+    return per[per["thr"].notna()]
+
+
+def throttled_items(tables: dict[str, pd.DataFrame]) -> dict[str, np.ndarray]:
+    """host -> the throttled share (%) of each of its node items (empty where its ranks could not read cpu.stat):
+    the samples of the cpu_throttled metric that 'hpcvar history' follows night after night."""
+    out = {}
+    for host, rows in _node_parts(tables).items():
+        per = _throttled_per_item(rows)
+        per = per[per["cap"] > 0]
+        out[host] = 100.0 * per["thr"].to_numpy(dtype=float) / per["cap"].to_numpy(dtype=float)
+    return out
 
 
 def node_throttled(tables: dict[str, pd.DataFrame], metric: str = "") -> dict[str, tuple[float, int]]:
