@@ -16,7 +16,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
-#define HV_JS_PREFETCH 12 /* tasks ahead whose trace events are prefetched */
+#define HV_JS_PREFETCH 12 /* tasks ahead whose first trace event is prefetched (init_cursors) */
 #define HV_JS_GRAIN 256   /* default: split-level nodes per thread at least */
 #define HV_JS_BLOCK 4096  /* default: tasks per subtree block on one thread (at most) */
 /* always_inline: the sweeps are written once and compiled into each variant, their constant flags
@@ -163,7 +163,6 @@ static inline int64_t after(const hv_js_event *ev, int64_t n, int64_t p, int64_t
 static inline void cache_event(const hv_js_trace *tr, hv_js_task *T, hv_js_cursor *C, int64_t k, int64_t lap,
                                int64_t cprev) {
     const hv_js_event *e = tr->ev + k;
-    C->cend = e->cend;
     T->hint = (int32_t)k;
     T->lap = lap <= INT32_MAX ? (int32_t)lap : -1;
     T->end = lap * tr->length + e->end - C->offset;
@@ -204,12 +203,12 @@ static __attribute__((noinline)) int64_t advance_slow(const hv_js_trace *tr, hv_
         const hv_js_event *ev = tr->ev;
         const int64_t lap = T->lap, h = T->hint;
         if (t < T->end) { /* compute-available cycles at t (in the lap): the gap's cycles before it (no trace read) */
-            const int64_t ck = C->cend, s = t > T->gstart ? t : T->gstart;
+            const int64_t ck = ev[h].cend, s = t > T->gstart ? t : T->gstart;
             return finish_beyond(tr, T, C, h, ck, lap, ck - (T->end - s) + w);
         }
         const int64_t p = C->offset + t - lap * tr->length; /* >= ev[h].end: read from the next event on */
         if (p < tr->length) {
-            const int64_t k = after(ev, tr->n, p, h), cprev = k - 1 == h ? C->cend : ev[k - 1].cend;
+            const int64_t k = after(ev, tr->n, p, h), cprev = ev[k - 1].cend;
             int64_t a = ev[k].cend - (ev[k].end - p);
             if (a < cprev) a = cprev; /* p is inside the jitter of event k */
             const int64_t target = a + w;
@@ -282,7 +281,7 @@ int hv_js_offsets(const hv_js_trace *traces, int32_t cores, hv_js_cursor *cursor
         } else {
             o = scale(u, tr->length);
         }
-        cursors[i] = (hv_js_cursor){0, o, 0};
+        cursors[i] = (hv_js_cursor){0, o};
     }
     return 0;
 }
@@ -331,15 +330,18 @@ HV_INLINE int64_t latency(const hv_sw *w, int64_t i, int64_t j, const int f) {
 /* A task's cached event while it steps: in registers, written back by the slow path. */
 typedef struct {
     int64_t gstart, end, absorbed; /* absorbed: by this task's steps of one sweep */
+    int64_t hint;
 } hv_cur;
 
 HV_INLINE hv_cur cur_of(const hv_sw *w, int64_t i, const int f) {
-    if (!(f & HV_JIT)) return (hv_cur){0, 0, 0};
-    return (hv_cur){w->T[i].gstart, w->T[i].end, 0};
+    if (!(f & HV_JIT)) return (hv_cur){0, 0, 0, 0};
+    return (hv_cur){w->T[i].gstart, w->T[i].end, 0, w->T[i].hint};
 }
 
 HV_INLINE void cur_done(const hv_sw *w, int64_t i, const hv_cur *x, const int f) {
-    if ((f & HV_JIT) && x->absorbed) w->C[i].absorbed += x->absorbed; /* rare: the cold part */
+    /* unconditional: a task leaves its cached event in about half of its phases, so a test of x->absorbed would
+     * be a branch the CPU cannot predict (its misses cost more than the add) */
+    if (f & HV_JIT) w->C[i].absorbed += x->absorbed;
 }
 
 /* One advance of task i by W: inline while the work ends inside the cached event. */
@@ -353,23 +355,35 @@ HV_INLINE int64_t step(const hv_sw *w, int64_t i, hv_cur *x, int64_t t, int64_t 
             return s + W;
         }
     }
-    const int64_t t2 = advance_slow(trace_of(w, i, f), &w->T[i], &w->C[i], t, W);
+    const hv_js_trace *tr = trace_of(w, i, f);
+    const int64_t h = x->hint;
+    if (h >= 0 && h + 1 < tr->n) { /* the next event, from the cached one's end: no offset, no lap, no cold part */
+        const hv_js_event e0 = tr->ev[h], e1 = tr->ev[h + 1];
+        const int64_t end1 = x->end + (e1.end - e0.end), gs1 = end1 - (e1.cend - e0.cend);
+        int64_t t2 = -1;
+        if (t < x->end) { /* the work starts in the cached event and ends beyond it: the rest in the next gap */
+            const int64_t rest = (t > x->gstart ? t : x->gstart) + W - x->end;
+            if (rest <= end1 - gs1) t2 = gs1 + rest;
+        } else if (t < end1) { /* the work starts in the next event */
+            const int64_t s = t > gs1 ? t : gs1;
+            if (s + W <= end1) t2 = s + W;
+        }
+        if (t2 >= 0) {
+            hv_js_task *T = &w->T[i];
+            x->gstart = T->gstart = gs1;
+            x->end = T->end = end1;
+            x->hint = h + 1;
+            T->hint = (int32_t)(h + 1);
+            x->absorbed += t2 - t - W;
+            return t2;
+        }
+    }
+    const int64_t t2 = advance_slow(tr, &w->T[i], &w->C[i], t, W);
     x->gstart = w->T[i].gstart;
     x->end = w->T[i].end;
+    x->hint = w->T[i].hint;
     x->absorbed += t2 - t - W;
     return t2;
-}
-
-/* Prefetch the events after task i's cached one when its next steps may leave it (`last`: an estimate of
- * when they end). Only a hint: the results do not depend on it. */
-HV_INLINE void prefetch_task(const hv_sw *w, int64_t i, int64_t last, const int f) {
-    if (!(f & HV_JIT) || last < w->T[i].end) return;
-    const hv_js_trace *tr = trace_of(w, i, f);
-    const int64_t h = w->T[i].hint;
-    if (h >= 0 && h + 2 < tr->n) {
-        __builtin_prefetch(tr->ev + h + 1);
-        __builtin_prefetch(tr->ev + h + 2);
-    }
 }
 
 static int cmp_arrival(const void *x, const void *y) {
@@ -446,31 +460,13 @@ HV_INLINE int64_t down_one(const hv_sw *w, int64_t ph, int64_t i, const int f) {
     return cur;
 }
 
-/* Going up (or without a tree), task i computes from its phase start, then receives and sends. */
-HV_INLINE void prefetch_up(const hv_sw *w, int64_t i, const int f) {
-    if (!(f & HV_JIT) || i < 0 || i >= w->n) return;
-    const int64_t rs = w->k * w->R + w->S, first = w->k * i + 1;
-    int64_t last = w->T[i].m + w->W + rs;
-    if (first < w->n && w->T[first].m + rs > last) last = w->T[first].m + rs; /* a child's arrival */
-    prefetch_task(w, i, last, f);
-}
-
-/* Going down, task i receives its release (its m, written by its parent), then sends. */
-HV_INLINE void prefetch_down(const hv_sw *w, int64_t i, const int f) {
-    if ((f & HV_JIT) && i >= 1 && i < w->n) prefetch_task(w, i, w->T[i].m + w->R + w->k * w->S, f);
-}
-
 /* Levels [lo, hi) of the sweeps: up from the end (children before their parent), down from the start. */
 HV_INLINE void up_range(const hv_sw *w, int64_t ph, int64_t lo, int64_t hi, const int f) {
-    for (int64_t i = hi - 1; i >= lo; i--) {
-        if (i - HV_JS_PREFETCH >= lo) prefetch_up(w, i - HV_JS_PREFETCH, f);
-        up_one(w, ph, i, f);
-    }
+    for (int64_t i = hi - 1; i >= lo; i--) up_one(w, ph, i, f);
 }
 
 HV_INLINE int64_t down_range(const hv_sw *w, int64_t ph, int64_t lo, int64_t hi, int64_t mx, const int f) {
     for (int64_t i = lo; i < hi; i++) {
-        if (i + HV_JS_PREFETCH < hi) prefetch_down(w, i + HV_JS_PREFETCH, f);
         const int64_t cur = down_one(w, ph, i, f);
         if (cur > mx) mx = cur;
     }
@@ -481,7 +477,6 @@ HV_INLINE int64_t down_range(const hv_sw *w, int64_t ph, int64_t lo, int64_t hi,
 HV_INLINE int64_t none_up(const hv_sw *w, int64_t ph, int64_t lo, int64_t hi, const int f) {
     int64_t mx = 0;
     for (int64_t i = lo; i < hi; i++) {
-        if (i + HV_JS_PREFETCH < hi) prefetch_up(w, i + HV_JS_PREFETCH, f);
         hv_cur x = cur_of(w, i, f);
         const int64_t end = step(w, i, &x, w->T[i].m, w->W, f);
         cur_done(w, i, &x, f);

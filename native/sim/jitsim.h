@@ -24,7 +24,7 @@ typedef struct {
     int64_t compute; /* G = C_E (> 0) */
 } hv_js_trace;
 
-/* A task's state in two arrays (56 bytes in all, docs/jitter-sim.md "How the C core is verified and why it is
+/* A task's state in two arrays (48 bytes in all, docs/jitter-sim.md "How the C core is verified and why it is
  * fast").
  *
  * The hot part, 32 bytes (two tasks per cache line), is what every step reads and writes. The task caches the
@@ -41,11 +41,11 @@ typedef struct {
     int32_t lap;    /* the cached event's lap (-1: no cached event, or a lap beyond 32 bits) */
 } hv_js_task;
 
-/* The cold part, 24 bytes: read by the advances that leave the cached event, written when jitter is absorbed. */
+/* The cold part, 16 bytes: read by the advances that leave the cached event for a later one than the next (the
+ * offset), written once per sweep (the jitter absorbed). */
 typedef struct {
     int64_t absorbed; /* jitter absorbed so far: sum over advance() calls of (t' - t - W) */
     int64_t offset;   /* o: trace position of global time 0, in [0, L) */
-    int64_t cend;     /* the cached event's C_{k+1} (in its lap): no trace read to continue from it */
 } hv_js_cursor;
 
 enum { HV_JS_BARRIER_NONE = 0, HV_JS_BARRIER_TREE = 1 };

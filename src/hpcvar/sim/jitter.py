@@ -25,10 +25,10 @@ if TYPE_CHECKING:
     from hpcvar.sim.jitter_nodes import MeasuredAlignment
 
 # a task's state in the core (native/sim/jitsim.h): its hot part (hv_js_task: its time or mailbox m, its cached
-# event) and its cold part (hv_js_cursor: its absorbed jitter, its offset, the cached event's compute count)
+# event) and its cold part (hv_js_cursor: its absorbed jitter, its offset)
 TASK_DTYPE = np.dtype([("m", "<i8"), ("gstart", "<i8"), ("end", "<i8"), ("hint", "<i4"), ("lap", "<i4")])
-CURSOR_DTYPE = np.dtype([("absorbed", "<i8"), ("offset", "<i8"), ("cend", "<i8")])
-TASK_BYTES = TASK_DTYPE.itemsize + CURSOR_DTYPE.itemsize  # 56
+CURSOR_DTYPE = np.dtype([("absorbed", "<i8"), ("offset", "<i8")])
+TASK_BYTES = TASK_DTYPE.itemsize + CURSOR_DTYPE.itemsize  # 48
 DRIVER_BYTES_PER_TASK = 0  # the summaries are computed inside the task array (_summaries_in_place)
 ALIGN_CODES = {UNSYNC: 0, SYNC: 1, COSCHED: 2}  # the C core's codes (native/sim/jitsim.h)
 BARRIER_CODES = {"none": 0, "tree": 1}
