@@ -129,3 +129,38 @@ def test_cosched_flag_checks(tmp_path, runs_dir):
         res = run_cli(["sim", "app", str(p), "--model", "myrinet", "--engine", "native", "--json", "--no-plots"])
         assert res.returncode == 0, res.stderr
         assert json.loads(res.stdout)["runs"][0]["engine"] == "native"
+
+
+def test_the_terminal_lists_the_tasks_that_matter_beyond_sixteen():
+    """A trace of thousands of ranks printed a row per task for every mapping x model. Up to TASK_ROWS tasks the
+    table lists them all; beyond, the TASK_ROWS with the largest communication time (with measured times: the
+    largest E_abs), in task order, and a caption with the range over every task and where every task is."""
+    from rich.console import Console
+
+    from hpcvar.kinds.sim_app.views import TASK_ROWS, _tasks_table
+
+    def one(n: int) -> dict:
+        tasks = [{"task": i, "node": i // 4, "total_s": 2.0, "comm_s": 1.0 + (i % 7) / 10, "avg_penalty": 1.0,
+                  "conflicts": {}, "measured_comm_s": 1.0, "e_abs_pct": float((i * 37) % 101)} for i in range(n)]
+        return {"mapping": "rrp", "model": "maxmin", "replicas": 1, "tasks": tasks}
+
+    def rows(table) -> list[int]:
+        return [int(c) for c in table.columns[0]._cells]
+
+    small = _tasks_table(one(TASK_ROWS), False, "RUN")
+    assert rows(small) == list(range(TASK_ROWS)) and small.caption is None
+    big = one(100)
+    t = _tasks_table(big, False, "RUN")
+    want = sorted(sorted(range(100), key=lambda i: -big["tasks"][i]["comm_s"])[:TASK_ROWS])
+    # the longest communication times (the 14 tasks at 1.6 s, two at 1.5 s), in task order
+    assert rows(t) == want and sum(i % 7 == 6 for i in want) == 14
+    assert t.caption.startswith(f"the {TASK_ROWS} of 100 tasks with the largest communication time; comm over "
+                                "all of them 1 to 1.6 s, median 1.3 s")
+    assert "hpcvar runs show RUN --format csv" in t.caption
+    timed = _tasks_table(big, True, "RUN")
+    assert rows(timed) == sorted(sorted(range(100), key=lambda i: -big["tasks"][i]["e_abs_pct"])[:TASK_ROWS])
+    mean = sum(r["e_abs_pct"] for r in big["tasks"]) / 100
+    assert "largest E_abs" in timed.caption and f"mean E_abs {mean:.1f} %" in timed.caption
+    c = Console(record=True, width=200)
+    c.print(t)
+    assert c.export_text().count("\n") < TASK_ROWS + 6

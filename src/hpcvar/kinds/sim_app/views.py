@@ -28,21 +28,44 @@ def render(console: Console, run: Run) -> None:
                   + ("; each message a flow of its own (--pair-messages shared)"
                      if cl.get("pair_messages", "shared") == "shared" else ""))  # runs before the option: shared
     for one in out["runs"]:
-        console.print(_tasks_table(one, out["timed"]))
+        console.print(_tasks_table(one, out["timed"], run.id))
     console.print(_comparison(out["runs"], out["timed"]))
     if "replay.breakdown" in run.info.get("tables", []):
         render_breakdown(console, run.read_table("replay.breakdown"))
 
 
-def _tasks_table(one: dict, timed: bool) -> Table:
+TASK_ROWS = 16  # beyond this many tasks the terminal lists the ones that matter (every task stays in replay.tasks)
+
+
+def _shown_tasks(tasks: list[dict], timed: bool) -> tuple[list[dict], str]:
+    """The tasks the table lists, in task order, and what it says about the others: all of them up to TASK_ROWS;
+    beyond, the TASK_ROWS with the largest E_abs (timed) or communication time (the ones that make the makespan),
+    and a caption with the range over every task."""
+    if len(tasks) <= TASK_ROWS:
+        return tasks, ""
+    key = "e_abs_pct" if timed else "comm_s"
+    order = sorted(range(len(tasks)), key=lambda i: -tasks[i][key] if math.isfinite(tasks[i][key]) else math.inf)
+    shown = [tasks[i] for i in sorted(order[:TASK_ROWS])]
+    comm = np.array([r["comm_s"] for r in tasks], dtype=float)
+    text = (f"the {TASK_ROWS} of {len(tasks)} tasks with the largest {'E_abs' if timed else 'communication time'}; "
+            f"comm over all of them {comm.min():.6g} to {comm.max():.6g} s, median {np.median(comm):.6g} s")
+    if timed:
+        text += f"; mean E_abs {np.mean([r['e_abs_pct'] for r in tasks]):.1f} %"
+    return shown, text
+
+
+def _tasks_table(one: dict, timed: bool, run_id: str = "") -> Table:
+    shown, caption = _shown_tasks(one["tasks"], timed)
+    if caption and run_id:
+        caption += f" (every task: hpcvar runs show {run_id} --format csv)"
     t = Table(title=f"mapping {one['mapping']}, model {one['model']}"
                     + (f", {one['replicas']} replicas (median)" if one["replicas"] > 1 else ""),
-              title_justify="left", box=None)
+              title_justify="left", box=None, caption=caption or None, caption_justify="left")
     cols = ["task", "node", "total", "comm", "avg penalty", "conflicts"] + (["measured comm", "E_abs %"] if timed
                                                                             else [])
     for c in cols:
         t.add_column(c, justify="right" if c != "conflicts" else "left")
-    for r in one["tasks"]:
+    for r in shown:
         cells: list[Cell | str] = [str(r["task"]), str(r["node"]), seconds(r["total_s"]), seconds(r["comm_s"]),
                                    f"{r['avg_penalty']:.2f}", _conflicts(r["conflicts"])]
         if timed:
