@@ -64,6 +64,9 @@ def test_a_share_that_leaves_zero_is_a_change_and_one_that_stays_zero_is_none():
     (c,) = step.changes
     assert c.at == 6 and c.verdict == "degraded" and c.symbol == "---" and c.ratio_lo == np.inf
     assert flat.changes == [] and flat.latest.verdict == "unchanged" and flat.latest.symbol == "="
+    from hpcvar.history.views import change_text  # what a person reads: no '+inf%'
+
+    assert change_text(c.test["change_pct"]) == "from 0" and change_text(12.34) == "+12.3%"
     last = _zero_based([0.0] * 8 + [3.0])  # the night the quota appears: the last run starts a change
     _detect(last)
     assert last.changes == [] and last.latest.confirmed and last.latest.verdict == "degraded"

@@ -46,6 +46,12 @@ def _answer(run) -> str:
     return str(a.get("status", "")) if isinstance(a, dict) else ""
 
 
+def change_text(pct: float) -> str:
+    """A change of a median in percent as people read it; a rise from a median of 0 (a throttled share before a
+    quota) is no percentage: 'from 0'."""
+    return f"{pct:+.1f}%" if math.isfinite(pct) else "from 0"
+
+
 def _by_run(changes: list[Change], g: Group) -> list[dict]:
     """The confirmed changes gathered by the run they start at: one change point may move several metrics."""
     out: dict[int, dict] = {}
@@ -110,12 +116,13 @@ def render(console, res: dict) -> None:
         if not g["change_points"]:
             console.print("  no change confirmed", markup=False)
         for cp in g["change_points"]:
-            moved = "; ".join(f"{m['symbol']} {m['metric']} {m['change_pct']:+.1f}%" for m in cp["metrics"])
+            moved = "; ".join(f"{m['symbol']} {m['metric']} {change_text(m['change_pct'])}" for m in cp["metrics"])
             console.print(f"  change at run {cp['at']} ({cp['run']}, {cp['started_utc']}): {moved}", markup=False)
         if g["last_run_starts_change"]:
             for c in g["last_run_changes"]:
                 console.print(f"  [bold red]the last run starts a change[/]: {c['symbol']} {escape(c['metric'])} "
-                              f"{c['change_pct']:+.1f}% against runs {c['runs_before'][0]}-{c['runs_before'][1]}")
+                              f"{change_text(c['change_pct'])} against runs "
+                              f"{c['runs_before'][0]}-{c['runs_before'][1]}")
         t = Table(title="Latest run against the runs since the last change", title_justify="left")
         for col in ("metric", "latest", "95% CI", "since run", "level then", "change", "symbol"):
             t.add_column(col, justify="left" if col in ("metric", "symbol") else "right")
@@ -125,7 +132,7 @@ def render(console, res: dict) -> None:
                       _ci_text(p, s["unit"]),
                       str(s["segments"][-1][0]) if s["segments"] else "-",
                       _fmt(c["baseline_median"], s["unit"]) if c else "-",
-                      f"{c['change_pct']:+.1f}%" if c else "-", (c["symbol"] if c else "") +
+                      change_text(c["change_pct"]) if c else "-", (c["symbol"] if c else "") +
                       (" (change)" if c and c["verdict"] != "unchanged" else ""))
         console.print(t)
     if res["skipped_runs"]:
@@ -216,6 +223,7 @@ def render_html(groups: list[Group], res: dict, title: str) -> str:
     from hpcvar import __version__
 
     env = Environment(loader=PackageLoader("hpcvar.report", "templates"), autoescape=select_autoescape(["html"]))
+    env.filters["change"] = change_text
     views = []
     for g, gj in zip(groups, res["groups"], strict=True):
         figs = [{"caption": s.metric, "data": _png_b64(series_figure(s, s.metric))} for s in _changed_first(g)]
@@ -237,6 +245,6 @@ def _latest_rows(gj: dict) -> list[dict]:
         rows.append({"metric": s["metric"], "latest": _fmt(p["median"], s["unit"]),
                      "ci": _ci_text(p, s["unit"]),
                      "level": _fmt(c["baseline_median"], s["unit"]) if c else "-",
-                     "change": f"{c['change_pct']:+.1f}%" if c else "-", "symbol": c["symbol"] if c else "",
+                     "change": change_text(c["change_pct"]) if c else "-", "symbol": c["symbol"] if c else "",
                      "verdict": c["verdict"] if c else "unchanged", "n": len(s["points"])})
     return rows
