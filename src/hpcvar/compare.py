@@ -32,6 +32,10 @@ class Metric:
     # a headline metric: what 'hpcvar history' follows by default (compare tests every metric). A kind marks
     # False what is too erratic from run to run to follow alone (the median of a bimodal distribution).
     headline: bool = True
+    # the smallest move of the median, in the metric's unit, that can be a change (0: none). A share that is 0
+    # on a good night (the CPU time a quota throttled) moves by an infinite relative change to 0.05 %: a move
+    # within the floor is never degraded or improved (compare, history) and reads '=' in history
+    floor: float = 0.0
 
 
 def metrics_of(run) -> dict[str, Metric]:
@@ -46,7 +50,8 @@ def metrics_of(run) -> dict[str, Metric]:
             if seen[step] > 1:  # a step with several runs (sharing: one per scheme), in their order
                 step = f"{step}#{seen[step]}"
             for name, m in metrics_of(child).items():
-                out[f"{step}: {name}"] = Metric(f"{step}: {name}", m.samples, m.higher_is_worse, m.unit, m.headline)
+                out[f"{step}: {name}"] = Metric(f"{step}: {name}", m.samples, m.higher_is_worse, m.unit, m.headline,
+                                                m.floor)
         return out
     kind = kind_of(run.info.get("command"))
     fn = kind.view("metrics") if kind else None
@@ -102,12 +107,14 @@ def test_samples(a: np.ndarray, b: np.ndarray) -> dict:
 
 
 def verdict(row: dict, p_holm: float, higher_is_worse: bool, alpha: float = 0.01, threshold: float = 0.10,
-            min_effect: float = 0.33) -> str:
+            min_effect: float = 0.33, floor: float = 0.0) -> str:
     """degraded, improved or unchanged: significant after Holm (``p_holm`` < ``alpha``), the median moved by more
-    than ``threshold`` and |Cliff's delta| >= ``min_effect``, in the bad or the good direction."""
+    than ``threshold`` (and by more than the metric's ``floor`` in its unit) and |Cliff's delta| >= ``min_effect``,
+    in the bad or the good direction."""
     sign = 1.0 if higher_is_worse else -1.0
-    worse = sign * row["change_pct"] / 100.0 > threshold and sign * row["cliffs_delta"] >= min_effect
-    better = -sign * row["change_pct"] / 100.0 > threshold and -sign * row["cliffs_delta"] >= min_effect
+    moved = abs(row["current_median"] - row["baseline_median"]) > floor
+    worse = moved and sign * row["change_pct"] / 100.0 > threshold and sign * row["cliffs_delta"] >= min_effect
+    better = moved and -sign * row["change_pct"] / 100.0 > threshold and -sign * row["cliffs_delta"] >= min_effect
     sig = p_holm < alpha
     return "degraded" if sig and worse else "improved" if sig and better else "unchanged"
 
@@ -123,10 +130,10 @@ def compare_runs(base, cur, alpha: float = 0.01, threshold: float = 0.10, min_ef
     rows: list[dict] = []
     for n in names:
         rows.append({"metric": n, "unit": mb[n].unit, **test_samples(mb[n].samples, mc[n].samples),
-                     "higher_is_worse": mb[n].higher_is_worse})
+                     "higher_is_worse": mb[n].higher_is_worse, "floor": mb[n].floor})
     for row, padj in zip(rows, holm([r["p_value"] for r in rows]), strict=True):
         row["p_holm"] = padj
-        row["verdict"] = verdict(row, padj, row["higher_is_worse"], alpha, threshold, min_effect)
+        row["verdict"] = verdict(row, padj, row["higher_is_worse"], alpha, threshold, min_effect, row["floor"])
     return {"baseline": str(base.path), "current": str(cur.path), "alpha": alpha, "threshold_pct": 100 * threshold,
             "min_effect": min_effect, "forced_despite": forced, "metrics": rows,
             "degraded": [r["metric"] for r in rows if r["verdict"] == "degraded"],

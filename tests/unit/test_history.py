@@ -46,10 +46,11 @@ def test_a_step_is_one_change_at_its_run_and_a_flat_series_none():
     assert g.series[1].latest.symbol in ("=", "(=)", "?", "(+)", "(-)", "+", "-")
 
 
-def _zero_based(levels, name="screen h4 CPU time throttled", n=3) -> Series:
-    """A node's throttled share: exactly 0 on the nights without a quota (n node items a night)."""
+def _zero_based(levels, name="screen h4 CPU time throttled", n=3, floor=1.0) -> Series:
+    """A node's throttled share: exactly 0 on the nights without a quota (n node items a night); the floor of
+    the screen's metric (1 percentage point)."""
     rng = np.random.default_rng(3)
-    s = Series(name, "%", True)
+    s = Series(name, "%", True, floor)
     for i, lvl in enumerate(levels):
         x = lvl * (1 + rng.normal(0, 0.1, n)) if lvl else np.zeros(n)
         s.points.append(Point(f"r{i:02d}", f"2026-11-{i + 1:02d}T03:00:00Z", float(np.median(x)), 0, 0, n, x))
@@ -70,6 +71,32 @@ def test_a_share_that_leaves_zero_is_a_change_and_one_that_stays_zero_is_none():
     last = _zero_based([0.0] * 8 + [3.0])  # the night the quota appears: the last run starts a change
     _detect(last)
     assert last.changes == [] and last.latest.confirmed and last.latest.verdict == "degraded"
+
+
+def test_a_share_that_leaves_zero_by_less_than_its_floor_is_no_change():
+    """0 then 0.05 %: infinitely more in relative terms, and no change that matters (the screen names a quota from
+    1 %). Within the metric's floor: unchanged and '=', in the history and as the last run; the same series without
+    a floor is a degradation (what history said before the floor), and 0 then 2.5 % still is one with it."""
+    tiny, bare = _zero_based([0.0] * 6 + [0.05] * 6), _zero_based([0.0] * 6 + [0.05] * 6, "bare", floor=0.0)
+    last = _zero_based([0.0] * 8 + [0.05], "last")
+    _detect(tiny, bare, last)
+    assert tiny.changes == [] and tiny.latest.symbol == "=" and not tiny.latest.confirmed
+    assert not last.latest.confirmed and last.latest.symbol == "=" and last.latest.diff_hi <= 1.0
+    (c,) = bare.changes
+    assert c.verdict == "degraded" and c.symbol == "---"
+    big = _zero_based([0.0] * 6 + [2.5] * 6)
+    _detect(big)
+    assert [c.verdict for c in big.changes] == ["degraded"] and big.changes[0].diff_lo > 1.0
+
+
+def test_compare_keeps_a_move_within_the_floor_unchanged():
+    from hpcvar.compare import test_samples, verdict
+
+    row = test_samples(np.zeros(40), np.full(40, 0.05))
+    assert row["change_pct"] == np.inf and row["p_value"] < 1e-6
+    assert verdict(row, row["p_value"], True) == "degraded"  # no floor: the relative rule alone
+    assert verdict(row, row["p_value"], True, floor=1.0) == "unchanged"
+    assert verdict(test_samples(np.zeros(40), np.full(40, 3.0)), 1e-9, True, floor=1.0) == "degraded"
 
 
 def test_bandwidth_up_is_better():

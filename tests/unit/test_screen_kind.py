@@ -280,6 +280,7 @@ def test_a_throttled_node_is_named_costed_shown_exported_and_bounded(tmp_path, r
     assert list(ms["screen tb-h4 CPU time throttled"].samples) == pytest.approx([3.0])
     assert list(ms["screen tb-h1 CPU time throttled"].samples) == [0.0]
     assert ms["screen tb-h4 CPU time throttled"].higher_is_worse
+    assert ms["screen tb-h4 CPU time throttled"].floor == 1.0  # the screen names a quota from 1 %: history's floor
     assert not any("throttled" in n for n in metrics_of(stored(tmp_path / "blind", params(), slow="none",
                                                                   noisy="none")))  # no cpu.stat: no series
     good = stored(tmp_path / "good", params(), slow="none", noisy="none", throttled={})

@@ -57,6 +57,8 @@ class Change:
     verdict: str = "unchanged"  # degraded | improved | unchanged
     ratio_lo: float = math.nan  # 95% bootstrap CI of (level after / level before) - 1
     ratio_hi: float = math.nan
+    diff_lo: float = math.nan  # 95% bootstrap CI of level after - level before, in the metric's unit
+    diff_hi: float = math.nan
     symbol: str = ""
     latest: bool = False  # the last run against the runs since the last change
     within_runs: bool = False  # compare's test said changed, but the CI of the change holds 0: run-to-run variation
@@ -69,7 +71,8 @@ class Change:
         return {"metric": self.metric, "at": self.at + 1, "run": self.run, "started_utc": self.started_utc,
                 "runs_before": [self.before[0] + 1, self.before[1]], "runs_after": [self.after[0] + 1, self.after[1]],
                 **self.test, "p_holm": self.p_holm, "verdict": self.verdict, "symbol": self.symbol,
-                "change_ci_pct": [100 * self.ratio_lo, 100 * self.ratio_hi], "latest": self.latest,
+                "change_ci_pct": [100 * self.ratio_lo, 100 * self.ratio_hi], "change_ci": [self.diff_lo, self.diff_hi],
+                "latest": self.latest,
                 "within_run_to_run_variation": self.within_runs}
 
 
@@ -134,9 +137,11 @@ def detect(group: Group, alpha: float = 0.01, threshold: float = 0.10, min_effec
         for t, padj in zip(tests, holm([t.test["p_value"] for t in tests]) if tests else [], strict=True):
             s = by_name[t.metric]
             t.p_holm = padj
-            t.ratio_lo, t.ratio_hi = boot[t.metric].ratio_ci(t.before, t.after)
-            t.symbol = symbol(t.ratio_lo, t.ratio_hi, s.higher_is_worse)
-            t.verdict = verdict(t.test, padj, s.higher_is_worse, alpha, threshold, min_effect)
+            t.ratio_lo, t.ratio_hi, t.diff_lo, t.diff_hi = boot[t.metric].change_ci(t.before, t.after)
+            # a move within the metric's floor (its unit) is no change, however large relative to a level of 0
+            within_floor = s.floor > 0 and -s.floor <= t.diff_lo and t.diff_hi <= s.floor
+            t.symbol = "=" if within_floor else symbol(t.ratio_lo, t.ratio_hi, s.higher_is_worse)
+            t.verdict = verdict(t.test, padj, s.higher_is_worse, alpha, threshold, min_effect, s.floor)
             if t.verdict != "unchanged" and t.ratio_lo <= 0 <= t.ratio_hi:
                 t.verdict = "unchanged"  # within the run-to-run variation: not a change of the machine
                 t.within_runs = True
@@ -165,16 +170,18 @@ class _Bootstrap:
         pick = self.rng.integers(0, len(runs), size=(BOOTSTRAP_REPLICATES, len(runs)))  # the runs of each replicate
         return np.median(runs[pick, np.arange(BOOTSTRAP_REPLICATES)[:, None]], axis=1)
 
-    def ratio_ci(self, before: tuple[int, int], after: tuple[int, int]) -> tuple[float, float]:
-        """95% bootstrap CI of (level after / level before) - 1 (the module doc says how it is drawn)."""
+    def change_ci(self, before: tuple[int, int], after: tuple[int, int]) -> tuple[float, float, float, float]:
+        """95% bootstrap CIs of (level after / level before) - 1 and of level after - level before, from the same
+        replicates (the module doc says how they are drawn)."""
         a, b = self.level(before), self.level(after)
+        q = (1 - CONFIDENCE) / 2
+        dlo, dhi = np.quantile(b - a, [q, 1 - q])
         with np.errstate(divide="ignore", invalid="ignore"):
             rel = np.where(a != 0, (b - a) / np.abs(a), np.where(b == a, 0.0, np.sign(b - a) * np.inf))
-        q = (1 - CONFIDENCE) / 2
         # from a level of 0 (a throttled share before a quota) the change is infinite: interpolating between two
         # infinite replicates gives NaN (inf - inf), so an order statistic is taken there
         lo, hi = np.quantile(rel, [q, 1 - q], method="linear" if np.isfinite(rel).all() else "inverted_cdf")
-        return float(lo), float(hi)
+        return float(lo), float(hi), float(dlo), float(dhi)
 
 
 def _median_replicates(x: np.ndarray, rng: np.random.Generator, b: int) -> np.ndarray:

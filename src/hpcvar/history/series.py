@@ -40,6 +40,7 @@ class Series:
     metric: str
     unit: str
     higher_is_worse: bool
+    floor: float = 0.0  # hpcvar.compare.Metric.floor: a move of the level within it is no change
     points: list[Point] = field(default_factory=list)
     changes: list[Change] = field(default_factory=list)  # confirmed, in run order
     latest: Change | None = None  # the last run against the runs since the last change (confirmed or not)
@@ -127,7 +128,7 @@ def build_series(group: Group, patterns: tuple[str, ...] = (), all_metrics: bool
             x = x[np.isfinite(x)]
             if not x.size or not (m.headline or all_metrics) or not wanted(name, patterns):
                 continue
-            s = by_name.setdefault(name, Series(name, m.unit, m.higher_is_worse))
+            s = by_name.setdefault(name, Series(name, m.unit, m.higher_is_worse, m.floor))
             lo, hi = median_ci_order(x)
             s.points.append(Point(run.id, str(run.info.get("started_utc")), float(np.median(x)), lo, hi, int(x.size),
                                   x))

@@ -22,7 +22,7 @@ def _change_json(c: Change | None) -> dict | None:
 
 
 def series_json(s: Series) -> dict:
-    return {"metric": s.metric, "unit": s.unit, "higher_is_worse": s.higher_is_worse,
+    return {"metric": s.metric, "unit": s.unit, "higher_is_worse": s.higher_is_worse, "floor": s.floor,
             "points": [{"run": p.run, "started_utc": p.started_utc, "median": p.value, "ci_lo": p.ci_lo,
                         "ci_hi": p.ci_hi, "n": p.n} for p in s.points],
             "segments": [[a + 1, b] for a, b in s.segments],

@@ -289,10 +289,12 @@ def metrics(run) -> list[Metric]:
         out += [Metric(f"screen {h} kernel ns per iteration", g["ns_per_iter"].to_numpy(), True, "ns")
                 for h, g in k.groupby("host")]
     if run.has_table("screen.load") and run.has_table("screen.nodes"):
-        from hpcvar.screen.analysis import throttled_items
+        from hpcvar.screen.analysis import THROTTLED_PCT, throttled_items
 
         shares = throttled_items({t: run.read_table(t) for t in ("screen.load", "screen.nodes")})
-        out += [Metric(f"screen {h} CPU time throttled", x, True, "%") for h, x in shares.items() if x.size]
+        # 0 without a quota: a move below the share the screen itself names a quota at is no change
+        out += [Metric(f"screen {h} CPU time throttled", x, True, "%", floor=THROTTLED_PCT)
+                for h, x in shares.items() if x.size]
     if run.has_table("screen.bw"):
         b = run.read_table("screen.bw")
         out += [Metric(f"screen bandwidth {s}->{d}", g["bw_bytes_per_s"].dropna().to_numpy(), False, "B/s")
