@@ -7,7 +7,7 @@ Root only (network namespaces). Steps, each printed:
    (the network) and between two ranks of one host (shared memory), and between two hosts the bytes a 1 MiB
    MPI_Send leaves in flight when it returns (the TCP send buffer: `--send-buffer` of the replay); the bytes
    Open MPI's TCP transport sends with a rendezvous request come from ompi_info (`--rndv-first`);
-4. for each placement of --placements: hpcc with 4 ranks traced (HPL N x NB on a 1 x 4 grid with the
+4. for each placement of --placements: hpcc with 4 ranks (--ranks) traced (HPL N x NB on a 1 x 4 grid with the
    increasing-ring broadcast: task n sends to n + 1), placed as mapping rrn (rank r on host r mod 4) or
    rrp (rank r on host r div 2) of a 4-node x 2-core cluster; the HPL section cut out of the trace
    (hpcvar trace cut --after-collective -1);
@@ -23,7 +23,7 @@ Root only (network namespaces). Steps, each printed:
    the paired median overhead with a bootstrap 95% CI (as benchmarks/trace_overhead_lammps.py).
 
     .venv/bin/python benchmarks/hpl_replay.py [--rate 200mbit] [--n 2000] [--nb 80] [--placements rrn,rrp]
-        [--figures docs/img] [--overhead-reps 8] [--keep DIR] [--prefix hvhpl-]
+        [--figures docs/img] [--overhead-reps 8] [--keep DIR] [--prefix hvhpl-] [--ranks 4] [--run-delay]
 """
 
 from __future__ import annotations
@@ -89,7 +89,7 @@ def measure(env: dict, ranks_per_node: int) -> tuple[float, float, float]:
 
 
 def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, timeout: float,
-               cpu_clock: str | None = "user") -> Path:
+               cpu_clock: str | None = "user", ranks: int = 4) -> Path:
     """hpcc traced on the testbed in one placement (HPL's result printed); returns the HPL section's trace."""
     from hpcvar.launch.base import LaunchSpec
     from hpcvar.testbed.launcher import TestbedLauncher
@@ -101,7 +101,7 @@ def trace_hpcc(env: dict, state: Path, lib: Path, work: Path, placement: str, ti
     shutil.copy(work / "hpccinf.txt", run / "hpccinf.txt")
     map_by, rph = PLACEMENT[placement]
     argv, _ = TestbedLauncher(map_by=map_by, ranks_per_host=rph, mpiexec="/usr/bin/mpirun", state_path=state
-                              ).command(LaunchSpec(np=4, exe=Path(shutil.which("hpcc") or "hpcc"), args=[],
+                              ).command(LaunchSpec(np=ranks, exe=Path(shutil.which("hpcc") or "hpcc"), args=[],
                                                    env={"LD_PRELOAD": str(lib), "HV_TRACE_DIR": str(raw)}))
     full = run / "hpcc.trace"
     t0 = time.perf_counter()
@@ -191,6 +191,30 @@ def descheduled(trace) -> dict[str, list[float]]:
     return out
 
 
+def run_delays(trace_path: Path, trace) -> list[float] | None:
+    """Per task of the HPL section, seconds: the run-queue delay its thread spent inside MPI (its calls and their
+    polls: the records' running rdelay_us of a trace taken with --run-delay, HV_TRACE_RUNDELAY=1), from the raw
+    files kept beside the trace; None without them. A rank that waits for a core inside MPI counts the wait as
+    communication, which a replay on cores of their own does not predict (docs/replay.md, run 15)."""
+    from hpcvar.traces.parquet import read_raw_rank
+
+    files = sorted((trace_path.parent / "raw").glob("rank.*.hvt"))
+    if len(files) != trace.ntasks:
+        return None
+    raws = {int(h["rank"]): (h, rec) for h, rec, _ in (read_raw_rank(f) for f in files)}
+    if any(int(h.get("run_delay_ns", -1)) < 0 for h, _ in raws.values()):
+        return None
+    t0 = min(int(rec["t_start_ns"].min()) for _, rec in raws.values())  # the merged trace's origin (merge_raw)
+    out = []
+    for task, g in trace.events.groupby("task"):
+        rec = raws[int(task)][1]
+        idx = np.flatnonzero((rec["t_start_ns"] - t0 >= g["t_start_ns"].min())
+                             & (rec["t_end_ns"] - t0 <= g["t_end_ns"].max()))
+        before = int(rec["rdelay_us"][idx[0] - 1]) if idx[0] > 0 else 0
+        out.append((int(rec["rdelay_us"][idx[-1]]) - before) / 1e6)
+    return out
+
+
 def e_abs(pred: list[float], meas: list[float]) -> list[float]:
     return [abs(p - m) / m * 100 for p, m in zip(pred, meas, strict=True)]
 
@@ -237,6 +261,27 @@ def report(res: dict, placements: list[str], variant: str = "wall") -> dict:
     meas = {p: float(np.mean(v)) for p, v in res["measured"].items()}
     print("  measured: " + ", ".join(f"{p} {v:.3f} s" for p, v in sorted(meas.items(), key=lambda kv: kv[1])))
     return {"same": same, "cross": {f"{r} from {s}": v for (r, s), v in cross.items()}, "measured": meas}
+
+
+def waits(res: dict, replays: dict, traces: dict, read: dict, placements: list[str]) -> None:
+    """With --run-delay: per placement that ran, per task, the run-queue delay inside MPI beside the measured and the
+    predicted (own trace, maxmin) communication time, and the E_abs against the measured time less that delay."""
+    for ran in placements:
+        rd = run_delays(traces[ran], read[ran])
+        if rd is None:
+            continue
+        meas = res["measured"][ran]
+        pred = [t["comm_s"] for t in replays[ran][(ran, "maxmin")]["tasks"]]
+        print(f"{ran}: per task, measured comm / predicted (maxmin) / run-queue delay inside MPI (s): "
+              + "; ".join(f"{m:.3f} / {p:.3f} / {d:.3f}" for m, p, d in zip(meas, pred, rd, strict=True)))
+        own = [m - d for m, d in zip(meas, rd, strict=True)]
+        print(f"  against the measured time less its run-queue delay: mean E_abs {np.mean(e_abs(pred, own)):.1f} % "
+              f"(against the measured time {np.mean(e_abs(pred, meas)):.1f} %)")
+        for src in placements:
+            if src != ran:
+                cross = [t["comm_s"] for t in replays[src][(ran, "maxmin")]["tasks"]]
+                print(f"  {ran} from the {src} trace, against the same: {np.mean(e_abs(cross, own)):.1f} % "
+                      f"({np.mean(e_abs(cross, meas)):.1f} %)")
 
 
 def figures(res: dict, replays: dict, placements: list[str], out: Path) -> None:
@@ -320,6 +365,9 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--nb", type=int, default=80)
     ap.add_argument("--placements", default="rrn,rrp")
+    ap.add_argument("--ranks", type=int, default=4, choices=(2, 4),
+                    help="HPL's ranks (a 1 x RANKS grid): 4 share this machine's 2 cores; with 2, each rank has a "
+                         "core of its own (rrn: two hosts, over the network; rrp: one host, shared memory)")
     ap.add_argument("--replicas", type=int, default=5)
     ap.add_argument("--build", default=str(ROOT / "build/ompi"))
     ap.add_argument("--figures", default=None, help="directory for the figures (none without)")
@@ -334,6 +382,9 @@ def main() -> None:
     ap.add_argument("--cpu-clock", choices=("user", "thread"), default="user",
                     help="the CPU time traced (hpcvar trace --cpu-clock): user time (default; leaves out the "
                          "network's interrupt work charged to a computing thread) or the thread's CPU clock")
+    ap.add_argument("--run-delay", action="store_true",
+                    help="trace each rank's run-queue delay inside MPI as well (HV_TRACE_RUNDELAY=1, a diagnostic: "
+                         "a /proc read per clock read) and print it per task beside the errors")
     ap.add_argument("--overhead-reps", type=int, default=0)
     ap.add_argument("--overhead-n", type=int, default=4000)
     ap.add_argument("--analyse", default=None, metavar="DIR",
@@ -352,12 +403,13 @@ def main() -> None:
         raise SystemExit("needs root, hpcc and Debian's Open MPI: apt-get install hpcc libopenmpi-dev")
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="hv_hpl_"))
     work.mkdir(parents=True, exist_ok=True)
-    (work / "hpccinf.txt").write_text(hpcc_input(a.n, a.nb, 1, 4, "1rg"))
+    (work / "hpccinf.txt").write_text(hpcc_input(a.n, a.nb, 1, a.ranks, "1rg"))
     bindir = build_ompi(Path(a.build))
     lib = (bindir / "libhv_trace.so").resolve()
     state = work / "testbed.json"
     env = dict(os.environ, **OMPI_ENV, **({} if a.no_yield else YIELD_ENV), HPCVAR_TESTBED_STATE=str(state),
-               HPCVAR_RUNS=str(work / "runs"), HPCVAR_NATIVE_DIR=str(bindir.resolve()))
+               HPCVAR_RUNS=str(work / "runs"), HPCVAR_NATIVE_DIR=str(bindir.resolve()),
+               **({"HV_TRACE_RUNDELAY": "1"} if a.run_delay else {}))
     # --owner-pid: killed (kill -9 included), this script's testbed is taken down by a watcher all the same
     hpcvar(["testbed", "up", "--hosts", "4", "--rate", a.rate, "--ranks-per-host", "2", "--prefix", a.prefix,
             "--owner-pid", str(os.getpid())], env)
@@ -368,7 +420,8 @@ def main() -> None:
               "hv_latency)", flush=True)
         (work / "params.json").write_text(json.dumps({"rate": a.rate, "network": net, "shm": shm,
                                                       "yield_when_idle": not a.no_yield}))
-        traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout, None if a.no_cpu_time else a.cpu_clock)
+        traces = {p: trace_hpcc(env, state, lib, work, p, a.timeout, None if a.no_cpu_time else a.cpu_clock,
+                                a.ranks)
                   for p in placements}
     finally:
         hpcvar(["testbed", "down"], env)
@@ -406,6 +459,8 @@ def finish(a, env: dict, traces: dict, net: tuple, shm: tuple, placements: list[
                    for p in placements}
         res = analyse(replays, placements)
         summary[v] = report(res, placements, v)
+        if v == "cpu":
+            waits(res, replays, traces, read, placements)
     print("\nsummary (mean E_abs %, maxmin):")
     for v, sm in summary.items():
         print(f"  {v:6s} same " + ", ".join(f"{p} {x:.1f}" for p, x in sm["same"].items()) + "; cross "

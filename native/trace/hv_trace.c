@@ -31,7 +31,7 @@
  * Output: $HV_TRACE_DIR/rank.<world rank>.hvt (default: the current
  * directory): a text header of key=value lines ended by "end\n", the records
  * (little-endian, 88 bytes: int64 t_start_ns, t_end_ns, bytes, req, cpu_start_ns,
- * cpu_end_ns, poll_ns, poll_cpu_ns; int32 op, peer, tag, comm, npoll, pad), then
+ * cpu_end_ns, poll_ns, poll_cpu_ns; int32 op, peer, tag, comm, npoll, rdelay_us: HV_TRACE_RUNDELAY), then
  * one line per communicator "comm <id> <n> <world ranks...>". hpcvar trace
  * merges the files into the native Parquet trace. Format history: HVTRACE 1,
  * 48-byte records (no CPU time, no polls); HVTRACE 2, this one. */
@@ -45,7 +45,9 @@
 #include <string.h>
 #include "hv_ops.h"
 #include "hv_timer.h"
+#include <fcntl.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 typedef struct {
     int64_t t0, t1, bytes, req;
@@ -53,7 +55,9 @@ typedef struct {
     int64_t poll, poll_cpu; /* since the previous record: time in failed polls (ticks until written, then ns), and
                                the CPU time in them (ns; 0 without HV_TRACE_CPU) */
     int32_t op, peer, tag, comm;
-    int32_t npoll, pad; /* failed polls since the previous record */
+    int32_t npoll; /* failed polls since the previous record */
+    int32_t rdelay_us; /* HV_TRACE_RUNDELAY=1: the thread's run-queue delay inside MPI (calls and polls) since
+                          MPI_Init, up to this call's exit (us; a call of several records counted once) */
 } hv_rec;
 
 #define HV_CHUNK (1 << 16) /* records per chunk: 5.5 MiB */
@@ -63,7 +67,8 @@ static size_t nchunks, chunks_cap, nrec;
 static hv_rec *cur;       /* current chunk */
 static size_t cur_left;   /* free records in it */
 enum { CPU_NONE = 0, CPU_THREAD = 1, CPU_USER = 2 };
-static int tsc_mode, cpu_mode, world_rank = -1, world_size, written, active;
+static int tsc_mode, cpu_mode, rd_mode, rd_fd = -1, world_rank = -1, world_size, written, active;
+static int64_t rd_init; /* the run-queue delay at MPI_Init's exit */
 static uint64_t anchor_tick0, anchor_ns0, anchor_tick1, anchor_ns1;
 static double cost_tsc_ns, cost_mono_ns, cost_cpu_ns;
 static uint64_t poll_ticks; /* failed polls since the last record: their time, CPU time and count */
@@ -95,12 +100,27 @@ static inline int64_t cpu_now(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* HV_TRACE_RUNDELAY=1: the time the thread has waited for a CPU, runnable (ns: the second field of
+ * /proc/thread-self/schedstat, the scheduler's run_delay), read at the points where the CPU clock is, so that the
+ * waits inside MPI (a rank whose message has arrived, waiting for a core taken by others) are told from those while
+ * it computes. A diagnostic (docs/replay.md): a pread of a /proc file, 1-2 us. -1 when off or unreadable. */
+static inline int64_t rd_now(void) {
+    if (!rd_mode) return -1;
+    char buf[96];
+    ssize_t n = pread(rd_fd, buf, sizeof buf - 1, 0);
+    if (n <= 0) return -1;
+    buf[n] = 0;
+    char *p = strchr(buf, ' ');
+    return p ? strtoll(p + 1, NULL, 10) : -1;
+}
+
 /* a call's entry or exit: the clock, and the thread's CPU clock with HV_TRACE_CPU (the CPU clock is read inside
  * the wall-clock reads, so the CPU time between two calls lies within their wall-clock gap) */
 typedef struct {
     uint64_t t;
     int64_t c;
     int run; /* the entry of a poll that continues a run of polls (its CPU clock was not read) */
+    int64_t d; /* HV_TRACE_RUNDELAY: the run-queue delay (rd_now), read with the CPU clock */
 } hv_st;
 
 /* Runs of polls: failed polls separated by gaps shorter than the spin threshold. A run's time, gaps included, is
@@ -108,17 +128,23 @@ typedef struct {
  * (read at each poll's exit and at a run's first entry only: one system call per poll, not two). */
 static hv_st last_poll; /* the exit of the last poll of the current run, or its entry (polled()); t = 0: no run */
 static int64_t run_c0;  /* HV_TRACE_CPU: the CPU clock at the entry of the run's first poll */
+static int64_t run_d0, poll_rd; /* HV_TRACE_RUNDELAY: the same for the run-queue delay, and the polls' since the
+                                    last record */
+static int64_t rd_mpi;          /* HV_TRACE_RUNDELAY: the run-queue delay inside MPI so far (ns) */
+static uint64_t rd_exit;        /* the exit (clock) of the call last added to rd_mpi */
 
 static inline hv_st enter(void) {
     hv_st s;
     s.t = now();
     s.c = cpu_mode ? cpu_now() : -1;
+    s.d = rd_now();
     s.run = 0;
     return s;
 }
 
 static inline hv_st leave(void) {
     hv_st s;
+    s.d = rd_now();
     s.c = cpu_mode ? cpu_now() : -1;
     s.t = now();
     s.run = 0;
@@ -158,8 +184,9 @@ static inline hv_rec *next_rec(void) {
 static inline int in_spin(uint64_t t) { return last_poll.t && t >= last_poll.t && t - last_poll.t < spin_ticks; }
 
 /* the run of polls ends; its CPU time, from its first entry to the CPU clock c, is polling */
-static inline void run_end(int64_t c) {
-    if (cpu_mode) poll_cpu += c - run_c0;
+static inline void run_end(hv_st e) {
+    if (cpu_mode) poll_cpu += e.c - run_c0;
+    if (rd_mode) poll_rd += e.d - run_d0;
     last_poll.t = 0;
 }
 
@@ -169,17 +196,17 @@ static inline void before_record(hv_st a) {
     if (!last_poll.t) return;
     if (in_spin(a.t)) {
         poll_ticks += a.t - last_poll.t;
-        run_end(a.c);
+        run_end(a);
     } else {
-        run_end(last_poll.c);
+        run_end(last_poll);
     }
 }
 
 static inline void put(int op, hv_st a, hv_st b, int peer, int64_t bytes, int tag, int comm, int64_t req) {
-    int64_t c0 = a.c;
+    int64_t c0 = a.c, d0 = a.d;
     if (a.run) { /* a poll that continued a run and found something: the run ends at its exit */
-        c0 = b.c;
-        if (last_poll.t) run_end(b.c);
+        c0 = b.c, d0 = b.d;
+        if (last_poll.t) run_end(b);
     } else {
         before_record(a);
     }
@@ -197,8 +224,13 @@ static inline void put(int op, hv_st a, hv_st b, int peer, int64_t bytes, int ta
     r->tag = tag;
     r->comm = comm;
     r->npoll = npoll;
-    r->pad = 0;
-    poll_ticks = 0, poll_cpu = 0, npoll = 0;
+    if (rd_mode && b.t != rd_exit) { /* once per call: MPI_Waitall and MPI_Sendrecv put several records */
+        rd_mpi += b.d - d0;
+        rd_exit = b.t;
+    }
+    rd_mpi += poll_rd;
+    r->rdelay_us = (int32_t)(rd_mpi / 1000);
+    poll_ticks = 0, poll_cpu = 0, npoll = 0, poll_rd = 0;
 }
 
 /* the entry of a call that may find nothing (MPI_Iprobe, MPI_Test*): the clock, and the CPU clock only when it
@@ -207,12 +239,14 @@ static inline hv_st poll_enter(void) {
     hv_st s;
     s.t = now();
     s.c = -1;
+    s.d = -1;
     s.run = in_spin(s.t);
     if (s.run) { /* the gap since the last poll is the loop around the polls */
         poll_ticks += s.t - last_poll.t;
     } else {
-        if (last_poll.t) run_end(last_poll.c);
+        if (last_poll.t) run_end(last_poll);
         if (cpu_mode) s.c = run_c0 = cpu_now();
+        if (rd_mode) s.d = run_d0 = rd_now();
     }
     return s;
 }
@@ -226,7 +260,7 @@ static inline hv_st poll_enter(void) {
  * clock at the run's last exit. */
 static inline void polled(hv_st a, const hv_st *b) {
     npoll++;
-    if (!b && !cpu_mode) {
+    if (!b && !cpu_mode && !rd_mode) {
         last_poll = a;
         return;
     }
@@ -383,12 +417,13 @@ static void write_trace(const char *why) {
     fprintf(f,
             "HVTRACE 2\nrank=%d\nsize=%d\nclock=%s\nticks_per_ns=%.9f\nclock_cost_tsc_ns=%.2f\n"
             "clock_cost_mono_ns=%.2f\ncpu=%s\nclock_cost_cpu_ns=%.2f\nspin_ns=%.0f\nend_reason=%s\nrecords=%zu\n"
-            "record_bytes=%zu\nend\n",
+            "record_bytes=%zu\nrun_delay_ns=%lld\nend\n",
             world_rank, world_size, tsc_mode ? "tsc" : "mono", tpn, cost_tsc_ns, cost_mono_ns,
             cpu_mode == CPU_USER ? "user"
             : cpu_mode           ? "thread"
                                  : "none",
-            cost_cpu_ns, (double)spin_ticks / tpn, why, nrec, sizeof(hv_rec));
+            cost_cpu_ns, (double)spin_ticks / tpn, why, nrec, sizeof(hv_rec),
+            rd_mode ? (long long)(rd_now() - rd_init) : -1LL);
     for (size_t i = 0; i < nrec; i++) {
         hv_rec r = *rec_at(i);
         if (tsc_mode) {
@@ -473,6 +508,11 @@ static void after_init(void) {
     const char *cpu = getenv("HV_TRACE_CPU");
     cpu_mode = !cpu || !*cpu || strcmp(cpu, "0") == 0 ? CPU_NONE : strcmp(cpu, "user") == 0 ? CPU_USER : CPU_THREAD;
     cost_cpu_ns = cpu_mode ? cpu_clock_cost() : 0.0;
+    const char *rd = getenv("HV_TRACE_RUNDELAY");
+    if (rd && strcmp(rd, "1") == 0) {
+        rd_fd = open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC);
+        rd_mode = rd_fd >= 0;
+    }
     comm_index(MPI_COMM_WORLD); /* id 0 */
     new_chunk();
     atexit(at_exit);
@@ -480,7 +520,8 @@ static void after_init(void) {
     anchor_tick0 = now();
     active = 1;
     /* the init record marks the start of the traced run (MPI_Init itself is not timed) */
-    hv_st s = {anchor_tick0, cpu_mode ? cpu_now() : -1, 0};
+    rd_init = rd_now();
+    hv_st s = {anchor_tick0, cpu_mode ? cpu_now() : -1, 0, rd_init};
     put(OP_INIT, s, s, -1, 0, 0, 0, -1);
 }
 

@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from hpcvar._native import build_info
@@ -123,9 +124,9 @@ int main(int argc, char **argv) {
 """
 
 
-def _trace_program(tmp_path, name: str, src: str, *flags: str):
+def _trace_program(tmp_path, name: str, src: str, *flags: str, env: dict | None = None):
     """The C program ``src`` built with the MPI hpcvar was built with, run on 2 ranks under 'hpcvar trace
-    ``flags``'; its trace."""
+    ``flags``' (with ``env`` added to the environment); its trace."""
     from hpcvar.traces.parquet import read_parquet
 
     bindir = Path(build_info()["mpi_bindir"])
@@ -134,14 +135,18 @@ def _trace_program(tmp_path, name: str, src: str, *flags: str):
                    check=True, timeout=120)
     out = tmp_path / f"{name}.trace"
     res = run_cli(["trace", "-o", str(out), *flags, "--timeout", "60s", "--json", "--", str(bindir / "mpiexec"),
-                   "-n", "2", str(tmp_path / name)], timeout=120)
+                   "-n", "2", str(tmp_path / name)], env=env, timeout=120)
     assert res.returncode == 0, res.stderr
     return read_parquet(out)
 
 
 def _traced_poll_program(tmp_path, cpu_time: bool):
-    """POLL_SRC traced on 2 ranks: the trace, task 1's rows, its probe rows and the gap before each probe (ns)."""
-    tr = _trace_program(tmp_path, "poll", POLL_SRC, "--cpu-time" if cpu_time else "--no-cpu-time")
+    """POLL_SRC traced on 2 ranks: the trace, task 1's rows, its probe rows and the gap before each probe (ns).
+    Without --cpu-time, a spinning rank descheduled between two polls for longer than the spin threshold computes
+    meanwhile (docs/replay.md): on a loaded machine (two such tests at once on 2 cores) task 1 lost half its spin
+    that way. Its spin loop does nothing between polls, so the threshold is raised to 50 ms here."""
+    env = None if cpu_time else {"HV_TRACE_SPIN_NS": "50000000"}
+    tr = _trace_program(tmp_path, "poll", POLL_SRC, "--cpu-time" if cpu_time else "--no-cpu-time", env=env)
     assert tr.meta["polls"][1] > 0 and tr.meta["polls"][0] == 0
     t1 = tr.events[tr.events["task"] == 1].reset_index(drop=True)
     probes = t1[t1["op"] == "probe"]
@@ -238,3 +243,27 @@ def test_cpu_clock_user_records_the_user_time_of_each_compute(tmp_path):
     assert ((cpu >= 0) & (cpu <= gap + tick)).all(), (cpu, gap, tick)
     assert 0.5 * gap.sum() <= cpu.sum() <= gap.sum() + tick, (cpu, gap, tick)
     assert (tr.events["cpu_ns"] >= 0).all()
+
+
+def test_run_delay_is_the_wait_for_a_core_inside_mpi(tiny, tmp_path):
+    """HV_TRACE_RUNDELAY=1 (hpl_replay --run-delay): each record holds the rank's run-queue delay inside MPI so far
+    (us, schedstat's run_delay over its calls and polls; a call of several records, MPI_Waitall's and MPI_Sendrecv's,
+    counted once), never decreasing and never more than the rank's whole delay (the header's run_delay_ns). Both
+    ranks on one CPU (taskset), spinning in MPI: each waits for the core inside its calls. Without the variable the
+    header says -1."""
+    from hpcvar.traces.parquet import read_raw_rank
+
+    bindir = Path(build_info()["mpi_bindir"])
+    heads = {}
+    for mode in ("1", "0"):
+        raw = tmp_path / f"raw{mode}"
+        res = run_cli(["trace", "-o", str(tmp_path / f"t{mode}.trace"), "--raw-dir", str(raw), "--timeout", "60s",
+                       "--", "taskset", "-c", "0", str(bindir / "mpiexec"), "-n", "2", str(tiny)],
+                      env={"HV_TRACE_RUNDELAY": mode}, timeout=120)
+        assert res.returncode == 0, res.stderr
+        heads[mode] = [read_raw_rank(raw / f"rank.{r}.hvt")[:2] for r in range(2)]
+    for head, rec in heads["1"]:
+        rd = rec["rdelay_us"].astype(float)
+        assert (np.diff(rd) >= 0).all() and rd[-1] <= int(head["run_delay_ns"]) / 1e3 + 1, (rd, head)
+    assert sum(rec["rdelay_us"][-1] for _, rec in heads["1"]) > 0  # two spinning ranks on one CPU wait for it
+    assert all(int(h["run_delay_ns"]) == -1 and not rec["rdelay_us"].any() for h, rec in heads["0"])

@@ -76,7 +76,7 @@ RAW_RECORD_V1 = np.dtype([("t_start_ns", "<i8"), ("t_end_ns", "<i8"), ("bytes", 
 RAW_RECORD = np.dtype([("t_start_ns", "<i8"), ("t_end_ns", "<i8"), ("bytes", "<i8"), ("req", "<i8"),
                        ("cpu_start_ns", "<i8"), ("cpu_end_ns", "<i8"), ("poll_ns", "<i8"), ("poll_cpu_ns", "<i8"),
                        ("op", "<i4"), ("peer", "<i4"), ("tag", "<i4"), ("comm", "<i4"), ("npoll", "<i4"),
-                       ("pad", "<i4")])
+                       ("rdelay_us", "<i4")])
 RAW_RECORDS = {1: RAW_RECORD_V1, 2: RAW_RECORD}
 
 
