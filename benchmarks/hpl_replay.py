@@ -210,6 +210,8 @@ def run_delays(trace_path: Path, trace) -> list[float] | None:
         rec = raws[int(task)][1]
         idx = np.flatnonzero((rec["t_start_ns"] - t0 >= g["t_start_ns"].min())
                              & (rec["t_end_ns"] - t0 <= g["t_end_ns"].max()))
+        if not idx.size:  # not the raw files of this trace
+            return None
         before = int(rec["rdelay_us"][idx[0] - 1]) if idx[0] > 0 else 0
         out.append((int(rec["rdelay_us"][idx[-1]]) - before) / 1e6)
     return out

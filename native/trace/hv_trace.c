@@ -39,6 +39,7 @@
 #define _GNU_SOURCE /* RUSAGE_THREAD */
 #endif
 #include <mpi.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -229,7 +230,7 @@ static inline void put(int op, hv_st a, hv_st b, int peer, int64_t bytes, int ta
         rd_exit = b.t;
     }
     rd_mpi += poll_rd;
-    r->rdelay_us = (int32_t)(rd_mpi / 1000);
+    r->rdelay_us = rd_mpi / 1000 < INT32_MAX ? (int32_t)(rd_mpi / 1000) : INT32_MAX; /* saturates at 35 min */
     poll_ticks = 0, poll_cpu = 0, npoll = 0, poll_rd = 0;
 }
 
