@@ -18,7 +18,7 @@ the best wall time and peak memory of each process, and hpcvar's speed-up beside
 (at least 3x faster than SimGrid, with the same makespans).
 
     .venv/bin/python benchmarks/simgrid_side_by_side.py [--nodes 16] [--cores-per-node 4] [--repeat 3]
-        [--ring-actions 2000000] [--fanin-actions 200000] [--keep DIR]
+        [--ring-actions 2000000] [--fanin-actions 200000] [--keep DIR] [--python V/bin/python]
 """
 
 from __future__ import annotations
@@ -113,7 +113,7 @@ def side_by_side(index: Path, a, d: Path) -> dict:
     plat, hosts = simgrid.write_platform(d, a.nodes, a.bandwidth, a.latency, 1e9, a.cores_per_node)
     sg_cmd = [simgrid.smpirun(), "-np", str(nranks), "-platform", str(plat), "-hostfile", str(hosts), "-replay",
               str(index), *simgrid.OPTIONS]
-    hp_cmd = [sys.executable, "-m", "hpcvar", "sim", "app", str(index), "--nodes", str(a.nodes), "--cores-per-node",
+    hp_cmd = [a.python, "-m", "hpcvar", "sim", "app", str(index), "--nodes", str(a.nodes), "--cores-per-node",
               str(a.cores_per_node), "--bandwidth", f"{a.bandwidth:g}B/s", "--latency", f"{a.latency * 1e6:g}us",
               "--model", "maxmin", "--mapping", "rrp", "--eager", f"{simgrid.SMPI_EAGER_BYTES}B", "--pair-messages",
               "shared", "--no-plots",
@@ -149,6 +149,18 @@ def report(name: str, actions: int, r: dict) -> None:
         for who, m in (("SimGrid", r["sg_best"]), ("hpcvar", r["hp_best"]))))
 
 
+def installed(python: str) -> str:
+    """Which hpcvar ``python`` runs, and how it is installed (editable: hpcvar is imported through an import
+    finder of scikit-build-core, which a user's install does not have)."""
+    code = ("import hpcvar, sys; e = any(type(f).__name__.startswith('ScikitBuild') for f in sys.meta_path); "
+            "print(hpcvar.__file__, 'editable' if e else 'installed', 'cloudpickle' if "
+            "__import__('importlib.util').util.find_spec('cloudpickle') else '')")
+    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    how = "an editable install" if out[1] == "editable" else "a regular install"
+    extra = ", with cloudpickle (Arrow imports it)" if len(out) > 2 else ""
+    return f"{python} ({how} at {Path(out[0]).parent}{extra})"
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--nodes", type=int, default=16)
@@ -162,12 +174,18 @@ def main() -> None:
     ap.add_argument("--fanin-bytes", type=int, default=65536)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--keep", type=Path, default=None, help="keep the traces and outputs in this directory")
+    ap.add_argument("--python", default=sys.executable,
+                    help="the interpreter whose hpcvar is measured (default: this one). A user's install "
+                         "(python3 -m venv V && V/bin/pip install .) has neither the editable install's import "
+                         "finder nor the test extras' cloudpickle, which Arrow imports when it is there: 25 ms "
+                         "less on the fan-in (docs/replay.md)")
     a = ap.parse_args()
     from hpcvar.sim import simgrid
 
     simgrid.smpirun()  # a clear error without SimGrid
     print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs; {a.nodes} nodes x {a.cores_per_node} "
           f"cores, {a.bandwidth:g} B/s, {a.latency * 1e6:g} us, 1e9 flop/s")
+    print(f"hpcvar: {installed(a.python)}")
     with tempfile.TemporaryDirectory() as tmp:
         d = a.keep or Path(tmp)
         (d / "runs").mkdir(parents=True, exist_ok=True)

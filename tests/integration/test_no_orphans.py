@@ -112,8 +112,9 @@ QUICK_SIZES = [8, 1024, 16384, 65536, 262144]
 
 
 def _raw_text(runs: Path) -> str:
-    """The launches' raw files as they are now; one that goes between the listing and its read (CI, once: the
-    run's raw file moved while the poller read it) is read at the next poll."""
+    """The launches' raw files as they are now; one that goes between the listing and its read is read at the
+    next poll (CI, once): a launch's raw file is replaced by its compressed copy, launch-NNN.raw.zst, once the
+    launch ends (hpcvar.results.rawio.compress_raw)."""
     out = []
     for p in runs.glob("*/raw/launch-*.raw"):
         try:
