@@ -205,3 +205,24 @@ def test_bad_windows_and_outputs_are_named(runs_dir):
     _stored(runs_dir, "bench latency", 1, np.arange(1.0, 50.0))
     res = run_cli(["history", "--metric", "bandwidth"])
     assert res.returncode == 2 and "matches bandwidth (--metric)" in res.stderr, res.stderr
+
+
+def test_the_json_of_a_change_from_zero_is_standard_json():
+    """A change from 0 is infinite in relative terms; what history -o and --json write is standard JSON (no
+    Infinity, which jq 1.6 reads as 1.8e308 and JavaScript refuses): the relative CI is null, the CI of the move
+    in the metric's unit stays a number."""
+    import json
+
+    from hpcvar.history.views import series_json
+    from hpcvar.results import dumps, dumps_standard
+
+    step = _zero_based([0.0] * 6 + [2.5] * 6)
+    _detect(step)
+    doc = series_json(step)
+    assert "Infinity" in dumps(doc)  # run.json's writer, read back by Python as it was
+
+    def refuse(name):
+        raise ValueError(f"{name} is not standard JSON")
+
+    (c,) = json.loads(dumps_standard(doc), parse_constant=refuse)["changes"]
+    assert c["change_ci_pct"] == [None, None] and all(isinstance(v, float) and v > 1.0 for v in c["change_ci"])

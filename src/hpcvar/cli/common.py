@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from hpcvar import units
-from hpcvar.results import dumps
+from hpcvar.results import dumps_standard
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -98,7 +98,7 @@ def stdout_console() -> Console:
 
 
 def print_json(obj) -> None:
-    sys.stdout.write(dumps(obj) + "\n")
+    sys.stdout.write(dumps_standard(obj) + "\n")
 
 
 # ---- one vocabulary of flags (docs/cli.md): old names stay as hidden aliases ----------------------------------

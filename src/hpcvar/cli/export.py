@@ -58,11 +58,11 @@ def reframe_refs_cmd(runs, drop, out, runs_dir):
     'reference' is what hpcvar.integrations.reframe's tests take (their 'references' variable), and the
     same command on a test's own run gives its performance variables (docs/watch.md)."""
     from hpcvar.export.reframe import refs_json
-    from hpcvar.results import dumps
+    from hpcvar.results import dumps_standard
     from hpcvar.results.store import Run, resolve_run
 
     chosen = [Run.open(resolve_run(r, runs_dir)) for r in runs]
-    _write_or_print(dumps(refs_json(chosen, drop)) + "\n", out)
+    _write_or_print(dumps_standard(refs_json(chosen, drop)) + "\n", out)
 
 
 @cli.command("caliper")
@@ -80,7 +80,7 @@ def caliper_cmd(runs, out, runs_dir):
 
     from hpcvar.errors import UsageError
     from hpcvar.export.caliper import caliper_profile
-    from hpcvar.results import dumps
+    from hpcvar.results import dumps_standard
     from hpcvar.results.store import Run, resolve_run
 
     chosen = [Run.open(resolve_run(r, runs_dir)) for r in runs]
@@ -89,14 +89,14 @@ def caliper_cmd(runs, out, runs_dir):
         if len(chosen) > 1:
             raise UsageError(f"{len(chosen)} runs make {len(chosen)} profiles, not one file", "-o",
                              "Give an existing directory (one <run>.json each)")
-        _write_or_print(dumps(caliper_profile(chosen[0])) + "\n", str(target))
+        _write_or_print(dumps_standard(caliper_profile(chosen[0])) + "\n", str(target))
         click.echo(f"written {target}")
         return
     if not target.is_dir():
         raise UsageError(f"'{out}' is neither a .json file name nor an existing directory", "-o",
                          f"Create the directory first (mkdir -p {out}) or give a .json file for one run")
     for run in chosen:
-        _write_or_print(dumps(caliper_profile(run)) + "\n", str(target / f"{run.id}.json"))
+        _write_or_print(dumps_standard(caliper_profile(run)) + "\n", str(target / f"{run.id}.json"))
     click.echo(f"written {len(chosen)} profile(s) into {target}")
 
 

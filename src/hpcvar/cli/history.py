@@ -125,9 +125,9 @@ def _write_out(out, groups, res) -> None:
         elif suffix == ".csv":
             atomic_write_text(Path(out), views.csv_text(_one_group(groups, "-o")))
         else:
-            from hpcvar.results import dumps
+            from hpcvar.results import dumps_standard
 
-            atomic_write_text(Path(out), dumps(res) + "\n")
+            atomic_write_text(Path(out), dumps_standard(res) + "\n")
 
 
 def _emit_tables(fmt: str, groups) -> None:

@@ -12,6 +12,7 @@ from hpcvar.results.store import (
                                    atomic_write_bytes,
                                    atomic_write_text,
                                    dumps,
+                                   dumps_standard,
                                    list_runs,
                                    resolve_run,
                                    run_lifecycle,
@@ -33,4 +34,4 @@ def __getattr__(name: str) -> Any:
 
 
 __all__ = ["SCHEMA_VERSION", "TABLES", "RawFile", "RawPoint", "Run", "atomic_write_bytes", "atomic_write_text",
-           "dumps", "list_runs", "read_raw", "resolve_run", "run_lifecycle", "runs_root"]
+           "dumps", "dumps_standard", "list_runs", "read_raw", "resolve_run", "run_lifecycle", "runs_root"]

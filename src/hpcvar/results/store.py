@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as _dt
 import errno
 import json
+import math
 import os
 import socket
 import sys
@@ -116,7 +117,33 @@ def _json_default(o: Any) -> Any:
 
 
 def dumps(obj: Any) -> str:
+    """JSON as run.json holds it: NaN and infinities written as Python writes them (NaN, Infinity), which Python's
+    reader, hpcvar's, reads back as they were."""
     return json.dumps(obj, indent=2, default=_json_default, allow_nan=True)
+
+
+def finite(obj: Any) -> Any:
+    """``obj`` with every number that is not finite (NaN: nothing to divide by; an infinity: a change from 0) as
+    None, for standard JSON, which has neither: dicts, lists and tuples walked, numpy values as Python's."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [finite(v) for v in obj]
+    if hasattr(obj, "tolist") and not isinstance(obj, (str, bytes)):  # numpy scalars and arrays
+        return finite(obj.tolist())
+    return obj
+
+
+def dumps_standard(obj: Any) -> str:
+    """Standard JSON (RFC 8259), for other programs: what ``--json`` prints and the files of ``history -o`` and
+    ``export``. A number that is not finite is null (``finite``): ``jq`` 1.6 read Infinity as 1.8e308 and
+    JavaScript's JSON.parse refuses NaN."""
+    try:  # most results have none: no walk over a large one's values
+        return json.dumps(obj, indent=2, default=_json_default, allow_nan=False)
+    except ValueError:  # "Out of range float values are not JSON compliant"
+        return json.dumps(finite(obj), indent=2, default=_json_default, allow_nan=False)
 
 
 # keys of run.json whose type every reader relies on (checked on open; absent keys are left to each reader)
