@@ -31,6 +31,11 @@ def testbed(tmp_path_factory):
         yield env
 
 
+def _ms(ns: float | None) -> str:
+    """A time of the JSON in ms; null (standard JSON's NaN: no chatter, no round trip) as '-'."""
+    return "-" if ns is None else f"{ns / 1e6:.1f}"
+
+
 def _fanin(env, runs_dir, *args):
     e = dict(env, HPCVAR_RUNS=str(runs_dir))
     res = run_cli(["bench", "fanin", "--launcher", "testbed", "--np", str(HOSTS), "--clients", "2",
@@ -76,7 +81,7 @@ def test_strategies_on_the_testbed(testbed, runs_dir):
             print(f"{p['queues']:<6} depth {p['depth']:<4} {p['match']:<5} chatter {int(p['chatter'])}: "
                   f"{p['aggregate_bytes_per_s'] / 1e6:.2f} MB/s large, "
                   f"{p['chatter_bytes_per_s'] / 1e6:.3f} MB/s chatter, "
-                  f"RTT p50 {p['chatter_rtt_median_ns'] / 1e6:.1f} ms, Jain {p['jain_index']:.3f}")
+                  f"RTT p50 {_ms(p['chatter_rtt_median_ns'])} ms, Jain {p['jain_index']:.3f}")
             # what went through the root's link in the window can never exceed it
             assert 0 < p["window_bytes_per_s"] <= 1.02 * LINK_BYTES_PER_S
             # the steady rate sums each client's bytes over its own first-to-last completion: each is known to

@@ -58,11 +58,16 @@ def named(out: dict, status: str = "degraded") -> dict[str, set[str]]:
     return got
 
 
+def _z(f: dict) -> str:
+    """A finding's z; null in the JSON (NaN: a finding judged by a bound, with no others to compare) as '-'."""
+    return "-" if f["z"] is None else f"{f['z']:+.1f}"
+
+
 def report(what: str, out: dict) -> None:
     """The figures the issue asks for: duration, each finding's z against the threshold, the largest z."""
-    zs = ", ".join(f"{f['where']} {f['metric']} z {f['z']:+.1f} ({f['status']})" for f in out["findings"])
+    zs = ", ".join(f"{f['where']} {f['metric']} z {_z(f)} ({f['status']})" for f in out["findings"])
     print(f"\n{what}: exit {out['rc']} in {out['elapsed_s']:.1f} s; {zs or 'no finding'}; largest z "
-          f"{out['largest_z']['z']:.2f} ({out['largest_z']['metric']} {out['largest_z']['where']}); "
+          f"{_z(out['largest_z'])} ({out['largest_z']['metric']} {out['largest_z']['where']}); "
           f"{out['answer']['line'][:300]}")
 
 
@@ -99,7 +104,7 @@ def disturbed(out) -> str | None:
 def names_exactly(out: dict, expected: dict[str, set[str]]) -> None:
     got = named(out)
     # every finding with its z and the others' median: a fault that was not named shows how far it was
-    seen = "; ".join(f"{f['where']} {f['metric']} {f['status']} z {f['z']:+.1f} value {f.get('value')} others "
+    seen = "; ".join(f"{f['where']} {f['metric']} {f['status']} z {_z(f)} value {f.get('value')} others "
                      f"{f.get('rest_median')}" for f in out["findings"])
     assert out["rc"] == 3, out["answer"]["line"]
     assert set(got) == set(expected), f"{out['answer']['line']} | findings: {seen}"

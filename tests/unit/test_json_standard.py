@@ -44,3 +44,16 @@ def test_the_command_line_prints_standard_json(tmp_path):
                           str(tmp_path)], capture_output=True, text=True, check=True).stdout
     assert _strict(out)["result"] == {"mean_e_abs_pct": None, "change_pct": None, "tasks": [{"e_abs_pct": 1.25}]}
     assert "NaN" in (run.path / "run.json").read_text()  # the store keeps what it computed
+
+
+def test_the_reframe_test_reads_a_null_figure_as_nan(tmp_path):
+    """export reframe-refs writes a figure measured without a value as null now: the ReFrame test's performance
+    variable is NaN, as it was when the file held NaN, not a TypeError."""
+    pytest.importorskip("reframe")
+    import reframe.utility.sanity as sn
+
+    from hpcvar.integrations.reframe import _perf_value
+
+    f = tmp_path / "hpcvar-perf.json"
+    f.write_text(dumps_standard({"reference": {"*": {"a": [math.nan, None, None, "us"], "b": [2.5, None, 0.1, "us"]}}}))
+    assert math.isnan(sn.evaluate(_perf_value(str(f), "a"))) and sn.evaluate(_perf_value(str(f), "b")) == 2.5

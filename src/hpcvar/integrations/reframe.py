@@ -21,6 +21,7 @@ Subclass the base classes (``hpcvar_check`` and the three below) for site tests:
 from __future__ import annotations
 
 import json
+import math
 import os
 
 import reframe as rfm
@@ -38,7 +39,8 @@ MEASURED_EXIT = (0, 3)
 @deferrable
 def _perf_value(path: str, name: str) -> float:
     with open(path) as f:
-        return float(json.load(f)["reference"]["*"][name][0])
+        value = json.load(f)["reference"]["*"][name][0]
+    return math.nan if value is None else float(value)  # null: standard JSON's NaN (nothing measured)
 
 
 class hpcvar_check(rfm.RunOnlyRegressionTest):
