@@ -152,10 +152,19 @@ def report(name: str, actions: int, r: dict) -> None:
 def installed(python: str) -> str:
     """Which hpcvar ``python`` runs, and how it is installed (editable: hpcvar is imported through an import
     finder of scikit-build-core, which a user's install does not have)."""
-    code = ("import hpcvar, sys; e = any(type(f).__name__.startswith('ScikitBuild') for f in sys.meta_path); "
-            "print(hpcvar.__file__, 'editable' if e else 'installed', 'cloudpickle' if "
-            "__import__('importlib.util').util.find_spec('cloudpickle') else '')")
-    out = subprocess.run([python, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    code = ("import hpcvar, importlib.util, sys; "
+            "e = any(type(f).__name__.startswith('ScikitBuild') for f in sys.meta_path); "
+            "print(hpcvar.__file__, 'editable' if e else 'installed', "
+            "'cloudpickle' if importlib.util.find_spec('cloudpickle') else '')")
+    try:
+        res = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    except OSError as e:
+        raise SystemExit(f"--python {python}: cannot run it ({e.strerror}): give a Python interpreter's path") from None
+    if res.returncode:
+        why = (res.stderr.strip().splitlines() or ["no message"])[-1]
+        raise SystemExit(f"--python {python}: it cannot import hpcvar ({why}): "
+                         "give the interpreter of a venv where hpcvar is installed (V/bin/pip install .)")
+    out = res.stdout.split()
     how = "an editable install" if out[1] == "editable" else "a regular install"
     extra = ", with cloudpickle (Arrow imports it)" if len(out) > 2 else ""
     return f"{python} ({how} at {Path(out[0]).parent}{extra})"
