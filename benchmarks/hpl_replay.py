@@ -15,7 +15,8 @@ Root only (network namespaces). Steps, each printed:
    random with --replicas) and model (none, gige, myrinet, maxmin). For each placement that ran: E_abs per
    task of every model's prediction (the trace replayed with the mapping that ran) and, across placements,
    of a prediction made from the other placement's trace; the mappings ranked by predicted and by
-   measured communication time;
+   measured communication time; with each variant's compute per task, the floor of each mean E_abs (``floor``:
+   the least any prediction with that compute reaches whose tasks end together, as HPL's do);
 6. figures in --figures: per placement that ran, per task measured and predicted communication time
    (bars, one per model) and the best model's E_abs (line); the mappings' predicted and measured times;
 7. with --overhead-reps R: the tracer's overhead on HPL, R pairs of local hpcc runs (2 ranks, N
@@ -221,6 +222,21 @@ def e_abs(pred: list[float], meas: list[float]) -> list[float]:
     return [abs(p - m) / m * 100 for p, m in zip(pred, meas, strict=True)]
 
 
+def floor(compute: list[float], meas: list[float]) -> float:
+    """The lowest mean E_abs (%) any prediction can reach whose tasks compute ``compute`` (s per task, the trace's:
+    its CPU time for ``--compute cpu``) and end together, as HPL's tasks do (their measured spans agree within a
+    few ms): task i's predicted communication is then T - compute[i] for one T, and the mean of |T - compute[i] -
+    meas[i]| / meas[i] is least at the weighted median of compute[i] + meas[i] (weights 1 / meas[i]). A prediction
+    at the floor has the right mean; what it cannot have is the spread of the measured times that its compute does
+    not hold: with CPU time, the time each task was descheduled while computing (docs/replay.md, runs 18-19)."""
+    a = np.asarray(compute, float) + np.asarray(meas, float)
+    w = 1.0 / np.asarray(meas, float)
+    order = np.argsort(a, kind="stable")
+    cum = np.cumsum(w[order])
+    t = a[order][int(np.searchsorted(cum, cum[-1] / 2))]
+    return float(np.mean(np.abs(t - a) * w) * 100)
+
+
 def analyse(replays: dict, placements: list[str]) -> dict:
     """E_abs per placement that ran, per model and source trace; mean comm per mapping, predicted and measured."""
     measured = {p: [t["measured_comm_s"] for t in replays[p][(p, "none")]["tasks"]] for p in placements}
@@ -235,8 +251,9 @@ def analyse(replays: dict, placements: list[str]) -> dict:
     return {"measured": measured, "e_abs": table, "ranking": ranking}
 
 
-def report(res: dict, placements: list[str], variant: str = "wall") -> dict:
-    """The tables of one variant; returns its summary (same- and cross-placement mean E_abs under maxmin)."""
+def report(res: dict, placements: list[str], variant: str = "wall", compute: dict | None = None) -> dict:
+    """The tables of one variant; returns its summary (same- and cross-placement mean E_abs under maxmin). With
+    ``compute`` (per placement, the compute per task its trace gives this variant), each mean's floor too."""
     print(f"\n== {variant}: {VARIANTS[variant]}")
     print("E_abs per task (%) of the predicted communication time against the measured one")
     print(f"{'ran':5s} {'trace of':9s} {'model':8s} {'mean':>6s}  per task")
@@ -255,6 +272,11 @@ def report(res: dict, placements: list[str], variant: str = "wall") -> dict:
         print("cross placement: " + ", ".join(f"{ran} from the {src} trace {v:.1f} %"
                                               for (ran, src), v in cross.items())
               + f" (target <= 15 %: {'meets' if max(cross.values()) <= 15 else 'MISSES'})")
+    floors = {}
+    if compute is not None:
+        floors = {(ran, src): floor(compute[src], res["measured"][ran]) for ran in placements for src in placements}
+        print("floor (the least mean E_abs of any prediction with this compute whose tasks end together): "
+              + ", ".join(f"{ran} from the {src} trace {v:.1f} %" for (ran, src), v in floors.items()))
     print("mean communication time per task by mapping (maxmin; random: median of the replicas)")
     for src, by in res["ranking"].items():
         order = sorted(by, key=by.get)
@@ -262,7 +284,8 @@ def report(res: dict, placements: list[str], variant: str = "wall") -> dict:
               + f"  (ranking {' < '.join(order)})")
     meas = {p: float(np.mean(v)) for p, v in res["measured"].items()}
     print("  measured: " + ", ".join(f"{p} {v:.3f} s" for p, v in sorted(meas.items(), key=lambda kv: kv[1])))
-    return {"same": same, "cross": {f"{r} from {s}": v for (r, s), v in cross.items()}, "measured": meas}
+    return {"same": same, "cross": {f"{r} from {s}": v for (r, s), v in cross.items()}, "measured": meas,
+            "floor": {f"{r} from {s}": v for (r, s), v in floors.items()}}
 
 
 def waits(res: dict, replays: dict, traces: dict, read: dict, placements: list[str]) -> None:
@@ -446,9 +469,10 @@ def finish(a, env: dict, traces: dict, net: tuple, shm: tuple, placements: list[
     read = {p: read_parquet(traces[p]) for p in placements}
     has_cpu = all("cpu_ns" in read[p].events.columns for p in placements)
     variants = [v for v in ("before", "wall", "cpu") if v != "cpu" or has_cpu]
+    dsc = {p: descheduled(read[p]) for p in placements} if has_cpu else {}
     if has_cpu:
         for p in placements:
-            d = descheduled(read[p])
+            d = dsc[p]
             print(f"{p}: compute per task {min(d['wall']):.3f}-{max(d['wall']):.3f} s of wall clock for "
                   f"{min(d['cpu']):.3f}-{max(d['cpu']):.3f} s of CPU, {read[p].meta.get('cpu')} "
                   f"clock (descheduled {min(d['descheduled']):.3f}-"
@@ -460,13 +484,15 @@ def finish(a, env: dict, traces: dict, net: tuple, shm: tuple, placements: list[
         replays = {p: replay(env, src[p], net, shm, a.replicas, buf, first, "cpu" if v == "cpu" else "wall")
                    for p in placements}
         res = analyse(replays, placements)
-        summary[v] = report(res, placements, v)
+        compute = {p: dsc[p][v] for p in placements} if dsc and v != "before" else None  # "before": polls in it
+        summary[v] = report(res, placements, v, compute)
         if v == "cpu":
             waits(res, replays, traces, read, placements)
     print("\nsummary (mean E_abs %, maxmin):")
     for v, sm in summary.items():
         print(f"  {v:6s} same " + ", ".join(f"{p} {x:.1f}" for p, x in sm["same"].items()) + "; cross "
-              + ", ".join(f"{k} {x:.1f}" for k, x in sm["cross"].items()))
+              + ", ".join(f"{k} {x:.1f}" for k, x in sm["cross"].items())
+              + ("; floor " + ", ".join(f"{k} {x:.1f}" for k, x in sm["floor"].items()) if sm["floor"] else ""))
     if a.figures:
         Path(a.figures).mkdir(parents=True, exist_ok=True)
         figures(res, replays, placements, Path(a.figures))

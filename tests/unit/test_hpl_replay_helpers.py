@@ -34,3 +34,28 @@ def test_descheduled_is_the_wall_clock_compute_less_its_polls_and_cpu_time(tmp_p
     assert d["wall"] == pytest.approx([800e-9, 2500e-9])
     assert d["cpu"] == pytest.approx([500e-9, 2500e-9])
     assert d["descheduled"] == pytest.approx([300e-9, 0.0], abs=1e-15)
+
+
+def test_floor_is_the_least_mean_e_abs_of_tasks_ending_together(hpl_replay):
+    """Hand-worked: tasks computing 0 s, measured 1 and 2 s in MPI. Ending together at T, they predict T and T;
+    the mean E_abs (|T - 1| / 1 + |T - 2| / 2) / 2 is least at T = 1: 25 % (T = 2 gives 50 %, T = 1.5 37.5 %).
+    Compute that accounts for the whole spread (the measured spans equal) leaves no floor."""
+    assert hpl_replay.floor([0.0, 0.0], [1.0, 2.0]) == pytest.approx(25.0)
+    assert hpl_replay.floor([0.7, 0.5, 0.2], [1.0, 1.2, 1.5]) == pytest.approx(0.0, abs=1e-9)
+
+
+def test_floor_matches_a_search_over_the_common_end(hpl_replay):
+    """On random tasks the floor equals the least mean E_abs over a fine grid of common ends T (never above it, and
+    within the grid's step of it)."""
+    import numpy as np
+
+    rng = np.random.default_rng(7)
+    for _ in range(50):
+        n = int(rng.integers(1, 9))
+        compute, meas = rng.uniform(0.1, 1.0, n), rng.uniform(0.2, 1.5, n)
+        a = compute + meas
+        grid = np.linspace(a.min(), a.max(), 4001)
+        best = min(float(np.mean(np.abs(t - compute - meas) / meas)) * 100 for t in grid)
+        f = hpl_replay.floor(list(compute), list(meas))
+        assert f <= best + 1e-9
+        assert f >= best - 100 * (a.max() - a.min()) / 4000 / meas.min()
