@@ -79,7 +79,7 @@ def test_cli_start_up_does_not_import_heavy_libraries():
 def test_every_help_and_the_simulators_skip_heavy_libraries(tmp_path):
     """Issue 30: every command's --help loads no numpy (nor pandas, pyarrow, matplotlib); a tiny run of each
     simulator loads neither pandas nor matplotlib (its figures are drawn on demand, its tables written by Arrow
-    from columns)."""
+    from columns), nor Arrow's compute functions (0.03 s: a native trace's ops are read from their dictionary)."""
     import subprocess
     import sys
 
@@ -98,11 +98,14 @@ def test_every_help_and_the_simulators_skip_heavy_libraries(tmp_path):
     ring.write_text("".join(f"{r} init\n{r} compute 1000\n{r} Isend {(r + 1) % 2} 1024\n{r} Irecv {(r + 1) % 2} 1024\n"
                             f"{r} wait\n{r} wait\n{r} finalize\n" for r in range(2)))
     (tmp_path / "runs").mkdir()
+    native = tmp_path / "ring.trace"
+    subprocess.run([sys.executable, "-m", "hpcvar", "trace", "import", str(ring), "-o", str(native)], check=True,
+                   capture_output=True)
     for argv in (["sim", "jitter", "--synthetic", "250Hz:2us", "--duration", "1s", "--tasks", "4", "--phases", "2"],
-                 ["sim", "app", str(ring)]):
+                 ["sim", "app", str(ring)], ["sim", "app", str(native)]):
         full = [*argv, "--runs-dir", str(tmp_path / "runs"), "--json"]
         code = (f"import sys; from hpcvar.cli import cli; cli.main({full!r}, standalone_mode=False); "
-                "print('HEAVY=' + ','.join(m for m in ('pandas', 'matplotlib') "
+                "print('HEAVY=' + ','.join(m for m in ('pandas', 'matplotlib', 'pyarrow.compute') "
                 "if m in sys.modules))")
         out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         assert out.stdout.strip().splitlines()[-1] == "HEAVY=", (argv, out.stdout[-300:])

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import click
-from rich.table import Table
 
 from hpcvar.cli.common import DURATION, emit, emit_run, output_options, stderr_console, stdout_console
 from hpcvar.results.store import Run, list_runs, resolve_run, run_ref, runs_root
+
+if TYPE_CHECKING:
+    from rich.table import Table
 
 
 @click.group("runs")
@@ -36,6 +40,8 @@ def list_cmd(all_, as_json, runs_dir):
 
 
 def _render_list(console, result: dict) -> None:
+    from rich.table import Table  # rich's tables: not for --help
+
     rows = result["runs"]
     if not rows:
         console.print(f"no runs in {result['runs_dir']}", markup=False)
@@ -60,6 +66,8 @@ def _print_error(console, r: Run) -> None:
 
 
 def _metadata_table(meta: dict) -> Table:
+    from rich.table import Table
+
     from hpcvar.report.humanize import value
 
     t = Table(title="Metadata", title_justify="left", show_header=False)
@@ -104,6 +112,8 @@ def show_cmd(run, as_json, runs_dir):
     console.print(f"started {info.get('started_utc')}  ended {info.get('ended_utc')}")
     console.print(f"command line: {' '.join(info.get('argv', []))}", markup=False)
     console.print(_metadata_table(info.get("metadata", {})))
+    from rich.table import Table
+
     p = Table(title="Parameters", title_justify="left", show_header=False)
     from hpcvar.report.humanize import value
 

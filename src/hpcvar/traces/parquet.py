@@ -441,12 +441,13 @@ def _fill_columns(cols: dict[str, np.ndarray], pos: int, table, where: str) -> N
 
 def _op_codes(chunk, table, first_row: int, where: str) -> np.ndarray:
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if chunk.null_count:
         raise InputFileError("column 'op' has missing values", where, todo="The trace is damaged")
     try:
-        if not pa.types.is_dictionary(chunk.type):
+        if not pa.types.is_dictionary(chunk.type):  # hpcvar writes a dictionary: pyarrow.compute (0.03 s) not needed
+            import pyarrow.compute as pc
+
             chunk = pc.dictionary_encode(chunk)
         words = chunk.dictionary.to_pylist()
     except pa.ArrowException:
